@@ -1,0 +1,319 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "worker/packing.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "common/hash.h"
+
+namespace ps {
+namespace pack {
+namespace {
+
+// A key and its input position. Sorting these (stably) is the core of coalescing.
+struct KeyPos {
+  Key key;
+  uint32_t pos;
+};
+
+// Below this size a comparison sort beats the radix sort's fixed cost.
+constexpr size_t kRadixThreshold = 2048;
+
+// Returns (keys[i], i) sorted by key, stable (duplicates keep input order).
+// LSD radix sort on 8-bit digits; digits on which all keys agree are skipped, so small
+// key spaces (e.g. ids < 2^32) cost fewer passes.
+std::vector<KeyPos> SortByKey(const Key* keys, size_t n) {
+  std::vector<KeyPos> a(n);
+  for (size_t i = 0; i < n; ++i) a[i] = KeyPos{keys[i], static_cast<uint32_t>(i)};
+  if (n < kRadixThreshold) {
+    std::stable_sort(a.begin(), a.end(),
+                     [](const KeyPos& x, const KeyPos& y) { return x.key < y.key; });
+    return a;
+  }
+  constexpr int kDigits = 8;
+  std::vector<std::array<size_t, 256>> hist(kDigits);
+  for (auto& h : hist) h.fill(0);
+  for (size_t i = 0; i < n; ++i) {
+    Key k = keys[i];
+    for (int d = 0; d < kDigits; ++d) ++hist[d][(k >> (8 * d)) & 0xFF];
+  }
+  std::vector<KeyPos> b(n);
+  for (int d = 0; d < kDigits; ++d) {
+    const size_t first_digit = (a[0].key >> (8 * d)) & 0xFF;
+    if (hist[d][first_digit] == n) continue;  // every key has this digit: order unchanged
+    std::array<size_t, 256> cursor;
+    size_t sum = 0;
+    for (int v = 0; v < 256; ++v) {
+      cursor[v] = sum;
+      sum += hist[d][v];
+    }
+    for (size_t i = 0; i < n; ++i) b[cursor[(a[i].key >> (8 * d)) & 0xFF]++] = a[i];
+    a.swap(b);
+  }
+  return a;
+}
+
+// Coalesces into out_keys/out_rows (m entries in key order); inverse (optional) gets the
+// unique index of every input key. Returns m.
+size_t CoalesceSorted(const std::vector<KeyPos>& sorted, const float* rows, uint32_t dim,
+                      Key* out_keys, float* out_rows, uint32_t* inverse) {
+  const bool with_rows = rows != nullptr && out_rows != nullptr && dim > 0;
+  size_t m = 0;
+  for (const KeyPos& kp : sorted) {
+    const bool new_key = (m == 0 || out_keys[m - 1] != kp.key);
+    if (new_key) {
+      out_keys[m] = kp.key;
+      if (with_rows) {
+        std::memcpy(out_rows + m * dim, rows + size_t{kp.pos} * dim, dim * sizeof(float));
+      }
+      ++m;
+    } else if (with_rows) {
+      float* dst = out_rows + (m - 1) * dim;
+      const float* r = rows + size_t{kp.pos} * dim;
+      for (uint32_t j = 0; j < dim; ++j) dst[j] += r[j];
+    }
+    if (inverse) inverse[kp.pos] = static_cast<uint32_t>(m - 1);
+  }
+  return m;
+}
+
+uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+float BitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+constexpr uint32_t kCanonicalFloatNaN = 0x7FFFFFFFu;
+constexpr uint16_t kCanonicalHalfNaN = 0x7FFF;
+
+}  // namespace
+
+size_t Coalesce(const Key* keys, const float* rows, size_t n, uint32_t dim, Key* out_keys,
+                float* out_rows, uint32_t* inverse) {
+  if (n == 0) return 0;
+  return CoalesceSorted(SortByKey(keys, n), rows, dim, out_keys, out_rows, inverse);
+}
+
+size_t UniqueKeys(const Key* keys, size_t n, Key* out_keys, uint32_t* inverse) {
+  return Coalesce(keys, nullptr, n, 0, out_keys, nullptr, inverse);
+}
+
+size_t BucketOf(Key key, const uint64_t* bucket_begin, size_t num_buckets) {
+  const uint64_t h = MixKey(key);
+  // The last bucket whose begin is <= h.
+  const uint64_t* it = std::upper_bound(bucket_begin, bucket_begin + num_buckets, h);
+  return static_cast<size_t>(it - bucket_begin) - 1;
+}
+
+void Bucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
+            const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
+            float* out_rows, size_t* offsets) {
+  std::vector<uint32_t> bucket(n);
+  std::fill(offsets, offsets + num_buckets + 1, size_t{0});
+  for (size_t i = 0; i < n; ++i) {
+    bucket[i] = static_cast<uint32_t>(BucketOf(keys[i], bucket_begin, num_buckets));
+    ++offsets[bucket[i] + 1];
+  }
+  for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
+  std::vector<size_t> cursor(offsets, offsets + num_buckets);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t dst = cursor[bucket[i]]++;
+    out_keys[dst] = keys[i];
+    if (rows && out_rows && dim > 0) {
+      std::memcpy(out_rows + dst * dim, rows + i * dim, dim * sizeof(float));
+    }
+  }
+}
+
+size_t CoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
+                         const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
+                         float* out_rows, uint32_t* inverse, size_t* offsets) {
+  std::fill(offsets, offsets + num_buckets + 1, size_t{0});
+  if (n == 0) return 0;
+  const bool with_rows = rows != nullptr && out_rows != nullptr && dim > 0;
+  const std::vector<KeyPos> sorted = SortByKey(keys, n);
+  // Unique keys and, per unique key, its first sorted position (its run starts there).
+  std::vector<size_t> run_begin;
+  run_begin.reserve(n);
+  for (size_t p = 0; p < n; ++p) {
+    if (p == 0 || sorted[p].key != sorted[p - 1].key) run_begin.push_back(p);
+  }
+  const size_t m = run_begin.size();
+  run_begin.push_back(n);
+  // Destination of every unique key: stable counting sort by bucket.
+  std::vector<uint32_t> bucket(m);
+  for (size_t u = 0; u < m; ++u) {
+    bucket[u] = static_cast<uint32_t>(
+        BucketOf(sorted[run_begin[u]].key, bucket_begin, num_buckets));
+    ++offsets[bucket[u] + 1];
+  }
+  for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
+  std::vector<size_t> cursor(offsets, offsets + num_buckets);
+  for (size_t u = 0; u < m; ++u) {
+    const size_t dst = cursor[bucket[u]]++;
+    out_keys[dst] = sorted[run_begin[u]].key;
+    for (size_t p = run_begin[u]; p < run_begin[u + 1]; ++p) {
+      const uint32_t src = sorted[p].pos;
+      if (with_rows) {
+        float* d = out_rows + dst * dim;
+        const float* r = rows + size_t{src} * dim;
+        if (p == run_begin[u]) {
+          std::memcpy(d, r, dim * sizeof(float));
+        } else {
+          for (uint32_t j = 0; j < dim; ++j) d[j] += r[j];
+        }
+      }
+      if (inverse) inverse[src] = static_cast<uint32_t>(dst);
+    }
+  }
+  return m;
+}
+
+void ScatterRows(const uint32_t* inverse, size_t n, const float* uniq_rows, uint32_t dim,
+                 float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(out + i * dim, uniq_rows + size_t{inverse[i]} * dim, dim * sizeof(float));
+  }
+}
+
+// ---- Element types ------------------------------------------------------------------------
+
+size_t WireBytes(WireType type) {
+  switch (type) {
+    case WireType::kFloat32:
+      return 4;
+    case WireType::kFloat16:
+    case WireType::kBFloat16:
+      return 2;
+  }
+  return 0;
+}
+
+uint16_t FloatToHalf(float f) {
+  const uint32_t x = FloatBits(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7FFFFFFFu;
+  if (ax > 0x7F800000u) return kCanonicalHalfNaN;
+  // 65520 = 0x477FF000 is halfway between the largest half (65504) and 2^16; the tie
+  // goes to the even neighbour, which is infinity.
+  if (ax >= 0x477FF000u) return sign | 0x7C00u;
+  if (ax >= 0x38800000u) {  // >= 2^-14: a normal half
+    uint32_t h = (ax >> 13) - (uint32_t{127 - 15} << 10);
+    const uint32_t rem = ax & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // may carry into the exponent
+    return static_cast<uint16_t>(sign | h);
+  }
+  // A subnormal half (units of 2^-24) or zero. 2^-25 (0x33000000) ties to 0.
+  if (ax <= 0x33000000u) return sign;
+  const uint32_t e = ax >> 23;  // 102..112
+  const uint32_t mant = (ax & 0x7FFFFFu) | 0x800000u;
+  const uint32_t shift = 126 - e;  // 14..24
+  uint32_t h = mant >> shift;
+  const uint32_t rem = mant & ((1u << shift) - 1);
+  const uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (h & 1u))) ++h;  // 0x400 is the smallest normal
+  return static_cast<uint16_t>(sign | h);
+}
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = uint32_t{h & 0x8000u} << 16;
+  const uint32_t e = (h >> 10) & 0x1Fu;
+  const uint32_t m = h & 0x3FFu;
+  if (e == 0x1F) return BitsFloat(m == 0 ? (sign | 0x7F800000u) : kCanonicalFloatNaN);
+  if (e == 0) {
+    // m * 2^-24, exact in float.
+    const float v = static_cast<float>(m) * 5.9604644775390625e-8f;
+    return BitsFloat(FloatBits(v) | sign);
+  }
+  return BitsFloat(sign | ((e + (127 - 15)) << 23) | (m << 13));
+}
+
+uint16_t FloatToBFloat16(float f) {
+  const uint32_t x = FloatBits(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return kCanonicalHalfNaN;
+  // Round to nearest even on the low 16 bits; overflow carries into infinity correctly.
+  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+float BFloat16ToFloat(uint16_t b) {
+  if ((b & 0x7FFFu) > 0x7F80u) return BitsFloat(kCanonicalFloatNaN);
+  return BitsFloat(uint32_t{b} << 16);
+}
+
+void ToWire(const float* in, size_t n, WireType type, void* out) {
+  if (n == 0) return;
+  switch (type) {
+    case WireType::kFloat32:
+      std::memcpy(out, in, n * sizeof(float));
+      return;
+    case WireType::kFloat16: {
+      uint16_t* o = static_cast<uint16_t*>(out);
+      for (size_t i = 0; i < n; ++i) o[i] = FloatToHalf(in[i]);
+      return;
+    }
+    case WireType::kBFloat16: {
+      uint16_t* o = static_cast<uint16_t*>(out);
+      for (size_t i = 0; i < n; ++i) o[i] = FloatToBFloat16(in[i]);
+      return;
+    }
+  }
+}
+
+void FromWire(const void* in, size_t n, WireType type, float* out) {
+  if (n == 0) return;
+  switch (type) {
+    case WireType::kFloat32:
+      std::memcpy(out, in, n * sizeof(float));
+      return;
+    case WireType::kFloat16: {
+      const uint16_t* p = static_cast<const uint16_t*>(in);
+      for (size_t i = 0; i < n; ++i) out[i] = HalfToFloat(p[i]);
+      return;
+    }
+    case WireType::kBFloat16: {
+      const uint16_t* p = static_cast<const uint16_t*>(in);
+      for (size_t i = 0; i < n; ++i) out[i] = BFloat16ToFloat(p[i]);
+      return;
+    }
+  }
+}
+
+// ---- Dense fusion ---------------------------------------------------------------------------
+
+size_t FuseOffsets(const size_t* lens, size_t count, size_t* offsets) {
+  offsets[0] = 0;
+  for (size_t i = 0; i < count; ++i) offsets[i + 1] = offsets[i] + lens[i];
+  return offsets[count];
+}
+
+void Fuse(const float* const* srcs, const size_t* lens, size_t count, WireType type,
+          void* out) {
+  const size_t bytes = WireBytes(type);
+  char* o = static_cast<char*>(out);
+  for (size_t i = 0; i < count; ++i) {
+    ToWire(srcs[i], lens[i], type, o);
+    o += lens[i] * bytes;
+  }
+}
+
+void Unfuse(const void* in, WireType type, float* const* dsts, const size_t* lens,
+            size_t count) {
+  const size_t bytes = WireBytes(type);
+  const char* p = static_cast<const char*>(in);
+  for (size_t i = 0; i < count; ++i) {
+    FromWire(p, lens[i], type, dsts[i]);
+    p += lens[i] * bytes;
+  }
+}
+
+}  // namespace pack
+}  // namespace ps
