@@ -1,0 +1,14 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The whole public API of LayerPS in one include.
+#ifndef PS_PS_H_
+#define PS_PS_H_
+
+#include "ps/options.h"
+#include "ps/scheduler.h"
+#include "ps/server.h"
+#include "ps/status.h"
+#include "ps/types.h"
+#include "ps/worker.h"
+
+#endif  // PS_PS_H_

@@ -1,0 +1,60 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Scheduler: the one node that owns membership, ranks, the cluster map (which key ranges
+// of which table live on which server), barriers and failure detection.
+//
+// Lifecycle: construct, Start() (binds and starts its thread), then either Join() until
+// the cluster finishes (every worker left) or Stop(). The destructor stops it.
+// Thread-safety: every method may be called from any thread.
+#ifndef PS_SCHEDULER_H_
+#define PS_SCHEDULER_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/options.h"
+#include "ps/status.h"
+#include "ps/types.h"
+
+namespace ps {
+
+struct SchedulerStats {
+  uint64_t messages_received = 0;
+  uint64_t bad_messages = 0;        // malformed, wrong version, or from unknown peers
+  uint64_t rejected_registrations = 0;
+  uint64_t dead_nodes = 0;
+  uint64_t map_epoch = 0;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(Options options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Binds options.scheduler_address and starts serving. Fails on bad options or when
+  // the address cannot be bound.
+  Status Start();
+  // The address nodes should connect to (the bound port replaces port 0).
+  std::string address() const;
+  // Blocks until every worker has left (OK), the cluster failed (the error), or the
+  // timeout passes (kTimeout). Servers are told to shut down before it returns OK.
+  Status Join(std::chrono::milliseconds timeout);
+  // Tells every node to shut down and stops. Idempotent.
+  void Stop();
+
+  // The current membership (empty before every node registered).
+  std::vector<NodeInfo> Nodes() const;
+  SchedulerStats stats() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ps
+
+#endif  // PS_SCHEDULER_H_

@@ -1,0 +1,60 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Server: holds shards of tables, applies pushes (aggregate or SGD) and answers pulls.
+//
+// Lifecycle: construct, Start() (registers with the scheduler and waits until the whole
+// cluster is there), then Join() until the scheduler shuts the cluster down, or Stop().
+// Thread-safety: every method may be called from any thread.
+#ifndef PS_SERVER_H_
+#define PS_SERVER_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "ps/options.h"
+#include "ps/status.h"
+#include "ps/types.h"
+
+namespace ps {
+
+struct ServerStats {
+  uint64_t messages_received = 0;
+  uint64_t bad_messages = 0;       // dropped: malformed, unknown table, range not held...
+  uint64_t push_requests = 0;
+  uint64_t pull_requests = 0;
+  uint64_t bytes_received = 0;     // payload bytes of accepted data messages
+  uint64_t bytes_sent = 0;         // payload bytes of replies
+  uint64_t sparse_rows = 0;        // rows held in sparse tables
+};
+
+class Server {
+ public:
+  explicit Server(Options options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Registers with the scheduler and waits (options.connect_timeout_ms) until the
+  // cluster is complete. Wrong token: kPermissionDenied. No scheduler: kTimeout.
+  Status Start();
+  // Blocks until the scheduler shuts the cluster down (OK), the scheduler is lost
+  // (kUnavailable), or the timeout passes (kTimeout).
+  Status Join(std::chrono::milliseconds timeout);
+  // Leaves and stops serving. Idempotent.
+  void Stop();
+
+  NodeId id() const;
+  uint32_t rank() const;
+  // The endpoint this server's receive socket is bound to.
+  std::string endpoint() const;
+  ServerStats stats() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ps
+
+#endif  // PS_SERVER_H_

@@ -1,0 +1,100 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Value types shared by the public API: ids, table specifications, node descriptions.
+#ifndef PS_TYPES_H_
+#define PS_TYPES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ps/status.h"
+
+namespace ps {
+
+// A node's id inside one cluster. The scheduler is always kSchedulerId; servers and
+// workers get ids in registration order.
+using NodeId = uint32_t;
+constexpr NodeId kSchedulerId = 0;
+constexpr NodeId kUnassignedId = 0xFFFFFFFFu;
+
+// A table's id, agreed by the scheduler when the table is first declared.
+using TableId = uint32_t;
+constexpr TableId kInvalidTable = 0xFFFFFFFFu;
+
+// Keys: a dense table's chunk index, or a sparse table's row id (any 64-bit value).
+using Key = uint64_t;
+
+// Identifies one asynchronous request of a Worker; pass it to Worker::Wait.
+using Ticket = uint64_t;
+
+enum class Role : int { kScheduler = 1, kServer = 2, kWorker = 3 };
+const char* RoleName(Role role);
+
+enum class TableKind : int { kDense = 0, kSparse = 1 };
+
+enum class DType : int { kFloat32 = 0 };
+
+// What a server does with a pushed gradient g.
+enum class UpdateRule : int {
+  kSum = 0,  // aggregate: x += g; a pull returns the running sum
+  kSgd = 1,  // x -= learning_rate * g
+};
+
+// How a server fills a value the first time it is touched. Seeded initializers depend
+// only on (seed, table name, key, column): every run and every server agrees.
+enum class Initializer : int {
+  kZeros = 0,
+  kUniform = 1,  // uniform in [init_a, init_b)
+  kNormal = 2,   // normal with mean init_a and standard deviation init_b
+};
+
+// One named parameter tensor: a layer's weight or bias, or an embedding.
+struct TableSpec {
+  std::string name;                      // required, unique in the cluster, <= 256 bytes
+  TableKind kind = TableKind::kDense;
+  uint64_t size = 0;                     // dense: number of elements (>= 1)
+  uint32_t dim = 0;                      // sparse: row width (>= 1); ignored for dense
+  DType dtype = DType::kFloat32;
+  UpdateRule rule = UpdateRule::kSum;
+  float learning_rate = 0.01f;           // used by kSgd; must be finite and > 0
+  Initializer init = Initializer::kZeros;
+  float init_a = 0.0f;
+  float init_b = 0.0f;
+  uint64_t seed = 0;
+  std::string layer;                     // optional: the model layer this table belongs to
+
+  static TableSpec Dense(std::string name, uint64_t size, UpdateRule rule = UpdateRule::kSum);
+  static TableSpec Sparse(std::string name, uint32_t dim, UpdateRule rule = UpdateRule::kSum);
+
+  // Checks every field; the message names the first bad one.
+  Status Validate() const;
+  // True when both describe the same table (every field equal).
+  bool SameAs(const TableSpec& other) const;
+  // Bytes per element (4 for float32).
+  size_t ElementBytes() const { return 4; }
+};
+
+// A member of the cluster, as the scheduler announced it.
+struct NodeInfo {
+  NodeId id = kUnassignedId;
+  Role role = Role::kWorker;
+  uint32_t rank = 0;       // index among the nodes of the same role, from 0
+  std::string endpoint;    // where its receive socket listens (e.g. tcp://10.0.0.2:41234)
+  std::string hostname;
+  bool alive = true;
+};
+
+// A range of one table's key space held by one server.
+struct KeyRange {
+  Key begin = 0;  // inclusive
+  Key end = 0;    // exclusive
+  NodeId server = kUnassignedId;
+};
+
+// Which nodes a barrier waits for.
+enum class Group : int { kWorkers = 1, kServers = 2, kAll = 3 };
+
+}  // namespace ps
+
+#endif  // PS_TYPES_H_

@@ -1,0 +1,111 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Worker: the user's training process's handle on the cluster. Declares tables, pushes
+// gradients and pulls values, dense and sparse, asynchronously.
+//
+// Lifecycle: construct, Start() (registers and waits until the cluster is complete),
+// use, Stop() (leaves; the cluster shuts down when every worker has left).
+//
+// Requests: Push/Pull/PushPull/Assign return a Ticket at once; Wait(ticket, timeout)
+// returns the request's Status. Errors found before sending (unknown table, size
+// mismatch, not started) are reported by Wait too, and nothing is sent.
+//
+// Buffers: the caller's buffers are used in place (pushed bytes are sent without a
+// copy; pulled values are written straight into the output). They must stay valid and
+// unmodified until the request completes: Wait returned anything but kTimeout, or the
+// callback ran. After kTimeout the request is still in flight: Wait again.
+//
+// Callback form: pass a Callback and it runs once, on the worker's network thread, when
+// the request completes; it must be quick and must not call Wait. A ticket with a
+// callback is released when the callback returns (Wait on it returns kNotFound).
+//
+// Thread-safety: every method may be called from several threads at once.
+#ifndef PS_WORKER_H_
+#define PS_WORKER_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/options.h"
+#include "ps/status.h"
+#include "ps/types.h"
+
+namespace ps {
+
+struct WorkerStats {
+  uint64_t requests_sent = 0;      // messages to servers
+  uint64_t replies_received = 0;
+  uint64_t bad_messages = 0;       // dropped replies: malformed, unknown request...
+  uint64_t bytes_sent = 0;         // payload bytes pushed
+  uint64_t bytes_received = 0;     // payload bytes pulled
+  uint64_t payload_copies = 0;     // pushes whose payload had to be copied (sparse coalescing)
+};
+
+class Worker {
+ public:
+  using Callback = std::function<void(const Status&)>;
+  using Clock = std::chrono::steady_clock;
+
+  explicit Worker(Options options);
+  ~Worker();  // Stop()s if running
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Registers and waits (options.connect_timeout_ms) until the cluster is complete.
+  Status Start();
+  // Fails every pending request with kAborted, leaves the cluster. Idempotent.
+  void Stop();
+
+  NodeId id() const;
+  uint32_t rank() const;         // 0..num_workers()-1
+  int num_workers() const;
+  int num_servers() const;
+  std::vector<NodeInfo> Nodes() const;
+
+  // Declares a table, or finds the one already declared under spec.name with the same
+  // spec (every worker may declare the same tables). A different spec under the same
+  // name: kAlreadyExists. Blocks up to options.request_timeout_ms.
+  StatusOr<TableId> DeclareTable(const TableSpec& spec);
+  // The spec of a declared table; kNotFound for an unknown id.
+  StatusOr<TableSpec> GetTableSpec(TableId table) const;
+
+  // --- Dense: n must equal the table's size -------------------------------------------
+  Ticket Push(TableId table, const float* grad, size_t n, Callback cb = nullptr);
+  Ticket Pull(TableId table, float* out, size_t n, Callback cb = nullptr);
+  // Push, then pull the values after this push was applied, in one round trip.
+  Ticket PushPull(TableId table, const float* grad, float* out, size_t n,
+                  Callback cb = nullptr);
+  // Overwrites the server's values (no update rule): for initialization and broadcast.
+  Ticket Assign(TableId table, const float* values, size_t n, Callback cb = nullptr);
+
+  // --- Sparse: rows is num_keys x dim, row-major; rows_len must be num_keys * dim -----
+  // Duplicate keys are summed before sending. num_keys may be 0.
+  Ticket PushSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
+                    size_t rows_len, Callback cb = nullptr);
+  // Row i of the output receives the value of keys[i] (duplicates each get a copy).
+  Ticket PullSparse(TableId table, const Key* keys, size_t num_keys, float* rows,
+                    size_t rows_len, Callback cb = nullptr);
+  // Overwrites rows (for duplicate keys the last row wins).
+  Ticket AssignSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
+                      size_t rows_len, Callback cb = nullptr);
+
+  // The request's Status; kTimeout if it is still in flight after timeout (Wait again),
+  // kNotFound for an unknown or already-waited ticket.
+  Status Wait(Ticket ticket, std::chrono::milliseconds timeout);
+
+  // Blocks until every node of the group reached the barrier, or the timeout passes.
+  Status Barrier(Group group, std::chrono::milliseconds timeout);
+
+  WorkerStats stats() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ps
+
+#endif  // PS_WORKER_H_

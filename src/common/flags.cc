@@ -1,0 +1,56 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "ps/flags.h"
+
+#include <gflags/gflags.h>
+
+DEFINE_string(scheduler, "", "Scheduler address (tcp://HOST:PORT, ipc://PATH). Scheduler: where "
+              "it binds (port 0 = ephemeral). Others: where to reach it. Default: "
+              "$LAYERPS_SCHEDULER, else tcp://127.0.0.1:0");
+DEFINE_string(bind, "", "Where this node's receive socket binds, e.g. tcp://0.0.0.0:0. "
+              "Default: $LAYERPS_BIND, else tcp://127.0.0.1:0 (or ipc/inproc after the "
+              "scheduler's scheme)");
+DEFINE_string(advertise_host, "", "Host other nodes use to reach this one when --bind is a "
+              "wildcard. Default: $LAYERPS_ADVERTISE_HOST, else the hostname");
+DEFINE_int32(num_servers, 0, "Scheduler: servers in the cluster, 1..4096. Default: "
+             "$LAYERPS_NUM_SERVERS, else 1");
+DEFINE_int32(num_workers, 0, "Scheduler: workers in the cluster, 1..4096. Default: "
+             "$LAYERPS_NUM_WORKERS, else 1");
+DEFINE_string(token, "", "Cluster secret; nodes with another token are refused. Default: "
+              "$LAYERPS_TOKEN, else empty");
+DEFINE_int32(heartbeat_interval_ms, 0, "Heartbeat period, 10..60000. Default 500");
+DEFINE_int32(heartbeat_timeout_ms, 0, "Silence after which a node is dead; > 2x interval. "
+             "Default 5000");
+DEFINE_int32(connect_timeout_ms, 0, "How long Start() waits for the cluster. Default 30000");
+DEFINE_int32(request_timeout_ms, 0, "How long a request may wait for its reply. Default 60000");
+DEFINE_uint64(dense_chunk_elems, 0, "Scheduler: elements per dense chunk, 1..2^30. Default 65536");
+DEFINE_int32(io_threads, 0, "ZeroMQ I/O threads, 1..64. Default 1");
+
+namespace ps {
+namespace {
+bool IsSet(const char* name) {
+  gflags::CommandLineFlagInfo info;
+  return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
+}
+}  // namespace
+
+StatusOr<Options> OptionsFromFlags() {
+  StatusOr<Options> env = Options::FromEnv();
+  if (!env.ok()) return env.status();
+  Options o = *env;
+  if (IsSet("scheduler")) o.scheduler_address = FLAGS_scheduler;
+  if (IsSet("bind")) o.bind_address = FLAGS_bind;
+  if (IsSet("advertise_host")) o.advertise_host = FLAGS_advertise_host;
+  if (IsSet("token")) o.token = FLAGS_token;
+  if (IsSet("num_servers")) o.num_servers = FLAGS_num_servers;
+  if (IsSet("num_workers")) o.num_workers = FLAGS_num_workers;
+  if (IsSet("heartbeat_interval_ms")) o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
+  if (IsSet("heartbeat_timeout_ms")) o.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
+  if (IsSet("connect_timeout_ms")) o.connect_timeout_ms = FLAGS_connect_timeout_ms;
+  if (IsSet("request_timeout_ms")) o.request_timeout_ms = FLAGS_request_timeout_ms;
+  if (IsSet("dense_chunk_elems")) o.dense_chunk_elems = FLAGS_dense_chunk_elems;
+  if (IsSet("io_threads")) o.io_threads = FLAGS_io_threads;
+  PS_RETURN_IF_ERROR(o.Validate().WithContext("bad flag"));
+  return o;
+}
+
+}  // namespace ps

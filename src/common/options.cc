@@ -1,0 +1,102 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "ps/options.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+
+namespace ps {
+namespace {
+
+// Parses a whole decimal integer in [lo, hi]; the error names `what`.
+template <typename T>
+Status ParseInt(const char* text, const char* what, T lo, T hi, T* out) {
+  if (text == nullptr || *text == '\0') return InvalidArgument(std::string(what) + " is empty");
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') {
+    return InvalidArgument(std::string(what) + "='" + text + "' is not an integer");
+  }
+  if (v < static_cast<long long>(lo) || v > static_cast<long long>(hi)) {
+    return InvalidArgument(std::string(what) + "=" + text + " is outside [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  *out = static_cast<T>(v);
+  return Status::OK();
+}
+
+template <typename T>
+Status EnvInt(const char* name, T lo, T hi, T* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return Status::OK();
+  return ParseInt(v, name, lo, hi, out);
+}
+
+void EnvString(const char* name, std::string* out) {
+  if (const char* v = std::getenv(name)) *out = v;
+}
+
+bool HasScheme(const std::string& a) {
+  return a.rfind("tcp://", 0) == 0 || a.rfind("ipc://", 0) == 0 || a.rfind("inproc://", 0) == 0;
+}
+
+}  // namespace
+
+StatusOr<Options> Options::FromEnv() {
+  Options o;
+  EnvString("LAYERPS_SCHEDULER", &o.scheduler_address);
+  EnvString("LAYERPS_BIND", &o.bind_address);
+  EnvString("LAYERPS_ADVERTISE_HOST", &o.advertise_host);
+  EnvString("LAYERPS_TOKEN", &o.token);
+  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_NUM_SERVERS", 1, 4096, &o.num_servers));
+  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_NUM_WORKERS", 1, 4096, &o.num_workers));
+  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_HEARTBEAT_INTERVAL_MS", 10, 60000, &o.heartbeat_interval_ms));
+  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_HEARTBEAT_TIMEOUT_MS", 20, 3600000, &o.heartbeat_timeout_ms));
+  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_CONNECT_TIMEOUT_MS", 1, 3600000, &o.connect_timeout_ms));
+  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_REQUEST_TIMEOUT_MS", 1, 3600000, &o.request_timeout_ms));
+  PS_RETURN_IF_ERROR(o.Validate());
+  return o;
+}
+
+Status Options::Validate() const {
+  if (!HasScheme(scheduler_address)) {
+    return InvalidArgument("scheduler_address '" + scheduler_address +
+                           "' must start with tcp://, ipc:// or inproc://");
+  }
+  if (!bind_address.empty() && !HasScheme(bind_address)) {
+    return InvalidArgument("bind_address '" + bind_address +
+                           "' must start with tcp://, ipc:// or inproc://");
+  }
+  if (num_servers < 1 || num_servers > 4096) {
+    return InvalidArgument("num_servers=" + std::to_string(num_servers) + " is outside [1, 4096]");
+  }
+  if (num_workers < 1 || num_workers > 4096) {
+    return InvalidArgument("num_workers=" + std::to_string(num_workers) + " is outside [1, 4096]");
+  }
+  if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {
+    return InvalidArgument("heartbeat_interval_ms=" + std::to_string(heartbeat_interval_ms) +
+                           " is outside [10, 60000]");
+  }
+  if (heartbeat_timeout_ms <= 2 * heartbeat_interval_ms) {
+    return InvalidArgument("heartbeat_timeout_ms=" + std::to_string(heartbeat_timeout_ms) +
+                           " must exceed 2 * heartbeat_interval_ms=" +
+                           std::to_string(2 * heartbeat_interval_ms));
+  }
+  if (connect_timeout_ms < 1 || connect_timeout_ms > 3600000) {
+    return InvalidArgument("connect_timeout_ms is outside [1, 3600000]");
+  }
+  if (request_timeout_ms < 1 || request_timeout_ms > 3600000) {
+    return InvalidArgument("request_timeout_ms is outside [1, 3600000]");
+  }
+  if (dense_chunk_elems < 1 || dense_chunk_elems > (uint64_t{1} << 30)) {
+    return InvalidArgument("dense_chunk_elems is outside [1, 2^30]");
+  }
+  if (io_threads < 1 || io_threads > 64) return InvalidArgument("io_threads is outside [1, 64]");
+  if (max_message_bytes < 1024 || max_message_bytes > (int64_t{16} << 30)) {
+    return InvalidArgument("max_message_bytes is outside [1 KiB, 16 GiB]");
+  }
+  return Status::OK();
+}
+
+}  // namespace ps

@@ -1,0 +1,85 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include <cmath>
+
+#include "ps/types.h"
+
+namespace ps {
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kScheduler: return "scheduler";
+    case Role::kServer: return "server";
+    case Role::kWorker: return "worker";
+  }
+  return "unknown";
+}
+
+TableSpec TableSpec::Dense(std::string name, uint64_t size, UpdateRule rule) {
+  TableSpec s;
+  s.name = std::move(name);
+  s.kind = TableKind::kDense;
+  s.size = size;
+  s.rule = rule;
+  return s;
+}
+
+TableSpec TableSpec::Sparse(std::string name, uint32_t dim, UpdateRule rule) {
+  TableSpec s;
+  s.name = std::move(name);
+  s.kind = TableKind::kSparse;
+  s.dim = dim;
+  s.rule = rule;
+  return s;
+}
+
+Status TableSpec::Validate() const {
+  const std::string where = "table '" + name + "'";
+  if (name.empty()) return InvalidArgument("table name is empty");
+  if (name.size() > 256) return InvalidArgument(where + ": name longer than 256 bytes");
+  if (kind != TableKind::kDense && kind != TableKind::kSparse) {
+    return InvalidArgument(where + ": unknown kind " + std::to_string(static_cast<int>(kind)));
+  }
+  if (kind == TableKind::kDense) {
+    if (size == 0) return InvalidArgument(where + ": dense size must be >= 1");
+    if (size > (uint64_t{1} << 40)) return InvalidArgument(where + ": dense size above 2^40");
+  } else {
+    if (dim == 0) return InvalidArgument(where + ": sparse dim must be >= 1");
+    if (dim > (1u << 20)) return InvalidArgument(where + ": sparse dim above 2^20");
+  }
+  if (dtype != DType::kFloat32) {
+    return InvalidArgument(where + ": only dtype float32 is supported");
+  }
+  if (rule != UpdateRule::kSum && rule != UpdateRule::kSgd) {
+    return InvalidArgument(where + ": unknown update rule " +
+                           std::to_string(static_cast<int>(rule)));
+  }
+  if (rule == UpdateRule::kSgd && !(std::isfinite(learning_rate) && learning_rate > 0)) {
+    return InvalidArgument(where + ": sgd needs a finite learning_rate > 0");
+  }
+  switch (init) {
+    case Initializer::kZeros: break;
+    case Initializer::kUniform:
+      if (!(std::isfinite(init_a) && std::isfinite(init_b) && init_a < init_b)) {
+        return InvalidArgument(where + ": uniform init needs finite init_a < init_b");
+      }
+      break;
+    case Initializer::kNormal:
+      if (!(std::isfinite(init_a) && std::isfinite(init_b) && init_b >= 0)) {
+        return InvalidArgument(where + ": normal init needs finite mean and stddev >= 0");
+      }
+      break;
+    default:
+      return InvalidArgument(where + ": unknown initializer");
+  }
+  if (layer.size() > 256) return InvalidArgument(where + ": layer name longer than 256 bytes");
+  return Status::OK();
+}
+
+bool TableSpec::SameAs(const TableSpec& o) const {
+  return name == o.name && kind == o.kind && size == o.size && dim == o.dim &&
+         dtype == o.dtype && rule == o.rule && learning_rate == o.learning_rate &&
+         init == o.init && init_a == o.init_a && init_b == o.init_b && seed == o.seed &&
+         layer == o.layer;
+}
+
+}  // namespace ps

@@ -1,0 +1,195 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "scheduler/cluster_map.h"
+
+#include <algorithm>
+#include <set>
+
+#include "layerps.pb.h"
+
+namespace ps {
+
+const TableInfo* ClusterMap::FindTable(TableId id) const {
+  auto it = tables.find(id);
+  return it == tables.end() ? nullptr : &it->second;
+}
+
+const TableInfo* ClusterMap::FindTableByName(const std::string& name) const {
+  for (const auto& kv : tables) {
+    if (kv.second.spec.name == name) return &kv.second;
+  }
+  return nullptr;
+}
+
+const NodeInfo* ClusterMap::FindNode(NodeId id) const {
+  for (const auto& n : nodes) {
+    if (n.id == id) return &n;
+  }
+  return nullptr;
+}
+
+std::vector<NodeId> ClusterMap::ServerIds() const {
+  std::vector<const NodeInfo*> s;
+  for (const auto& n : nodes) {
+    if (n.role == Role::kServer) s.push_back(&n);
+  }
+  std::sort(s.begin(), s.end(), [](const NodeInfo* a, const NodeInfo* b) { return a->rank < b->rank; });
+  std::vector<NodeId> ids;
+  for (const auto* n : s) ids.push_back(n->id);
+  return ids;
+}
+
+int ClusterMap::CountRole(Role role) const {
+  int c = 0;
+  for (const auto& n : nodes) c += (n.role == role);
+  return c;
+}
+
+void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
+  pb->set_name(s.name);
+  pb->set_kind(static_cast<uint32_t>(s.kind));
+  pb->set_size(s.size);
+  pb->set_dim(s.dim);
+  pb->set_dtype(static_cast<uint32_t>(s.dtype));
+  pb->set_rule(static_cast<uint32_t>(s.rule));
+  pb->set_learning_rate(s.learning_rate);
+  pb->set_init(static_cast<uint32_t>(s.init));
+  pb->set_init_a(s.init_a);
+  pb->set_init_b(s.init_b);
+  pb->set_seed(s.seed);
+  pb->set_layer(s.layer);
+}
+
+TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
+  TableSpec s;
+  s.name = pb.name();
+  s.kind = static_cast<TableKind>(pb.kind());
+  s.size = pb.size();
+  s.dim = pb.dim();
+  s.dtype = static_cast<DType>(pb.dtype());
+  s.rule = static_cast<UpdateRule>(pb.rule());
+  s.learning_rate = pb.learning_rate();
+  s.init = static_cast<Initializer>(pb.init());
+  s.init_a = pb.init_a();
+  s.init_b = pb.init_b();
+  s.seed = pb.seed();
+  s.layer = pb.layer();
+  return s;
+}
+
+StatusOr<std::shared_ptr<const ClusterMap>> ClusterMap::FromProto(const layerps::pb::ClusterMap& pb) {
+  auto m = std::make_shared<ClusterMap>();
+  m->epoch = pb.epoch();
+  std::set<NodeId> ids;
+  std::set<NodeId> servers;
+  for (const auto& n : pb.nodes()) {
+    if (n.role() < layerps::pb::SCHEDULER || n.role() > layerps::pb::WORKER) {
+      return ProtocolError("cluster map: node with unknown role");
+    }
+    if (!ids.insert(n.id()).second) return ProtocolError("cluster map: duplicate node id");
+    NodeInfo info;
+    info.id = n.id();
+    info.role = static_cast<Role>(n.role());
+    info.rank = n.rank();
+    info.endpoint = n.endpoint();
+    info.hostname = n.hostname();
+    info.alive = n.alive();
+    if (info.role == Role::kServer) servers.insert(info.id);
+    m->nodes.push_back(std::move(info));
+  }
+  std::sort(m->nodes.begin(), m->nodes.end(),
+            [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; });
+  for (const auto& t : pb.tables()) {
+    TableInfo info;
+    info.id = t.id();
+    info.spec = SpecFromProto(t.spec());
+    info.chunk_elems = t.chunk_elems();
+    Status valid = info.spec.Validate();
+    if (!valid.ok()) return ProtocolError("cluster map: " + valid.message());
+    if (info.dense() && (info.chunk_elems == 0 || info.chunk_elems > (uint64_t{1} << 30))) {
+      return ProtocolError("cluster map: bad chunk size");
+    }
+    if (t.ranges_size() == 0) return ProtocolError("cluster map: table without ranges");
+    uint64_t expect = 0;
+    for (int i = 0; i < t.ranges_size(); ++i) {
+      const auto& r = t.ranges(i);
+      if (!servers.count(r.server())) return ProtocolError("cluster map: range on a non-server");
+      if (r.begin() != expect) return ProtocolError("cluster map: ranges not contiguous");
+      const bool last = i + 1 == t.ranges_size();
+      if (info.dense()) {
+        if (r.end() <= r.begin()) return ProtocolError("cluster map: empty range");
+        if (last && r.end() != info.num_chunks()) return ProtocolError("cluster map: ranges do not cover the table");
+      } else {
+        // Sparse: the last range ends at 2^64, written as 0.
+        if (last ? r.end() != 0 : r.end() <= r.begin()) return ProtocolError("cluster map: bad sparse range");
+      }
+      info.ranges.push_back(KeyRange{r.begin(), r.end(), r.server()});
+      expect = r.end();
+    }
+    if (!m->tables.emplace(info.id, std::move(info)).second) {
+      return ProtocolError("cluster map: duplicate table id");
+    }
+  }
+  return std::shared_ptr<const ClusterMap>(std::move(m));
+}
+
+void ClusterMap::ToProto(layerps::pb::ClusterMap* pb) const {
+  pb->Clear();
+  pb->set_epoch(epoch);
+  for (const auto& n : nodes) {
+    auto* p = pb->add_nodes();
+    p->set_id(n.id);
+    p->set_role(static_cast<layerps::pb::Role>(n.role));
+    p->set_rank(n.rank);
+    p->set_endpoint(n.endpoint);
+    p->set_hostname(n.hostname);
+    p->set_alive(n.alive);
+  }
+  for (const auto& kv : tables) {
+    auto* t = pb->add_tables();
+    t->set_id(kv.second.id);
+    SpecToProto(kv.second.spec, t->mutable_spec());
+    t->set_chunk_elems(kv.second.chunk_elems);
+    for (const auto& r : kv.second.ranges) {
+      auto* pr = t->add_ranges();
+      pr->set_begin(r.begin);
+      pr->set_end(r.end);
+      pr->set_server(r.server);
+    }
+  }
+}
+
+std::vector<KeyRange> AssignRanges(const TableSpec& spec, uint64_t chunk_elems,
+                                   const std::vector<NodeId>& servers,
+                                   std::map<NodeId, uint64_t>* load) {
+  std::vector<KeyRange> ranges;
+  const uint64_t s = servers.size();
+  if (s == 0) return ranges;
+  if (spec.kind == TableKind::kSparse) {
+    // Even split of the hash space; begin of range i = floor(i * 2^64 / s).
+    for (uint64_t i = 0; i < s; ++i) {
+      const uint64_t begin = i == 0 ? 0 : static_cast<uint64_t>((static_cast<__uint128_t>(i) << 64) / s);
+      const uint64_t end = i + 1 == s ? 0 : static_cast<uint64_t>((static_cast<__uint128_t>(i + 1) << 64) / s);
+      ranges.push_back(KeyRange{begin, end, servers[i]});
+    }
+    return ranges;
+  }
+  const uint64_t chunks = (spec.size + chunk_elems - 1) / chunk_elems;
+  const uint64_t parts = std::min<uint64_t>(chunks, s);
+  // Servers by current load, least first: they receive the (possibly) larger shares.
+  std::vector<NodeId> order(servers);
+  std::stable_sort(order.begin(), order.end(),
+                   [load](NodeId a, NodeId b) { return (*load)[a] < (*load)[b]; });
+  uint64_t begin = 0;
+  for (uint64_t i = 0; i < parts; ++i) {
+    const uint64_t n = chunks / parts + (i < chunks % parts ? 1 : 0);
+    KeyRange r{begin, begin + n, order[i]};
+    const uint64_t first = r.begin * chunk_elems;
+    const uint64_t last = std::min(r.end * chunk_elems, spec.size);
+    (*load)[r.server] += (last - first) * spec.ElementBytes();
+    ranges.push_back(r);
+    begin += n;
+  }
+  return ranges;
+}
+
+}  // namespace ps

@@ -1,0 +1,74 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The cluster map: the members of the cluster and, for every table, which server holds
+// which key range. The scheduler builds it; every node keeps an immutable snapshot and
+// replaces it when a newer epoch arrives.
+#ifndef PS_SCHEDULER_CLUSTER_MAP_H_
+#define PS_SCHEDULER_CLUSTER_MAP_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/status.h"
+#include "ps/types.h"
+
+namespace layerps { namespace pb {
+class ClusterMap;
+class TableSpec;
+} }
+
+namespace ps {
+
+struct TableInfo {
+  TableId id = kInvalidTable;
+  TableSpec spec;
+  // Ascending, contiguous, covering the key space: dense [0, num_chunks), sparse the
+  // whole MixKey space [0, 2^64) (the last range's end is 0, meaning 2^64).
+  std::vector<KeyRange> ranges;
+  uint64_t chunk_elems = 0;  // dense only
+
+  bool dense() const { return spec.kind == TableKind::kDense; }
+  uint64_t num_chunks() const {
+    return dense() ? (spec.size + chunk_elems - 1) / chunk_elems : 0;
+  }
+  // Dense: the elements [first, last) a range covers.
+  uint64_t RangeFirstElem(const KeyRange& r) const { return r.begin * chunk_elems; }
+  uint64_t RangeEndElem(const KeyRange& r) const {
+    const uint64_t e = r.end * chunk_elems;
+    return e < spec.size ? e : spec.size;
+  }
+};
+
+class ClusterMap {
+ public:
+  uint64_t epoch = 0;
+  std::vector<NodeInfo> nodes;         // ordered by id
+  std::map<TableId, TableInfo> tables;
+
+  const TableInfo* FindTable(TableId id) const;
+  const TableInfo* FindTableByName(const std::string& name) const;
+  const NodeInfo* FindNode(NodeId id) const;
+  std::vector<NodeId> ServerIds() const;  // alive or not, by rank
+  int CountRole(Role role) const;
+
+  // Parses and checks a map that came over the network: ids unique, every table's spec
+  // valid and ranges well formed, every range's server a known server.
+  static StatusOr<std::shared_ptr<const ClusterMap>> FromProto(const layerps::pb::ClusterMap& pb);
+  void ToProto(layerps::pb::ClusterMap* pb) const;
+};
+
+void SpecToProto(const TableSpec& spec, layerps::pb::TableSpec* pb);
+TableSpec SpecFromProto(const layerps::pb::TableSpec& pb);
+
+// Splits a table over servers. `load` holds the bytes each server already stores and
+// is updated. Dense: chunks spread so that bytes balance (ranges contiguous, bigger
+// shares to less-loaded servers). Sparse: the hash space split evenly over all servers.
+std::vector<KeyRange> AssignRanges(const TableSpec& spec, uint64_t chunk_elems,
+                                   const std::vector<NodeId>& servers,
+                                   std::map<NodeId, uint64_t>* load);
+
+}  // namespace ps
+
+#endif  // PS_SCHEDULER_CLUSTER_MAP_H_

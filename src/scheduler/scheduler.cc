@@ -1,0 +1,540 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The scheduler's single thread receives every control message and runs the periodic
+// work (heartbeats out, dead-node detection). State is touched by that thread only,
+// except the snapshot fields under mu_ that the public accessors read.
+#include "ps/scheduler.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <glog/logging.h>
+
+#include "layerps.pb.h"
+#include "scheduler/cluster_map.h"
+#include "transport/node_runtime.h"
+#include "transport/transport.h"
+
+namespace ps {
+namespace {
+
+constexpr int kPollMs = 50;
+constexpr int kSendTimeoutMs = 2000;
+// Refused registrants get their answer through a short-lived connection, closed later.
+constexpr size_t kMaxRefusedConnections = 64;
+constexpr NodeId kRefusedIdBase = 0x80000000u;
+
+bool TokenEquals(const std::string& a, const std::string& b) {
+  // Length leaks; content compared in constant time.
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+class Scheduler::Impl {
+ public:
+  explicit Impl(Options options) : options_(std::move(options)) {}
+  ~Impl() { Stop(); }
+
+  Status Start() {
+    if (thread_.joinable()) return FailedPrecondition("scheduler already started");
+    PS_RETURN_IF_ERROR(options_.Validate());
+    transport_ = NewZmqTransport(options_);
+    StatusOr<std::string> bound = transport_->Bind(options_.scheduler_address, options_.advertise_host);
+    if (!bound.ok()) return bound.status();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      address_ = *bound;
+    }
+    map_.epoch = 0;
+    map_.nodes.push_back(NodeInfo{kSchedulerId, Role::kScheduler, 0, *bound, "", true});
+    stopping_ = false;
+    thread_ = std::thread([this] { Loop(); });
+    LOG(INFO) << "scheduler listening at " << *bound << " for " << options_.num_servers
+              << " server(s) and " << options_.num_workers << " worker(s)";
+    return Status::OK();
+  }
+
+  std::string address() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return address_;
+  }
+
+  Status Join(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [this] { return finished_; })) {
+      return Timeout("the cluster is still running");
+    }
+    return result_;
+  }
+
+  void Stop() {
+    if (!thread_.joinable()) return;
+    stop_requested_ = true;
+    thread_.join();
+    transport_->Close();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!finished_) {
+      finished_ = true;
+      result_ = Aborted("scheduler stopped");
+    }
+    cv_.notify_all();
+  }
+
+  std::vector<NodeInfo> Nodes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return nodes_snapshot_;
+  }
+
+  SchedulerStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  struct Member {
+    int64_t last_seen_ms = 0;
+    bool left = false;
+  };
+  struct PendingDeclare {
+    NodeId requester;
+    uint64_t call_id;
+    TableId table;
+    uint64_t epoch;  // every alive server must have acked this epoch
+  };
+  struct BarrierWaiter {
+    NodeId node;
+    uint64_t call_id;
+  };
+
+  void Loop() {
+    int64_t last_beat = SteadyMillis();
+    while (!stop_requested_ && !done_) {
+      Message msg;
+      Status s = transport_->Recv(&msg, kPollMs);
+      if (s.ok()) {
+        Count([](SchedulerStats& st) { ++st.messages_received; });
+        Handle(std::move(msg));
+      } else if (s.code() == StatusCode::kProtocolError) {
+        BadMessage("malformed message: " + s.message());
+      }
+      const int64_t now = SteadyMillis();
+      if (now - last_beat >= options_.heartbeat_interval_ms) {
+        last_beat = now;
+        Periodic(now);
+      }
+    }
+    if (stop_requested_ && !done_) {
+      BroadcastShutdown("the scheduler was stopped", true);
+      Finish(Aborted("scheduler stopped"));
+    }
+  }
+
+  void Count(const std::function<void(SchedulerStats&)>& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    f(stats_);
+  }
+
+  void BadMessage(const std::string& why) {
+    Count([](SchedulerStats& st) { ++st.bad_messages; });
+    LOG_EVERY_N(WARNING, 100) << "scheduler dropped a message: " << why;
+  }
+
+  void SendControl(NodeId to, const layerps::pb::Control& c) {
+    Status s = transport_->Send(to, MakeControl(kSchedulerId, c), kSendTimeoutMs);
+    if (!s.ok()) {
+      LOG_EVERY_N(WARNING, 20) << "scheduler: send to " << to << " failed: " << s;
+    }
+  }
+
+  void Handle(Message&& msg) {
+    if (msg.header.msg_type() != MsgType::kControl) {
+      BadMessage("data message sent to the scheduler");
+      return;
+    }
+    layerps::pb::Control c;
+    Status parsed = ParseControl(msg, &c);
+    if (!parsed.ok()) {
+      BadMessage(parsed.message());
+      return;
+    }
+    const NodeId from = msg.header.sender;
+    if (c.body_case() == layerps::pb::Control::kRegister) {
+      HandleRegister(c.register_());
+      return;
+    }
+    auto it = members_.find(from);
+    if (it == members_.end()) {
+      BadMessage("control message from unknown node " + std::to_string(from));
+      return;
+    }
+    it->second.last_seen_ms = SteadyMillis();
+    const NodeInfo* node = FindNode(from);
+    if (node == nullptr || !node->alive) return;  // late message from a node declared dead
+    switch (c.body_case()) {
+      case layerps::pb::Control::kHeartbeat:
+        break;
+      case layerps::pb::Control::kMapAck:
+        acked_epoch_[from] = std::max(acked_epoch_[from], c.map_ack().epoch());
+        ResolveDeclares();
+        break;
+      case layerps::pb::Control::kDeclareTable:
+        HandleDeclare(from, c.declare_table());
+        break;
+      case layerps::pb::Control::kBarrier:
+        HandleBarrier(from, c.barrier());
+        break;
+      case layerps::pb::Control::kLeave:
+        HandleLeave(from);
+        break;
+      default:
+        BadMessage("unexpected control message from node " + std::to_string(from));
+    }
+  }
+
+  NodeInfo* FindNode(NodeId id) {
+    for (auto& n : map_.nodes) {
+      if (n.id == id) return &n;
+    }
+    return nullptr;
+  }
+
+  void HandleRegister(const layerps::pb::Register& r) {
+    std::string refusal;
+    const Role role = static_cast<Role>(r.role());
+    const int have_servers = map_.CountRole(Role::kServer);
+    const int have_workers = map_.CountRole(Role::kWorker);
+    if (!TokenEquals(r.token(), options_.token)) {
+      refusal = "wrong cluster token";
+    } else if (role != Role::kServer && role != Role::kWorker) {
+      refusal = "a node must register as server or worker";
+    } else if (r.endpoint().empty() || r.endpoint().size() > 1024) {
+      refusal = "bad endpoint";
+    } else if (complete_) {
+      refusal = "the cluster is already complete";
+    } else if (role == Role::kServer && have_servers >= options_.num_servers) {
+      refusal = "all " + std::to_string(options_.num_servers) + " server slots are taken";
+    } else if (role == Role::kWorker && have_workers >= options_.num_workers) {
+      refusal = "all " + std::to_string(options_.num_workers) + " worker slots are taken";
+    }
+    layerps::pb::Control reply;
+    auto* rr = reply.mutable_register_reply();
+    if (!refusal.empty()) {
+      Count([](SchedulerStats& st) { ++st.rejected_registrations; });
+      LOG(WARNING) << "refused a node at " << r.endpoint() << ": " << refusal;
+      rr->set_ok(false);
+      rr->set_error(refusal);
+      if (r.endpoint().empty() || r.endpoint().size() > 1024) return;
+      const NodeId temp = kRefusedIdBase + static_cast<NodeId>(refused_counter_++ % kMaxRefusedConnections);
+      if (transport_->Connect(temp, r.endpoint()).ok()) {
+        SendControl(temp, reply);
+        refused_.push_back({temp, SteadyMillis()});
+      }
+      return;
+    }
+    NodeInfo info;
+    info.id = next_id_++;
+    info.role = role;
+    info.rank = static_cast<uint32_t>(role == Role::kServer ? have_servers : have_workers);
+    info.endpoint = r.endpoint();
+    info.hostname = r.hostname();
+    info.alive = true;
+    Status connected = transport_->Connect(info.id, info.endpoint);
+    if (!connected.ok()) {
+      LOG(WARNING) << "cannot reach registrant at " << info.endpoint << ": " << connected;
+      --next_id_;
+      return;
+    }
+    map_.nodes.push_back(info);
+    members_[info.id] = Member{SteadyMillis(), false};
+    rr->set_ok(true);
+    rr->set_id(info.id);
+    rr->set_rank(info.rank);
+    SendControl(info.id, reply);
+    LOG(INFO) << "registered " << RoleName(role) << " rank " << info.rank << " as node " << info.id
+              << " at " << info.endpoint;
+    if (map_.CountRole(Role::kServer) == options_.num_servers &&
+        map_.CountRole(Role::kWorker) == options_.num_workers) {
+      complete_ = true;
+      const int64_t now = SteadyMillis();
+      for (auto& kv : members_) kv.second.last_seen_ms = now;
+      LOG(INFO) << "cluster complete: " << options_.num_servers << " server(s), "
+                << options_.num_workers << " worker(s)";
+      BroadcastMap();
+    }
+  }
+
+  void BroadcastMap() {
+    ++map_.epoch;
+    layerps::pb::Control c;
+    map_.ToProto(c.mutable_map_update()->mutable_map());
+    for (const auto& n : map_.nodes) {
+      if (n.id != kSchedulerId && n.alive) SendControl(n.id, c);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_snapshot_ = map_.nodes;
+    stats_.map_epoch = map_.epoch;
+  }
+
+  void ReplyDeclare(NodeId to, uint64_t call_id, const Status& s, TableId id) {
+    layerps::pb::Control c;
+    auto* r = c.mutable_declare_table_reply();
+    r->set_request_id(call_id);
+    r->set_code(static_cast<int>(s.code()));
+    r->set_error(s.message());
+    r->set_table_id(id);
+    SendControl(to, c);
+  }
+
+  void HandleDeclare(NodeId from, const layerps::pb::DeclareTable& d) {
+    const TableSpec spec = SpecFromProto(d.spec());
+    Status valid = spec.Validate();
+    if (!valid.ok()) {
+      ReplyDeclare(from, d.request_id(), valid, kInvalidTable);
+      return;
+    }
+    if (!complete_) {
+      ReplyDeclare(from, d.request_id(), FailedPrecondition("the cluster is not complete"), kInvalidTable);
+      return;
+    }
+    if (const TableInfo* t = map_.FindTableByName(spec.name)) {
+      if (!t->spec.SameAs(spec)) {
+        ReplyDeclare(from, d.request_id(),
+                     AlreadyExists("table '" + spec.name + "' was declared with a different spec"),
+                     kInvalidTable);
+        return;
+      }
+      pending_declares_.push_back({from, d.request_id(), t->id, table_epoch_[t->id]});
+      ResolveDeclares();
+      return;
+    }
+    std::vector<NodeId> servers;
+    for (NodeId s : map_.ServerIds()) {
+      const NodeInfo* n = FindNode(s);
+      if (n && n->alive) servers.push_back(s);
+    }
+    if (servers.empty()) {
+      ReplyDeclare(from, d.request_id(), Unavailable("no server is alive"), kInvalidTable);
+      return;
+    }
+    TableInfo info;
+    info.id = next_table_id_++;
+    info.spec = spec;
+    info.chunk_elems = spec.kind == TableKind::kDense ? options_.dense_chunk_elems : 0;
+    info.ranges = AssignRanges(spec, options_.dense_chunk_elems, servers, &server_load_);
+    map_.tables[info.id] = info;
+    BroadcastMap();
+    table_epoch_[info.id] = map_.epoch;
+    LOG(INFO) << "table '" << spec.name << "' is id " << info.id << " over " << info.ranges.size()
+              << " range(s), map epoch " << map_.epoch;
+    pending_declares_.push_back({from, d.request_id(), info.id, map_.epoch});
+    ResolveDeclares();
+  }
+
+  // Answers the declares whose map every alive server has acknowledged.
+  void ResolveDeclares() {
+    for (auto it = pending_declares_.begin(); it != pending_declares_.end();) {
+      bool acked = true;
+      for (const auto& n : map_.nodes) {
+        if (n.role == Role::kServer && n.alive && acked_epoch_[n.id] < it->epoch) acked = false;
+      }
+      if (acked) {
+        ReplyDeclare(it->requester, it->call_id, Status::OK(), it->table);
+        it = pending_declares_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  std::set<NodeId> GroupMembers(Group g) {
+    std::set<NodeId> m;
+    for (const auto& n : map_.nodes) {
+      if (!n.alive || n.id == kSchedulerId) continue;
+      if ((g == Group::kWorkers || g == Group::kAll) && n.role == Role::kWorker) m.insert(n.id);
+      if ((g == Group::kServers || g == Group::kAll) && n.role == Role::kServer) m.insert(n.id);
+    }
+    return m;
+  }
+
+  void ReplyBarrier(const BarrierWaiter& w, const Status& s) {
+    layerps::pb::Control c;
+    auto* r = c.mutable_barrier_reply();
+    r->set_request_id(w.call_id);
+    r->set_code(static_cast<int>(s.code()));
+    r->set_error(s.message());
+    SendControl(w.node, c);
+  }
+
+  void HandleBarrier(NodeId from, const layerps::pb::Barrier& b) {
+    const Group g = static_cast<Group>(b.group());
+    if (g != Group::kWorkers && g != Group::kServers && g != Group::kAll) {
+      ReplyBarrier({from, b.request_id()}, InvalidArgument("unknown barrier group"));
+      return;
+    }
+    if (!GroupMembers(g).count(from)) {
+      ReplyBarrier({from, b.request_id()}, InvalidArgument("node is not in the barrier's group"));
+      return;
+    }
+    barriers_[g].push_back({from, b.request_id()});
+    CheckBarrier(g);
+  }
+
+  void CheckBarrier(Group g) {
+    auto& waiters = barriers_[g];
+    if (waiters.empty()) return;
+    std::set<NodeId> arrived;
+    for (const auto& w : waiters) arrived.insert(w.node);
+    for (NodeId m : GroupMembers(g)) {
+      if (!arrived.count(m)) return;
+    }
+    for (const auto& w : waiters) ReplyBarrier(w, Status::OK());
+    waiters.clear();
+  }
+
+  void FailBarriers(const Status& why) {
+    for (auto& kv : barriers_) {
+      for (const auto& w : kv.second) ReplyBarrier(w, why);
+      kv.second.clear();
+    }
+  }
+
+  void HandleLeave(NodeId from) {
+    NodeInfo* n = FindNode(from);
+    members_[from].left = true;
+    n->alive = false;
+    LOG(INFO) << RoleName(n->role) << " node " << from << " left";
+    if (n->role == Role::kServer) {
+      MarkDead(from, "the server left the cluster");
+      return;
+    }
+    for (auto& kv : barriers_) CheckBarrier(kv.first);
+    MaybeFinish();
+  }
+
+  void MarkDead(NodeId id, const std::string& reason) {
+    NodeInfo* n = FindNode(id);
+    if (n == nullptr) return;
+    n->alive = false;
+    if (!members_[id].left) {
+      Count([](SchedulerStats& st) { ++st.dead_nodes; });
+      if (first_failure_.ok()) {
+        first_failure_ = Unavailable(std::string(RoleName(n->role)) + " node " + std::to_string(id) +
+                                     " died: " + reason);
+      }
+    }
+    LOG(WARNING) << RoleName(n->role) << " node " << id << " is dead: " << reason;
+    transport_->Disconnect(id);
+    layerps::pb::Control c;
+    c.mutable_node_dead()->set_id(id);
+    c.mutable_node_dead()->set_reason(reason);
+    for (const auto& m : map_.nodes) {
+      if (m.id != kSchedulerId && m.alive) SendControl(m.id, c);
+    }
+    BroadcastMap();
+    FailBarriers(Unavailable("node " + std::to_string(id) + " died during the barrier"));
+    ResolveDeclares();
+    MaybeFinish();
+  }
+
+  // The cluster is done when no worker is alive any more.
+  void MaybeFinish() {
+    if (!complete_) return;
+    for (const auto& n : map_.nodes) {
+      if (n.role == Role::kWorker && n.alive) return;
+    }
+    const bool failed = !first_failure_.ok();
+    BroadcastShutdown(failed ? first_failure_.message() : "every worker finished", failed);
+    Finish(first_failure_);
+  }
+
+  void BroadcastShutdown(const std::string& reason, bool failed) {
+    layerps::pb::Control c;
+    c.mutable_shutdown()->set_reason(reason);
+    c.mutable_shutdown()->set_failed(failed);
+    for (const auto& n : map_.nodes) {
+      if (n.id != kSchedulerId && n.alive) SendControl(n.id, c);
+    }
+  }
+
+  void Finish(const Status& result) {
+    done_ = true;
+    LOG(INFO) << "scheduler finished: " << result;
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+    result_ = result;
+    cv_.notify_all();
+  }
+
+  void Periodic(int64_t now) {
+    // Close refusal connections after their answer had time to leave.
+    while (!refused_.empty() && (now - refused_.front().second > 2000 || refused_.size() > kMaxRefusedConnections)) {
+      transport_->Disconnect(refused_.front().first);
+      refused_.pop_front();
+    }
+    if (!complete_) return;
+    layerps::pb::Control beat;
+    beat.mutable_heartbeat();
+    std::vector<NodeId> dead;
+    for (const auto& n : map_.nodes) {
+      if (n.id == kSchedulerId || !n.alive) continue;
+      SendControl(n.id, beat);
+      if (now - members_[n.id].last_seen_ms > options_.heartbeat_timeout_ms) dead.push_back(n.id);
+    }
+    for (NodeId id : dead) {
+      MarkDead(id, "no heartbeat for " + std::to_string(now - members_[id].last_seen_ms) + " ms");
+    }
+  }
+
+  const Options options_;
+  std::unique_ptr<Transport> transport_;
+  std::thread thread_;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> stopping_{false};
+
+  // Loop-thread state.
+  ClusterMap map_;
+  bool complete_ = false;
+  bool done_ = false;
+  NodeId next_id_ = 1;
+  TableId next_table_id_ = 0;
+  uint64_t refused_counter_ = 0;
+  std::deque<std::pair<NodeId, int64_t>> refused_;
+  std::map<NodeId, Member> members_;
+  std::map<NodeId, uint64_t> acked_epoch_;
+  std::map<NodeId, uint64_t> server_load_;
+  std::map<TableId, uint64_t> table_epoch_;
+  std::vector<PendingDeclare> pending_declares_;
+  std::map<Group, std::vector<BarrierWaiter>> barriers_;
+  Status first_failure_;
+
+  // Shared with callers of the public accessors.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string address_;                    // guarded by mu_
+  std::vector<NodeInfo> nodes_snapshot_;   // guarded by mu_
+  SchedulerStats stats_;                   // guarded by mu_
+  bool finished_ = false;                  // guarded by mu_
+  Status result_;                          // guarded by mu_
+};
+
+Scheduler::Scheduler(Options options) : impl_(new Impl(std::move(options))) {}
+Scheduler::~Scheduler() = default;
+Status Scheduler::Start() { return impl_->Start(); }
+std::string Scheduler::address() const { return impl_->address(); }
+Status Scheduler::Join(std::chrono::milliseconds timeout) { return impl_->Join(timeout); }
+void Scheduler::Stop() { impl_->Stop(); }
+std::vector<NodeInfo> Scheduler::Nodes() const { return impl_->Nodes(); }
+SchedulerStats Scheduler::stats() const { return impl_->stats(); }
+
+}  // namespace ps

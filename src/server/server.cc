@@ -1,0 +1,158 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// A server handles each data request on its receive thread, in arrival order; large
+// updates fan out over TBB inside the store.
+#include "ps/server.h"
+
+#include <atomic>
+#include <shared_mutex>
+
+#include <glog/logging.h>
+
+#include "server/store.h"
+#include "transport/node_runtime.h"
+
+namespace ps {
+
+class Server::Impl {
+ public:
+  explicit Impl(Options options) : options_(std::move(options)) {}
+
+  Status Start() {
+    if (runtime_) return FailedPrecondition("server already started");
+    NodeRuntime::Handlers h;
+    h.on_data = [this](Message&& m) { HandleData(std::move(m)); };
+    h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { InstallMap(*map); };
+    runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h));
+    Status s = runtime_->Start();
+    if (!s.ok()) runtime_.reset();
+    return s;
+  }
+
+  Status Join(std::chrono::milliseconds timeout) {
+    if (!runtime_) return FailedPrecondition("server not started");
+    return runtime_->WaitShutdown(timeout);
+  }
+
+  void Stop() {
+    if (runtime_) runtime_->Stop(false);
+  }
+
+  NodeId id() const { return runtime_ ? runtime_->id() : kUnassignedId; }
+  uint32_t rank() const { return runtime_ ? runtime_->rank() : 0; }
+  std::string endpoint() const { return runtime_ ? runtime_->endpoint() : ""; }
+
+  ServerStats stats() const {
+    ServerStats s;
+    s.messages_received = messages_.load();
+    s.bad_messages = bad_.load() + (runtime_ ? runtime_->bad_messages() : 0);
+    s.push_requests = pushes_.load();
+    s.pull_requests = pulls_.load();
+    s.bytes_received = bytes_in_.load();
+    s.bytes_sent = bytes_out_.load();
+    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    s.sparse_rows = store_ ? store_->sparse_rows() : 0;
+    return s;
+  }
+
+ private:
+  void InstallMap(const ClusterMap& map) {
+    std::unique_lock<std::shared_mutex> lock(store_mu_);
+    if (!store_) store_ = std::make_unique<Store>(runtime_->id());
+    for (const auto& kv : map.tables) {
+      Status s = store_->Install(kv.second);
+      if (!s.ok()) LOG(ERROR) << "cannot install table " << kv.second.spec.name << ": " << s;
+    }
+    epoch_ = map.epoch;
+  }
+
+  void Reply(const Header& req, const Status& status, std::vector<Frame> frames) {
+    Message r;
+    r.header = req;
+    r.header.type = static_cast<uint16_t>(MsgType::kReply);
+    r.header.status = static_cast<int32_t>(status.code());
+    if (!status.ok()) {
+      frames.clear();
+      const std::string& text = status.message();
+      frames.push_back(Frame::Copy(text.data(), std::min<size_t>(text.size(), 4096)));
+    }
+    for (const auto& f : frames) bytes_out_ += f.size();
+    r.frames = std::move(frames);
+    Status s = runtime_->Send(req.sender, std::move(r));
+    if (!s.ok()) {
+      LOG_EVERY_N(WARNING, 100) << "reply to node " << req.sender << " failed: " << s;
+    }
+  }
+
+  void HandleData(Message&& msg) {
+    ++messages_;
+    const Header& h = msg.header;
+    Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);
+    if (valid.ok() && h.msg_type() == MsgType::kReply) valid = ProtocolError("a server got a reply");
+    if (!valid.ok()) {
+      ++bad_;
+      LOG_EVERY_N(WARNING, 100) << "dropped a bad request from node " << h.sender << ": " << valid;
+      Reply(h, valid, {});
+      return;
+    }
+    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    // Ranges never move once assigned, so the store's own range check decides whether a
+    // request belongs here; a table this server has not installed yet is worth a retry.
+    if (!store_ || (!store_->Has(h.table) && h.epoch > epoch_)) {
+      Reply(h, Unavailable("this server has not seen cluster map epoch " + std::to_string(h.epoch) + " yet"), {});
+      return;
+    }
+    const MsgType t = h.msg_type();
+    const bool pushes = t == MsgType::kPush || t == MsgType::kPushPull || t == MsgType::kAssign;
+    const bool pulls = t == MsgType::kPull || t == MsgType::kPushPull;
+    const ApplyOp op = t == MsgType::kAssign ? ApplyOp::kAssign : ApplyOp::kRule;
+    Status s;
+    std::vector<Frame> out;
+    if (pushes) ++pushes_;
+    if (pulls) ++pulls_;
+    for (const auto& f : msg.frames) bytes_in_ += f.size();
+    if (h.sparse()) {
+      const Key* keys = reinterpret_cast<const Key*>(msg.frames[0].data());
+      if (pushes) {
+        const float* rows = reinterpret_cast<const float*>(msg.frames[1].data());
+        s = store_->ApplySparse(h.table, keys, h.count, h.dim, rows, op);
+      }
+      if (s.ok() && pulls) {
+        auto values = std::make_shared<std::vector<float>>(h.count * h.dim);
+        s = store_->ReadSparse(h.table, keys, h.count, h.dim, values->data());
+        out.push_back(Frame::AdoptVector(std::move(values)));
+      }
+    } else {
+      if (pushes) {
+        const float* values = reinterpret_cast<const float*>(msg.frames[0].data());
+        s = store_->ApplyDense(h.table, h.offset, h.count, values, op);
+      }
+      if (s.ok() && pulls) {
+        auto values = std::make_shared<std::vector<float>>(h.count);
+        s = store_->ReadDense(h.table, h.offset, h.count, values->data());
+        out.push_back(Frame::AdoptVector(std::move(values)));
+      }
+    }
+    if (!s.ok()) ++bad_;
+    Reply(h, s, std::move(out));
+  }
+
+  const Options options_;
+  std::unique_ptr<NodeRuntime> runtime_;
+  mutable std::shared_mutex store_mu_;
+  std::unique_ptr<Store> store_;  // guarded by store_mu_ (installs exclusive, requests shared)
+  uint64_t epoch_ = 0;            // guarded by store_mu_
+  std::atomic<uint64_t> messages_{0}, bad_{0}, pushes_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0};
+};
+
+Server::Server(Options options) : impl_(new Impl(std::move(options))) {}
+Server::~Server() { impl_->Stop(); }
+Status Server::Start() { return impl_->Start(); }
+Status Server::Join(std::chrono::milliseconds timeout) { return impl_->Join(timeout); }
+void Server::Stop() { impl_->Stop(); }
+NodeId Server::id() const { return impl_->id(); }
+uint32_t Server::rank() const { return impl_->rank(); }
+std::string Server::endpoint() const { return impl_->endpoint(); }
+ServerStats Server::stats() const { return impl_->stats(); }
+
+}  // namespace ps

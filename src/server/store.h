@@ -1,0 +1,83 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Store: the shards of tables one server holds, and the update rules applied to them.
+// Dense ranges are contiguous float arrays; sparse rows live in striped hash maps and
+// are created on first touch by the table's deterministic initializer.
+//
+// Thread-safety: Install* must not run concurrently with anything else. Apply/Read on
+// different tables, or on the same sparse table, may run concurrently (stripes are
+// locked); dense ranges of one table must not be written concurrently with reads of
+// the same elements (the server serializes requests per node).
+#ifndef PS_SERVER_STORE_H_
+#define PS_SERVER_STORE_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "ps/status.h"
+#include "ps/types.h"
+#include "scheduler/cluster_map.h"
+
+namespace ps {
+
+// What to do with pushed values.
+enum class ApplyOp { kRule, kAssign };
+
+// The deterministic initial value of column `col` of `key` in a table (dense tables use
+// the element index as key and column 0).
+float InitialValue(const TableSpec& spec, uint64_t name_hash, Key key, uint32_t col);
+
+class Store {
+ public:
+  explicit Store(NodeId self) : self_(self) {}
+
+  // Allocates (and initializes) this server's ranges of a table. Idempotent.
+  Status Install(const TableInfo& table);
+  bool Has(TableId table) const { return tables_.count(table) != 0; }
+
+  // Dense: elements [offset, offset + count) must lie inside one range this server holds.
+  Status ApplyDense(TableId table, uint64_t offset, uint64_t count, const float* values, ApplyOp op);
+  Status ReadDense(TableId table, uint64_t offset, uint64_t count, float* out) const;
+
+  // Sparse: every key must route to a range this server holds; rows are n x dim.
+  Status ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim, const float* rows,
+                     ApplyOp op);
+  Status ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim, float* out);
+
+  uint64_t sparse_rows() const;
+
+ private:
+  struct DenseRange {
+    uint64_t first = 0;  // first element held
+    std::vector<float> values;
+  };
+  static constexpr size_t kStripes = 16;
+  struct Stripe {
+    std::mutex mu;
+    std::unordered_map<Key, uint32_t> index;  // key -> row number in rows
+    std::vector<float> rows;
+  };
+  struct Table {
+    TableSpec spec;
+    uint64_t name_hash = 0;
+    std::vector<DenseRange> dense;              // ascending by first
+    std::vector<std::pair<uint64_t, uint64_t>> hash_ranges;  // sparse: [begin, end) held; end 0 = 2^64
+    std::unique_ptr<Stripe[]> stripes;
+  };
+
+  const Table* Find(TableId id, TableKind kind, Status* error) const;
+  const DenseRange* FindDense(const Table& t, uint64_t offset, uint64_t count, Status* error) const;
+  Status CheckKeys(const Table& t, const Key* keys, size_t n) const;
+  // Row pointer for key (created if absent). Caller holds the stripe's lock.
+  float* Row(Table& t, Stripe& s, Key key);
+
+  const NodeId self_;
+  std::map<TableId, Table> tables_;
+};
+
+}  // namespace ps
+
+#endif  // PS_SERVER_STORE_H_

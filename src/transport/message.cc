@@ -1,0 +1,135 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "transport/message.h"
+
+#include <cstring>
+
+#include "layerps.pb.h"
+
+namespace ps {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "LayerPS's wire format is little-endian");
+
+const char* MsgTypeName(MsgType t) {
+  switch (t) {
+    case MsgType::kControl: return "control";
+    case MsgType::kPush: return "push";
+    case MsgType::kPull: return "pull";
+    case MsgType::kPushPull: return "pushpull";
+    case MsgType::kAssign: return "assign";
+    case MsgType::kReply: return "reply";
+  }
+  return "unknown";
+}
+
+Frame Frame::Copy(const void* data, size_t size) {
+  auto v = std::make_shared<std::vector<char>>(size);
+  if (size) std::memcpy(v->data(), data, size);
+  return AdoptVector(std::move(v));
+}
+
+Frame Frame::Adopt(std::vector<char>&& bytes) {
+  return AdoptVector(std::make_shared<std::vector<char>>(std::move(bytes)));
+}
+
+Status ParseHeader(const void* data, size_t size, Header* out) {
+  if (size != sizeof(Header)) {
+    return ProtocolError("header frame is " + std::to_string(size) + " bytes, want 64");
+  }
+  std::memcpy(out, data, sizeof(Header));
+  if (out->magic != kMagic) return ProtocolError("bad magic");
+  if (out->version != kProtocolVersion) {
+    return ProtocolError("protocol version " + std::to_string(out->version) + ", this node speaks " +
+                         std::to_string(kProtocolVersion));
+  }
+  if (out->type < static_cast<uint16_t>(MsgType::kControl) ||
+      out->type > static_cast<uint16_t>(MsgType::kReply)) {
+    return ProtocolError("unknown message type " + std::to_string(out->type));
+  }
+  return Status::OK();
+}
+
+Message MakeControl(NodeId sender, const layerps::pb::Control& control) {
+  Message m;
+  m.header.type = static_cast<uint16_t>(MsgType::kControl);
+  m.header.sender = sender;
+  std::vector<char> bytes(control.ByteSizeLong());
+  control.SerializeToArray(bytes.data(), static_cast<int>(bytes.size()));
+  m.frames.push_back(Frame::Adopt(std::move(bytes)));
+  return m;
+}
+
+Status ParseControl(const Message& msg, layerps::pb::Control* out) {
+  if (msg.header.msg_type() != MsgType::kControl) return ProtocolError("not a control message");
+  if (msg.frames.size() != 1) return ProtocolError("control message needs exactly 1 frame");
+  const Frame& f = msg.frames[0];
+  if (f.size() > (64u << 20)) return ProtocolError("control message above 64 MiB");
+  if (!out->ParseFromArray(f.data(), static_cast<int>(f.size()))) {
+    return ProtocolError("control frame does not parse");
+  }
+  if (out->body_case() == layerps::pb::Control::BODY_NOT_SET) {
+    return ProtocolError("control message without a body");
+  }
+  return Status::OK();
+}
+
+Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
+  const Header& h = msg.header;
+  const MsgType t = h.msg_type();
+  if (t == MsgType::kControl) return ProtocolError("not a data message");
+  const bool sparse = h.sparse();
+  if (sparse && h.dim == 0) return ProtocolError("sparse message with dim 0");
+  if (!sparse && h.dim != 0) return ProtocolError("dense message with dim != 0");
+  const uint64_t width = sparse ? h.dim : 1;
+  if (h.count > max_elems || (width != 0 && h.count > max_elems / width)) {
+    return ProtocolError("count " + std::to_string(h.count) + " x dim exceeds the limit");
+  }
+  const uint64_t value_bytes = h.count * width * sizeof(float);
+  const uint64_t key_bytes = h.count * sizeof(Key);
+  auto want = [&](size_t i, uint64_t bytes, const char* what) -> Status {
+    if (msg.frames.size() <= i) return ProtocolError(std::string("missing ") + what + " frame");
+    if (msg.frames[i].size() != bytes) {
+      return ProtocolError(std::string(what) + " frame is " + std::to_string(msg.frames[i].size()) +
+                           " bytes, header says " + std::to_string(bytes));
+    }
+    return Status::OK();
+  };
+  size_t expected_frames = 0;
+  switch (t) {
+    case MsgType::kPush:
+    case MsgType::kPushPull:
+    case MsgType::kAssign:
+      if (sparse) {
+        PS_RETURN_IF_ERROR(want(0, key_bytes, "keys"));
+        PS_RETURN_IF_ERROR(want(1, value_bytes, "rows"));
+        expected_frames = 2;
+      } else {
+        PS_RETURN_IF_ERROR(want(0, value_bytes, "values"));
+        expected_frames = 1;
+      }
+      break;
+    case MsgType::kPull:
+      if (sparse) {
+        PS_RETURN_IF_ERROR(want(0, key_bytes, "keys"));
+        expected_frames = 1;
+      }
+      break;
+    case MsgType::kReply:
+      // A reply carries values (pulls), nothing (pushes or errors), or an error text.
+      if (h.status != 0) {
+        expected_frames = msg.frames.size() <= 1 ? msg.frames.size() : 99;
+      } else if (!msg.frames.empty()) {
+        PS_RETURN_IF_ERROR(want(0, value_bytes, "values"));
+        expected_frames = 1;
+      }
+      break;
+    default:
+      return ProtocolError("unexpected message type");
+  }
+  if (msg.frames.size() != expected_frames) {
+    return ProtocolError(std::string(MsgTypeName(t)) + " message with " +
+                         std::to_string(msg.frames.size()) + " frames");
+  }
+  return Status::OK();
+}
+
+}  // namespace ps

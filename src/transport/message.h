@@ -1,0 +1,109 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The unit the transport moves: a fixed 64-byte binary header plus payload frames.
+// docs/wire-format.md is the normative description; keep the two in step.
+#ifndef PS_TRANSPORT_MESSAGE_H_
+#define PS_TRANSPORT_MESSAGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/status.h"
+#include "ps/types.h"
+
+namespace layerps { namespace pb { class Control; } }
+
+namespace ps {
+
+constexpr uint32_t kMagic = 0x3153504Cu;  // "LPS1" little-endian
+constexpr uint16_t kProtocolVersion = 1;
+constexpr size_t kMaxFrames = 8;  // a message with more payload frames is malformed
+
+enum class MsgType : uint16_t {
+  kControl = 1,   // frame 0: a serialized pb::Control
+  kPush = 2,      // dense: frame 0 values; sparse: frame 0 keys, frame 1 rows
+  kPull = 3,      // dense: no frame; sparse: frame 0 keys
+  kPushPull = 4,  // as kPush; the reply carries the values after the push
+  kAssign = 5,    // as kPush, but overwrites
+  kReply = 6,     // to a data request: status, and values for pulls
+};
+const char* MsgTypeName(MsgType t);
+
+constexpr uint32_t kFlagSparse = 1u << 0;
+
+// Fixed-layout header (little-endian hosts only; checked at build time).
+struct Header {
+  uint32_t magic = kMagic;
+  uint16_t version = kProtocolVersion;
+  uint16_t type = 0;
+  uint32_t sender = kUnassignedId;
+  uint32_t table = kInvalidTable;
+  uint64_t request_id = 0;
+  uint64_t epoch = 0;
+  uint64_t offset = 0;  // dense: first element; sparse: position of the first key in the request
+  uint64_t count = 0;   // dense: elements; sparse: keys
+  uint32_t dim = 0;     // sparse: row width; dense: 0
+  int32_t status = 0;   // replies: ps::StatusCode
+  uint32_t flags = 0;   // kFlagSparse
+  uint32_t reserved = 0;
+
+  MsgType msg_type() const { return static_cast<MsgType>(type); }
+  bool sparse() const { return (flags & kFlagSparse) != 0; }
+};
+static_assert(sizeof(Header) == 64, "the wire header is 64 bytes");
+
+// A run of bytes kept alive by `owner`. Frames built with Borrow/Adopt are sent by the
+// transport without a copy; the owner is released when the transport is done with it.
+class Frame {
+ public:
+  Frame() = default;
+  // Copies the bytes.
+  static Frame Copy(const void* data, size_t size);
+  // Takes ownership of a vector's storage.
+  static Frame Adopt(std::vector<char>&& bytes);
+  template <typename T>
+  static Frame AdoptVector(std::shared_ptr<std::vector<T>> v) {
+    const void* p = v->data();
+    const size_t n = v->size() * sizeof(T);
+    return Frame(std::shared_ptr<const void>(std::move(v), p), p, n);
+  }
+  // Shares memory that `keep_alive` keeps valid (may be a no-op token for borrowed memory).
+  static Frame Borrow(const void* data, size_t size, std::shared_ptr<const void> keep_alive) {
+    return Frame(std::move(keep_alive), data, size);
+  }
+
+  const uint8_t* data() const { return static_cast<const uint8_t*>(data_); }
+  size_t size() const { return size_; }
+  const std::shared_ptr<const void>& owner() const { return owner_; }
+
+ private:
+  Frame(std::shared_ptr<const void> owner, const void* data, size_t size)
+      : owner_(std::move(owner)), data_(data), size_(size) {}
+  std::shared_ptr<const void> owner_;
+  const void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct Message {
+  Header header;
+  std::vector<Frame> frames;  // payload frames (the header is not one of them)
+};
+
+// Decodes and checks a received header frame: size, magic, version, type.
+Status ParseHeader(const void* data, size_t size, Header* out);
+
+// A control message from `sender` carrying `control`.
+Message MakeControl(NodeId sender, const layerps::pb::Control& control);
+// Parses frame 0 of a kControl message.
+Status ParseControl(const Message& msg, layerps::pb::Control* out);
+
+// Checks that a data message's frames agree with its header (counts, sizes, dims,
+// type), before anything reads them. `max_elems` bounds count * max(dim, 1).
+Status ValidateDataFrames(const Message& msg, uint64_t max_elems);
+
+}  // namespace ps
+
+#endif  // PS_TRANSPORT_MESSAGE_H_

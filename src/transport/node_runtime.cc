@@ -1,0 +1,356 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "transport/node_runtime.h"
+
+#include <unistd.h>
+
+#include <glog/logging.h>
+
+#include "layerps.pb.h"
+
+namespace ps {
+
+int64_t SteadyMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+constexpr int kRecvPollMs = 50;
+constexpr int kControlSendTimeoutMs = 5000;
+
+std::string Hostname() {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+}  // namespace
+
+NodeRuntime::NodeRuntime(const Options& options, Role role, Handlers handlers)
+    : options_(options), role_(role), handlers_(std::move(handlers)) {}
+
+NodeRuntime::~NodeRuntime() { Stop(false); }
+
+Status NodeRuntime::Start() {
+  if (running_) return FailedPrecondition("already started");
+  PS_RETURN_IF_ERROR(options_.Validate());
+  transport_ = NewZmqTransport(options_);
+  StatusOr<std::string> bound = transport_->Bind(
+      DefaultBindAddress(options_.bind_address, options_.scheduler_address), options_.advertise_host);
+  if (!bound.ok()) return bound.status();
+  endpoint_ = *bound;
+  PS_RETURN_IF_ERROR(transport_->Connect(kSchedulerId, options_.scheduler_address));
+
+  running_ = true;
+  stopping_ = false;
+  recv_thread_ = std::thread([this] { ReceiveLoop(); });
+
+  layerps::pb::Control c;
+  auto* reg = c.mutable_register_();
+  reg->set_token(options_.token);
+  reg->set_role(static_cast<layerps::pb::Role>(role_));
+  reg->set_endpoint(endpoint_);
+  reg->set_hostname(Hostname());
+  Status sent = transport_->Send(kSchedulerId, MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
+
+  Status result = sent;
+  if (sent.ok()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(options_.connect_timeout_ms);
+    const bool ready = cv_.wait_until(lock, deadline, [this] {
+      return !register_status_.ok() || (registered_ && map_ != nullptr) || shutdown_;
+    });
+    if (!register_status_.ok()) {
+      result = register_status_;
+    } else if (shutdown_) {
+      result = shutdown_status_.ok() ? Aborted("the cluster shut down during start") : shutdown_status_;
+    } else if (!ready) {
+      result = Timeout(std::string(registered_ ? "registered, but the cluster did not complete"
+                                               : "no answer from the scheduler at " +
+                                                     options_.scheduler_address) +
+                       " within " + std::to_string(options_.connect_timeout_ms) + " ms");
+    }
+  }
+  if (!result.ok()) {
+    Stop(false);
+    return result;
+  }
+  last_scheduler_contact_ms_ = SteadyMillis();
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  LOG(INFO) << RoleName(role_) << " " << id() << " (rank " << rank() << ") up at " << endpoint_;
+  return Status::OK();
+}
+
+void NodeRuntime::Stop(bool send_leave) {
+  if (!running_.exchange(false)) return;
+  bool registered;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    registered = registered_;
+  }
+  if (send_leave && registered) {
+    layerps::pb::Control c;
+    c.mutable_leave();
+    transport_->Send(kSchedulerId, MakeControl(id(), c), kControlSendTimeoutMs);
+  }
+  stopping_ = true;
+  cv_.notify_all();
+  if (recv_thread_.joinable()) recv_thread_.join();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  transport_->Close();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& kv : calls_) {
+    if (!kv.second.done) {
+      kv.second.done = true;
+      kv.second.status = Aborted("node stopped");
+    }
+  }
+  if (!shutdown_) {
+    shutdown_ = true;
+    shutdown_status_ = Aborted("node stopped");
+  }
+  cv_.notify_all();
+}
+
+Status NodeRuntime::WaitShutdown(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [this] { return shutdown_; })) {
+    return Timeout("the cluster is still running");
+  }
+  return shutdown_status_;
+}
+
+std::shared_ptr<const ClusterMap> NodeRuntime::map() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_;
+}
+
+Status NodeRuntime::Send(NodeId to, Message&& msg) {
+  if (!running_) return FailedPrecondition("node is not running");
+  if (!transport_->IsConnected(to)) {
+    auto m = map();
+    const NodeInfo* n = m ? m->FindNode(to) : nullptr;
+    if (n == nullptr) return NotFound("no node " + std::to_string(to) + " in the cluster map");
+    if (!n->alive) return Unavailable("node " + std::to_string(to) + " is dead");
+    PS_RETURN_IF_ERROR(transport_->Connect(to, n->endpoint));
+  }
+  msg.header.sender = id();
+  return transport_->Send(to, std::move(msg), options_.request_timeout_ms);
+}
+
+StatusOr<uint32_t> NodeRuntime::CallScheduler(const std::function<void(uint64_t, void*)>& fill,
+                                              std::chrono::milliseconds timeout, const char* what) {
+  if (!running_) return FailedPrecondition(std::string(what) + ": node is not running");
+  uint64_t call_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    call_id = next_call_id_++;
+    calls_[call_id] = PendingCall{};
+  }
+  layerps::pb::Control c;
+  fill(call_id, &c);
+  Status sent = transport_->Send(kSchedulerId, MakeControl(id(), c), kControlSendTimeoutMs);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!sent.ok()) {
+    calls_.erase(call_id);
+    return sent;
+  }
+  cv_.wait_for(lock, timeout, [&] { return calls_[call_id].done || shutdown_; });
+  PendingCall call = calls_[call_id];
+  calls_.erase(call_id);
+  if (!call.done) {
+    if (shutdown_) return shutdown_status_.ok() ? Aborted("the cluster shut down") : shutdown_status_;
+    return Timeout(std::string(what) + ": no answer from the scheduler within " +
+                   std::to_string(timeout.count()) + " ms");
+  }
+  if (!call.status.ok()) return call.status;
+  return call.value;
+}
+
+StatusOr<TableId> NodeRuntime::DeclareTable(const TableSpec& spec, std::chrono::milliseconds timeout) {
+  PS_RETURN_IF_ERROR(spec.Validate());
+  StatusOr<uint32_t> id = CallScheduler(
+      [&](uint64_t call_id, void* msg) {
+        auto* d = static_cast<layerps::pb::Control*>(msg)->mutable_declare_table();
+        d->set_request_id(call_id);
+        SpecToProto(spec, d->mutable_spec());
+      },
+      timeout, "declare table");
+  if (!id.ok()) return id.status();
+  // The reply comes after the map naming the table was installed on every server; make
+  // sure this node has it too before the caller pushes.
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool have = cv_.wait_for(lock, timeout, [&] {
+    return shutdown_ || (map_ && map_->FindTable(*id) != nullptr);
+  });
+  if (!have || shutdown_) return Unavailable("declared table " + spec.name + " but its map did not arrive");
+  return static_cast<TableId>(*id);
+}
+
+Status NodeRuntime::Barrier(Group group, std::chrono::milliseconds timeout) {
+  StatusOr<uint32_t> r = CallScheduler(
+      [&](uint64_t call_id, void* msg) {
+        auto* b = static_cast<layerps::pb::Control*>(msg)->mutable_barrier();
+        b->set_request_id(call_id);
+        b->set_group(static_cast<uint32_t>(group));
+      },
+      timeout, "barrier");
+  return r.status();
+}
+
+void NodeRuntime::ReceiveLoop() {
+  int64_t last_tick = SteadyMillis();
+  while (!stopping_) {
+    Message msg;
+    Status s = transport_->Recv(&msg, kRecvPollMs);
+    if (s.ok()) {
+      if (msg.header.msg_type() == MsgType::kControl) {
+        if (msg.header.sender != kSchedulerId) {
+          CountBadMessage();
+          LOG(WARNING) << "dropped a control message claiming to be from node " << msg.header.sender;
+        } else {
+          last_scheduler_contact_ms_ = SteadyMillis();
+          HandleControl(std::move(msg));
+        }
+      } else {
+        auto m = map();
+        if (!m || m->FindNode(msg.header.sender) == nullptr) {
+          CountBadMessage();
+          LOG_EVERY_N(WARNING, 100) << "dropped a data message from unknown node " << msg.header.sender;
+        } else if (handlers_.on_data) {
+          handlers_.on_data(std::move(msg));
+        }
+      }
+    } else if (s.code() == StatusCode::kProtocolError) {
+      CountBadMessage();
+      LOG_EVERY_N(WARNING, 100) << "dropped a malformed message: " << s.message();
+    } else if (s.code() != StatusCode::kTimeout) {
+      if (stopping_) break;
+      LOG_EVERY_N(WARNING, 100) << "receive failed: " << s;
+    }
+    const int64_t now = SteadyMillis();
+    if (now - last_tick >= kRecvPollMs) {
+      last_tick = now;
+      if (handlers_.on_tick) handlers_.on_tick();
+    }
+  }
+}
+
+void NodeRuntime::HeartbeatLoop() {
+  while (!stopping_) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_interval_ms),
+                   [this] { return stopping_.load() || shutdown_; });
+      if (stopping_ || shutdown_) return;
+    }
+    layerps::pb::Control c;
+    c.mutable_heartbeat();
+    transport_->Send(kSchedulerId, MakeControl(id(), c), options_.heartbeat_interval_ms);
+    if (SteadyMillis() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
+      Status lost = Unavailable("lost the scheduler: silent for more than " +
+                                std::to_string(options_.heartbeat_timeout_ms) + " ms");
+      LOG(ERROR) << lost;
+      if (handlers_.on_node_dead) handlers_.on_node_dead(kSchedulerId, lost);
+      FinishShutdown(lost);
+      return;
+    }
+  }
+}
+
+void NodeRuntime::FinishShutdown(const Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutdown_) return;
+  shutdown_ = true;
+  shutdown_status_ = status;
+  cv_.notify_all();
+}
+
+void NodeRuntime::InstallMap(std::shared_ptr<const ClusterMap> map) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_ && map->epoch <= map_->epoch) return;
+    map_ = map;
+  }
+  if (handlers_.on_map) handlers_.on_map(map);
+  cv_.notify_all();
+}
+
+void NodeRuntime::HandleControl(Message&& msg) {
+  layerps::pb::Control c;
+  Status parsed = ParseControl(msg, &c);
+  if (!parsed.ok()) {
+    CountBadMessage();
+    LOG(WARNING) << "dropped a control message: " << parsed;
+    return;
+  }
+  switch (c.body_case()) {
+    case layerps::pb::Control::kRegisterReply: {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (registered_) break;
+      if (c.register_reply().ok()) {
+        id_ = c.register_reply().id();
+        rank_ = c.register_reply().rank();
+        registered_ = true;
+      } else {
+        register_status_ = PermissionDenied("the scheduler refused this node: " + c.register_reply().error());
+      }
+      cv_.notify_all();
+      break;
+    }
+    case layerps::pb::Control::kMapUpdate: {
+      auto parsed_map = ClusterMap::FromProto(c.map_update().map());
+      if (!parsed_map.ok()) {
+        CountBadMessage();
+        LOG(ERROR) << "dropped a cluster map: " << parsed_map.status();
+        break;
+      }
+      InstallMap(*parsed_map);
+      layerps::pb::Control ack;
+      ack.mutable_map_ack()->set_epoch(c.map_update().map().epoch());
+      transport_->Send(kSchedulerId, MakeControl(id(), ack), kControlSendTimeoutMs);
+      break;
+    }
+    case layerps::pb::Control::kDeclareTableReply:
+    case layerps::pb::Control::kBarrierReply: {
+      const bool declare = c.body_case() == layerps::pb::Control::kDeclareTableReply;
+      const uint64_t call_id = declare ? c.declare_table_reply().request_id() : c.barrier_reply().request_id();
+      const int code = declare ? c.declare_table_reply().code() : c.barrier_reply().code();
+      const std::string& error = declare ? c.declare_table_reply().error() : c.barrier_reply().error();
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = calls_.find(call_id);
+      if (it == calls_.end() || it->second.done) break;  // late reply to a timed-out call
+      it->second.done = true;
+      if (code != 0) {
+        const int c_clamped = (code < 0 || code > static_cast<int>(StatusCode::kIoError)) ? 
+            static_cast<int>(StatusCode::kInternal) : code;
+        it->second.status = Status(static_cast<StatusCode>(c_clamped), error);
+      }
+      if (declare) it->second.value = c.declare_table_reply().table_id();
+      cv_.notify_all();
+      break;
+    }
+    case layerps::pb::Control::kNodeDead: {
+      const NodeId dead = c.node_dead().id();
+      Status why = Unavailable("node " + std::to_string(dead) + " is dead: " + c.node_dead().reason());
+      LOG(WARNING) << why;
+      transport_->Disconnect(dead);
+      if (handlers_.on_node_dead) handlers_.on_node_dead(dead, why);
+      break;
+    }
+    case layerps::pb::Control::kShutdown: {
+      Status s = c.shutdown().failed() ? Aborted("the cluster failed: " + c.shutdown().reason())
+                                       : Status::OK();
+      FinishShutdown(s);
+      break;
+    }
+    case layerps::pb::Control::kHeartbeat:
+      break;
+    default:
+      CountBadMessage();
+      LOG(WARNING) << "unexpected control message " << c.body_case();
+  }
+}
+
+}  // namespace ps

@@ -1,0 +1,115 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// NodeRuntime: what every server and worker does beside its own work. It binds the
+// node's receive socket, registers with the scheduler (token, endpoint), keeps the
+// cluster map, sends heartbeats, notices a lost scheduler, and runs the control
+// exchanges (declare table, barrier). Data messages are handed to the owner.
+//
+// Threads: a receive thread (calls the handlers) and a heartbeat thread, both started
+// by Start() and joined by Stop(). Handlers run on the receive thread, one at a time.
+#ifndef PS_TRANSPORT_NODE_RUNTIME_H_
+#define PS_TRANSPORT_NODE_RUNTIME_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "ps/options.h"
+#include "ps/status.h"
+#include "ps/types.h"
+#include "scheduler/cluster_map.h"
+#include "transport/transport.h"
+
+namespace ps {
+
+class NodeRuntime {
+ public:
+  struct Handlers {
+    // A data message (already header-checked; frames not yet validated).
+    std::function<void(Message&&)> on_data;
+    // A newer cluster map was installed (the old one is still readable by others).
+    std::function<void(const std::shared_ptr<const ClusterMap>&)> on_map;
+    // A peer was declared dead by the scheduler, or the scheduler is lost (kSchedulerId).
+    std::function<void(NodeId, const Status&)> on_node_dead;
+    // Periodic tick on the receive thread (about every 50 ms).
+    std::function<void()> on_tick;
+  };
+
+  NodeRuntime(const Options& options, Role role, Handlers handlers);
+  ~NodeRuntime();
+
+  // Bind, register, wait for the first full cluster map. Bounded by connect_timeout_ms.
+  Status Start();
+  // Tells the scheduler this node leaves (workers), then stops the threads and closes
+  // the transport. Idempotent.
+  void Stop(bool send_leave);
+
+  // Waits until the scheduler sends Shutdown (OK or its failure), the scheduler is lost
+  // (kUnavailable), Stop() (kAborted), or the timeout (kTimeout).
+  Status WaitShutdown(std::chrono::milliseconds timeout);
+
+  Status Send(NodeId to, Message&& msg);
+  StatusOr<TableId> DeclareTable(const TableSpec& spec, std::chrono::milliseconds timeout);
+  Status Barrier(Group group, std::chrono::milliseconds timeout);
+
+  std::shared_ptr<const ClusterMap> map() const;
+  NodeId id() const { return id_.load(); }
+  uint32_t rank() const { return rank_.load(); }
+  std::string endpoint() const { return endpoint_; }
+  bool running() const { return running_.load(); }
+  const Options& options() const { return options_; }
+  uint64_t bad_messages() const { return bad_messages_.load(); }
+  void CountBadMessage() { bad_messages_.fetch_add(1); }
+
+ private:
+  struct PendingCall {  // a control request awaiting its reply
+    bool done = false;
+    Status status;
+    uint32_t value = 0;
+  };
+
+  void ReceiveLoop();
+  void HeartbeatLoop();
+  void HandleControl(Message&& msg);
+  void InstallMap(std::shared_ptr<const ClusterMap> map);
+  void FinishShutdown(const Status& status);
+  StatusOr<uint32_t> CallScheduler(const std::function<void(uint64_t, void*)>& fill,
+                                   std::chrono::milliseconds timeout, const char* what);
+
+  const Options options_;
+  const Role role_;
+  const Handlers handlers_;
+  std::unique_ptr<Transport> transport_;
+  std::string endpoint_;
+  std::atomic<NodeId> id_{kUnassignedId};
+  std::atomic<uint32_t> rank_{0};
+  std::atomic<bool> running_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> bad_messages_{0};
+  std::atomic<int64_t> last_scheduler_contact_ms_{0};
+  std::thread recv_thread_;
+  std::thread heartbeat_thread_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::shared_ptr<const ClusterMap> map_;       // guarded by mu_
+  bool registered_ = false;                     // guarded by mu_
+  Status register_status_;                      // guarded by mu_
+  bool shutdown_ = false;                       // guarded by mu_
+  Status shutdown_status_;                      // guarded by mu_
+  uint64_t next_call_id_ = 1;                   // guarded by mu_
+  std::map<uint64_t, PendingCall> calls_;       // guarded by mu_
+};
+
+// Milliseconds on the steady clock (for heartbeat bookkeeping).
+int64_t SteadyMillis();
+
+}  // namespace ps
+
+#endif  // PS_TRANSPORT_NODE_RUNTIME_H_

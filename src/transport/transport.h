@@ -1,0 +1,55 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The narrow seam between LayerPS and the network: bind one receive socket, send
+// messages to numbered peers, receive messages. ZmqTransport is the implementation
+// (tcp://, ipc://, inproc://); tests may wrap it to inject faults.
+#ifndef PS_TRANSPORT_TRANSPORT_H_
+#define PS_TRANSPORT_TRANSPORT_H_
+
+#include <memory>
+#include <string>
+
+#include "ps/options.h"
+#include "ps/status.h"
+#include "transport/message.h"
+
+namespace ps {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Binds the receive socket; returns the endpoint peers should use (a wildcard host is
+  // replaced by `advertise_host`, port 0 by the bound port). Call once, before Recv.
+  virtual StatusOr<std::string> Bind(const std::string& address,
+                                     const std::string& advertise_host) = 0;
+
+  // Opens (or keeps) the send path to `peer` at `endpoint`. Thread-safe.
+  virtual Status Connect(NodeId peer, const std::string& endpoint) = 0;
+  // Drops the send path to `peer` and discards what is queued for it. Thread-safe.
+  virtual void Disconnect(NodeId peer) = 0;
+  virtual bool IsConnected(NodeId peer) const = 0;
+
+  // Queues `msg` for `peer`; payload frames are sent without a copy and their owners
+  // released once sent or discarded. Blocks at most `timeout_ms` when the peer's queue
+  // is full. Thread-safe.
+  virtual Status Send(NodeId peer, Message&& msg, int timeout_ms) = 0;
+
+  // Receives one message. kTimeout when none came in `timeout_ms`; kProtocolError for
+  // a malformed one (already consumed and dropped). Only one thread may call Recv.
+  virtual Status Recv(Message* msg, int timeout_ms) = 0;
+
+  // Closes every socket. Send and Recv fail afterwards. Idempotent.
+  virtual void Close() = 0;
+};
+
+// A ZeroMQ transport for one node. `options` supplies io_threads and max_message_bytes.
+std::unique_ptr<Transport> NewZmqTransport(const Options& options);
+
+// Fills in a bind address from the scheduler address's scheme when `bind` is empty:
+// tcp -> tcp://127.0.0.1:0, ipc -> a fresh path in /tmp, inproc -> a fresh name.
+std::string DefaultBindAddress(const std::string& bind, const std::string& scheduler_address);
+
+}  // namespace ps
+
+#endif  // PS_TRANSPORT_TRANSPORT_H_

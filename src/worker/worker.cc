@@ -1,0 +1,583 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Request life: the calling thread slices the request by the cluster map into one part
+// per server range and sends the parts; the receive thread matches replies to parts,
+// copies pulled values into the caller's buffer and completes the request when every
+// part is answered AND the transport released every borrowed push frame (so the
+// caller may reuse its buffer as soon as Wait returns).
+//
+// A part is "claimed" exactly once (by its reply, a failure, a timeout or Stop) under
+// the request's mutex; each claim and the release of the borrowed frames drop one unit
+// of `pending`; whoever drops the last unit finalizes the request.
+#include "ps/worker.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include <glog/logging.h>
+
+#include "transport/node_runtime.h"
+#include "worker/packing.h"
+
+namespace ps {
+namespace {
+
+struct Part {
+  NodeId server = kUnassignedId;
+  uint64_t offset = 0;  // dense: element offset; sparse: position in the unique keys
+  uint64_t count = 0;
+  bool claimed = false;
+};
+
+struct Request;
+
+// Requests by ticket. Shared with in-flight requests so that a frame released by the
+// transport after the Worker is gone finds something valid to update.
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<Ticket, std::shared_ptr<Request>> requests;  // guarded by mu
+};
+
+struct Request {
+  Ticket ticket = 0;
+  MsgType type = MsgType::kPush;
+  TableId table = kInvalidTable;
+  bool sparse = false;
+  uint32_t dim = 0;
+  int64_t deadline_ms = 0;
+  Worker::Callback callback;
+  std::weak_ptr<Registry> registry;
+
+  // Dense pulls write here (indexed by element). Sparse pulls stage unique rows here
+  // and scatter them into `out` through `inverse` when the last part arrives.
+  float* out = nullptr;
+  std::vector<float> staging;
+  std::vector<uint32_t> inverse;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Part> parts;  // guarded by mu (claimed flags)
+  Status status;            // guarded by mu: the first error
+  bool done = false;        // guarded by mu
+  std::atomic<int> pending{0};
+
+  bool pulls() const { return type == MsgType::kPull || type == MsgType::kPushPull; }
+};
+
+void Finalize(const std::shared_ptr<Request>& req) {
+  Worker::Callback cb;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(req->mu);
+    if (req->status.ok() && req->sparse && req->pulls() && !req->inverse.empty()) {
+      pack::ScatterRows(req->inverse.data(), req->inverse.size(), req->staging.data(), req->dim,
+                        req->out);
+    }
+    req->done = true;
+    status = req->status;
+    cb = std::move(req->callback);
+    req->cv.notify_all();
+  }
+  if (cb) {
+    if (auto reg = req->registry.lock()) {
+      std::lock_guard<std::mutex> lock(reg->mu);
+      reg->requests.erase(req->ticket);
+    }
+    cb(status);
+  }
+}
+
+void Release(const std::shared_ptr<Request>& req) {
+  if (req->pending.fetch_sub(1) == 1) Finalize(req);
+}
+
+// Claims part i with `status`; returns false if it was already claimed.
+bool Claim(Request* req, size_t i, const Status& status) {
+  std::lock_guard<std::mutex> lock(req->mu);
+  if (req->parts[i].claimed) return false;
+  req->parts[i].claimed = true;
+  if (!status.ok() && req->status.ok()) req->status = status;
+  return true;
+}
+
+}  // namespace
+
+class Worker::Impl {
+ public:
+  explicit Impl(Options options) : options_(std::move(options)), registry_(std::make_shared<Registry>()) {}
+
+  Status Start() {
+    if (runtime_) return FailedPrecondition("worker already started");
+    NodeRuntime::Handlers h;
+    h.on_data = [this](Message&& m) { HandleReply(std::move(m)); };
+    h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
+    h.on_tick = [this] { ExpireRequests(); };
+    auto rt = std::make_unique<NodeRuntime>(options_, Role::kWorker, std::move(h));
+    // Handlers may run as soon as Start begins receiving: publish runtime_ first.
+    runtime_ = std::move(rt);
+    Status s = runtime_->Start();
+    if (!s.ok()) {
+      runtime_.reset();
+      return s;
+    }
+    started_ = true;
+    return Status::OK();
+  }
+
+  void Stop() {
+    if (!started_.exchange(false)) return;
+    runtime_->Stop(/*send_leave=*/true);
+    FailMatching([](const Part&) { return true; }, Aborted("the worker stopped"));
+  }
+
+  NodeId id() const { return started_ ? runtime_->id() : kUnassignedId; }
+  uint32_t rank() const { return started_ ? runtime_->rank() : 0; }
+  int CountRole(Role r) const {
+    auto m = started_ ? runtime_->map() : nullptr;
+    return m ? m->CountRole(r) : 0;
+  }
+  std::vector<NodeInfo> Nodes() const {
+    auto m = started_ ? runtime_->map() : nullptr;
+    return m ? m->nodes : std::vector<NodeInfo>{};
+  }
+
+  StatusOr<TableId> DeclareTable(const TableSpec& spec) {
+    if (!started_) return FailedPrecondition("DeclareTable: the worker is not started");
+    return runtime_->DeclareTable(spec, std::chrono::milliseconds(options_.request_timeout_ms));
+  }
+
+  StatusOr<TableSpec> GetTableSpec(TableId table) const {
+    auto m = started_ ? runtime_->map() : nullptr;
+    const TableInfo* t = m ? m->FindTable(table) : nullptr;
+    if (!t) return NotFound("no table with id " + std::to_string(table));
+    return t->spec;
+  }
+
+  Ticket Dense(MsgType type, TableId table, const float* in, float* out, size_t n, Callback cb);
+  Ticket Sparse(MsgType type, TableId table, const Key* keys, size_t num_keys, const float* rows,
+                float* out, size_t rows_len, Callback cb);
+
+  Status Wait(Ticket ticket, std::chrono::milliseconds timeout) {
+    std::shared_ptr<Request> req;
+    {
+      std::lock_guard<std::mutex> lock(registry_->mu);
+      auto it = registry_->requests.find(ticket);
+      if (it == registry_->requests.end()) {
+        return NotFound("unknown ticket " + std::to_string(ticket) + " (already waited, or has a callback)");
+      }
+      req = it->second;
+    }
+    Status status;
+    {
+      std::unique_lock<std::mutex> lock(req->mu);
+      if (!req->cv.wait_for(lock, timeout, [&] { return req->done; })) {
+        return Timeout("request " + std::to_string(ticket) + " still in flight after " +
+                       std::to_string(timeout.count()) + " ms");
+      }
+      status = req->status;
+    }
+    std::lock_guard<std::mutex> lock(registry_->mu);
+    registry_->requests.erase(ticket);
+    return status;
+  }
+
+  Status Barrier(Group group, std::chrono::milliseconds timeout) {
+    if (!started_) return FailedPrecondition("Barrier: the worker is not started");
+    return runtime_->Barrier(group, timeout);
+  }
+
+  WorkerStats stats() const {
+    WorkerStats s;
+    s.requests_sent = sent_.load();
+    s.replies_received = replies_.load();
+    s.bad_messages = bad_.load() + (runtime_ ? runtime_->bad_messages() : 0);
+    s.bytes_sent = bytes_out_.load();
+    s.bytes_received = bytes_in_.load();
+    s.payload_copies = copies_.load();
+    return s;
+  }
+
+ private:
+  // A request that failed before anything was sent.
+  Ticket Failed(const Status& status, Callback cb) {
+    auto req = NewRequest(MsgType::kPush, kInvalidTable, std::move(cb));
+    req->status = status;
+    req->pending = 1;
+    Register(req);
+    Release(req);
+    return req->ticket;
+  }
+
+  std::shared_ptr<Request> NewRequest(MsgType type, TableId table, Callback cb) {
+    auto req = std::make_shared<Request>();
+    req->ticket = next_ticket_.fetch_add(1);
+    req->type = type;
+    req->table = table;
+    req->callback = std::move(cb);
+    req->registry = registry_;
+    req->deadline_ms = SteadyMillis() + options_.request_timeout_ms;
+    return req;
+  }
+
+  void Register(const std::shared_ptr<Request>& req) {
+    std::lock_guard<std::mutex> lock(registry_->mu);
+    registry_->requests[req->ticket] = req;
+  }
+
+  // Checks common to every request; returns the table or sets *error.
+  const TableInfo* Lookup(TableId table, TableKind kind, std::shared_ptr<const ClusterMap>* map,
+                          Status* error) const {
+    if (!started_) {
+      *error = FailedPrecondition("the worker is not started (call Start first)");
+      return nullptr;
+    }
+    *map = runtime_->map();
+    const TableInfo* t = *map ? (*map)->FindTable(table) : nullptr;
+    if (!t) {
+      *error = NotFound("unknown table id " + std::to_string(table) + " (declare it first)");
+      return nullptr;
+    }
+    if (t->spec.kind != kind) {
+      *error = InvalidArgument("table '" + t->spec.name + "' is " +
+                               (t->spec.kind == TableKind::kDense ? "dense" : "sparse") +
+                               ": use the " +
+                               (t->spec.kind == TableKind::kDense ? "dense" : "sparse") + " calls");
+      return nullptr;
+    }
+    return t;
+  }
+
+  // Sends every part; a part that cannot be sent is claimed with the error. `frames_for`
+  // builds the payload frames of part i. Releases the caller's hold on the request.
+  void SendParts(const std::shared_ptr<Request>& req, uint64_t epoch,
+                 const std::function<std::vector<Frame>(size_t)>& frames_for) {
+    for (size_t i = 0; i < req->parts.size(); ++i) {
+      const Part p = req->parts[i];
+      Message m;
+      m.header.type = static_cast<uint16_t>(req->type);
+      m.header.table = req->table;
+      m.header.request_id = req->ticket;
+      m.header.epoch = epoch;
+      m.header.offset = p.offset;
+      m.header.count = p.count;
+      m.header.dim = req->sparse ? req->dim : 0;
+      m.header.flags = req->sparse ? kFlagSparse : 0;
+      m.frames = frames_for(i);
+      uint64_t bytes = 0;
+      for (const auto& f : m.frames) bytes += f.size();
+      Status s;
+      if (IsDead(p.server)) {
+        s = Unavailable("server node " + std::to_string(p.server) + " is dead");
+      } else {
+        s = runtime_->Send(p.server, std::move(m));
+      }
+      if (s.ok()) {
+        ++sent_;
+        bytes_out_ += bytes;
+      } else if (Claim(req.get(), i, s.WithContext("send to server " + std::to_string(p.server)))) {
+        Release(req);
+      }
+    }
+  }
+
+  bool IsDead(NodeId id) {
+    std::lock_guard<std::mutex> lock(dead_mu_);
+    return dead_.count(id) != 0;
+  }
+
+  void HandleReply(Message&& msg) {
+    const Header& h = msg.header;
+    Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);
+    if (valid.ok() && h.msg_type() != MsgType::kReply) valid = ProtocolError("a worker got a request");
+    std::shared_ptr<Request> req;
+    if (valid.ok()) {
+      std::lock_guard<std::mutex> lock(registry_->mu);
+      auto it = registry_->requests.find(h.request_id);
+      if (it != registry_->requests.end()) req = it->second;
+      else valid = NotFound("reply to unknown request " + std::to_string(h.request_id));
+    }
+    size_t index = 0;
+    if (valid.ok()) {
+      bool found = false;
+      std::lock_guard<std::mutex> lock(req->mu);
+      for (size_t i = 0; i < req->parts.size(); ++i) {
+        const Part& p = req->parts[i];
+        if (!p.claimed && p.server == h.sender && p.offset == h.offset && p.count == h.count) {
+          index = i;
+          found = true;
+          break;
+        }
+      }
+      if (!found) valid = NotFound("reply matches no outstanding part");
+      else if (h.sparse() != req->sparse || (req->sparse && h.dim != req->dim)) valid = ProtocolError("reply shape differs from request");
+      else if (h.status == 0 && req->pulls() && msg.frames.empty()) valid = ProtocolError("pull reply without values");
+    }
+    if (!valid.ok()) {
+      ++bad_;
+      LOG_EVERY_N(WARNING, 100) << "worker dropped a reply from node " << h.sender << ": " << valid;
+      return;
+    }
+    ++replies_;
+    Status status;
+    if (h.status != 0) {
+      const int code = (h.status < 0 || h.status > static_cast<int>(StatusCode::kIoError))
+                           ? static_cast<int>(StatusCode::kInternal) : h.status;
+      std::string text = msg.frames.empty() ? std::string("(no message)")
+          : std::string(reinterpret_cast<const char*>(msg.frames[0].data()), msg.frames[0].size());
+      status = Status(static_cast<StatusCode>(code), "server " + std::to_string(h.sender) + ": " + text);
+    }
+    if (!Claim(req.get(), index, status)) return;
+    if (status.ok() && req->pulls()) {
+      const Frame& f = msg.frames[0];
+      float* dst = req->sparse ? req->staging.data() + h.offset * req->dim : req->out + h.offset;
+      std::memcpy(dst, f.data(), f.size());
+      bytes_in_ += f.size();
+    }
+    Release(req);
+  }
+
+  // Claims every unclaimed part for which `match` holds, with `why`.
+  void FailMatching(const std::function<bool(const Part&)>& match, const Status& why) {
+    std::vector<std::shared_ptr<Request>> reqs;
+    {
+      std::lock_guard<std::mutex> lock(registry_->mu);
+      for (auto& kv : registry_->requests) reqs.push_back(kv.second);
+    }
+    for (auto& req : reqs) {
+      std::vector<size_t> hit;
+      {
+        std::lock_guard<std::mutex> lock(req->mu);
+        for (size_t i = 0; i < req->parts.size(); ++i) {
+          if (!req->parts[i].claimed && match(req->parts[i])) hit.push_back(i);
+        }
+      }
+      for (size_t i : hit) {
+        if (Claim(req.get(), i, why)) Release(req);
+      }
+    }
+  }
+
+  void OnNodeDead(NodeId id, const Status& why) {
+    if (id == kSchedulerId) {
+      FailMatching([](const Part&) { return true; }, why);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(dead_mu_);
+      dead_.insert(id);
+    }
+    FailMatching([id](const Part& p) { return p.server == id; }, why);
+  }
+
+  void ExpireRequests() {
+    const int64_t now = SteadyMillis();
+    std::vector<std::shared_ptr<Request>> expired;
+    {
+      std::lock_guard<std::mutex> lock(registry_->mu);
+      for (auto& kv : registry_->requests) {
+        if (kv.second->deadline_ms < now) expired.push_back(kv.second);
+      }
+    }
+    for (auto& req : expired) {
+      std::vector<size_t> open;
+      {
+        std::lock_guard<std::mutex> lock(req->mu);
+        for (size_t i = 0; i < req->parts.size(); ++i) {
+          if (!req->parts[i].claimed) open.push_back(i);
+        }
+      }
+      for (size_t i : open) {
+        Status t = Timeout("no reply from server " + std::to_string(req->parts[i].server) +
+                           " within " + std::to_string(options_.request_timeout_ms) + " ms");
+        if (Claim(req.get(), i, t)) Release(req);
+      }
+    }
+  }
+
+  const Options options_;
+  std::shared_ptr<Registry> registry_;
+  std::unique_ptr<NodeRuntime> runtime_;
+  std::atomic<bool> started_{false};
+  std::atomic<Ticket> next_ticket_{1};
+  std::mutex dead_mu_;
+  std::set<NodeId> dead_;  // guarded by dead_mu_
+  std::atomic<uint64_t> sent_{0}, replies_{0}, bad_{0}, bytes_out_{0}, bytes_in_{0}, copies_{0};
+};
+
+Ticket Worker::Impl::Dense(MsgType type, TableId table, const float* in, float* out, size_t n,
+                           Callback cb) {
+  std::shared_ptr<const ClusterMap> map;
+  Status err;
+  const TableInfo* t = Lookup(table, TableKind::kDense, &map, &err);
+  if (!t) return Failed(err, std::move(cb));
+  if (n != t->spec.size) {
+    return Failed(InvalidArgument("table '" + t->spec.name + "' has " + std::to_string(t->spec.size) +
+                                  " elements, the request has " + std::to_string(n)),
+                  std::move(cb));
+  }
+  const bool pushes = type != MsgType::kPull;
+  if ((pushes && in == nullptr) || ((type == MsgType::kPull || type == MsgType::kPushPull) && out == nullptr)) {
+    return Failed(InvalidArgument("null buffer"), std::move(cb));
+  }
+  auto req = NewRequest(type, table, std::move(cb));
+  req->out = out;
+  for (const KeyRange& r : t->ranges) {
+    const uint64_t first = t->RangeFirstElem(r);
+    req->parts.push_back(Part{r.server, first, t->RangeEndElem(r) - first, false});
+  }
+  // One unit per part, one for our own hold while sending, one for borrowed frames.
+  req->pending = static_cast<int>(req->parts.size()) + 1 + (pushes ? 1 : 0);
+  Register(req);
+  {
+    // Every frame borrowing the caller's buffer holds a copy of this token; the last one
+    // released (by the transport, after sending) drops the borrow unit.
+    std::shared_ptr<const void> borrow;
+    if (pushes) borrow = std::shared_ptr<const void>(req.get(), [req](const void*) { Release(req); });
+    SendParts(req, map->epoch, [&](size_t i) {
+      std::vector<Frame> frames;
+      if (pushes) {
+        const Part& p = req->parts[i];
+        frames.push_back(Frame::Borrow(in + p.offset, p.count * sizeof(float), borrow));
+      }
+      return frames;
+    });
+  }
+  const Ticket ticket = req->ticket;
+  Release(req);  // our hold
+  return ticket;
+}
+
+Ticket Worker::Impl::Sparse(MsgType type, TableId table, const Key* keys, size_t num_keys,
+                            const float* rows, float* out, size_t rows_len, Callback cb) {
+  std::shared_ptr<const ClusterMap> map;
+  Status err;
+  const TableInfo* t = Lookup(table, TableKind::kSparse, &map, &err);
+  if (!t) return Failed(err, std::move(cb));
+  const uint32_t dim = t->spec.dim;
+  if (rows_len != num_keys * dim) {
+    return Failed(InvalidArgument("table '" + t->spec.name + "' has dim " + std::to_string(dim) + ": " +
+                                  std::to_string(num_keys) + " keys need " + std::to_string(num_keys * dim) +
+                                  " values, got " + std::to_string(rows_len)),
+                  std::move(cb));
+  }
+  if (num_keys > 0xFFFFFFFFull) return Failed(InvalidArgument("more than 2^32 keys in one request"), std::move(cb));
+  const bool pushes = type != MsgType::kPull;
+  if (num_keys > 0 && (keys == nullptr || (pushes ? rows == nullptr : out == nullptr))) {
+    return Failed(InvalidArgument("null buffer"), std::move(cb));
+  }
+  auto req = NewRequest(type, table, std::move(cb));
+  req->sparse = true;
+  req->dim = dim;
+  req->out = out;
+
+  // Unique keys (sorted) with the map back to the caller's positions.
+  auto uniq = std::make_shared<std::vector<Key>>(num_keys);
+  std::vector<uint32_t> inverse(num_keys);
+  auto uniq_rows = std::make_shared<std::vector<float>>();
+  size_t m;
+  if (type == MsgType::kPush) {
+    uniq_rows->resize(num_keys * size_t{dim});
+    m = pack::Coalesce(keys, rows, num_keys, dim, uniq->data(), uniq_rows->data(), inverse.data());
+  } else {
+    m = pack::UniqueKeys(keys, num_keys, uniq->data(), inverse.data());
+    if (type == MsgType::kAssign) {  // last row of a duplicated key wins
+      uniq_rows->resize(m * size_t{dim});
+      for (size_t i = 0; i < num_keys; ++i) {
+        std::memcpy(uniq_rows->data() + size_t{inverse[i]} * dim, rows + i * dim, dim * sizeof(float));
+      }
+    }
+  }
+  uniq->resize(m);
+  if (pushes) ++copies_;
+
+  // Bucket the unique keys by server range; remember where each unique key went.
+  std::vector<uint64_t> begins;
+  for (const KeyRange& r : t->ranges) begins.push_back(r.begin);
+  std::vector<size_t> offsets(begins.size() + 1, 0);
+  std::vector<uint32_t> bucket(m);
+  for (size_t u = 0; u < m; ++u) {
+    bucket[u] = static_cast<uint32_t>(pack::BucketOf((*uniq)[u], begins.data(), begins.size()));
+    ++offsets[bucket[u] + 1];
+  }
+  for (size_t b = 0; b < begins.size(); ++b) offsets[b + 1] += offsets[b];
+  std::vector<size_t> cursor(offsets.begin(), offsets.end() - 1);
+  auto bkeys = std::make_shared<std::vector<Key>>(m);
+  auto brows = std::make_shared<std::vector<float>>(pushes ? m * size_t{dim} : 0);
+  std::vector<uint32_t> position(m);
+  for (size_t u = 0; u < m; ++u) {
+    const size_t dst = cursor[bucket[u]]++;
+    position[u] = static_cast<uint32_t>(dst);
+    (*bkeys)[dst] = (*uniq)[u];
+    if (pushes) std::memcpy(brows->data() + dst * dim, uniq_rows->data() + u * dim, dim * sizeof(float));
+  }
+  if (req->pulls()) {
+    for (size_t i = 0; i < num_keys; ++i) inverse[i] = position[inverse[i]];
+    req->inverse = std::move(inverse);
+    req->staging.resize(m * size_t{dim});
+  }
+  for (size_t b = 0; b < begins.size(); ++b) {
+    if (offsets[b + 1] > offsets[b]) {
+      req->parts.push_back(Part{t->ranges[b].server, offsets[b], offsets[b + 1] - offsets[b], false});
+    }
+  }
+  req->pending = static_cast<int>(req->parts.size()) + 1;
+  Register(req);
+  SendParts(req, map->epoch, [&](size_t i) {
+    const Part& p = req->parts[i];
+    std::vector<Frame> frames;
+    frames.push_back(Frame::Borrow(bkeys->data() + p.offset, p.count * sizeof(Key), bkeys));
+    if (pushes) {
+      frames.push_back(Frame::Borrow(brows->data() + p.offset * dim, p.count * dim * sizeof(float), brows));
+    }
+    return frames;
+  });
+  const Ticket ticket = req->ticket;
+  Release(req);
+  return ticket;
+}
+
+Worker::Worker(Options options) : impl_(new Impl(std::move(options))) {}
+Worker::~Worker() { impl_->Stop(); }
+Status Worker::Start() { return impl_->Start(); }
+void Worker::Stop() { impl_->Stop(); }
+NodeId Worker::id() const { return impl_->id(); }
+uint32_t Worker::rank() const { return impl_->rank(); }
+int Worker::num_workers() const { return impl_->CountRole(Role::kWorker); }
+int Worker::num_servers() const { return impl_->CountRole(Role::kServer); }
+std::vector<NodeInfo> Worker::Nodes() const { return impl_->Nodes(); }
+StatusOr<TableId> Worker::DeclareTable(const TableSpec& spec) { return impl_->DeclareTable(spec); }
+StatusOr<TableSpec> Worker::GetTableSpec(TableId table) const { return impl_->GetTableSpec(table); }
+
+Ticket Worker::Push(TableId table, const float* grad, size_t n, Callback cb) {
+  return impl_->Dense(MsgType::kPush, table, grad, nullptr, n, std::move(cb));
+}
+Ticket Worker::Pull(TableId table, float* out, size_t n, Callback cb) {
+  return impl_->Dense(MsgType::kPull, table, nullptr, out, n, std::move(cb));
+}
+Ticket Worker::PushPull(TableId table, const float* grad, float* out, size_t n, Callback cb) {
+  return impl_->Dense(MsgType::kPushPull, table, grad, out, n, std::move(cb));
+}
+Ticket Worker::Assign(TableId table, const float* values, size_t n, Callback cb) {
+  return impl_->Dense(MsgType::kAssign, table, values, nullptr, n, std::move(cb));
+}
+Ticket Worker::PushSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
+                          size_t rows_len, Callback cb) {
+  return impl_->Sparse(MsgType::kPush, table, keys, num_keys, rows, nullptr, rows_len, std::move(cb));
+}
+Ticket Worker::PullSparse(TableId table, const Key* keys, size_t num_keys, float* rows,
+                          size_t rows_len, Callback cb) {
+  return impl_->Sparse(MsgType::kPull, table, keys, num_keys, nullptr, rows, rows_len, std::move(cb));
+}
+Ticket Worker::AssignSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
+                            size_t rows_len, Callback cb) {
+  return impl_->Sparse(MsgType::kAssign, table, keys, num_keys, rows, nullptr, rows_len, std::move(cb));
+}
+Status Worker::Wait(Ticket ticket, std::chrono::milliseconds timeout) { return impl_->Wait(ticket, timeout); }
+Status Worker::Barrier(Group group, std::chrono::milliseconds timeout) { return impl_->Barrier(group, timeout); }
+WorkerStats Worker::stats() const { return impl_->stats(); }
+
+}  // namespace ps

@@ -1,0 +1,345 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// layerps-launch: starts a scheduler, M servers and N copies of a worker command on this
+// machine, forwards their output with a role prefix, stops everything when the workers
+// finish or any process fails, and exits non-zero on failure.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gflags/gflags.h>
+
+#include "cli.h"
+#include "ps/flags.h"
+
+DEFINE_string(bin_dir, "", "Directory holding layerps-scheduler and layerps-server. Default: the "
+              "directory of layerps-launch itself");
+DEFINE_int32(timeout_s, 0, "Stop everything and fail after this many seconds; 0 = no limit");
+DEFINE_int32(grace_s, 10, "After the workers finish (or on failure), how long the others get to "
+             "exit before they are killed");
+DEFINE_bool(quiet_daemons, false, "Do not forward the scheduler's and servers' output");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+volatile sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+struct Child {
+  std::string label;  // "scheduler", "server 0", "worker 1"
+  bool is_worker = false;
+  bool is_daemon_output_hidden = false;
+  pid_t pid = -1;
+  int out_fd = -1;   // read end of the child's stdout+stderr
+  std::string partial;
+  bool exited = false;
+  int status = 0;
+};
+
+std::vector<Child> g_children;
+
+std::string SelfDir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  std::string p(buf);
+  return p.substr(0, p.rfind('/'));
+}
+
+std::string RandomToken() {
+  std::random_device rd;
+  char buf[33];
+  for (int i = 0; i < 32; ++i) buf[i] = "0123456789abcdef"[rd() % 16];
+  buf[32] = '\0';
+  return buf;
+}
+
+bool Spawn(Child* c, const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    for (const auto& e : env) putenv(strdup(e.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot execute %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(fds[1]);
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  c->pid = pid;
+  c->out_fd = fds[0];
+  return true;
+}
+
+void Emit(Child& c, const std::string& line) {
+  if (c.is_daemon_output_hidden) return;
+  std::printf("[%s] %s\n", c.label.c_str(), line.c_str());
+}
+
+// Reads what the children printed (up to `wait_ms`) and forwards whole lines.
+void Pump(int wait_ms) {
+  std::vector<pollfd> pfds;
+  std::vector<size_t> who;
+  for (size_t i = 0; i < g_children.size(); ++i) {
+    if (g_children[i].out_fd >= 0) {
+      pfds.push_back({g_children[i].out_fd, POLLIN, 0});
+      who.push_back(i);
+    }
+  }
+  if (pfds.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    return;
+  }
+  if (poll(pfds.data(), pfds.size(), wait_ms) <= 0) return;
+  char buf[65536];
+  for (size_t k = 0; k < pfds.size(); ++k) {
+    if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    Child& c = g_children[who[k]];
+    for (;;) {
+      const ssize_t n = read(c.out_fd, buf, sizeof(buf));
+      if (n > 0) {
+        c.partial.append(buf, static_cast<size_t>(n));
+        size_t nl;
+        while ((nl = c.partial.find('\n')) != std::string::npos) {
+          Emit(c, c.partial.substr(0, nl));
+          c.partial.erase(0, nl + 1);
+        }
+        continue;
+      }
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        if (!c.partial.empty()) Emit(c, c.partial);
+        c.partial.clear();
+        close(c.out_fd);
+        c.out_fd = -1;
+      }
+      break;
+    }
+  }
+  std::fflush(stdout);
+}
+
+void Reap() {
+  for (auto& c : g_children) {
+    if (c.exited || c.pid < 0) continue;
+    int st = 0;
+    if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
+      c.exited = true;
+      c.status = st;
+    }
+  }
+}
+
+bool Failed(const Child& c) { return c.exited && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0); }
+
+std::string Describe(const Child& c) {
+  if (WIFEXITED(c.status)) return "exited with code " + std::to_string(WEXITSTATUS(c.status));
+  if (WIFSIGNALED(c.status)) return std::string("was killed by signal ") + strsignal(WTERMSIG(c.status));
+  return "ended";
+}
+
+// Waits up to grace_s for the living children to exit, then kills them (process groups).
+void StopAll(bool terminate_first) {
+  if (terminate_first) {
+    for (auto& c : g_children) if (!c.exited && c.pid > 0) kill(-c.pid, SIGTERM);
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(FLAGS_grace_s);
+  for (;;) {
+    Reap();
+    bool any = false;
+    for (auto& c : g_children) any |= (!c.exited && c.pid > 0);
+    if (!any) break;
+    if (Clock::now() > deadline) {
+      for (auto& c : g_children) {
+        if (!c.exited && c.pid > 0) {
+          std::printf("[launch] killing %s (did not exit within %d s)\n", c.label.c_str(), FLAGS_grace_s);
+          kill(-c.pid, SIGKILL);
+        }
+      }
+      for (auto& c : g_children) {
+        if (!c.exited && c.pid > 0) {
+          waitpid(c.pid, &c.status, 0);
+          c.exited = true;
+        }
+      }
+      break;
+    }
+    Pump(50);
+  }
+  for (int i = 0; i < 5; ++i) Pump(10);  // drain what is left
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> command = ps::cli::ParseOrExit(argc, argv,
+      "layerps-launch: run a LayerPS cluster on this machine.\n\n"
+      "Usage: layerps-launch --num_servers=M --num_workers=N [flags] -- COMMAND [ARGS...]\n\n"
+      "Starts layerps-scheduler, M layerps-server processes and N copies of COMMAND (the\n"
+      "workers), with LAYERPS_SCHEDULER, LAYERPS_TOKEN, LAYERPS_NUM_SERVERS, LAYERPS_NUM_WORKERS,\n"
+      "LAYERPS_ROLE=worker and LAYERPS_WORKER_INDEX set. Output is forwarded with a [role]\n"
+      "prefix. Exits 0 when every worker exits 0 and the cluster shuts down cleanly; otherwise\n"
+      "stops everything and exits 1.",
+      /*stop_at_positional=*/true);
+  const char* prog = "layerps-launch";
+  if (command.empty()) ps::cli::Fail(prog, "no worker command given (put it after --)");
+  if (FLAGS_timeout_s < 0) ps::cli::Fail(prog, "--timeout_s must be >= 0");
+  if (FLAGS_grace_s < 0) ps::cli::Fail(prog, "--grace_s must be >= 0");
+  ps::StatusOr<ps::Options> options = ps::OptionsFromFlags();
+  if (!options.ok()) ps::cli::Fail(prog, options.status().ToString());
+  ps::Options o = *options;
+  if (o.token.empty()) o.token = RandomToken();
+
+  const std::string bin = FLAGS_bin_dir.empty() ? SelfDir() : FLAGS_bin_dir;
+  for (const char* tool : {"layerps-scheduler", "layerps-server"}) {
+    if (access((bin + "/" + tool).c_str(), X_OK) != 0) {
+      ps::cli::Fail(prog, bin + "/" + tool + " is not executable (set --bin_dir)");
+    }
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  char dir_template[] = "/tmp/layerps-launch-XXXXXX";
+  if (!mkdtemp(dir_template)) ps::cli::Fail(prog, "cannot create a temporary directory");
+  const std::string dir = dir_template;
+  const std::string address_file = dir + "/scheduler.address";
+
+  std::vector<std::string> common_env = {
+      "LAYERPS_TOKEN=" + o.token,
+      "LAYERPS_NUM_SERVERS=" + std::to_string(o.num_servers),
+      "LAYERPS_NUM_WORKERS=" + std::to_string(o.num_workers),
+      "LAYERPS_HEARTBEAT_INTERVAL_MS=" + std::to_string(o.heartbeat_interval_ms),
+      "LAYERPS_HEARTBEAT_TIMEOUT_MS=" + std::to_string(o.heartbeat_timeout_ms),
+      "LAYERPS_CONNECT_TIMEOUT_MS=" + std::to_string(o.connect_timeout_ms),
+      "LAYERPS_REQUEST_TIMEOUT_MS=" + std::to_string(o.request_timeout_ms),
+  };
+  if (!o.bind_address.empty()) common_env.push_back("LAYERPS_BIND=" + o.bind_address);
+
+  g_children.reserve(1 + o.num_servers + o.num_workers);
+  g_children.push_back(Child{"scheduler", false, FLAGS_quiet_daemons});
+  std::vector<std::string> sched_env = common_env;
+  sched_env.push_back("LAYERPS_SCHEDULER=" + o.scheduler_address);
+  sched_env.push_back("LAYERPS_ROLE=scheduler");
+  if (!Spawn(&g_children.back(),
+             {bin + "/layerps-scheduler", "--address_file=" + address_file,
+              "--dense_chunk_elems=" + std::to_string(o.dense_chunk_elems)},
+             sched_env)) {
+    ps::cli::Fail(prog, "cannot start layerps-scheduler");
+  }
+
+  // Wait for the scheduler's address.
+  std::string address;
+  const auto addr_deadline = Clock::now() + std::chrono::milliseconds(o.connect_timeout_ms);
+  while (address.empty()) {
+    Pump(20);
+    Reap();
+    std::ifstream in(address_file);
+    if (in) std::getline(in, address);
+    if (!address.empty()) break;
+    if (g_children[0].exited || Clock::now() > addr_deadline || g_signal) {
+      std::printf("[launch] the scheduler did not come up (%s)\n",
+                  g_children[0].exited ? Describe(g_children[0]).c_str() : "timed out");
+      StopAll(true);
+      return 1;
+    }
+  }
+  std::printf("[launch] scheduler at %s; starting %d server(s) and %d worker(s)\n", address.c_str(),
+              o.num_servers, o.num_workers);
+  common_env.push_back("LAYERPS_SCHEDULER=" + address);
+
+  for (int i = 0; i < o.num_servers; ++i) {
+    g_children.push_back(Child{"server " + std::to_string(i), false, FLAGS_quiet_daemons});
+    std::vector<std::string> env = common_env;
+    env.push_back("LAYERPS_ROLE=server");
+    if (!Spawn(&g_children.back(), {bin + "/layerps-server"}, env)) {
+      std::printf("[launch] cannot start a server\n");
+      StopAll(true);
+      return 1;
+    }
+  }
+  for (int i = 0; i < o.num_workers; ++i) {
+    g_children.push_back(Child{"worker " + std::to_string(i), true, false});
+    std::vector<std::string> env = common_env;
+    env.push_back("LAYERPS_ROLE=worker");
+    env.push_back("LAYERPS_WORKER_INDEX=" + std::to_string(i));
+    if (!Spawn(&g_children.back(), command, env)) {
+      std::printf("[launch] cannot start worker %d\n", i);
+      StopAll(true);
+      return 1;
+    }
+  }
+
+  const auto start = Clock::now();
+  int exit_code = 0;
+  for (;;) {
+    Pump(100);
+    Reap();
+    const Child* failed = nullptr;
+    bool workers_done = true;
+    for (const auto& c : g_children) {
+      if (Failed(c) && !failed) failed = &c;
+      if (c.is_worker && !c.exited) workers_done = false;
+    }
+    if (failed) {
+      std::printf("[launch] %s %s: stopping the cluster\n", failed->label.c_str(), Describe(*failed).c_str());
+      exit_code = 1;
+      StopAll(true);
+      break;
+    }
+    if (workers_done) {
+      std::printf("[launch] all %d worker(s) finished; waiting for the cluster to shut down\n", o.num_workers);
+      StopAll(false);
+      for (const auto& c : g_children) {
+        if (Failed(c)) {
+          std::printf("[launch] %s %s\n", c.label.c_str(), Describe(c).c_str());
+          exit_code = 1;
+        }
+      }
+      break;
+    }
+    if (g_signal) {
+      std::printf("[launch] got signal %d: stopping the cluster\n", static_cast<int>(g_signal));
+      exit_code = 1;
+      StopAll(true);
+      break;
+    }
+    if (FLAGS_timeout_s > 0 && Clock::now() - start > std::chrono::seconds(FLAGS_timeout_s)) {
+      std::printf("[launch] --timeout_s=%d passed: stopping the cluster\n", FLAGS_timeout_s);
+      exit_code = 1;
+      StopAll(true);
+      break;
+    }
+  }
+  unlink(address_file.c_str());
+  rmdir(dir.c_str());
+  std::printf("[launch] %s\n", exit_code == 0 ? "done" : "FAILED");
+  return exit_code;
+}

@@ -1,0 +1,65 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// layerps-scheduler: runs the cluster's scheduler until every worker has left.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "cli.h"
+#include "daemon_util.h"
+#include "ps/flags.h"
+#include "ps/scheduler.h"
+
+DEFINE_string(address_file, "", "Write the bound scheduler address to this file (atomically) once "
+              "listening; what layerps-launch reads to start the others");
+DEFINE_int32(run_timeout_s, 0, "Give up (exit 1) if the cluster has not finished after this many "
+             "seconds; 0 = no limit");
+
+int main(int argc, char** argv) {
+  ps::cli::ParseOrExit(argc, argv,
+      "layerps-scheduler: the LayerPS scheduler (membership, cluster map, barriers, failure\n"
+      "detection). Exits 0 when every worker has left, 1 if a node died or on error.\n\n"
+      "Usage: layerps-scheduler --scheduler=tcp://0.0.0.0:7000 --num_servers=2 --num_workers=4");
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  if (FLAGS_run_timeout_s < 0) ps::cli::Fail("layerps-scheduler", "--run_timeout_s must be >= 0");
+  ps::StatusOr<ps::Options> options = ps::OptionsFromFlags();
+  if (!options.ok()) ps::cli::Fail("layerps-scheduler", options.status().ToString());
+  ps::daemon::InstallStopHandlers();
+
+  ps::Scheduler scheduler(*options);
+  ps::Status s = scheduler.Start();
+  if (!s.ok()) {
+    std::cerr << "layerps-scheduler: " << s << std::endl;
+    return 1;
+  }
+  std::cout << "layerps-scheduler listening at " << scheduler.address() << std::endl;
+  if (!FLAGS_address_file.empty()) {
+    const std::string tmp = FLAGS_address_file + ".tmp";
+    std::ofstream(tmp) << scheduler.address() << "\n";
+    if (std::rename(tmp.c_str(), FLAGS_address_file.c_str()) != 0) {
+      std::cerr << "layerps-scheduler: cannot write " << FLAGS_address_file << std::endl;
+      return 1;
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    s = scheduler.Join(std::chrono::milliseconds(200));
+    if (s.code() != ps::StatusCode::kTimeout) break;
+    if (ps::daemon::g_stop_signal) {
+      s = ps::Aborted("stopped by signal " + std::to_string(ps::daemon::g_stop_signal));
+      break;
+    }
+    if (FLAGS_run_timeout_s > 0 &&
+        std::chrono::steady_clock::now() - start > std::chrono::seconds(FLAGS_run_timeout_s)) {
+      s = ps::Timeout("the cluster did not finish within --run_timeout_s");
+      break;
+    }
+  }
+  scheduler.Stop();
+  std::cout << "layerps-scheduler: " << (s.ok() ? "cluster finished" : s.ToString()) << std::endl;
+  return s.ok() ? 0 : 1;
+}

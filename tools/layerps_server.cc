@@ -1,0 +1,49 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// layerps-server: runs one LayerPS server until the scheduler shuts the cluster down.
+#include <iostream>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "cli.h"
+#include "daemon_util.h"
+#include "ps/flags.h"
+#include "ps/server.h"
+
+int main(int argc, char** argv) {
+  ps::cli::ParseOrExit(argc, argv,
+      "layerps-server: a LayerPS server (holds table shards, applies pushes, answers pulls).\n"
+      "Exits 0 when the scheduler ends the cluster normally, 1 otherwise.\n\n"
+      "Usage: layerps-server --scheduler=tcp://HOST:PORT [--bind=tcp://0.0.0.0:0 "
+      "--advertise_host=HOST]");
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  ps::StatusOr<ps::Options> options = ps::OptionsFromFlags();
+  if (!options.ok()) ps::cli::Fail("layerps-server", options.status().ToString());
+  ps::daemon::InstallStopHandlers();
+
+  ps::Server server(*options);
+  ps::Status s = server.Start();
+  if (!s.ok()) {
+    std::cerr << "layerps-server: " << s << std::endl;
+    return 1;
+  }
+  std::cout << "layerps-server node " << server.id() << " (rank " << server.rank() << ") serving at "
+            << server.endpoint() << std::endl;
+  for (;;) {
+    s = server.Join(std::chrono::milliseconds(200));
+    if (s.code() != ps::StatusCode::kTimeout) break;
+    if (ps::daemon::g_stop_signal) {
+      s = ps::Aborted("stopped by signal " + std::to_string(ps::daemon::g_stop_signal));
+      break;
+    }
+  }
+  const ps::ServerStats st = server.stats();
+  server.Stop();
+  std::cout << "layerps-server: " << (s.ok() ? "shut down" : s.ToString()) << " after "
+            << st.push_requests << " push and " << st.pull_requests << " pull requests ("
+            << st.bytes_received << " bytes in, " << st.bytes_sent << " bytes out, "
+            << st.bad_messages << " bad messages)" << std::endl;
+  return s.ok() ? 0 : 1;
+}
