@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -26,7 +27,10 @@ namespace ps {
 namespace {
 
 constexpr int kPollMs = 50;
-constexpr int kSendTimeoutMs = 2000;
+// The scheduler's loop must never stall on one peer (heartbeats of everyone else would
+// go unanswered), so its sends give up quickly; a peer that cannot take a control
+// message within this time is on its way to being declared dead anyway.
+constexpr int kSendTimeoutMs = 200;
 // Refused registrants get their answer through a short-lived connection, closed later.
 constexpr size_t kMaxRefusedConnections = 64;
 constexpr NodeId kRefusedIdBase = 0x80000000u;
@@ -368,6 +372,8 @@ class Scheduler::Impl {
   }
 
   void ReplyBarrier(const BarrierWaiter& w, const Status& s) {
+    const NodeInfo* n = FindNode(w.node);
+    if (n == nullptr || !n->alive) return;
     layerps::pb::Control c;
     auto* r = c.mutable_barrier_reply();
     r->set_request_id(w.call_id);
@@ -418,6 +424,12 @@ class Scheduler::Impl {
       MarkDead(from, "the server left the cluster");
       return;
     }
+    for (auto& kv : barriers_) {  // a leaving node no longer waits anywhere
+      auto& w = kv.second;
+      w.erase(std::remove_if(w.begin(), w.end(), [from](const BarrierWaiter& x) { return x.node == from; }),
+              w.end());
+    }
+    transport_->Disconnect(from);
     for (auto& kv : barriers_) CheckBarrier(kv.first);
     MaybeFinish();
   }

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The main job: builds LayerPS and trains the sparse logistic-regression example on a
+# local cluster (1 scheduler, 2 servers, 2 workers) through layerps-launch.
+# Extra arguments go to the example (e.g. --steps=1000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh core
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAYERPS_BUILD_CUDA=OFF \
+  -DLAYERPS_BUILD_TESTS=OFF -DLAYERPS_BUILD_BENCHMARKS=OFF -DLAYERPS_BUILD_PYTHON=OFF
+cmake --build build -j "$(nproc)" --target layerps-launch layerps-scheduler layerps-server sparse_logreg
+exec build/tools/layerps-launch --num_servers=2 --num_workers=2 --timeout_s=600 --quiet_daemons -- \
+  build/examples/sparse_logreg --min_accuracy=0.8 "$@"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages LayerPS needs. Idempotent: installs only what is missing,
+# and runs apt-get update only then. Needs root (or sudo).
+#
+#   scripts/install-deps.sh          everything (C++, Python, PyTorch)
+#   scripts/install-deps.sh core     only what the C++ library, tools and examples need
+set -euo pipefail
+
+CORE=(build-essential cmake ninja-build pkg-config
+      libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libtbb-dev
+      libgoogle-glog-dev libgflags-dev libgtest-dev libgmock-dev libbenchmark-dev)
+PYTHON=(python3-dev python3-venv python3-pip pybind11-dev python3-numpy python3-pytest
+        python3-torch python3-sklearn python3-matplotlib)
+
+case "${1:-all}" in
+  core) WANT=("${CORE[@]}") ;;
+  all) WANT=("${CORE[@]}" "${PYTHON[@]}") ;;
+  *) echo "usage: $0 [core|all]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${WANT[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#WANT[@]} packages present"
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,463 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// In-process cluster tests: scheduler, servers and workers as objects of this process.
+// Every result is compared exactly with a reference computed here (pushed values are
+// small integers, so float sums are exact in any order).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "local_cluster.h"
+
+namespace ps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FastOptions;
+using testing::LocalCluster;
+
+constexpr auto kWait = 60s;
+
+// The value worker `w` pushes at element i: a small integer, distinct per worker.
+float DenseGrad(int w, uint64_t i) { return static_cast<float>(static_cast<int>((i * 31 + w * 7) % 17) - 8); }
+
+struct Shape {
+  int servers;
+  int workers;
+  std::string transport;
+};
+
+class ClusterTest : public ::testing::TestWithParam<Shape> {};
+
+// Every worker pushes its gradient into sum tables of several sizes (odd ones included,
+// and ones spanning several chunks and servers); everyone then pulls the exact sum.
+TEST_P(ClusterTest, DenseSumOfAllWorkers) {
+  const Shape p = GetParam();
+  Options o = FastOptions();
+  o.dense_chunk_elems = 1000;  // small chunks: tables spread over every server
+  LocalCluster c(p.servers, p.workers, p.transport, o);
+  ASSERT_TRUE(c.Start().ok());
+  const std::vector<uint64_t> sizes = {1, 7, 999, 1000, 1001, 65537, 1000003};
+  c.OnEveryWorker([&](int r) {
+    Worker& w = c.worker(r);
+    std::vector<TableId> ids;
+    for (uint64_t n : sizes) {
+      auto id = w.DeclareTable(TableSpec::Dense("dense" + std::to_string(n), n));
+      ASSERT_TRUE(id.ok()) << id.status();
+      ids.push_back(*id);
+    }
+    std::vector<std::vector<float>> grads;
+    std::vector<Ticket> tickets;
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      grads.emplace_back(sizes[t]);
+      for (uint64_t i = 0; i < sizes[t]; ++i) grads.back()[i] = DenseGrad(r, i);
+      tickets.push_back(w.Push(ids[t], grads.back().data(), sizes[t]));
+    }
+    for (Ticket tk : tickets) ASSERT_TRUE(w.Wait(tk, kWait).ok());
+    ASSERT_TRUE(w.Barrier(Group::kWorkers, kWait).ok());
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      std::vector<float> out(sizes[t], -12345.0f);
+      ASSERT_TRUE(w.Wait(w.Pull(ids[t], out.data(), out.size()), kWait).ok());
+      for (uint64_t i = 0; i < sizes[t]; ++i) {
+        float want = 0;
+        for (int k = 0; k < p.workers; ++k) want += DenseGrad(k, i);
+        ASSERT_EQ(out[i], want) << "table " << sizes[t] << " element " << i;
+      }
+    }
+  });
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// Sparse pushes with many duplicate keys (coalesced by the worker) from every worker;
+// pulls (with duplicates and never-pushed keys) return the exact per-key sums.
+TEST_P(ClusterTest, SparseSumWithDuplicates) {
+  const Shape p = GetParam();
+  LocalCluster c(p.servers, p.workers, p.transport);
+  ASSERT_TRUE(c.Start().ok());
+  const uint32_t dim = 3;
+  // Reference: what every worker pushes, computed up front.
+  std::vector<std::vector<Key>> keys(p.workers);
+  std::vector<std::vector<float>> rows(p.workers);
+  std::map<Key, std::vector<float>> want;
+  for (int r = 0; r < p.workers; ++r) {
+    std::mt19937_64 rng(100 + r);
+    for (int i = 0; i < 5000; ++i) {
+      const Key k = (rng() % 700) * 0x9E3779B97F4A7C15ull;  // 700 distinct ids, many repeats
+      keys[r].push_back(k);
+      auto& acc = want[k];
+      acc.resize(dim);
+      for (uint32_t j = 0; j < dim; ++j) {
+        const float v = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+        rows[r].push_back(v);
+        acc[j] += v;
+      }
+    }
+  }
+  c.OnEveryWorker([&](int r) {
+    Worker& w = c.worker(r);
+    auto id = w.DeclareTable(TableSpec::Sparse("emb", dim));
+    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_TRUE(w.Wait(w.PushSparse(*id, keys[r].data(), keys[r].size(), rows[r].data(), rows[r].size()), kWait).ok());
+    ASSERT_TRUE(w.Barrier(Group::kWorkers, kWait).ok());
+    std::vector<Key> q = keys[(r + 1) % p.workers];
+    q.push_back(q.front());  // a duplicate
+    q.push_back(123456789);  // never pushed: zeros
+    std::vector<float> out(q.size() * dim, -1.0f);
+    ASSERT_TRUE(w.Wait(w.PullSparse(*id, q.data(), q.size(), out.data(), out.size()), kWait).ok());
+    for (size_t i = 0; i < q.size(); ++i) {
+      auto it = want.find(q[i]);
+      for (uint32_t j = 0; j < dim; ++j) {
+        const float expect = it == want.end() ? 0.0f : it->second[j];
+        ASSERT_EQ(out[i * dim + j], expect) << "key " << q[i] << " col " << j;
+      }
+    }
+    // An empty key list is a valid request.
+    ASSERT_TRUE(w.Wait(w.PushSparse(*id, nullptr, 0, nullptr, 0), kWait).ok());
+    ASSERT_TRUE(w.Wait(w.PullSparse(*id, nullptr, 0, nullptr, 0), kWait).ok());
+  });
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// SGD, PushPull and Assign: values after each step are exactly what x -= lr * sum(g) gives.
+TEST_P(ClusterTest, SgdPushPullAndAssign) {
+  const Shape p = GetParam();
+  Options o = FastOptions();
+  o.dense_chunk_elems = 64;
+  LocalCluster c(p.servers, p.workers, p.transport, o);
+  ASSERT_TRUE(c.Start().ok());
+  const uint64_t n = 1000;
+  TableSpec spec = TableSpec::Dense("sgd", n, UpdateRule::kSgd);
+  spec.learning_rate = 0.5f;
+  c.OnEveryWorker([&](int r) {
+    Worker& w = c.worker(r);
+    auto id = w.DeclareTable(spec);
+    ASSERT_TRUE(id.ok()) << id.status();
+    if (r == 0) {
+      std::vector<float> init(n);
+      for (uint64_t i = 0; i < n; ++i) init[i] = static_cast<float>(i);
+      ASSERT_TRUE(w.Wait(w.Assign(*id, init.data(), n), kWait).ok());
+    }
+    ASSERT_TRUE(w.Barrier(Group::kWorkers, kWait).ok());
+    std::vector<float> g(n, 2.0f), out(n);
+    ASSERT_TRUE(w.Wait(w.PushPull(*id, g.data(), out.data(), n), kWait).ok());
+    // The reply reflects at least this worker's push.
+    for (uint64_t i = 0; i < n; ++i) ASSERT_LE(out[i], static_cast<float>(i) - 1.0f);
+    ASSERT_TRUE(w.Barrier(Group::kWorkers, kWait).ok());
+    ASSERT_TRUE(w.Wait(w.Pull(*id, out.data(), n), kWait).ok());
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], static_cast<float>(i) - 1.0f * p.workers) << i;
+  });
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ClusterTest,
+    ::testing::Values(Shape{1, 1, "tcp"}, Shape{1, 2, "tcp"}, Shape{1, 4, "tcp"}, Shape{2, 1, "tcp"},
+                      Shape{2, 2, "inproc"}, Shape{2, 4, "tcp"}, Shape{3, 1, "inproc"}, Shape{3, 2, "tcp"},
+                      Shape{3, 4, "inproc"}, Shape{2, 2, "ipc"}),
+    [](const ::testing::TestParamInfo<Shape>& i) {
+      return std::to_string(i.param.servers) + "s" + std::to_string(i.param.workers) + "w_" + i.param.transport;
+    });
+
+// 16M elements (64 MiB) through push and pull, over 1 and 3 servers.
+class LargeDenseTest : public ::testing::TestWithParam<int> {};
+TEST_P(LargeDenseTest, SixteenMillionElements) {
+  LocalCluster c(GetParam(), 2, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  const uint64_t n = 16u << 20;
+  c.OnEveryWorker([&](int r) {
+    Worker& w = c.worker(r);
+    auto id = w.DeclareTable(TableSpec::Dense("big", n));
+    ASSERT_TRUE(id.ok());
+    std::vector<float> g(n);
+    for (uint64_t i = 0; i < n; ++i) g[i] = DenseGrad(r, i);
+    ASSERT_TRUE(w.Wait(w.Push(*id, g.data(), n), kWait).ok());
+    ASSERT_TRUE(w.Barrier(Group::kWorkers, kWait).ok());
+    std::vector<float> out(n);
+    ASSERT_TRUE(w.Wait(w.Pull(*id, out.data(), n), kWait).ok());
+    for (uint64_t i = 0; i < n; ++i) {
+      if (out[i] != DenseGrad(0, i) + DenseGrad(1, i)) FAIL() << "element " << i;
+    }
+  });
+  EXPECT_TRUE(c.Finish().ok());
+}
+INSTANTIATE_TEST_SUITE_P(Servers, LargeDenseTest, ::testing::Values(1, 3));
+
+// One million random 64-bit keys through a push and a pull.
+TEST(SparseScaleTest, OneMillionRandomKeys) {
+  LocalCluster c(3, 1, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto id = w.DeclareTable(TableSpec::Sparse("big_emb", 2));
+  ASSERT_TRUE(id.ok());
+  std::mt19937_64 rng(2024);
+  std::vector<Key> keys(1000000);
+  for (auto& k : keys) k = rng();
+  std::vector<float> rows(keys.size() * 2);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 1000);
+  ASSERT_TRUE(w.Wait(w.PushSparse(*id, keys.data(), keys.size(), rows.data(), rows.size()), kWait).ok());
+  std::vector<float> out(rows.size(), -1.0f);
+  ASSERT_TRUE(w.Wait(w.PullSparse(*id, keys.data(), keys.size(), out.data(), out.size()), kWait).ok());
+  EXPECT_EQ(out, rows);  // 1M random 64-bit keys: duplicates are (almost surely) absent
+  uint64_t held = 0;
+  for (int s = 0; s < 3; ++s) {
+    held += c.server(s).stats().sparse_rows;
+    EXPECT_GT(c.server(s).stats().sparse_rows, 250000u) << "server " << s << " got too few rows";
+  }
+  EXPECT_EQ(held, 1000000u);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// One Worker shared by several threads: every push lands exactly once.
+TEST(WorkerThreadsTest, ConcurrentUseOfOneWorker) {
+  LocalCluster c(2, 1, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto dense = w.DeclareTable(TableSpec::Dense("shared", 5000));
+  auto sparse = w.DeclareTable(TableSpec::Sparse("shared_e", 4));
+  ASSERT_TRUE(dense.ok() && sparse.ok());
+  const int threads = 4, rounds = 50;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      std::vector<float> g(5000, 1.0f);
+      std::vector<Key> keys = {Key(t), 1000, 2000};
+      std::vector<float> rows(12, 1.0f);
+      for (int i = 0; i < rounds; ++i) {
+        Ticket a = w.Push(*dense, g.data(), g.size());
+        Ticket b = w.PushSparse(*sparse, keys.data(), keys.size(), rows.data(), rows.size());
+        EXPECT_TRUE(w.Wait(a, kWait).ok());
+        EXPECT_TRUE(w.Wait(b, kWait).ok());
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  std::vector<float> out(5000);
+  ASSERT_TRUE(w.Wait(w.Pull(*dense, out.data(), out.size()), kWait).ok());
+  for (float v : out) ASSERT_EQ(v, threads * rounds);
+  std::vector<Key> keys = {0, 1, 1000};
+  std::vector<float> rows(12);
+  ASSERT_TRUE(w.Wait(w.PullSparse(*sparse, keys.data(), keys.size(), rows.data(), rows.size()), kWait).ok());
+  EXPECT_EQ(rows[0], rounds);
+  EXPECT_EQ(rows[4], rounds);
+  EXPECT_EQ(rows[8], threads * rounds);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+TEST(CallbackTest, CallbackRunsOnceAndReleasesTheTicket) {
+  LocalCluster c(2, 1, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto id = w.DeclareTable(TableSpec::Dense("cb", 100));
+  ASSERT_TRUE(id.ok());
+  std::vector<float> g(100, 3.0f), out(100);
+  std::promise<Status> done;
+  std::atomic<int> calls{0};
+  Ticket t = w.PushPull(*id, g.data(), out.data(), 100, [&](const Status& s) {
+    ++calls;
+    done.set_value(s);
+  });
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(kWait), std::future_status::ready);
+  EXPECT_TRUE(f.get().ok());
+  EXPECT_EQ(out[99], 3.0f);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(w.Wait(t, 1s).code(), StatusCode::kNotFound);
+  // Errors reach callbacks too.
+  std::promise<Status> err;
+  w.Push(kInvalidTable - 1, g.data(), 100, [&](const Status& s) { err.set_value(s); });
+  EXPECT_EQ(err.get_future().get().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// ----- Bad input: a clear Status, and nothing changes -------------------------------------
+
+class BadInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<LocalCluster>(2, 1, "tcp");
+    ASSERT_TRUE(cluster_->Start().ok());
+    auto d = w().DeclareTable(TableSpec::Dense("d", 10));
+    auto s = w().DeclareTable(TableSpec::Sparse("s", 4));
+    ASSERT_TRUE(d.ok() && s.ok());
+    dense_ = *d;
+    sparse_ = *s;
+    std::vector<float> one(10, 1.0f);
+    ASSERT_TRUE(w().Wait(w().Push(dense_, one.data(), 10), kWait).ok());
+  }
+  Worker& w() { return cluster_->worker(0); }
+  void ExpectDenseUnchanged() {
+    std::vector<float> out(10);
+    ASSERT_TRUE(w().Wait(w().Pull(dense_, out.data(), 10), kWait).ok());
+    for (float v : out) EXPECT_EQ(v, 1.0f);
+  }
+  std::unique_ptr<LocalCluster> cluster_;
+  TableId dense_ = 0, sparse_ = 0;
+};
+
+TEST_F(BadInputTest, UnknownTable) {
+  float v[10];
+  Status s = w().Wait(w().Push(999, v, 10), kWait);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("unknown table"), std::string::npos) << s;
+  EXPECT_EQ(w().GetTableSpec(999).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(BadInputTest, DenseSizeMismatch) {
+  std::vector<float> v(11, 5.0f);
+  Status s = w().Wait(w().Push(dense_, v.data(), 11), kWait);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("10 elements"), std::string::npos) << s;
+  EXPECT_EQ(w().Wait(w().Pull(dense_, v.data(), 9), kWait).code(), StatusCode::kInvalidArgument);
+  ExpectDenseUnchanged();
+}
+
+TEST_F(BadInputTest, KeysAndRowsMismatch) {
+  Key keys[2] = {1, 2};
+  float rows[7] = {0};
+  Status s = w().Wait(w().PushSparse(sparse_, keys, 2, rows, 7), kWait);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("dim 4"), std::string::npos) << s;
+  EXPECT_EQ(w().Wait(w().PullSparse(sparse_, keys, 2, rows, 7), kWait).code(), StatusCode::kInvalidArgument);
+  float out[8];
+  ASSERT_TRUE(w().Wait(w().PullSparse(sparse_, keys, 2, out, 8), kWait).ok());
+  for (float v : out) EXPECT_EQ(v, 0.0f);
+}
+
+TEST_F(BadInputTest, WrongKindOfCall) {
+  float v[10];
+  EXPECT_EQ(w().Wait(w().Push(sparse_, v, 10), kWait).code(), StatusCode::kInvalidArgument);
+  Key k = 1;
+  EXPECT_EQ(w().Wait(w().PushSparse(dense_, &k, 1, v, 1), kWait).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(w().Wait(w().Push(dense_, nullptr, 10), kWait).code(), StatusCode::kInvalidArgument);
+  ExpectDenseUnchanged();
+}
+
+TEST_F(BadInputTest, DimZeroAndDuplicateNames) {
+  auto zero = w().DeclareTable(TableSpec::Sparse("z", 0));
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  auto again = w().DeclareTable(TableSpec::Dense("d", 10));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, dense_);
+  auto clash = w().DeclareTable(TableSpec::Dense("d", 11));
+  EXPECT_EQ(clash.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(clash.status().message().find("different spec"), std::string::npos);
+  ExpectDenseUnchanged();
+}
+
+TEST_F(BadInputTest, UnknownTicket) {
+  EXPECT_EQ(w().Wait(987654321, 10ms).code(), StatusCode::kNotFound);
+}
+
+TEST(LifecycleTest, PushBeforeStartFails) {
+  Worker w(FastOptions());
+  float v = 1;
+  Status s = w.Wait(w.Push(0, &v, 1), 1s);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.DeclareTable(TableSpec::Dense("x", 1)).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.Barrier(Group::kWorkers, 1s).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(LifecycleTest, NobodyListensAtTheSchedulerAddress) {
+  Options o = FastOptions();
+  o.scheduler_address = "tcp://127.0.0.1:1";  // reserved port, nobody listens
+  o.connect_timeout_ms = 500;
+  Worker w(o);
+  const auto start = std::chrono::steady_clock::now();
+  Status s = w.Start();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), StatusCode::kTimeout) << s;
+  EXPECT_NE(s.message().find("no answer from the scheduler"), std::string::npos) << s;
+  EXPECT_LT(took, 10s);  // bounded by connect_timeout_ms, not a hang
+  Server sv(o);
+  EXPECT_EQ(sv.Start().code(), StatusCode::kTimeout);
+}
+
+TEST(LifecycleTest, WrongTokenIsRefused) {
+  Options o = FastOptions();
+  o.token = "right";
+  LocalCluster c(1, 1, "tcp", o);
+  Scheduler& sched = c.scheduler();
+  ASSERT_TRUE(sched.Start().ok());
+  Options bad = o;
+  bad.scheduler_address = sched.address();
+  bad.token = "wrong";
+  Worker w(bad);
+  Status s = w.Start();
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("token"), std::string::npos) << s;
+  EXPECT_EQ(sched.stats().rejected_registrations, 1u);
+  EXPECT_TRUE(sched.Nodes().empty());  // nobody joined
+}
+
+TEST(LifecycleTest, ExtraNodesAreRefused) {
+  LocalCluster c(1, 1, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  Options o = c.options();
+  o.connect_timeout_ms = 5000;
+  Worker extra(o);
+  Status s = extra.Start();
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s;
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+TEST(LifecycleTest, StopMidwayFailsPendingAndShutsDown) {
+  LocalCluster c(1, 2, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  // Both workers leave; the scheduler then shuts the servers down cleanly.
+  EXPECT_TRUE(c.Finish().ok());
+  EXPECT_TRUE(c.server(0).Join(5s).ok());
+  float v = 0;
+  EXPECT_EQ(c.worker(0).Wait(c.worker(0).Pull(0, &v, 1), 1s).code(), StatusCode::kFailedPrecondition);
+}
+
+// A server dies (stops answering and heartbeating): waits on it fail within the
+// heartbeat timeout, not at the request timeout and never by hanging.
+TEST(FailureTest, DeadServerFailsWaits) {
+  Options o = FastOptions();
+  o.dense_chunk_elems = 10;
+  o.request_timeout_ms = 30000;
+  LocalCluster c(2, 1, "tcp", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto id = w.DeclareTable(TableSpec::Dense("t", 100));
+  ASSERT_TRUE(id.ok());
+  std::vector<float> g(100, 1.0f);
+  ASSERT_TRUE(w.Wait(w.Push(*id, g.data(), 100), kWait).ok());
+  c.server(1).Stop();
+  const auto start = std::chrono::steady_clock::now();
+  Status s;
+  // Requests sent before the death is noticed fail when it is; later ones at once.
+  for (int i = 0; i < 100 && s.ok(); ++i) {
+    s = w.Wait(w.Push(*id, g.data(), 100), 20s);
+    if (s.ok()) std::this_thread::sleep_for(20ms);
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_LT(took, 15s);
+  EXPECT_GE(c.scheduler().stats().dead_nodes, 1u);
+  // The scheduler reports the failure when the worker leaves.
+  w.Stop();
+  EXPECT_EQ(c.scheduler().Join(10s).code(), StatusCode::kUnavailable);
+}
+
+TEST(BarrierTest, AllGroups) {
+  LocalCluster c(2, 3, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  std::atomic<int> before{0};
+  c.OnEveryWorker([&](int r) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30 * r));
+    ++before;
+    ASSERT_TRUE(c.worker(r).Barrier(Group::kWorkers, kWait).ok());
+    EXPECT_EQ(before.load(), 3);  // nobody passes before everyone arrived
+  });
+  EXPECT_EQ(c.worker(0).Barrier(Group::kWorkers, 200ms).code(), StatusCode::kTimeout);
+  Status fin = c.Finish();
+  EXPECT_TRUE(fin.ok()) << fin;
+}
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,118 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// LocalCluster: a scheduler, M servers and N workers as objects in this process (the
+// in-process tier of the tests). Nodes talk over tcp://127.0.0.1 or inproc://.
+#ifndef PS_TESTS_LOCAL_CLUSTER_H_
+#define PS_TESTS_LOCAL_CLUSTER_H_
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ps/ps.h"
+
+namespace ps {
+namespace testing {
+
+inline Options FastOptions() {
+  Options o;
+  o.heartbeat_interval_ms = 50;
+  o.heartbeat_timeout_ms = 3000;  // generous: CI machines are noisy
+  o.connect_timeout_ms = 20000;
+  o.request_timeout_ms = 60000;
+  return o;
+}
+
+class LocalCluster {
+ public:
+  // transport: "tcp", "ipc" or "inproc".
+  LocalCluster(int servers, int workers, const std::string& transport = "tcp",
+               Options base = FastOptions())
+      : base_(std::move(base)) {
+    static std::atomic<int> counter{0};
+    base_.num_servers = servers;
+    base_.num_workers = workers;
+    if (transport == "inproc") {
+      base_.scheduler_address = "inproc://test-scheduler-" + std::to_string(counter++);
+    } else if (transport == "ipc") {
+      base_.scheduler_address = "ipc:///tmp/layerps-test-" + std::to_string(getpid()) + "-" +
+                                std::to_string(counter++) + ".sock";
+    } else {
+      base_.scheduler_address = "tcp://127.0.0.1:0";
+    }
+    scheduler_ = std::make_unique<Scheduler>(base_);
+    for (int i = 0; i < servers; ++i) servers_.push_back(std::make_unique<Server>(base_));
+    for (int i = 0; i < workers; ++i) workers_.push_back(std::make_unique<Worker>(base_));
+  }
+
+  // Starts everyone (the node Starts block until the cluster is complete, so they run
+  // concurrently). Workers are then sorted by rank.
+  Status Start() {
+    Status s = scheduler_->Start();
+    if (!s.ok()) return s;
+    base_.scheduler_address = scheduler_->address();
+    // Rebuild nodes with the real address.
+    servers_.clear();
+    workers_.clear();
+    for (int i = 0; i < base_.num_servers; ++i) servers_.push_back(std::make_unique<Server>(base_));
+    for (int i = 0; i < base_.num_workers; ++i) workers_.push_back(std::make_unique<Worker>(base_));
+    std::vector<std::future<Status>> f;
+    for (auto& sv : servers_) f.push_back(std::async(std::launch::async, [&sv] { return sv->Start(); }));
+    for (auto& w : workers_) f.push_back(std::async(std::launch::async, [&w] { return w->Start(); }));
+    Status result;
+    for (auto& x : f) {
+      Status r = x.get();
+      if (!r.ok() && result.ok()) result = r;
+    }
+    if (!result.ok()) return result;
+    std::sort(workers_.begin(), workers_.end(),
+              [](const auto& a, const auto& b) { return a->rank() < b->rank(); });
+    return Status::OK();
+  }
+
+  // Stops the workers (the cluster then shuts down) and waits for the scheduler.
+  Status Finish() {
+    for (auto& w : workers_) w->Stop();
+    Status s = scheduler_->Join(std::chrono::seconds(20));
+    for (auto& sv : servers_) sv->Join(std::chrono::seconds(5));
+    return s;
+  }
+
+  ~LocalCluster() {
+    for (auto& w : workers_) w->Stop();
+    for (auto& sv : servers_) sv->Stop();
+    scheduler_->Stop();
+  }
+
+  Worker& worker(int i) { return *workers_[i]; }
+  Server& server(int i) { return *servers_[i]; }
+  Scheduler& scheduler() { return *scheduler_; }
+  int num_workers() const { return static_cast<int>(workers_.size()); }
+  int num_servers() const { return static_cast<int>(servers_.size()); }
+  const Options& options() const { return base_; }
+
+  // Runs fn(rank) on every worker concurrently; returns the first failure.
+  template <typename Fn>
+  void OnEveryWorker(Fn fn) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < num_workers(); ++r) threads.emplace_back([&, r] { fn(r); });
+    for (auto& t : threads) t.join();
+  }
+
+ private:
+  Options base_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<Server>> servers_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace testing
+}  // namespace ps
+
+#endif  // PS_TESTS_LOCAL_CLUSTER_H_

@@ -1,0 +1,369 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Multi-process tests with the real daemons (layerps-scheduler, layerps-server,
+// layerps-launch): a full training run, SIGKILL of a server, a wrong token, garbage on
+// a server's port, and the command-line contract.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include <gtest/gtest.h>
+
+#include "ps/ps.h"
+#include "transport/message.h"
+
+namespace ps {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kTools = LAYERPS_TOOLS_DIR;
+const std::string kExamples = LAYERPS_EXAMPLES_DIR;
+
+// A child process whose stdout+stderr go to a file.
+class Process {
+ public:
+  Process(std::vector<std::string> argv, std::vector<std::string> env = {}) {
+    static int counter = 0;
+    log_ = "/tmp/layerps-mp-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      for (auto& e : env) putenv(strdup(e.c_str()));
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(strdup(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Process() {
+    if (!exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    unlink(log_.c_str());
+  }
+  pid_t pid() const { return pid_; }
+  // Waits for the exit; returns the exit code, 128+signal, or -1 on timeout.
+  int Wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!exited_) {
+      int st = 0;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        exited_ = true;
+        code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return -1;
+      std::this_thread::sleep_for(10ms);
+    }
+    return code_;
+  }
+  bool Alive() {
+    if (exited_) return false;
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      exited_ = true;
+      code_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      return false;
+    }
+    return true;
+  }
+  void Kill(int sig) { kill(pid_, sig); }
+  std::string Output() const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+  bool exited_ = false;
+  int code_ = -1;
+};
+
+std::string ReadAddress(const std::string& file, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(file);
+    std::string a;
+    if (in && std::getline(in, a) && !a.empty()) return a;
+    std::this_thread::sleep_for(10ms);
+  }
+  return "";
+}
+
+// A scheduler and M server processes; the test itself is the (only) worker.
+class DaemonCluster {
+ public:
+  DaemonCluster(int servers, const std::string& token = "tok") : token_(token) {
+    addr_file_ = "/tmp/layerps-mp-addr-" + std::to_string(getpid()) + "-" + std::to_string(counter_++);
+    unlink(addr_file_.c_str());
+    scheduler_ = std::make_unique<Process>(std::vector<std::string>{
+        kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1:0", "--num_servers=" + std::to_string(servers),
+        "--num_workers=1", "--token=" + token, "--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500",
+        "--address_file=" + addr_file_, "--dense_chunk_elems=100", "--run_timeout_s=120"});
+    address_ = ReadAddress(addr_file_, 10s);
+    for (int i = 0; i < servers; ++i) {
+      servers_.push_back(std::make_unique<Process>(std::vector<std::string>{
+          kTools + "/layerps-server", "--scheduler=" + address_, "--token=" + token,
+          "--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500"}));
+    }
+  }
+  ~DaemonCluster() { unlink(addr_file_.c_str()); }
+  Options WorkerOptions() const {
+    Options o;
+    o.scheduler_address = address_;
+    o.token = token_;
+    o.heartbeat_interval_ms = 100;
+    o.heartbeat_timeout_ms = 1500;
+    o.connect_timeout_ms = 15000;
+    o.request_timeout_ms = 30000;
+    return o;
+  }
+  const std::string& address() const { return address_; }
+  Process& scheduler() { return *scheduler_; }
+  Process& server(int i) { return *servers_[i]; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string token_, addr_file_, address_;
+  std::unique_ptr<Process> scheduler_;
+  std::vector<std::unique_ptr<Process>> servers_;
+};
+
+TEST(MultiProcessTest, LaunchTrainsTheExample) {
+  Process launch({kTools + "/layerps-launch", "--num_servers=2", "--num_workers=2", "--timeout_s=120", "--",
+                  kExamples + "/sparse_logreg", "--steps=300", "--min_accuracy=0.8"});
+  const int code = launch.Wait(150s);
+  const std::string out = launch.Output();
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("[worker 0]"), std::string::npos) << out;
+  EXPECT_NE(out.find("[server 1]"), std::string::npos) << out;
+  EXPECT_NE(out.find("test accuracy"), std::string::npos) << out;
+  EXPECT_NE(out.find("[launch] done"), std::string::npos) << out;
+}
+
+TEST(MultiProcessTest, FullPushPullRunWithDaemons) {
+  DaemonCluster c(2);
+  ASSERT_FALSE(c.address().empty()) << c.scheduler().Output();
+  Worker w(c.WorkerOptions());
+  ASSERT_TRUE(w.Start().ok());
+  EXPECT_EQ(w.num_servers(), 2);
+  auto d = w.DeclareTable(TableSpec::Dense("d", 12345));
+  auto s = w.DeclareTable(TableSpec::Sparse("s", 8));
+  ASSERT_TRUE(d.ok() && s.ok());
+  std::vector<float> g(12345);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 100);
+  for (int round = 0; round < 3; ++round) ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), g.size()), 30s).ok());
+  std::vector<float> out(g.size());
+  ASSERT_TRUE(w.Wait(w.Pull(*d, out.data(), out.size()), 30s).ok());
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(out[i], 3 * g[i]);
+  std::vector<Key> keys = {5, 9, 5, 1ull << 60};
+  std::vector<float> rows(32, 1.0f), back(32);
+  ASSERT_TRUE(w.Wait(w.PushSparse(*s, keys.data(), 4, rows.data(), 32), 30s).ok());
+  ASSERT_TRUE(w.Wait(w.PullSparse(*s, keys.data(), 4, back.data(), 32), 30s).ok());
+  EXPECT_EQ(back[0], 2.0f);
+  EXPECT_EQ(back[8], 1.0f);
+  EXPECT_EQ(back[16], 2.0f);
+  w.Stop();
+  EXPECT_EQ(c.scheduler().Wait(20s), 0) << c.scheduler().Output();
+  EXPECT_EQ(c.server(0).Wait(20s), 0) << c.server(0).Output();
+  EXPECT_EQ(c.server(1).Wait(20s), 0) << c.server(1).Output();
+  EXPECT_NE(c.server(0).Output().find("shut down after"), std::string::npos);
+}
+
+TEST(MultiProcessTest, KilledServerMakesWaitsFail) {
+  DaemonCluster c(2);
+  Worker w(c.WorkerOptions());
+  ASSERT_TRUE(w.Start().ok());
+  auto d = w.DeclareTable(TableSpec::Dense("d", 1000));
+  ASSERT_TRUE(d.ok());
+  std::vector<float> g(1000, 1.0f);
+  ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), g.size()), 30s).ok());
+  c.server(1).Kill(SIGKILL);
+  ASSERT_EQ(c.server(1).Wait(5s), 128 + SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  Status s;
+  for (int i = 0; i < 500 && s.ok(); ++i) {
+    s = w.Wait(w.Push(*d, g.data(), g.size()), 20s);  // bounded by the heartbeat timeout
+  }
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  // Later requests fail at once, with the reason.
+  Status again = w.Wait(w.Pull(*d, g.data(), g.size()), 5s);
+  EXPECT_EQ(again.code(), StatusCode::kUnavailable) << again;
+  EXPECT_NE(again.message().find("dead"), std::string::npos) << again;
+  w.Stop();
+  EXPECT_EQ(c.scheduler().Wait(20s), 1) << "the scheduler reports the failure";
+  EXPECT_EQ(c.server(0).Wait(20s), 1);
+}
+
+TEST(MultiProcessTest, WrongTokenIsRejected) {
+  DaemonCluster c(1, "right-token");
+  Options o = c.WorkerOptions();
+  o.token = "wrong-token";
+  Worker w(o);
+  Status s = w.Start();
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("wrong cluster token"), std::string::npos) << s;
+  Process intruder({kTools + "/layerps-server", "--scheduler=" + c.address(), "--token=nope",
+                    "--connect_timeout_ms=5000"});
+  EXPECT_EQ(intruder.Wait(20s), 1);
+  EXPECT_NE(intruder.Output().find("PermissionDenied"), std::string::npos) << intruder.Output();
+  // The real cluster still forms and works.
+  Worker good(c.WorkerOptions());
+  ASSERT_TRUE(good.Start().ok());
+  good.Stop();
+  EXPECT_EQ(c.scheduler().Wait(20s), 0);
+}
+
+// Raw TCP garbage and malformed ZeroMQ messages at a server's port: it keeps serving.
+TEST(MultiProcessTest, GarbageFramesDoNotCrashTheServer) {
+  DaemonCluster c(1);
+  Worker w(c.WorkerOptions());
+  ASSERT_TRUE(w.Start().ok());
+  auto d = w.DeclareTable(TableSpec::Dense("d", 100));
+  ASSERT_TRUE(d.ok());
+  std::string server_ep;
+  NodeId worker_id = w.id();
+  for (const auto& n : w.Nodes()) {
+    if (n.role == Role::kServer) server_ep = n.endpoint;
+  }
+  ASSERT_EQ(server_ep.rfind("tcp://127.0.0.1:", 0), 0u) << server_ep;
+  const int port = std::stoi(server_ep.substr(server_ep.rfind(':') + 1));
+  std::mt19937_64 rng(99);
+
+  // 1. Plain TCP bytes that are not even the ZeroMQ handshake.
+  for (int i = 0; i < 20; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    std::vector<char> junk(1 + rng() % 4096);
+    for (auto& ch : junk) ch = static_cast<char>(rng());
+    (void)!write(fd, junk.data(), junk.size());
+    close(fd);
+  }
+  // 2. Well-framed ZeroMQ messages with malformed LayerPS content.
+  zmq::context_t ctx;
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(server_ep);
+  auto send = [&](std::vector<std::string> frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      dealer.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  };
+  auto header = [&](MsgType t, uint64_t count, uint32_t dim, uint32_t flags, NodeId sender) {
+    Header h;
+    h.type = static_cast<uint16_t>(t);
+    h.count = count;
+    h.dim = dim;
+    h.flags = flags;
+    h.sender = sender;
+    h.table = *d;
+    return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
+  };
+  for (int i = 0; i < 200; ++i) {  // random frames
+    std::vector<std::string> frames(1 + rng() % 5);
+    for (auto& f : frames) {
+      f.resize(rng() % 200);
+      for (auto& ch : f) ch = static_cast<char>(rng());
+    }
+    send(frames);
+  }
+  send({header(MsgType::kPush, 10, 0, 0, worker_id).substr(0, 20)});                  // truncated header
+  send({header(MsgType::kPush, 10, 0, 0, worker_id), std::string(39, 'x')});           // short values
+  send({header(MsgType::kPush, uint64_t{1} << 62, 0, 0, worker_id), std::string(8, 'x')});  // huge count
+  send({header(MsgType::kPush, 2, 0, kFlagSparse, worker_id), std::string(16, 'k')});   // sparse, dim 0
+  send({header(MsgType::kPull, 1u << 20, 0, 0, worker_id)});                           // range not held
+  send({header(MsgType::kPush, 10, 0, 0, 777), std::string(40, 'x')});                 // unknown sender
+  send({header(MsgType::kControl, 0, 0, 0, 0), std::string("\x08\x96\x01garbage")});   // bogus control
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(c.server(0).Alive()) << c.server(0).Output();
+
+  // The server still serves exact results.
+  std::vector<float> g(100, 2.0f), out(100);
+  ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), 100), 30s).ok());
+  ASSERT_TRUE(w.Wait(w.Pull(*d, out.data(), 100), 30s).ok());
+  for (float v : out) ASSERT_EQ(v, 2.0f);
+  w.Stop();
+  EXPECT_EQ(c.server(0).Wait(20s), 0) << c.server(0).Output();
+  const std::string log = c.server(0).Output();
+  const size_t at = log.find(" bad messages)");
+  ASSERT_NE(at, std::string::npos) << log;
+  const size_t num_start = log.rfind(' ', at - 1) + 1;
+  EXPECT_GE(std::stoul(log.substr(num_start, at - num_start)), 200u) << log;
+}
+
+// --- Command-line contract -------------------------------------------------------------
+
+TEST(CommandLineTest, HelpListsTheFlags) {
+  for (const char* tool : {"layerps-scheduler", "layerps-server", "layerps-launch"}) {
+    Process p({kTools + "/" + tool, "--help"});
+    EXPECT_EQ(p.Wait(10s), 0) << tool;
+    const std::string out = p.Output();
+    EXPECT_NE(out.find("--scheduler"), std::string::npos) << tool << ": " << out;
+    EXPECT_NE(out.find("--token"), std::string::npos) << tool;
+    EXPECT_EQ(out.find("--v "), std::string::npos) << "glog's flags are not ours to list";
+  }
+}
+
+TEST(CommandLineTest, BadFlagsExitWithCode2AndOneLine) {
+  const std::vector<std::vector<std::string>> bad = {
+      {kTools + "/layerps-scheduler", "--bogus=1"},
+      {kTools + "/layerps-scheduler", "--num_servers=abc"},
+      {kTools + "/layerps-scheduler", "--num_servers=0"},
+      {kTools + "/layerps-server", "--scheduler=http://x"},
+      {kTools + "/layerps-server", "--heartbeat_timeout_ms=10"},
+      {kTools + "/layerps-server", "stray"},
+      {kTools + "/layerps-launch", "--num_workers=2"},  // no command
+      {kTools + "/layerps-launch", "--timeout_s=-1", "--", "true"},
+  };
+  for (const auto& argv : bad) {
+    Process p(argv);
+    EXPECT_EQ(p.Wait(10s), 2) << argv[0] << " " << argv[1] << ": " << p.Output();
+    const std::string out = p.Output();
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+}
+
+TEST(CommandLineTest, LaunchFailsWhenAWorkerFails) {
+  Process p({kTools + "/layerps-launch", "--num_servers=1", "--num_workers=2", "--grace_s=5", "--", "/bin/false"});
+  EXPECT_EQ(p.Wait(60s), 1) << p.Output();
+  EXPECT_NE(p.Output().find("FAILED"), std::string::npos) << p.Output();
+  Process missing({kTools + "/layerps-launch", "--num_servers=1", "--num_workers=1", "--grace_s=5", "--",
+                   "/nonexistent/worker"});
+  EXPECT_EQ(missing.Wait(60s), 1) << missing.Output();
+}
+
+TEST(CommandLineTest, ServerWithoutSchedulerTimesOut) {
+  Process p({kTools + "/layerps-server", "--scheduler=tcp://127.0.0.1:1", "--connect_timeout_ms=300"});
+  EXPECT_EQ(p.Wait(20s), 1);
+  EXPECT_NE(p.Output().find("Timeout"), std::string::npos) << p.Output();
+}
+
+}  // namespace
+}  // namespace ps

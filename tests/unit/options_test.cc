@@ -1,0 +1,102 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "ps/options.h"
+
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+
+#include "ps/types.h"
+
+namespace ps {
+namespace {
+
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~EnvGuard() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST(OptionsTest, DefaultsAreValid) { EXPECT_TRUE(Options().Validate().ok()); }
+
+TEST(OptionsTest, RejectsBadFields) {
+  Options o;
+  o.scheduler_address = "http://x";
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
+  o = Options();
+  o.num_servers = 0;
+  EXPECT_NE(o.Validate().message().find("num_servers"), std::string::npos);
+  o = Options();
+  o.heartbeat_timeout_ms = o.heartbeat_interval_ms;  // must exceed 2x
+  EXPECT_FALSE(o.Validate().ok());
+  o = Options();
+  o.dense_chunk_elems = 0;
+  EXPECT_FALSE(o.Validate().ok());
+  o = Options();
+  o.bind_address = "10.0.0.1:5";
+  EXPECT_FALSE(o.Validate().ok());
+}
+
+TEST(OptionsTest, FromEnvReadsVariables) {
+  EnvGuard a("LAYERPS_SCHEDULER", "tcp://10.1.2.3:7000");
+  EnvGuard b("LAYERPS_NUM_WORKERS", "8");
+  EnvGuard c("LAYERPS_TOKEN", "s3cret");
+  StatusOr<Options> o = Options::FromEnv();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->scheduler_address, "tcp://10.1.2.3:7000");
+  EXPECT_EQ(o->num_workers, 8);
+  EXPECT_EQ(o->token, "s3cret");
+}
+
+TEST(OptionsTest, FromEnvNamesTheBadVariable) {
+  EnvGuard a("LAYERPS_NUM_SERVERS", "two");
+  StatusOr<Options> o = Options::FromEnv();
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("LAYERPS_NUM_SERVERS"), std::string::npos);
+  EnvGuard b("LAYERPS_NUM_SERVERS", "99999");
+  EXPECT_FALSE(Options::FromEnv().ok());
+}
+
+TEST(TableSpecTest, Validate) {
+  EXPECT_TRUE(TableSpec::Dense("w", 10).Validate().ok());
+  EXPECT_TRUE(TableSpec::Sparse("e", 16).Validate().ok());
+  EXPECT_FALSE(TableSpec::Dense("", 10).Validate().ok());
+  EXPECT_FALSE(TableSpec::Dense("w", 0).Validate().ok());
+  Status dim0 = TableSpec::Sparse("e", 0).Validate();
+  EXPECT_EQ(dim0.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(dim0.message().find("dim"), std::string::npos);
+  TableSpec s = TableSpec::Dense("w", 4, UpdateRule::kSgd);
+  s.learning_rate = -1;
+  EXPECT_FALSE(s.Validate().ok());
+  s = TableSpec::Dense("w", 4);
+  s.init = Initializer::kUniform;
+  s.init_a = 1;
+  s.init_b = 0;
+  EXPECT_FALSE(s.Validate().ok());
+  s.dtype = static_cast<DType>(7);
+  EXPECT_FALSE(s.Validate().ok());
+}
+
+TEST(TableSpecTest, SameAs) {
+  TableSpec a = TableSpec::Dense("w", 4);
+  TableSpec b = a;
+  EXPECT_TRUE(a.SameAs(b));
+  b.size = 5;
+  EXPECT_FALSE(a.SameAs(b));
+  b = a;
+  b.layer = "fc1";
+  EXPECT_FALSE(a.SameAs(b));
+}
+
+}  // namespace
+}  // namespace ps
