@@ -59,6 +59,8 @@ class Worker {
   // Fails every pending request with kAborted, leaves the cluster. Idempotent.
   void Stop();
 
+  // Membership as of the last cluster map seen (still valid after Stop()); before a
+  // successful Start(): kUnassignedId, 0, 0, 0, empty.
   NodeId id() const;
   uint32_t rank() const;         // 0..num_workers()-1
   int num_workers() const;

@@ -134,14 +134,15 @@ class Worker::Impl {
     FailMatching([](const Part&) { return true; }, Aborted("the worker stopped"));
   }
 
-  NodeId id() const { return started_ ? runtime_->id() : kUnassignedId; }
-  uint32_t rank() const { return started_ ? runtime_->rank() : 0; }
+  // These report the last cluster map this worker saw, also after Stop().
+  NodeId id() const { return runtime_ ? runtime_->id() : kUnassignedId; }
+  uint32_t rank() const { return runtime_ ? runtime_->rank() : 0; }
   int CountRole(Role r) const {
-    auto m = started_ ? runtime_->map() : nullptr;
+    auto m = runtime_ ? runtime_->map() : nullptr;
     return m ? m->CountRole(r) : 0;
   }
   std::vector<NodeInfo> Nodes() const {
-    auto m = started_ ? runtime_->map() : nullptr;
+    auto m = runtime_ ? runtime_->map() : nullptr;
     return m ? m->nodes : std::vector<NodeInfo>{};
   }
 
