@@ -1,0 +1,323 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Micro-benchmarks of the data path's CPU work, each with memcpy of the same bytes in the
+// same binary as the reference (compare bytes_per_second):
+//   framing and validation of data messages; key slicing by the cluster map (dense
+//   ranges, sparse hash buckets); sparse coalescing; update rules (sum, sgd, assign) on
+//   dense ranges and sparse rows, and reads of both.
+// Run: layerps-microbench [--benchmark_filter=REGEX] [--benchmark_repetitions=N]
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/hash.h"
+#include "scheduler/cluster_map.h"
+#include "server/store.h"
+#include "transport/message.h"
+#include "worker/packing.h"
+
+namespace ps {
+namespace {
+
+std::vector<float> Floats(size_t n, float v = 1.0f) {
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = v + static_cast<float>(i % 13);
+  return x;
+}
+
+std::vector<Key> RandomKeys(size_t n, uint64_t space, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Key> k(n);
+  for (auto& x : k) x = (rng() % space) * 0x9E3779B97F4A7C15ull;
+  return k;
+}
+
+// ---- Reference: memcpy ----------------------------------------------------------------
+
+void BM_Memcpy(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  for (auto _ : state) {
+    std::memcpy(b.data(), a.data(), bytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+}
+BENCHMARK(BM_Memcpy)->Arg(4 << 10)->Arg(256 << 10)->Arg(4 << 20)->Arg(32 << 20);
+
+// ---- Framing and validation ---------------------------------------------------------------
+
+void BM_FrameDenseMessage(benchmark::State& state) {
+  // Builds a dense push message borrowing the values (as the worker does), then parses
+  // and validates it (as the server does).
+  const size_t n = static_cast<size_t>(state.range(0)) / 4;
+  auto values = std::make_shared<std::vector<float>>(Floats(n));
+  for (auto _ : state) {
+    Message m;
+    m.header.type = static_cast<uint16_t>(MsgType::kPush);
+    m.header.table = 1;
+    m.header.request_id = 7;
+    m.header.count = n;
+    m.frames.push_back(Frame::Borrow(values->data(), n * 4, values));
+    Header h;
+    Status s = ParseHeader(&m.header, sizeof(Header), &h);
+    if (s.ok()) s = ValidateDataFrames(m, uint64_t{1} << 30);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::DoNotOptimize(h);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_FrameDenseMessage)->Arg(4 << 10)->Arg(4 << 20);
+
+void BM_FrameSparseMessage(benchmark::State& state) {
+  const size_t keys = static_cast<size_t>(state.range(0));
+  const uint32_t dim = 16;
+  auto k = std::make_shared<std::vector<Key>>(RandomKeys(keys, 10000000, 1));
+  auto r = std::make_shared<std::vector<float>>(Floats(keys * dim));
+  for (auto _ : state) {
+    Message m;
+    m.header.type = static_cast<uint16_t>(MsgType::kPush);
+    m.header.flags = kFlagSparse;
+    m.header.count = keys;
+    m.header.dim = dim;
+    m.frames.push_back(Frame::Borrow(k->data(), keys * 8, k));
+    m.frames.push_back(Frame::Borrow(r->data(), keys * dim * 4, r));
+    Header h;
+    Status s = ParseHeader(&m.header, sizeof(Header), &h);
+    if (s.ok()) s = ValidateDataFrames(m, uint64_t{1} << 30);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::DoNotOptimize(h);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_FrameSparseMessage)->Arg(100000);
+
+void BM_FrameCopySmall(benchmark::State& state) {
+  // Frames at or below the transport's copy threshold are copied: the cost of that.
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  std::vector<char> src(bytes, 3);
+  for (auto _ : state) {
+    Frame f = Frame::Copy(src.data(), bytes);
+    benchmark::DoNotOptimize(f.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+}
+BENCHMARK(BM_FrameCopySmall)->Arg(64)->Arg(512)->Arg(4096);
+
+// ---- Key slicing by the cluster map ---------------------------------------------------------
+
+TableInfo DenseInfo(uint64_t elems, int servers, uint64_t chunk = 65536) {
+  TableInfo t;
+  t.id = 1;
+  t.spec = TableSpec::Dense("bench", elems);
+  t.chunk_elems = chunk;
+  std::vector<NodeId> ids;
+  for (int i = 0; i < servers; ++i) ids.push_back(static_cast<NodeId>(i + 1));
+  std::map<NodeId, uint64_t> load;
+  t.ranges = AssignRanges(t.spec, chunk, ids, &load);
+  return t;
+}
+
+void BM_SliceDense(benchmark::State& state) {
+  // What the worker does per dense request: one part per range of the table.
+  const TableInfo t = DenseInfo(uint64_t{8} << 20, static_cast<int>(state.range(0)));
+  struct Part { NodeId server; uint64_t offset, count; };
+  for (auto _ : state) {
+    std::vector<Part> parts;
+    for (const KeyRange& r : t.ranges) {
+      const uint64_t first = t.RangeFirstElem(r);
+      parts.push_back(Part{r.server, first, t.RangeEndElem(r) - first});
+    }
+    benchmark::DoNotOptimize(parts.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SliceDense)->Arg(1)->Arg(4)->Arg(16);
+
+void BM_SliceSparse(benchmark::State& state) {
+  // Routing of 100k keys to servers by MixKey hash ranges (pack::BucketOf), per key, and
+  // the whole bucketing pass (pack::Bucket) that moves keys and 16-float rows.
+  const size_t n = 100000;
+  const uint32_t dim = 16;
+  const int servers = static_cast<int>(state.range(0));
+  TableSpec spec = TableSpec::Sparse("bench", dim);
+  std::vector<NodeId> ids;
+  for (int i = 0; i < servers; ++i) ids.push_back(static_cast<NodeId>(i + 1));
+  std::map<NodeId, uint64_t> load;
+  const auto ranges = AssignRanges(spec, 0, ids, &load);
+  std::vector<uint64_t> begins;
+  for (const auto& r : ranges) begins.push_back(r.begin);
+  const auto keys = RandomKeys(n, 10000000, 2);
+  const auto rows = Floats(n * dim);
+  std::vector<Key> ok(n);
+  std::vector<float> orows(n * dim);
+  std::vector<size_t> offsets(begins.size() + 1);
+  for (auto _ : state) {
+    pack::Bucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(), ok.data(), orows.data(),
+                 offsets.data());
+    benchmark::DoNotOptimize(offsets.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * (8 + dim * 4));
+}
+BENCHMARK(BM_SliceSparse)->Arg(1)->Arg(4)->Arg(16);
+
+// ---- Sparse coalescing --------------------------------------------------------------------
+
+void BM_Coalesce(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const uint64_t space = static_cast<uint64_t>(state.range(1));
+  const uint32_t dim = 16;
+  const auto keys = RandomKeys(n, space, 3);
+  const auto rows = Floats(n * dim);
+  std::vector<Key> ok(n);
+  std::vector<float> orows(n * dim);
+  std::vector<uint32_t> inv(n);
+  for (auto _ : state) {
+    size_t m = pack::Coalesce(keys.data(), rows.data(), n, dim, ok.data(), orows.data(), inv.data());
+    benchmark::DoNotOptimize(m);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * (8 + dim * 4));
+}
+// (keys per request, key space): few duplicates, and many.
+BENCHMARK(BM_Coalesce)->Args({100000, 10000000})->Args({100000, 10000});
+
+void BM_CoalesceAndBucket(benchmark::State& state) {
+  const size_t n = 100000;
+  const uint32_t dim = 16;
+  const int servers = static_cast<int>(state.range(0));
+  std::vector<uint64_t> begins;
+  for (int i = 0; i < servers; ++i) begins.push_back(~uint64_t{0} / servers * i);
+  const auto keys = RandomKeys(n, 10000000, 4);
+  const auto rows = Floats(n * dim);
+  std::vector<Key> ok(n);
+  std::vector<float> orows(n * dim);
+  std::vector<uint32_t> inv(n);
+  std::vector<size_t> offsets(servers + 1);
+  for (auto _ : state) {
+    size_t m = pack::CoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
+                                       ok.data(), orows.data(), inv.data(), offsets.data());
+    benchmark::DoNotOptimize(m);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * (8 + dim * 4));
+}
+BENCHMARK(BM_CoalesceAndBucket)->Arg(1)->Arg(4);
+
+// ---- Update rules on dense ranges -----------------------------------------------------------
+// bytes_per_second counts the gradient bytes (count * 4), the same bytes BM_Memcpy copies.
+
+constexpr NodeId kSelf = 1;
+
+void DenseRule(benchmark::State& state, UpdateRule rule, ApplyOp op) {
+  const size_t n = static_cast<size_t>(state.range(0)) / 4;
+  Store store(kSelf);
+  TableInfo t = DenseInfo(n, 1);
+  t.spec.rule = rule;
+  for (auto& r : t.ranges) r.server = kSelf;
+  if (!store.Install(t).ok()) state.SkipWithError("install");
+  const auto g = Floats(n, 0.001f);
+  for (auto _ : state) {
+    Status s = store.ApplyDense(t.id, 0, n, g.data(), op);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 4);
+}
+void BM_DenseSum(benchmark::State& s) { DenseRule(s, UpdateRule::kSum, ApplyOp::kRule); }
+void BM_DenseSgd(benchmark::State& s) { DenseRule(s, UpdateRule::kSgd, ApplyOp::kRule); }
+void BM_DenseAssign(benchmark::State& s) { DenseRule(s, UpdateRule::kSum, ApplyOp::kAssign); }
+BENCHMARK(BM_DenseSum)->Arg(4 << 10)->Arg(256 << 10)->Arg(4 << 20)->Arg(32 << 20)->UseRealTime();
+BENCHMARK(BM_DenseSgd)->Arg(4 << 10)->Arg(256 << 10)->Arg(4 << 20)->Arg(32 << 20)->UseRealTime();
+BENCHMARK(BM_DenseAssign)->Arg(4 << 10)->Arg(256 << 10)->Arg(4 << 20)->Arg(32 << 20)->UseRealTime();
+
+void BM_DenseRead(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0)) / 4;
+  Store store(kSelf);
+  TableInfo t = DenseInfo(n, 1);
+  for (auto& r : t.ranges) r.server = kSelf;
+  if (!store.Install(t).ok()) state.SkipWithError("install");
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    Status s = store.ReadDense(t.id, 0, n, out.data());
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 4);
+}
+BENCHMARK(BM_DenseRead)->Arg(4 << 10)->Arg(4 << 20)->Arg(32 << 20)->UseRealTime();
+
+// ---- Update rules on sparse rows ------------------------------------------------------------
+// 100k keys x 16 floats per call, over rows that already exist (steady state). bytes
+// count the rows (keys * dim * 4); compare with BM_Memcpy at 4M/32M (6.4 MB here).
+
+void SparseRule(benchmark::State& state, UpdateRule rule, ApplyOp op, bool read) {
+  const size_t n = 100000;
+  const uint32_t dim = 16;
+  const uint64_t space = static_cast<uint64_t>(state.range(0));
+  Store store(kSelf);
+  TableInfo t;
+  t.id = 2;
+  t.spec = TableSpec::Sparse("bench-sparse", dim, rule);
+  t.ranges.push_back(KeyRange{0, 0, kSelf});
+  if (!store.Install(t).ok()) state.SkipWithError("install");
+  // Unique keys, as a coalesced request has.
+  auto keys = RandomKeys(n, space, 5);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  const size_t m = keys.size();
+  const auto rows = Floats(m * dim, 0.01f);
+  std::vector<float> out(m * dim);
+  store.ApplySparse(t.id, keys.data(), m, dim, rows.data(), ApplyOp::kAssign);  // create rows
+  for (auto _ : state) {
+    Status s = read ? store.ReadSparse(t.id, keys.data(), m, dim, out.data())
+                    : store.ApplySparse(t.id, keys.data(), m, dim, rows.data(), op);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * m);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * m * dim * 4);
+}
+void BM_SparseSum(benchmark::State& s) { SparseRule(s, UpdateRule::kSum, ApplyOp::kRule, false); }
+void BM_SparseSgd(benchmark::State& s) { SparseRule(s, UpdateRule::kSgd, ApplyOp::kRule, false); }
+void BM_SparseAssign(benchmark::State& s) { SparseRule(s, UpdateRule::kSum, ApplyOp::kAssign, false); }
+void BM_SparseRead(benchmark::State& s) { SparseRule(s, UpdateRule::kSum, ApplyOp::kRule, true); }
+BENCHMARK(BM_SparseSum)->Arg(10000000)->UseRealTime();
+BENCHMARK(BM_SparseSgd)->Arg(10000000)->UseRealTime();
+BENCHMARK(BM_SparseAssign)->Arg(10000000)->UseRealTime();
+BENCHMARK(BM_SparseRead)->Arg(10000000)->UseRealTime();
+
+void BM_SparseFirstTouch(benchmark::State& state) {
+  // Pushes of keys never seen before: row creation dominates.
+  const size_t n = 100000;
+  const uint32_t dim = 16;
+  const auto rows = Floats(n * dim, 0.01f);
+  uint64_t seed = 100;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto store = std::make_unique<Store>(kSelf);
+    TableInfo t;
+    t.id = 3;
+    t.spec = TableSpec::Sparse("bench-touch", dim);
+    t.ranges.push_back(KeyRange{0, 0, kSelf});
+    store->Install(t);
+    auto keys = RandomKeys(n, uint64_t{1} << 40, seed++);
+    state.ResumeTiming();
+    Status s = store->ApplySparse(t.id, keys.data(), n, dim, rows.data(), ApplyOp::kRule);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    state.PauseTiming();
+    store.reset();
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
+}
+BENCHMARK(BM_SparseFirstTouch)->UseRealTime()->Iterations(20);
+
+}  // namespace
+}  // namespace ps
+
+BENCHMARK_MAIN();
