@@ -1,0 +1,99 @@
+"""Turning numpy arrays and torch tensors into what layerps._core accepts.
+
+Values must be float32. A C-contiguous float32 numpy array or CPU torch tensor is passed
+as it is (no copy: the C++ worker reads or writes its memory). Inputs (pushed gradients,
+assigned values) that are float32 but not contiguous, or on a GPU, are copied once;
+outputs (pull targets) must be usable in place, or the call fails. A wrong dtype is always
+an error, never a silent conversion.
+
+Keys may be uint64 or int64 (passed without a copy; int64 ids are reinterpreted as
+their two's complement uint64), or another integer dtype (copied to uint64).
+"""
+
+import sys
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def is_tensor(x):
+    t = _torch()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def as_input(x, what):
+    """A float32 C-contiguous numpy array with x's values (shares x's memory if it can)."""
+    if is_tensor(x):
+        t = _torch()
+        if x.dtype != t.float32:
+            raise InvalidArgumentError(f"{what}: expected a float32 tensor, got {x.dtype}")
+        x = x.detach()
+        if x.device.type != "cpu":
+            x = x.cpu()
+        if not x.is_contiguous():
+            x = x.contiguous()
+        return x.numpy()
+    if isinstance(x, np.ndarray):
+        if x.dtype != np.float32:
+            raise InvalidArgumentError(f"{what}: expected float32 values, got dtype {x.dtype}")
+        return np.ascontiguousarray(x)
+    if isinstance(x, (list, tuple)):
+        return np.asarray(x, dtype=np.float32)
+    raise InvalidArgumentError(
+        f"{what}: expected a numpy array or a torch tensor, got {type(x).__name__}")
+
+
+def as_output(x, what):
+    """A numpy view of x that the worker may write into (x's memory, never a copy)."""
+    if is_tensor(x):
+        t = _torch()
+        if x.dtype != t.float32:
+            raise InvalidArgumentError(f"{what}: expected a float32 tensor, got {x.dtype}")
+        if x.device.type != "cpu":
+            raise InvalidArgumentError(f"{what}: the output tensor must be on the CPU, not {x.device}")
+        if not x.is_contiguous():
+            raise InvalidArgumentError(f"{what}: the output tensor must be contiguous")
+        return x.detach().numpy()
+    if isinstance(x, np.ndarray):
+        if x.dtype != np.float32:
+            raise InvalidArgumentError(f"{what}: expected float32 values, got dtype {x.dtype}")
+        if not x.flags.c_contiguous:
+            raise InvalidArgumentError(f"{what}: the output array must be C-contiguous")
+        if not x.flags.writeable:
+            raise InvalidArgumentError(f"{what}: the output array is read-only")
+        return x
+    raise InvalidArgumentError(
+        f"{what}: expected a numpy array or a torch tensor, got {type(x).__name__}")
+
+
+def as_keys(keys):
+    """A 1-D C-contiguous 64-bit integer numpy array (uint64 or int64)."""
+    if is_tensor(keys):
+        t = _torch()
+        if keys.is_floating_point() or keys.is_complex() or keys.dtype == t.bool:
+            raise InvalidArgumentError(f"keys: expected an integer tensor, got {keys.dtype}")
+        keys = keys.detach()
+        if keys.device.type != "cpu":
+            keys = keys.cpu()
+        if keys.dtype != t.int64:
+            keys = keys.to(t.int64)
+        keys = keys.reshape(-1).contiguous().numpy()
+    elif isinstance(keys, (list, tuple)):
+        keys = np.asarray(keys)
+        if keys.size == 0:
+            keys = keys.astype(np.uint64)
+    elif not isinstance(keys, np.ndarray):
+        raise InvalidArgumentError(
+            f"keys: expected an integer numpy array or tensor, got {type(keys).__name__}")
+    if keys.dtype.kind not in "ui":
+        raise InvalidArgumentError(f"keys: expected integer keys, got dtype {keys.dtype}")
+    if keys.ndim != 1:
+        keys = keys.reshape(-1)
+    if keys.dtype.itemsize != 8:
+        keys = keys.astype(np.int64 if keys.dtype.kind == "i" else np.uint64)
+    return np.ascontiguousarray(keys)

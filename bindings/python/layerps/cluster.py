@@ -1,0 +1,491 @@
+"""Scheduler, Server, Worker and tables: the Python face of the public C++ API.
+
+Every method that can block (start, join, barrier, declare, wait) releases the GIL while
+it blocks, so other Python threads (for instance the other nodes of an in-process
+cluster) keep running.
+"""
+
+import concurrent.futures
+import os
+import shutil
+import threading
+import uuid
+
+import numpy as np
+
+from . import _core
+from ._arrays import as_input, as_keys, as_output, is_tensor
+from .errors import FailedPreconditionError, InvalidArgumentError
+
+__all__ = [
+    "Options", "make_options", "Handle", "Table", "Scheduler", "Server", "Worker",
+    "LocalCluster", "bin_dir", "tool_path", "init", "shutdown", "default_worker",
+]
+
+Options = _core.Options
+
+OPTION_FIELDS = (
+    "scheduler_address", "bind_address", "advertise_host", "num_servers", "num_workers",
+    "token", "heartbeat_interval_ms", "heartbeat_timeout_ms", "connect_timeout_ms",
+    "request_timeout_ms", "dense_chunk_elems", "io_threads", "max_message_bytes",
+)
+
+_RULES = {"sum": _core.UpdateRule.SUM, "sgd": _core.UpdateRule.SGD}
+_INITS = {"zeros": _core.Initializer.ZEROS, "uniform": _core.Initializer.UNIFORM,
+          "normal": _core.Initializer.NORMAL}
+_GROUPS = {"workers": _core.Group.WORKERS, "servers": _core.Group.SERVERS, "all": _core.Group.ALL}
+
+
+def make_options(options=None, *, from_env=False, **fields):
+    """A validated ``Options``: a copy of ``options`` (or of the LAYERPS_* environment when
+    ``from_env``, or the defaults) with ``fields`` set over it (``None`` values are skipped)."""
+    if options is not None and from_env:
+        raise InvalidArgumentError("give either options or from_env=True, not both")
+    base = Options.from_env() if from_env else options
+    o = Options()
+    if base is not None:
+        if not isinstance(base, Options):
+            raise InvalidArgumentError(f"options: expected layerps.Options, got {type(base).__name__}")
+        for f in OPTION_FIELDS:
+            setattr(o, f, getattr(base, f))
+    for k, v in fields.items():
+        if v is None:
+            continue
+        if k not in OPTION_FIELDS:
+            raise InvalidArgumentError(f"unknown option '{k}' (known: {', '.join(OPTION_FIELDS)})")
+        try:
+            setattr(o, k, v)
+        except TypeError as e:
+            raise InvalidArgumentError(f"option {k}={v!r}: {e}") from None
+    o.validate()
+    return o
+
+
+def bin_dir():
+    """The folder holding layerps-scheduler, layerps-server and layerps-launch: the
+    package's own ``bin/`` (LAYERPS_BIN_DIR overrides it)."""
+    env = os.environ.get("LAYERPS_BIN_DIR")
+    if env:
+        return env
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin")
+
+
+def tool_path(name):
+    """The path of a bundled tool (``layerps-server``...), or of the one on PATH."""
+    p = os.path.join(bin_dir(), name)
+    if os.access(p, os.X_OK):
+        return p
+    found = shutil.which(name)
+    if found:
+        return found
+    raise FailedPreconditionError(f"{name} is not installed beside the layerps package ({p})")
+
+
+def _in_thread(fn, name):
+    """Runs fn() in a daemon thread; returns a Future with its result or exception."""
+    fut = concurrent.futures.Future()
+
+    def run():
+        try:
+            fut.set_result(fn())
+        except BaseException as e:  # handed to the caller through the future
+            fut.set_exception(e)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return fut
+
+
+class Handle:
+    """An asynchronous request in flight. ``wait(timeout)`` returns its result (the pulled
+    values, or None) or raises the LayerPSError it failed with; on TimeoutError the
+    request is still in flight and ``wait`` may be called again. The handle keeps the
+    arrays of the request alive until it has completed."""
+
+    __slots__ = ("_h", "_result", "_convert")
+
+    def __init__(self, h, result=None, convert=None):
+        self._h = h
+        self._result = result    # returned instead of the C++ result (the caller's tensor)
+        self._convert = convert  # applied to the C++ result
+
+    def wait(self, timeout=None):
+        r = self._h.wait(timeout)
+        if self._result is not None:
+            return self._result
+        return r if self._convert is None else self._convert(r)
+
+    def done(self):
+        """True once the request completed (``wait`` then returns at once)."""
+        return self._h.done()
+
+    def __repr__(self):
+        return f"<layerps.Handle {self._h.what} ticket={self._h.ticket}>"
+
+
+class Table:
+    """A declared table. Its push/pull methods are the worker's, with this table."""
+
+    def __init__(self, worker, table_id, spec):
+        self.worker = worker
+        self.id = table_id
+        self.spec = spec
+        self.name = spec.name
+        self.kind = "dense" if spec.kind == _core.TableKind.DENSE else "sparse"
+        self.size = int(spec.size)
+        self.dim = int(spec.dim)
+
+    def __repr__(self):
+        shape = f"size={self.size}" if self.kind == "dense" else f"dim={self.dim}"
+        rule = "sum" if self.spec.rule == _core.UpdateRule.SUM else f"sgd(lr={self.spec.learning_rate:g})"
+        return f"<layerps.Table '{self.name}' id={self.id} {self.kind} {shape} {rule}>"
+
+    def push(self, grad):
+        return self.worker.push(self, grad)
+
+    def pull(self, out=None):
+        return self.worker.pull(self, out)
+
+    def pushpull(self, grad, out=None):
+        return self.worker.pushpull(self, grad, out)
+
+    def assign(self, values):
+        return self.worker.assign(self, values)
+
+    def push_sparse(self, keys, rows):
+        return self.worker.push_sparse(self, keys, rows)
+
+    def pull_sparse(self, keys, out=None):
+        return self.worker.pull_sparse(self, keys, out)
+
+    def assign_sparse(self, keys, rows):
+        return self.worker.assign_sparse(self, keys, rows)
+
+
+class _Node:
+    _core_class = None
+    _role = "node"
+
+    def __init__(self, options):
+        self.options = options
+        self._node = self._core_class(options)
+        self._started = False
+
+    def start(self):
+        """Starts the node; blocks (GIL released) until it is part of the cluster."""
+        self._node.start()
+        self._started = True
+        return self
+
+    def start_async(self):
+        """Starts the node in a background thread; returns a concurrent.futures.Future."""
+        return _in_thread(self.start, f"layerps-{self._role}-start")
+
+    def stop(self):
+        """Stops the node. Idempotent."""
+        self._node.stop()
+
+    close = stop
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class Scheduler(_Node):
+    """The cluster's scheduler, in this process. ``address`` is where nodes reach it."""
+
+    _core_class = _core.Scheduler
+    _role = "scheduler"
+
+    def __init__(self, address="tcp://127.0.0.1:0", num_servers=1, num_workers=1, *,
+                 options=None, start=True, **fields):
+        super().__init__(make_options(options, scheduler_address=address, num_servers=num_servers,
+                                      num_workers=num_workers, **fields))
+        if start:
+            self.start()
+
+    @property
+    def address(self):
+        return self._node.address
+
+    def join(self, timeout=None):
+        """Blocks until every worker left (returns), the cluster failed or the timeout (s)
+        passed (raises)."""
+        self._node.join(timeout)
+
+    def nodes(self):
+        return self._node.nodes()
+
+    def stats(self):
+        return self._node.stats()
+
+
+class Server(_Node):
+    """A server, in this process. ``start()`` blocks until the whole cluster registered:
+    use ``start=False`` and ``start_async()`` to start several nodes from one thread."""
+
+    _core_class = _core.Server
+    _role = "server"
+
+    def __init__(self, scheduler=None, *, options=None, start=True, from_env=False, **fields):
+        super().__init__(make_options(options, from_env=from_env, scheduler_address=_address(scheduler),
+                                      **fields))
+        if start:
+            self.start()
+
+    def join(self, timeout=None):
+        self._node.join(timeout)
+
+    @property
+    def rank(self):
+        return self._node.rank
+
+    @property
+    def endpoint(self):
+        return self._node.endpoint
+
+    def stats(self):
+        return self._node.stats()
+
+
+def _address(scheduler):
+    if scheduler is None or isinstance(scheduler, str):
+        return scheduler
+    if isinstance(scheduler, Scheduler):
+        return scheduler.address
+    raise InvalidArgumentError(f"scheduler: expected an address or a Scheduler, got {type(scheduler).__name__}")
+
+
+class Worker(_Node):
+    """A worker: declares tables, pushes and pulls. ``Worker.from_env()`` joins the
+    cluster that layerps-launch (or ``python -m layerps.launch``) started."""
+
+    _core_class = _core.Worker
+    _role = "worker"
+
+    def __init__(self, scheduler=None, *, options=None, start=True, from_env=False, **fields):
+        super().__init__(make_options(options, from_env=from_env, scheduler_address=_address(scheduler),
+                                      **fields))
+        self._tables = {}
+        self._lock = threading.Lock()
+        if start:
+            self.start()
+
+    @classmethod
+    def from_env(cls, start=True, **fields):
+        """A worker configured by the LAYERPS_* variables (``fields`` override them)."""
+        return cls(from_env=True, start=start, **fields)
+
+    # --- membership ----------------------------------------------------------------------
+    @property
+    def rank(self):
+        return self._node.rank
+
+    @property
+    def id(self):
+        return self._node.id
+
+    @property
+    def num_workers(self):
+        return self._node.num_workers
+
+    @property
+    def num_servers(self):
+        return self._node.num_servers
+
+    def nodes(self):
+        return self._node.nodes()
+
+    def stats(self):
+        return self._node.stats()
+
+    def barrier(self, group="workers", timeout=None):
+        """Blocks until every node of the group ('workers', 'servers', 'all') is here."""
+        if group not in _GROUPS:
+            raise InvalidArgumentError(f"barrier group must be one of {sorted(_GROUPS)}, not {group!r}")
+        self._node.barrier(_GROUPS[group], timeout)
+
+    # --- tables --------------------------------------------------------------------------
+    def declare_dense(self, name, size, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
+                      init_b=0.0, seed=0, layer=""):
+        """Declares (or finds, when another worker declared the same spec) a dense table
+        of ``size`` float32 elements. ``rule``: 'sum' (x += g) or 'sgd' (x -= lr * g)."""
+        return self._declare(name, _core.TableKind.DENSE, int(size), 0, rule, lr, init, init_a,
+                             init_b, seed, layer)
+
+    def declare_sparse(self, name, dim, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
+                       init_b=0.0, seed=0, layer=""):
+        """Declares a sparse table whose rows (any uint64 id) have ``dim`` float32 values,
+        created on first touch by ``init`` ('zeros', 'uniform' in [init_a, init_b),
+        'normal' with mean init_a and std init_b), seeded by (seed, name, key)."""
+        return self._declare(name, _core.TableKind.SPARSE, 0, int(dim), rule, lr, init, init_a,
+                             init_b, seed, layer)
+
+    def _declare(self, name, kind, size, dim, rule, lr, init, init_a, init_b, seed, layer):
+        if rule not in _RULES:
+            raise InvalidArgumentError(f"rule must be one of {sorted(_RULES)}, not {rule!r}")
+        if init not in _INITS:
+            raise InvalidArgumentError(f"init must be one of {sorted(_INITS)}, not {init!r}")
+        if size < 0 or dim < 0:
+            raise InvalidArgumentError(f"table '{name}': size and dim must be >= 0")
+        spec = _core.TableSpec()
+        spec.name = name
+        spec.kind = kind
+        spec.size = size
+        spec.dim = dim
+        spec.rule = _RULES[rule]
+        spec.learning_rate = float(lr)
+        spec.init = _INITS[init]
+        spec.init_a = float(init_a)
+        spec.init_b = float(init_b)
+        spec.seed = int(seed)
+        spec.layer = layer
+        spec.validate()
+        table_id = self._node.declare_table(spec)
+        t = Table(self, table_id, self._node.table_spec(table_id))
+        with self._lock:
+            self._tables[name] = t
+        return t
+
+    def table(self, name):
+        """A table this worker declared, by name."""
+        with self._lock:
+            t = self._tables.get(name)
+        if t is None:
+            from .errors import NotFoundError
+            raise NotFoundError(f"no table '{name}' declared by this worker")
+        return t
+
+    @staticmethod
+    def _id(table):
+        if isinstance(table, Table):
+            return table.id
+        if isinstance(table, (int, np.integer)) and not isinstance(table, bool):
+            return int(table)
+        raise InvalidArgumentError(f"table: expected a layerps.Table or a table id, got {type(table).__name__}")
+
+    # --- dense ---------------------------------------------------------------------------
+    def push(self, table, grad):
+        """Pushes a dense gradient (numpy array or tensor, float32, as many elements as the
+        table, any shape). Returns a Handle."""
+        return Handle(self._node.push(self._id(table), as_input(grad, "push gradient")))
+
+    def pull(self, table, out=None):
+        """Pulls a dense table into ``out`` (float32, contiguous, written in place) or a new
+        1-D numpy array. ``wait()`` returns ``out`` (the tensor, if a tensor was given)."""
+        o = None if out is None else as_output(out, "pull output")
+        return Handle(self._node.pull(self._id(table), o), out if is_tensor(out) else None)
+
+    def pushpull(self, table, grad, out=None):
+        """Pushes ``grad`` and pulls the values after it was applied, in one round trip."""
+        g = as_input(grad, "pushpull gradient")
+        o = None if out is None else as_output(out, "pushpull output")
+        return Handle(self._node.pushpull(self._id(table), g, o), out if is_tensor(out) else None)
+
+    def assign(self, table, values):
+        """Overwrites a dense table's values (no update rule)."""
+        return Handle(self._node.assign(self._id(table), as_input(values, "assign values")))
+
+    # --- sparse --------------------------------------------------------------------------
+    def push_sparse(self, table, keys, rows):
+        """Pushes gradient rows (len(keys) x dim) for integer ``keys``; duplicates are summed."""
+        return Handle(self._node.push_sparse(self._id(table), as_keys(keys),
+                                             as_input(rows, "push_sparse rows")))
+
+    def pull_sparse(self, table, keys, out=None):
+        """Pulls the rows of ``keys`` into ``out`` (len(keys) x dim) or a new array (a
+        tensor when ``keys`` is a tensor)."""
+        k = as_keys(keys)
+        if out is not None:
+            h = self._node.pull_sparse(self._id(table), k, as_output(out, "pull_sparse output"))
+            return Handle(h, out if is_tensor(out) else None)
+        h = self._node.pull_sparse(self._id(table), k, None)
+        if is_tensor(keys):
+            import torch
+            return Handle(h, convert=torch.from_numpy)
+        return Handle(h)
+
+    def assign_sparse(self, table, keys, rows):
+        """Overwrites rows (for duplicate keys the last row wins)."""
+        return Handle(self._node.assign_sparse(self._id(table), as_keys(keys),
+                                               as_input(rows, "assign_sparse rows")))
+
+    @property
+    def parked_requests(self):
+        """Requests whose Handle was dropped while in flight (their buffers are held)."""
+        return self._node.parked_requests
+
+
+class LocalCluster:
+    """A whole cluster in this process (scheduler, servers and workers as objects whose
+    blocking calls run in threads): for notebooks and tests.
+
+        with layerps.LocalCluster(num_servers=2, num_workers=2) as c:
+            w0, w1 = c.workers
+    """
+
+    def __init__(self, num_servers=1, num_workers=1, *, transport="inproc", **fields):
+        if transport == "inproc":
+            address = f"inproc://layerps-{uuid.uuid4().hex[:12]}"
+        elif transport == "tcp":
+            address = "tcp://127.0.0.1:0"
+        elif transport == "ipc":
+            address = f"ipc:///tmp/layerps-{uuid.uuid4().hex[:12]}"
+        else:
+            raise InvalidArgumentError(f"transport must be 'inproc', 'tcp' or 'ipc', not {transport!r}")
+        self.scheduler = Scheduler(address, num_servers, num_workers, **fields)
+        addr = self.scheduler.address
+        node_fields = {k: v for k, v in fields.items() if k not in ("num_servers", "num_workers")}
+        self.servers = [Server(addr, start=False, **node_fields) for _ in range(num_servers)]
+        self.workers = [Worker(addr, start=False, **node_fields) for _ in range(num_workers)]
+        futures = [n.start_async() for n in self.servers + self.workers]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:
+            self.close()
+            raise
+        self.workers.sort(key=lambda w: w.rank)
+
+    def close(self):
+        for w in getattr(self, "workers", []):
+            w.stop()
+        for s in getattr(self, "servers", []):
+            s.stop()
+        self.scheduler.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+_default_worker = None
+
+
+def init(**fields):
+    """Starts this process's worker from the LAYERPS_* environment (as layerps-launch
+    sets it) and makes it the default for layerps.torch. Returns the Worker."""
+    global _default_worker
+    if _default_worker is not None:
+        raise FailedPreconditionError("layerps.init() was already called")
+    _default_worker = Worker.from_env(**fields)
+    return _default_worker
+
+
+def default_worker():
+    """The worker started by layerps.init()."""
+    if _default_worker is None:
+        raise FailedPreconditionError("no default worker: call layerps.init() first, or pass worker=")
+    return _default_worker
+
+
+def shutdown():
+    """Stops the default worker (the cluster ends when every worker stopped)."""
+    global _default_worker
+    if _default_worker is not None:
+        _default_worker.stop()
+        _default_worker = None

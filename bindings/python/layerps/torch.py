@@ -1,0 +1,363 @@
+"""PyTorch integration: synchronous data-parallel training and server-held embeddings.
+
+* :class:`DistributedOptimizer` wraps a ``torch.optim`` optimizer: after ``backward()``,
+  ``step()`` sends the gradients through the cluster and leaves every worker's parameters
+  equal (bulk-synchronous: step t of every worker sees exactly the gradients of step t).
+* :func:`broadcast_parameters` makes every worker start from root's weights.
+* :class:`Embedding` is an embedding table whose rows live on the servers: forward pulls
+  only the batch's unique rows, backward pushes only their gradient rows.
+
+Every function here is collective where it says so: all workers must call it, in the same
+order, with tensors of the same shapes.
+"""
+
+import itertools
+
+import numpy as np
+import torch
+
+from .cluster import default_worker
+from .errors import InvalidArgumentError
+
+__all__ = ["DistributedOptimizer", "broadcast_parameters", "Embedding"]
+
+
+def _worker(worker):
+    return worker if worker is not None else default_worker()
+
+
+def _named_tensors(params, what):
+    """[(name, tensor)] from named_parameters(), a dict / state_dict, or a list of tensors."""
+    if isinstance(params, dict):
+        items = list(params.items())
+    else:
+        items = list(params)
+        if items and isinstance(items[0], torch.Tensor):
+            items = [(f"p{i}", t) for i, t in enumerate(items)]
+    for it in items:
+        if not (isinstance(it, tuple) and len(it) == 2 and isinstance(it[1], torch.Tensor)):
+            raise InvalidArgumentError(f"{what}: expected (name, tensor) pairs, a dict of tensors or tensors")
+    names = [n for n, _ in items]
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"{what}: parameter names are not unique")
+    return items
+
+
+def _flat_size(tensors):
+    return int(sum(t.numel() for t in tensors))
+
+
+def broadcast_parameters(params, worker=None, root_rank=0, *, name="layerps.broadcast", timeout=None):
+    """Overwrites every worker's tensors (in place) with root_rank's. Collective.
+
+    ``params``: ``model.named_parameters()``, ``model.state_dict()``, a dict or a list of
+    tensors. Floating-point tensors are sent (through float32); other tensors (integer
+    buffers such as BatchNorm's counters) are left alone. Root assigns the values to a
+    dense table, all workers meet at a barrier and pull, then meet again so the table can
+    be reused by the next broadcast.
+    """
+    w = _worker(worker)
+    items = [(n, t) for n, t in _named_tensors(params, "broadcast_parameters") if t.is_floating_point()]
+    total = _flat_size(t for _, t in items)
+    if total == 0:
+        return
+    if not 0 <= root_rank < w.num_workers:
+        raise InvalidArgumentError(f"root_rank {root_rank} is not a worker rank (0..{w.num_workers - 1})")
+    table = w.declare_dense(f"{name}/{total}", total, "sum")
+    buf = torch.empty(total, dtype=torch.float32)
+    if w.rank == root_rank:
+        off = 0
+        for _, t in items:
+            n = t.numel()
+            buf[off:off + n].copy_(t.detach().reshape(-1))
+            off += n
+        w.assign(table, buf).wait(timeout)
+    w.barrier("workers", timeout)
+    w.pull(table, buf).wait(timeout)
+    with torch.no_grad():
+        off = 0
+        for _, t in items:
+            n = t.numel()
+            t.copy_(buf[off:off + n].view_as(t))
+            off += n
+    w.barrier("workers", timeout)
+
+
+class DistributedOptimizer:
+    """Wraps ``optimizer`` so that ``step()`` first synchronizes the gradients (or the
+    parameters) of ``named_parameters`` through the cluster. Collective: every worker
+    builds it with the same parameters (names, shapes, order) and steps together.
+
+    mode='aggregate' (default): every worker pushes its gradient to a dense table with
+      rule 'sum', pulls the sum of all workers' gradients of this step, divides it by the
+      number of workers and takes the local optimizer's step. Any torch optimizer works
+      (momentum, Adam, weight decay...); the workers stay equal because they start equal
+      (see broadcast_parameters) and apply the same averaged gradient.
+
+      The server keeps a running sum (x += g), so per-step sums come from three tables
+      used in rotation: step t pushes to table t % 3, meets the others at a barrier and
+      pulls it (exactly the sum of step t's gradients, no differencing of large running
+      sums); rank 0 then zeroes the table of step t-1, which everybody has pulled (they
+      did so before the barrier of step t) and which nobody uses again before step t+2,
+      whose pushes wait for the barrier of step t+1 that rank 0 enters only once the
+      zeroing is acknowledged. One barrier per step.
+
+    mode='server': the parameters live on the servers in a table with rule 'sgd'
+      (x -= lr * g, lr from the optimizer's param group unless ``lr`` is given; plain
+      SGD: momentum and weight decay are not applied). Each worker pushes gradient/N,
+      meets the others, pulls the updated parameters and meets them again (two barriers
+      per step so no push of step t+1 reaches a server before everybody pulled step t).
+      The local optimizer is not stepped. Rank 0's parameters seed the table.
+
+    Gradients of all parameters travel fused in one flat float32 buffer (one request per
+    step). A parameter without a gradient counts as a zero gradient.
+
+    The wrapped optimizer stays reachable as ``.optimizer`` (give it to LR schedulers);
+    zero_grad, state_dict, load_state_dict and param_groups are forwarded.
+    """
+
+    def __init__(self, optimizer, named_parameters=None, *, worker=None, mode="aggregate",
+                 name="model", lr=None, timeout=None):
+        if mode not in ("aggregate", "server"):
+            raise InvalidArgumentError(f"mode must be 'aggregate' or 'server', not {mode!r}")
+        self.optimizer = optimizer
+        self.worker = w = _worker(worker)
+        self.mode = mode
+        self.timeout = timeout
+        if named_parameters is None:
+            named_parameters = [(f"param{i}", p) for i, p in enumerate(
+                itertools.chain.from_iterable(g["params"] for g in optimizer.param_groups))]
+        items = [(n, p) for n, p in _named_tensors(named_parameters, "named_parameters") if p.requires_grad]
+        if not items:
+            raise InvalidArgumentError("DistributedOptimizer: no parameter requires a gradient")
+        for n, p in items:
+            if p.dtype != torch.float32:
+                raise InvalidArgumentError(f"parameter '{n}': expected float32, got {p.dtype}")
+        self._params = [p for _, p in items]
+        self._names = [n for n, _ in items]
+        self._numel = [p.numel() for p in self._params]
+        total = sum(self._numel)
+        self._total = total
+        self._step = 0
+        self._gbuf = torch.zeros(total, dtype=torch.float32)
+        self._sbuf = torch.zeros(total, dtype=torch.float32)
+        self._pending_reset = None
+        if mode == "aggregate":
+            self._tables = [w.declare_dense(f"{name}/grad_sum/{k}", total, "sum") for k in range(3)]
+            self._zeros = np.zeros(total, dtype=np.float32)
+        else:
+            if lr is None:
+                lrs = {g["lr"] for g in optimizer.param_groups}
+                if len(lrs) != 1:
+                    raise InvalidArgumentError("mode='server' needs one learning rate: pass lr=")
+                lr = lrs.pop()
+            self.lr = float(lr)
+            self._table = w.declare_dense(f"{name}/params", total, "sgd", lr=self.lr)
+            if w.rank == 0:
+                self._flatten_params(self._sbuf)
+                w.assign(self._table, self._sbuf).wait(timeout)
+            w.barrier("workers", timeout)
+            w.pull(self._table, self._sbuf).wait(timeout)
+            self._unflatten_into_params(self._sbuf)
+            w.barrier("workers", timeout)
+
+    # --- forwarding ----------------------------------------------------------------------
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    def zero_grad(self, set_to_none=False):
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self):
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state):
+        self.optimizer.load_state_dict(state)
+
+    # --- the step ------------------------------------------------------------------------
+    def step(self, closure=None):
+        """Synchronizes through the cluster, then (aggregate mode) steps the optimizer."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self.synchronize()
+        if self.mode == "aggregate":
+            self.optimizer.step()
+        return loss
+
+    def synchronize(self):
+        """Aggregate mode: replaces every .grad by the average over the workers of this
+        step's gradients. Server mode: applies the step on the servers and loads the new
+        parameters. Collective."""
+        w, timeout = self.worker, self.timeout
+        self._flatten_grads(self._gbuf)
+        if self.mode == "aggregate":
+            k = self._step % 3
+            w.push(self._tables[k], self._gbuf).wait(timeout)
+            if self._pending_reset is not None:
+                self._pending_reset.wait(timeout)  # before the barrier: see the class doc
+                self._pending_reset = None
+            w.barrier("workers", timeout)
+            w.pull(self._tables[k], self._sbuf).wait(timeout)
+            if w.rank == 0:
+                self._pending_reset = w.assign(self._tables[(k + 2) % 3], self._zeros)
+            self._sbuf.mul_(1.0 / w.num_workers)
+            self._unflatten_into_grads(self._sbuf)
+        else:
+            self._gbuf.mul_(1.0 / w.num_workers)
+            w.push(self._table, self._gbuf).wait(timeout)
+            w.barrier("workers", timeout)
+            w.pull(self._table, self._sbuf).wait(timeout)
+            w.barrier("workers", timeout)
+            self._unflatten_into_params(self._sbuf)
+        self._step += 1
+
+    def finish(self):
+        """Waits for the last background request (call before the worker stops)."""
+        if self._pending_reset is not None:
+            self._pending_reset.wait(self.timeout)
+            self._pending_reset = None
+
+    # --- flat buffers --------------------------------------------------------------------
+    def _flatten_grads(self, buf):
+        off = 0
+        for p, n in zip(self._params, self._numel):
+            if p.grad is None:
+                buf[off:off + n].zero_()
+            else:
+                buf[off:off + n].copy_(p.grad.detach().reshape(-1))
+            off += n
+
+    def _flatten_params(self, buf):
+        off = 0
+        for p, n in zip(self._params, self._numel):
+            buf[off:off + n].copy_(p.detach().reshape(-1))
+            off += n
+
+    def _unflatten_into_grads(self, buf):
+        off = 0
+        for p, n in zip(self._params, self._numel):
+            g = buf[off:off + n].view_as(p)
+            if p.grad is None:
+                p.grad = g.clone().to(p.device)
+            else:
+                p.grad.copy_(g)
+            off += n
+
+    def _unflatten_into_params(self, buf):
+        off = 0
+        with torch.no_grad():
+            for p, n in zip(self._params, self._numel):
+                p.copy_(buf[off:off + n].view_as(p))
+                off += n
+
+
+class _PullRows(torch.autograd.Function):
+    """rows = the server's rows of `keys`; backward pushes the rows' gradient."""
+
+    @staticmethod
+    def forward(ctx, trigger, keys, module):
+        ctx.keys = keys
+        ctx.module = module
+        return module._pull_rows(keys)
+
+    @staticmethod
+    def backward(ctx, grad_rows):
+        ctx.module._push_grad(ctx.keys, grad_rows)
+        return None, None, None
+
+
+_embedding_counter = itertools.count()
+
+
+class Embedding(torch.nn.Module):
+    """An embedding table held by the servers (a sparse table with rule 'sgd').
+
+    ``forward(ids)`` takes integer ids of any shape and returns ``ids.shape + (dim,)``
+    float32 rows. It pulls only the batch's unique ids; backward pushes the summed
+    gradient of each unique row (times ``grad_scale``), and the servers apply
+    ``row -= lr * grad``: the rows are trained by the servers, not by a local optimizer
+    (the module has no local parameters). Pushes are asynchronous; the next forward (or
+    ``flush()``) waits for them, so a worker always sees its own updates.
+
+    ``num_embeddings``: ids must lie in [0, num_embeddings); None for hashed ids (any
+    64-bit value, e.g. a feature hash). Rows are created on first touch on the servers
+    with ``init`` ('uniform' in [init_a, init_b), 'normal' (mean init_a, std init_b) or
+    'zeros'), seeded by (seed, table name, id), so every worker and run agrees.
+
+    Give each Embedding a ``name`` (the table's name): workers must agree on it.
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, *, worker=None, name=None, lr=0.01,
+                 init="uniform", init_a=-0.05, init_b=0.05, seed=0, grad_scale=1.0, timeout=None):
+        super().__init__()
+        if num_embeddings is not None and int(num_embeddings) < 1:
+            raise InvalidArgumentError("num_embeddings must be >= 1 (or None for hashed ids)")
+        if int(embedding_dim) < 1:
+            raise InvalidArgumentError("embedding_dim must be >= 1")
+        self.num_embeddings = None if num_embeddings is None else int(num_embeddings)
+        self.embedding_dim = int(embedding_dim)
+        self.worker = _worker(worker)
+        self.name = name if name is not None else f"layerps.embedding.{next(_embedding_counter)}"
+        self.grad_scale = float(grad_scale)
+        self.timeout = timeout
+        self.table = self.worker.declare_sparse(self.name, self.embedding_dim, "sgd", lr=lr, init=init,
+                                                init_a=init_a, init_b=init_b, seed=seed)
+        self._pending = []
+        self.rows_pulled = 0
+        self.rows_pushed = 0
+
+    def extra_repr(self):
+        n = "hashed" if self.num_embeddings is None else self.num_embeddings
+        return f"{n}, {self.embedding_dim}, table='{self.name}', lr={self.table.spec.learning_rate:g}"
+
+    def _ids(self, ids):
+        ids = torch.as_tensor(ids)
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise InvalidArgumentError(f"Embedding '{self.name}': ids must be integers, got {ids.dtype}")
+        ids = ids.to(torch.int64)
+        if self.num_embeddings is not None and ids.numel():
+            lo, hi = int(ids.min()), int(ids.max())
+            if lo < 0 or hi >= self.num_embeddings:
+                raise InvalidArgumentError(f"Embedding '{self.name}': ids must lie in [0, {self.num_embeddings}), "
+                                           f"got values in [{lo}, {hi}]")
+        return ids
+
+    def forward(self, ids):
+        ids = self._ids(ids)
+        self.flush()
+        keys, inverse = torch.unique(ids.reshape(-1), return_inverse=True)
+        trigger = torch.empty(0, requires_grad=torch.is_grad_enabled())
+        rows = _PullRows.apply(trigger, keys, self)
+        return rows[inverse].reshape(*ids.shape, self.embedding_dim)
+
+    def pull(self, ids):
+        """The servers' current rows for ``ids`` (no autograd)."""
+        ids = self._ids(ids)
+        self.flush()
+        return self._pull_rows(ids.reshape(-1)).reshape(*ids.shape, self.embedding_dim)
+
+    def flush(self):
+        """Waits for this module's pushes in flight; raises the first failure."""
+        pending, self._pending = self._pending, []
+        for h in pending:
+            h.wait(self.timeout)
+
+    def _pull_rows(self, keys):
+        out = torch.empty(keys.numel(), self.embedding_dim, dtype=torch.float32)
+        self.worker.pull_sparse(self.table, keys, out).wait(self.timeout)
+        self.rows_pulled += keys.numel()
+        return out
+
+    def _push_grad(self, keys, grad_rows):
+        g = grad_rows.detach().to(torch.float32)
+        if self.grad_scale != 1.0:
+            g = g * self.grad_scale
+        self._pending.append(self.worker.push_sparse(self.table, keys, g.contiguous()))
+        self.rows_pushed += keys.numel()

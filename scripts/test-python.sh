@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds and installs the layerps Python package into .venv (a venv that sees Debian's
+# python3-torch, python3-numpy and python3-sklearn), then runs the Python test suite.
+#
+#   scripts/test-python.sh [PYTEST ARGS...]
+#
+# Needs the Debian packages of scripts/install-deps.sh (python3-venv, python3-dev,
+# pybind11-dev, python3-numpy, python3-torch, python3-sklearn, python3-pytest) and PyPI
+# for the build requirements (scikit-build-core, pybind11). Exits non-zero on any
+# failure, including when no test was collected.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PY=/usr/bin/python3
+VENV="$ROOT/.venv"
+# CMake's build tree for the wheel: inside the repo but ignored (/build*/), and reused by
+# the next run so that only what changed is rebuilt.
+BUILD_DIR="$ROOT/build-python"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "== creating $VENV"
+  "$PY" -m venv --system-site-packages "$VENV"
+fi
+
+echo "== pip install bindings/python (scikit-build-core; build tree $BUILD_DIR)"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  --config-settings=build-dir="$BUILD_DIR" "$ROOT/bindings/python"
+
+echo "== the installed package"
+"$VENV/bin/python" - <<'PY'
+import os, layerps, numpy, torch
+print("layerps", layerps.__version__, "from", os.path.dirname(layerps.__file__))
+print("numpy", numpy.__version__, "torch", torch.__version__)
+for tool in ("layerps-scheduler", "layerps-server", "layerps-launch"):
+    print(" ", layerps.tool_path(tool))
+PY
+
+echo "== pytest tests/python"
+# Run from the tests folder so that `import layerps` finds the installed package, not the
+# source tree (bindings/python is not on sys.path).
+set +e
+(cd "$ROOT/tests/python" && "$VENV/bin/python" -m pytest -v -rs -p no:cacheprovider "$@" .)
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "test-python: no tests were collected" >&2
+  exit 1
+fi
+exit "$rc"
