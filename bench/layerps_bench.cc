@@ -171,6 +171,7 @@ struct Result {
   bool verified = false;
   std::string verify_note;
   std::string error;
+  std::vector<double> raw_ops;  // the raw ZeroMQ repeat run right before each repeat
   double ratio = 0;         // LayerPS / raw ZeroMQ (same run), 0 = none
   std::string ratio_of;     // what the ratio compares
 };
@@ -300,33 +301,84 @@ uint64_t Calibrate(double warm_seconds, uint64_t warm_n) {
   return static_cast<uint64_t>(std::clamp<double>(n, FLAGS_min_requests, FLAGS_max_requests));
 }
 
-Result RunRaw(const Case& c) {
-  Result r;
-  r.c = c;
-  r.wire_bytes = c.bytes;
-  const bool rtt = c.mode == "rtt";
-  try {
-    RawPair pair(c.transport, c.bytes);
+// Raw baselines, created on first use and kept for the whole run, so that every LayerPS
+// repeat is paired with a raw repeat right before it (the machine's load drifts; paired
+// repeats keep the ratio honest).
+class RawBaselines {
+ public:
+  struct Entry {
+    Case c;
+    std::unique_ptr<RawPair> pair;
+    uint64_t n = 0;
+    Result pooled;
+  };
+
+  // push/pull: one-way streaming of the same bytes; pushpull: round trips with the same
+  // window. Null when the case has no raw counterpart or the pair cannot be set up.
+  Entry* For(const Case& lc, uint64_t bytes) {
+    if (lc.mode != "dense" && lc.mode != "sparse") return nullptr;
+    const bool rtt = lc.op == "pushpull";
+    const std::string tr = lc.transport == "joined" ? "tcp" : lc.transport;
+    const int window = rtt ? lc.inflight : 1;
+    for (auto& e : entries_) {
+      if (e->c.transport == tr && e->c.mode == (rtt ? "rtt" : "oneway") && e->c.bytes == bytes &&
+          e->c.inflight == window) {
+        return e.get();
+      }
+    }
+    auto e = std::make_unique<Entry>();
+    Case& c = e->c;
+    c.system = "raw-zmq";
+    c.transport = tr;
+    c.mode = rtt ? "rtt" : "oneway";
+    c.op = rtt ? "pingpong" : "stream";
+    c.bytes = bytes;
+    c.inflight = window;
+    e->pooled.c = c;
+    e->pooled.wire_bytes = bytes;
+    e->pooled.verified = true;
+    e->pooled.verify_note = "sizes and first byte checked";
+    try {
+      e->pair = std::make_unique<RawPair>(tr, bytes);
+      bool ok = true;
+      std::vector<double> lat;
+      const uint64_t warm = std::max<uint64_t>(4, 2 * window);
+      const double tw = e->pair->Run(rtt, warm, window, &lat, &ok);
+      e->n = Calibrate(tw, warm);
+      e->pooled.requests_per_repeat = e->n;
+    } catch (const zmq::error_t& err) {
+      e->pooled.error = err.what();
+      e->pair.reset();
+    }
+    entries_.push_back(std::move(e));
+    return entries_.back()->pair ? entries_.back().get() : nullptr;
+  }
+
+  // One timed repeat; returns its ops/s and pools it into the entry's row.
+  double Repeat(Entry* e) {
     bool ok = true;
     std::vector<double> lat;
-    const uint64_t warm = std::max<uint64_t>(4, 2 * c.inflight);
-    const double tw = pair.Run(rtt, warm, c.inflight, &lat, &ok);
-    const uint64_t n = Calibrate(tw, warm);
-    r.requests_per_repeat = n;
-    for (int rep = 0; rep < FLAGS_repeats; ++rep) {
-      lat.clear();
-      const double t = pair.Run(rtt, n, c.inflight, &lat, &ok);
-      r.ops.push_back(n / t);
-      r.gbps.push_back(n * static_cast<double>(c.bytes) / t / 1e9);
-      r.lat_us.insert(r.lat_us.end(), lat.begin(), lat.end());
+    const double t = e->pair->Run(e->c.mode == "rtt", e->n, e->c.inflight, &lat, &ok);
+    const double ops = e->n / t;
+    e->pooled.ops.push_back(ops);
+    e->pooled.gbps.push_back(ops * static_cast<double>(e->c.bytes) / 1e9);
+    e->pooled.lat_us.insert(e->pooled.lat_us.end(), lat.begin(), lat.end());
+    if (!ok) {
+      e->pooled.verified = false;
+      e->pooled.verify_note = "a message had the wrong size or content";
     }
-    r.verified = ok;
-    r.verify_note = ok ? "sizes and first byte checked" : "a message had the wrong size";
-  } catch (const zmq::error_t& e) {
-    r.error = e.what();
+    return ops;
   }
-  return r;
-}
+
+  std::vector<Result> Results() const {
+    std::vector<Result> out;
+    for (const auto& e : entries_) out.push_back(e->pooled);
+    return out;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Entry>> entries_;
+};
 
 // ---- The LayerPS cluster -----------------------------------------------------------------
 
@@ -449,7 +501,8 @@ struct WorkerCase {
 
 class LayerPSRunner {
  public:
-  LayerPSRunner(Cluster* cl, const Case& c, uint64_t case_id) : cl_(cl), c_(c), id_(case_id) {}
+  LayerPSRunner(Cluster* cl, RawBaselines* raws, const Case& c, uint64_t case_id)
+      : cl_(cl), raws_(raws), c_(c), id_(case_id) {}
 
   Result Run() {
     Result r;
@@ -533,7 +586,9 @@ class LayerPSRunner {
     if (!FirstError().empty()) { r.error = FirstError(); return r; }
     const uint64_t n = Calibrate(tw, warm);
     r.requests_per_repeat = n;
+    RawBaselines::Entry* raw = raws_ ? raws_->For(c_, r.wire_bytes) : nullptr;
     for (int rep = 0; rep < FLAGS_repeats; ++rep) {
+      if (raw) r.raw_ops.push_back(raws_->Repeat(raw));
       const double t = RunAll(n, &r.lat_us);
       if (!FirstError().empty()) { r.error = FirstError(); return r; }
       const double ops = static_cast<double>(n) * W / t;
@@ -770,6 +825,7 @@ class LayerPSRunner {
   }
 
   Cluster* cl_;
+  RawBaselines* raws_;
   Case c_;
   uint64_t id_;
   uint64_t elems_ = 0;
@@ -868,7 +924,7 @@ void WriteJson(const std::string& path, const std::vector<Result>& rs, const std
       << ", \"keys\": " << r.c.keys << ", \"dim\": " << r.c.dim << ", \"dist\": \"" << r.c.dist
       << "\", \"tensors\": " << r.c.tensors << ", \"requests_per_repeat\": " << r.requests_per_repeat
       << ", \"gbps\": " << arr(r.gbps) << ", \"ops_per_s\": " << arr(r.ops)
-      << ", \"keys_per_s\": " << arr(r.keys_per_s) << ", \"gbps_median\": " << g.med
+      << ", \"keys_per_s\": " << arr(r.keys_per_s) << ", \"raw_ops_per_s\": " << arr(r.raw_ops) << ", \"gbps_median\": " << g.med
       << ", \"ops_median\": " << o.med << ", \"p50_us\": " << Percentile(r.lat_us, 0.5)
       << ", \"p99_us\": " << Percentile(r.lat_us, 0.99) << ", \"ratio\": " << r.ratio
       << ", \"ratio_of\": \"" << JsonEscape(r.ratio_of) << "\", \"verified\": "
@@ -890,15 +946,10 @@ void ComputeRatios(std::vector<Result>* rs) {
     if (!r.error.empty() || r.ops.empty() || r.c.system != "layerps") continue;
     const Case& c = r.c;
     if (c.mode == "dense" || c.mode == "sparse") {
-      const bool rtt = c.op == "pushpull";
-      const Result* raw = find([&](const Result& x) {
-        return x.c.system == "raw-zmq" && x.c.transport == (c.transport == "joined" ? "tcp" : c.transport) &&
-               x.wire_bytes == r.wire_bytes &&
-               x.c.mode == (rtt ? "rtt" : "oneway") && (!rtt || x.c.inflight == c.inflight);
-      });
-      if (raw) {
-        r.ratio = Median(r.ops) / Median(raw->ops);
-        r.ratio_of = std::string("ops/s vs raw-zmq ") + (rtt ? "rtt" : "oneway");
+      if (!r.raw_ops.empty()) {
+        r.ratio = Median(r.ops) / Median(r.raw_ops);
+        r.ratio_of = std::string("ops/s vs raw-zmq ") + (c.op == "pushpull" ? "rtt" : "oneway") +
+                     " (paired repeats)";
       }
     } else {
       const Result* one = find([&](const Result& x) {
@@ -1090,33 +1141,7 @@ int Main(int argc, char** argv) {
     }
     g.cases = uniq;
   }
-  // Raw baseline cases: one-way per (transport, bytes), round trips per (transport, bytes, window).
-  std::vector<Case> raw_cases;
-  if (FLAGS_baseline) {
-    auto add_raw = [&](const std::string& tr, const std::string& mode, uint64_t bytes, int window) {
-      for (const auto& r : raw_cases) {
-        if (r.transport == tr && r.mode == mode && r.bytes == bytes && r.inflight == window) return;
-      }
-      Case c;
-      c.system = "raw-zmq"; c.transport = tr; c.mode = mode; c.op = mode == "rtt" ? "pingpong" : "stream";
-      c.bytes = bytes; c.inflight = window; c.servers = c.workers = 1;
-      raw_cases.push_back(c);
-    };
-    for (const auto& g : groups) {
-      for (const auto& c : g.cases) {
-        const std::string tr = g.transport == "joined" ? "tcp" : g.transport;
-        uint64_t bytes = c.bytes;
-        if (c.mode == "sparse") {
-          bytes = c.op == "pull" ? c.keys * c.dim * 4 : c.keys * 8 + c.keys * c.dim * 4;
-        } else if (c.mode != "dense") {
-          continue;
-        }
-        if (c.op == "pushpull") add_raw(tr, "rtt", bytes, c.inflight);
-        else add_raw(tr, "oneway", bytes, 1);
-      }
-    }
-  }
-  size_t total = raw_cases.size();
+  size_t total = 0;
   for (const auto& g : groups) total += g.cases.size();
 
   std::vector<Result> results;
@@ -1132,12 +1157,12 @@ int Main(int argc, char** argv) {
                  : r.ops.empty() ? "no data"
                  : (std::to_string(Median(r.gbps)).substr(0, 6) + " GB/s, " +
                     std::to_string(static_cast<uint64_t>(Median(r.ops))) + " ops/s" +
+                    (r.raw_ops.empty() ? std::string()
+                                       : ", raw " + std::to_string(static_cast<uint64_t>(Median(r.raw_ops))) +
+                                             " ops/s, ratio " + std::to_string(Median(r.ops) / Median(r.raw_ops)).substr(0, 4)) +
                     (r.verified ? "" : ", NOT VERIFIED: " + r.verify_note)).c_str());
   };
-  for (const auto& c : raw_cases) {
-    results.push_back(RunRaw(c));
-    progress(results.back());
-  }
+  RawBaselines raws;
   uint64_t case_id = 0;
   for (auto& g : groups) {
     Cluster cl;
@@ -1149,11 +1174,16 @@ int Main(int argc, char** argv) {
         c.servers = cl.workers[0]->num_servers();
         c.workers = cl.workers[0]->num_workers();
       }
-      LayerPSRunner runner(&cl, c, case_id++);
+      LayerPSRunner runner(&cl, FLAGS_baseline ? &raws : nullptr, c, case_id++);
       results.push_back(runner.Run());
       progress(results.back());
     }
     cl.Shutdown();
+  }
+  {
+    std::vector<Result> all = raws.Results();
+    all.insert(all.end(), results.begin(), results.end());
+    results.swap(all);
   }
   ComputeRatios(&results);
   char host[256] = {0};
