@@ -13,9 +13,9 @@
 #include "cuda/packing_cuda.h"
 
 // Returns the CUDA error of expr from the enclosing function (which returns Error).
-#define PS_CUDA_TRY(expr)                                                      \
-  do {                                                                         \
-    const cudaError_t ps_cuda_err_ = (expr);                                   \
+#define PS_CUDA_TRY(expr)                                                                      \
+  do {                                                                                         \
+    const cudaError_t ps_cuda_err_ = (expr);                                                   \
     if (ps_cuda_err_ != cudaSuccess) return static_cast<::ps::pack::gpu::Error>(ps_cuda_err_); \
   } while (0)
 
@@ -38,7 +38,7 @@ inline unsigned Blocks(size_t work, int threads = kThreads) {
 }
 
 // Grid-stride loop over [0, n).
-#define PS_GRID_LOOP(i, n)                                                               \
+#define PS_GRID_LOOP(i, n)                                                             \
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
 

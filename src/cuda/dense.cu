@@ -39,7 +39,7 @@ struct Wire<WireType::kFloat16> {
   }
   static __device__ __forceinline__ float In(Elem e) {
     return (e & 0x7FFFu) > 0x7C00u ? __uint_as_float(0x7FFFFFFFu)
-                                    : __half2float(__ushort_as_half(e));
+                                   : __half2float(__ushort_as_half(e));
   }
 };
 
@@ -51,7 +51,7 @@ struct Wire<WireType::kBFloat16> {
   }
   static __device__ __forceinline__ float In(Elem e) {
     return (e & 0x7FFFu) > 0x7F80u ? __uint_as_float(0x7FFFFFFFu)
-                                    : __uint_as_float(static_cast<uint32_t>(e) << 16);
+                                   : __uint_as_float(static_cast<uint32_t>(e) << 16);
   }
 };
 
@@ -98,8 +98,8 @@ Error ToWireT(const float* in, size_t n, void* out, cudaStream_t stream) {
   size_t done = 0;
   if (Aligned(in, 16) && Aligned(out, 8) && n >= 4) {
     const size_t n4 = n / 4;
-    ToWire4Kernel<T><<<Blocks(n4), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(in),
-                                                          n4, reinterpret_cast<uint2*>(o));
+    ToWire4Kernel<T><<<Blocks(n4), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(in), n4,
+                                                          reinterpret_cast<uint2*>(o));
     PS_CUDA_TRY_LAUNCH();
     done = n4 * 4;
   }
@@ -116,8 +116,8 @@ Error FromWireT(const void* in, size_t n, float* out, cudaStream_t stream) {
   size_t done = 0;
   if (Aligned(in, 8) && Aligned(out, 16) && n >= 4) {
     const size_t n4 = n / 4;
-    FromWire4Kernel<T><<<Blocks(n4), kThreads, 0, stream>>>(reinterpret_cast<const uint2*>(p),
-                                                            n4, reinterpret_cast<float4*>(out));
+    FromWire4Kernel<T><<<Blocks(n4), kThreads, 0, stream>>>(reinterpret_cast<const uint2*>(p), n4,
+                                                            reinterpret_cast<float4*>(out));
     PS_CUDA_TRY_LAUNCH();
     done = n4 * 4;
   }
@@ -130,8 +130,8 @@ Error FromWireT(const void* in, size_t n, float* out, cudaStream_t stream) {
 
 // ---- Fusion ---------------------------------------------------------------------------------
 
-constexpr int kBatch = 128;        // tensors per launch (the batch travels as a kernel parameter)
-constexpr size_t kChunk = 4096;    // elements per block and step
+constexpr int kBatch = 128;      // tensors per launch (the batch travels as a kernel parameter)
+constexpr size_t kChunk = 4096;  // elements per block and step
 
 // Up to kBatch tensors: their pointers and their element offsets inside the batch's part
 // of the fused buffer (offset[0] == 0, offset[count] == the part's length).
@@ -203,8 +203,9 @@ Error FuseT(const void* const* ptrs, const size_t* lens, size_t count, void* fus
     const size_t total = batch.offset[batch.count];
     if (total > 0) {
       const size_t chunks = (total + kChunk - 1) / kChunk;
-      FuseKernel<T, kPack><<<static_cast<unsigned>(std::min<size_t>(chunks, 1u << 20)), kThreads,
-                             0, stream>>>(batch, part);
+      FuseKernel<T, kPack>
+          <<<static_cast<unsigned>(std::min<size_t>(chunks, 1u << 20)), kThreads, 0, stream>>>(
+              batch, part);
       PS_CUDA_TRY_LAUNCH();
     }
     part += total * sizeof(typename Wire<T>::Elem);
@@ -285,8 +286,8 @@ Error Fuse(const float* const* srcs, const size_t* lens, size_t count, WireType 
   return kInvalidArgument;
 }
 
-Error Unfuse(const void* in, WireType type, float* const* dsts, const size_t* lens,
-             size_t count, void* stream_ptr) {
+Error Unfuse(const void* in, WireType type, float* const* dsts, const size_t* lens, size_t count,
+             void* stream_ptr) {
   if (count == 0) return kOk;
   if (dsts == nullptr || lens == nullptr || in == nullptr) return kInvalidArgument;
   const void* const* ptrs = reinterpret_cast<const void* const*>(dsts);
@@ -306,8 +307,8 @@ Error Unfuse(const void* in, WireType type, float* const* dsts, const size_t* le
 Error AllocPinned(size_t bytes, void** ptr) {
   if (ptr == nullptr) return kInvalidArgument;
   *ptr = nullptr;
-  PS_CUDA_TRY(cudaHostAlloc(ptr, bytes == 0 ? 1 : bytes,
-                            cudaHostAllocMapped | cudaHostAllocPortable));
+  PS_CUDA_TRY(
+      cudaHostAlloc(ptr, bytes == 0 ? 1 : bytes, cudaHostAllocMapped | cudaHostAllocPortable));
   return kOk;
 }
 

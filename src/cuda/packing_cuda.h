@@ -80,25 +80,25 @@ class Workspace {
 // *num_unique (device memory, may be null) receives m. key_bits: the keys are known to
 // be < 2^key_bits (1..64); fewer bits make the sort cheaper, 64 is always correct.
 Error Coalesce(const Key* keys, const float* rows, size_t n, uint32_t dim, Key* out_keys,
-               float* out_rows, uint32_t* inverse, size_t* num_unique, Workspace* ws,
-               void* stream, int key_bits = 64);
+               float* out_rows, uint32_t* inverse, size_t* num_unique, Workspace* ws, void* stream,
+               int key_bits = 64);
 
 // Unique sorted keys and the inverse (see pack::UniqueKeys).
-Error UniqueKeys(const Key* keys, size_t n, Key* out_keys, uint32_t* inverse,
-                 size_t* num_unique, Workspace* ws, void* stream, int key_bits = 64);
+Error UniqueKeys(const Key* keys, size_t n, Key* out_keys, uint32_t* inverse, size_t* num_unique,
+                 Workspace* ws, void* stream, int key_bits = 64);
 
 // Bucketing by server (see pack::Bucket); bucket_begin (num_buckets entries) and
 // offsets (num_buckets + 1 entries) are device memory. Input order is kept per bucket.
 Error Bucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
-             const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
-             float* out_rows, size_t* offsets, Workspace* ws, void* stream);
+             const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys, float* out_rows,
+             size_t* offsets, Workspace* ws, void* stream);
 
 // Coalesce and bucket in one pass over the rows (see pack::CoalesceAndBucket): what a
 // sparse push needs. offsets[num_buckets] is the number of unique keys.
 Error CoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
                         const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
-                        float* out_rows, uint32_t* inverse, size_t* offsets,
-                        Workspace* ws, void* stream, int key_bits = 64);
+                        float* out_rows, uint32_t* inverse, size_t* offsets, Workspace* ws,
+                        void* stream, int key_bits = 64);
 
 // Pull-side scatter (see pack::ScatterRows).
 Error ScatterRows(const uint32_t* inverse, size_t n, const float* uniq_rows, uint32_t dim,
@@ -114,10 +114,10 @@ Error FromWire(const void* in, size_t n, WireType type, float* out, void* stream
 // and lens are HOST arrays (read during the call) of device pointers and lengths; a
 // tensor of length 0 may have a null pointer. The tensors must not overlap the fused
 // buffer. Tensors are packed in batches of up to 128 per kernel launch.
-Error Fuse(const float* const* srcs, const size_t* lens, size_t count, WireType type,
-           void* out, void* stream);
-Error Unfuse(const void* in, WireType type, float* const* dsts, const size_t* lens,
-             size_t count, void* stream);
+Error Fuse(const float* const* srcs, const size_t* lens, size_t count, WireType type, void* out,
+           void* stream);
+Error Unfuse(const void* in, WireType type, float* const* dsts, const size_t* lens, size_t count,
+             void* stream);
 
 // ---- Host buffers -------------------------------------------------------------------------
 

@@ -142,8 +142,8 @@ __global__ void CountKernel(const uint32_t* seg, size_t n, size_t* m, size_t* us
 // For every unique key u: its bucket; slots past m get the sentinel num_buckets so that
 // they sort last. Also writes the identity permutation into iota.
 __global__ void UniqueBucketKernel(const Key* sorted_keys, const uint32_t* seg, size_t n,
-                                   const size_t* m, const uint64_t* begin,
-                                   uint32_t num_buckets, uint32_t* bucket, uint32_t* iota) {
+                                   const size_t* m, const uint64_t* begin, uint32_t num_buckets,
+                                   uint32_t* bucket, uint32_t* iota) {
   const size_t count = *m;
   PS_GRID_LOOP(i, n) {
     if (RunStart(seg, i)) {
@@ -155,9 +155,8 @@ __global__ void UniqueBucketKernel(const Key* sorted_keys, const uint32_t* seg, 
 }
 
 // dest[u] = output slot of unique key u; offsets[b] = first slot of bucket b.
-__global__ void DestKernel(const uint32_t* sorted_unique, const uint32_t* sorted_bucket,
-                           size_t n, const size_t* m, uint32_t num_buckets, uint32_t* dest,
-                           size_t* offsets) {
+__global__ void DestKernel(const uint32_t* sorted_unique, const uint32_t* sorted_bucket, size_t n,
+                           const size_t* m, uint32_t num_buckets, uint32_t* dest, size_t* offsets) {
   const size_t count = *m;
   const size_t work = n > num_buckets ? n : size_t{num_buckets} + 1;
   PS_GRID_LOOP(i, work) {
@@ -223,12 +222,12 @@ __global__ void FixupKernel(const uint32_t* seg, uint32_t dim, size_t n, const u
   const size_t num_tiles = (n + kTile - 1) / kTile;
   const unsigned lane = threadIdx.x % 32;
   const size_t warps_total = static_cast<size_t>(gridDim.x) * (blockDim.x / 32);
-  for (size_t k = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / 32;
-       k < num_tiles; k += warps_total) {
+  for (size_t k = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / 32; k < num_tiles;
+       k += warps_total) {
     const size_t a = k * kTile;
     const size_t b = a + kTile < n ? a + kTile : n;
     const uint32_t run = seg[b - 1];
-    if (!(b < n && seg[b] == run)) continue;  // the last run ends in this tile
+    if (!(b < n && seg[b] == run)) continue;   // the last run ends in this tile
     if (a > 0 && seg[a - 1] == run) continue;  // ... or started before it: not the owner
     // End of the run: first position past b whose run number is larger.
     size_t lo = b, hi = n;
@@ -273,18 +272,17 @@ __global__ void KeyBucketKernel(const Key* keys, size_t n, const uint64_t* begin
   }
 }
 
-__global__ void GatherKeysKernel(const Key* keys, const uint32_t* perm, size_t n,
-                                 Key* out_keys) {
+__global__ void GatherKeysKernel(const Key* keys, const uint32_t* perm, size_t n, Key* out_keys) {
   PS_GRID_LOOP(p, n) { out_keys[p] = keys[perm[p]]; }
 }
 
 // out_rows[p] = rows[perm[p]]: `lanes` threads per row (a power of two <= 32).
-__global__ void GatherRowsKernel(const float* rows, const uint32_t* perm, size_t n,
-                                 uint32_t dim, unsigned lanes, float* out_rows) {
+__global__ void GatherRowsKernel(const float* rows, const uint32_t* perm, size_t n, uint32_t dim,
+                                 unsigned lanes, float* out_rows) {
   const size_t rows_per_grid = static_cast<size_t>(gridDim.x) * blockDim.x / lanes;
   const unsigned c = threadIdx.x % lanes;
-  for (size_t p = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / lanes;
-       p < n; p += rows_per_grid) {
+  for (size_t p = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / lanes; p < n;
+       p += rows_per_grid) {
     const float* src = rows + size_t{perm[p]} * dim;
     float* dst = out_rows + p * dim;
     for (uint32_t j = c; j < dim; j += lanes) dst[j] = src[j];
@@ -344,9 +342,9 @@ size_t Carve(Carver& c, CoalescePlan* p, size_t n, uint32_t dim, bool bucketing,
 // The shared implementation of Coalesce, UniqueKeys and CoalesceAndBucket.
 // bucket_begin == nullptr: no bucketing. offsets may be null only without bucketing.
 Error CoalesceImpl(const Key* keys, const float* rows, size_t n, uint32_t dim,
-                   const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
-                   float* out_rows, uint32_t* inverse, size_t* num_unique, size_t* offsets,
-                   Workspace* ws, void* stream_ptr, int key_bits) {
+                   const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys, float* out_rows,
+                   uint32_t* inverse, size_t* num_unique, size_t* offsets, Workspace* ws,
+                   void* stream_ptr, int key_bits) {
   const bool bucketing = bucket_begin != nullptr;
   const bool sums = rows != nullptr && out_rows != nullptr && dim > 0;
   if (ws == nullptr || key_bits < 1 || key_bits > 64 || n >= (size_t{1} << 32)) {
@@ -370,11 +368,10 @@ Error CoalesceImpl(const Key* keys, const float* rows, size_t n, uint32_t dim,
 
   // Temporary storage of the cub calls (sizes only: nothing runs).
   size_t temp_sort = 0, temp_scan = 0, temp_bucket_sort = 0;
-  PS_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, temp_sort, static_cast<const Key*>(nullptr),
-                                              static_cast<Key*>(nullptr),
-                                              static_cast<const uint32_t*>(nullptr),
-                                              static_cast<uint32_t*>(nullptr), n32, 0, key_bits,
-                                              stream));
+  PS_CUDA_TRY(cub::DeviceRadixSort::SortPairs(
+      nullptr, temp_sort, static_cast<const Key*>(nullptr), static_cast<Key*>(nullptr),
+      static_cast<const uint32_t*>(nullptr), static_cast<uint32_t*>(nullptr), n32, 0, key_bits,
+      stream));
   PS_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, temp_scan, static_cast<uint32_t*>(nullptr),
                                             static_cast<uint32_t*>(nullptr), n32, stream));
   const int bucket_bits = BitWidth(num_buckets);  // values 0..num_buckets (sentinel)
@@ -397,8 +394,8 @@ Error CoalesceImpl(const Key* keys, const float* rows, size_t n, uint32_t dim,
   IotaKernel<<<Blocks(n), kThreads, 0, stream>>>(plan.iota, n);
   PS_CUDA_TRY_LAUNCH();
   size_t bytes = plan.temp_bytes;
-  PS_CUDA_TRY(cub::DeviceRadixSort::SortPairs(plan.temp, bytes, keys, plan.sorted_keys,
-                                              plan.iota, plan.perm, n32, 0, key_bits, stream));
+  PS_CUDA_TRY(cub::DeviceRadixSort::SortPairs(plan.temp, bytes, keys, plan.sorted_keys, plan.iota,
+                                              plan.perm, n32, 0, key_bits, stream));
   // 2. Run numbers.
   RunFlagKernel<<<Blocks(n), kThreads, 0, stream>>>(plan.sorted_keys, n, plan.seg);
   PS_CUDA_TRY_LAUNCH();
@@ -414,17 +411,17 @@ Error CoalesceImpl(const Key* keys, const float* rows, size_t n, uint32_t dim,
         plan.sorted_keys, plan.seg, n, plan.m, bucket_begin, nb, plan.bucket, plan.iota);
     PS_CUDA_TRY_LAUNCH();
     bytes = plan.temp_bytes;
-    PS_CUDA_TRY(cub::DeviceRadixSort::SortPairs(plan.temp, bytes, plan.bucket,
-                                                plan.sorted_bucket, plan.iota,
-                                                plan.sorted_unique, n32, 0, bucket_bits, stream));
+    PS_CUDA_TRY(cub::DeviceRadixSort::SortPairs(plan.temp, bytes, plan.bucket, plan.sorted_bucket,
+                                                plan.iota, plan.sorted_unique, n32, 0, bucket_bits,
+                                                stream));
     DestKernel<<<Blocks(std::max<size_t>(n, num_buckets + 1)), kThreads, 0, stream>>>(
         plan.sorted_unique, plan.sorted_bucket, n, plan.m, nb, plan.dest, offsets);
     PS_CUDA_TRY_LAUNCH();
     dest = plan.dest;
   }
   // 4. Keys and inverse.
-  KeysKernel<<<Blocks(n), kThreads, 0, stream>>>(plan.sorted_keys, plan.seg, plan.perm, n,
-                                                 dest, out_keys, inverse);
+  KeysKernel<<<Blocks(n), kThreads, 0, stream>>>(plan.sorted_keys, plan.seg, plan.perm, n, dest,
+                                                 out_keys, inverse);
   PS_CUDA_TRY_LAUNCH();
   // 5. Row sums.
   if (sums) {
@@ -432,8 +429,8 @@ Error CoalesceImpl(const Key* keys, const float* rows, size_t n, uint32_t dim,
     TileSumKernel<<<Blocks(num_tiles * dim), kThreads, 0, stream>>>(
         plan.seg, plan.perm, rows, dim, n, dest, out_rows, plan.head, plan.tail);
     PS_CUDA_TRY_LAUNCH();
-    FixupKernel<<<Blocks(num_tiles * 32), kThreads, 0, stream>>>(plan.seg, dim, n, dest,
-                                                                 plan.head, plan.tail, out_rows);
+    FixupKernel<<<Blocks(num_tiles * 32), kThreads, 0, stream>>>(plan.seg, dim, n, dest, plan.head,
+                                                                 plan.tail, out_rows);
     PS_CUDA_TRY_LAUNCH();
   }
   return kOk;
@@ -442,15 +439,15 @@ Error CoalesceImpl(const Key* keys, const float* rows, size_t n, uint32_t dim,
 }  // namespace
 
 Error Coalesce(const Key* keys, const float* rows, size_t n, uint32_t dim, Key* out_keys,
-               float* out_rows, uint32_t* inverse, size_t* num_unique, Workspace* ws,
-               void* stream, int key_bits) {
+               float* out_rows, uint32_t* inverse, size_t* num_unique, Workspace* ws, void* stream,
+               int key_bits) {
   if (dim > 0 && n > 0 && (rows == nullptr || out_rows == nullptr)) return kInvalidArgument;
   return CoalesceImpl(keys, rows, n, dim, nullptr, 0, out_keys, out_rows, inverse, num_unique,
                       nullptr, ws, stream, key_bits);
 }
 
-Error UniqueKeys(const Key* keys, size_t n, Key* out_keys, uint32_t* inverse,
-                 size_t* num_unique, Workspace* ws, void* stream, int key_bits) {
+Error UniqueKeys(const Key* keys, size_t n, Key* out_keys, uint32_t* inverse, size_t* num_unique,
+                 Workspace* ws, void* stream, int key_bits) {
   return CoalesceImpl(keys, nullptr, n, 0, nullptr, 0, out_keys, nullptr, inverse, num_unique,
                       nullptr, ws, stream, key_bits);
 }
@@ -460,13 +457,13 @@ Error CoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint32_t d
                         float* out_rows, uint32_t* inverse, size_t* offsets, Workspace* ws,
                         void* stream, int key_bits) {
   if (bucket_begin == nullptr) return kInvalidArgument;
-  return CoalesceImpl(keys, rows, n, dim, bucket_begin, num_buckets, out_keys, out_rows,
-                      inverse, nullptr, offsets, ws, stream, key_bits);
+  return CoalesceImpl(keys, rows, n, dim, bucket_begin, num_buckets, out_keys, out_rows, inverse,
+                      nullptr, offsets, ws, stream, key_bits);
 }
 
 Error Bucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
-             const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
-             float* out_rows, size_t* offsets, Workspace* ws, void* stream_ptr) {
+             const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys, float* out_rows,
+             size_t* offsets, Workspace* ws, void* stream_ptr) {
   if (ws == nullptr || bucket_begin == nullptr || offsets == nullptr || num_buckets == 0 ||
       num_buckets >= (size_t{1} << 31) || n >= (size_t{1} << 32)) {
     return kInvalidArgument;
@@ -502,13 +499,12 @@ Error Bucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
   Carver carver(ws->data());
   carve(carver, &bucket, &sorted_bucket, &iota, &perm, &temp);
 
-  KeyBucketKernel<<<Blocks(n), kThreads, 0, stream>>>(keys, n, bucket_begin,
-                                                      static_cast<uint32_t>(num_buckets), bucket,
-                                                      iota);
+  KeyBucketKernel<<<Blocks(n), kThreads, 0, stream>>>(
+      keys, n, bucket_begin, static_cast<uint32_t>(num_buckets), bucket, iota);
   PS_CUDA_TRY_LAUNCH();
   size_t bytes = temp_bytes;
-  PS_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, bytes, bucket, sorted_bucket, iota, perm,
-                                              n32, 0, bits, stream));
+  PS_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, bytes, bucket, sorted_bucket, iota, perm, n32,
+                                              0, bits, stream));
   GatherKeysKernel<<<Blocks(n), kThreads, 0, stream>>>(keys, perm, n, out_keys);
   PS_CUDA_TRY_LAUNCH();
   if (with_rows) {
@@ -529,8 +525,8 @@ Error ScatterRows(const uint32_t* inverse, size_t n, const float* uniq_rows, uin
   if (n == 0 || dim == 0) return kOk;
   if (inverse == nullptr || uniq_rows == nullptr || out == nullptr) return kInvalidArgument;
   const unsigned lanes = LanesPerRow(dim);
-  GatherRowsKernel<<<Blocks(n * lanes), kThreads, 0, AsStream(stream)>>>(uniq_rows, inverse, n,
-                                                                         dim, lanes, out);
+  GatherRowsKernel<<<Blocks(n * lanes), kThreads, 0, AsStream(stream)>>>(uniq_rows, inverse, n, dim,
+                                                                         lanes, out);
   PS_CUDA_TRY_LAUNCH();
   return kOk;
 }

@@ -115,8 +115,8 @@ size_t BucketOf(Key key, const uint64_t* bucket_begin, size_t num_buckets) {
 }
 
 void Bucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
-            const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
-            float* out_rows, size_t* offsets) {
+            const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys, float* out_rows,
+            size_t* offsets) {
   std::vector<uint32_t> bucket(n);
   std::fill(offsets, offsets + num_buckets + 1, size_t{0});
   for (size_t i = 0; i < n; ++i) {
@@ -152,8 +152,8 @@ size_t CoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint32_t 
   // Destination of every unique key: stable counting sort by bucket.
   std::vector<uint32_t> bucket(m);
   for (size_t u = 0; u < m; ++u) {
-    bucket[u] = static_cast<uint32_t>(
-        BucketOf(sorted[run_begin[u]].key, bucket_begin, num_buckets));
+    bucket[u] =
+        static_cast<uint32_t>(BucketOf(sorted[run_begin[u]].key, bucket_begin, num_buckets));
     ++offsets[bucket[u] + 1];
   }
   for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
@@ -295,8 +295,7 @@ size_t FuseOffsets(const size_t* lens, size_t count, size_t* offsets) {
   return offsets[count];
 }
 
-void Fuse(const float* const* srcs, const size_t* lens, size_t count, WireType type,
-          void* out) {
+void Fuse(const float* const* srcs, const size_t* lens, size_t count, WireType type, void* out) {
   const size_t bytes = WireBytes(type);
   char* o = static_cast<char*>(out);
   for (size_t i = 0; i < count; ++i) {
@@ -305,8 +304,7 @@ void Fuse(const float* const* srcs, const size_t* lens, size_t count, WireType t
   }
 }
 
-void Unfuse(const void* in, WireType type, float* const* dsts, const size_t* lens,
-            size_t count) {
+void Unfuse(const void* in, WireType type, float* const* dsts, const size_t* lens, size_t count) {
   const size_t bytes = WireBytes(type);
   const char* p = static_cast<const char*>(in);
   for (size_t i = 0; i < count; ++i) {

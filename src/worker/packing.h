@@ -42,8 +42,8 @@ size_t UniqueKeys(const Key* keys, size_t n, Key* out_keys, uint32_t* inverse);
 // each bucket. Writes offsets[0..num_buckets] (offsets[b]..offsets[b+1] is bucket b).
 // rows/out_rows may be null (keys only). Capacities: out_keys n, out_rows n*dim.
 void Bucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
-            const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
-            float* out_rows, size_t* offsets);
+            const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys, float* out_rows,
+            size_t* offsets);
 
 // The bucket of one key under the same rule as Bucket.
 size_t BucketOf(Key key, const uint64_t* bucket_begin, size_t num_buckets);
@@ -97,13 +97,11 @@ size_t FuseOffsets(const size_t* lens, size_t count, size_t* offsets);
 // Dense fusion: packs count tensors (srcs[i] with lens[i] floats) into one buffer of
 // FuseOffsets(...) elements of the given wire type. A tensor with lens[i] == 0 may have
 // a null pointer.
-void Fuse(const float* const* srcs, const size_t* lens, size_t count, WireType type,
-          void* out);
+void Fuse(const float* const* srcs, const size_t* lens, size_t count, WireType type, void* out);
 
 // The reverse on pull: unpacks a fused buffer of the given wire type into dsts[i]
 // (lens[i] floats each).
-void Unfuse(const void* in, WireType type, float* const* dsts, const size_t* lens,
-            size_t count);
+void Unfuse(const void* in, WireType type, float* const* dsts, const size_t* lens, size_t count);
 
 }  // namespace pack
 }  // namespace ps

@@ -119,8 +119,8 @@ std::map<Key, std::vector<float>> ExpectedSums(const std::vector<Key>& keys,
   for (size_t i = 0; i < keys.size(); ++i) {
     auto it = sums.find(keys[i]);
     if (it == sums.end()) {
-      sums.emplace(keys[i], std::vector<float>(rows.begin() + i * dim,
-                                               rows.begin() + (i + 1) * dim));
+      sums.emplace(keys[i],
+                   std::vector<float>(rows.begin() + i * dim, rows.begin() + (i + 1) * dim));
     } else {
       for (uint32_t j = 0; j < dim; ++j) it->second[j] += rows[i * dim + j];
     }
@@ -135,9 +135,9 @@ struct Shape {
 };
 
 std::vector<Shape> CoalesceShapes() {
-  return {{0, 10, 16},        {1, 10, 1},         {1, 0, 129},         {7, 3, 16},
-          {1001, 50, 1},      {1001, 0, 16},      {1001, 500, 129},    {65537, 1000, 129},
-          {65537, 0, 1},      {1000003, 0, 16},   {1000003, 100000, 16}, {1000003, 17, 1}};
+  return {{0, 10, 16},   {1, 10, 1},       {1, 0, 129},           {7, 3, 16},
+          {1001, 50, 1}, {1001, 0, 16},    {1001, 500, 129},      {65537, 1000, 129},
+          {65537, 0, 1}, {1000003, 0, 16}, {1000003, 100000, 16}, {1000003, 17, 1}};
 }
 
 // ---- Coalesce / UniqueKeys ------------------------------------------------------------
@@ -191,8 +191,7 @@ TEST_F(PackingTest, CoalesceWithoutInverse) {
 TEST_F(PackingTest, UniqueKeysMatchesSet) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{1001}, size_t{1000003}}) {
     for (uint64_t space : {uint64_t{5}, uint64_t{100000}, uint64_t{0}}) {
-      SCOPED_TRACE("n=" + std::to_string(n) + " space=" + std::to_string(space) + " " +
-                   SeedMsg());
+      SCOPED_TRACE("n=" + std::to_string(n) + " space=" + std::to_string(space) + " " + SeedMsg());
       const auto keys = RandomKeys(n, space);
       std::vector<Key> out_keys(n);
       std::vector<uint32_t> inverse(n);
@@ -259,8 +258,8 @@ TEST_F(PackingTest, BucketBoundaries) {
 }
 
 TEST_F(PackingTest, BucketMatchesPerBucketLists) {
-  const std::vector<Shape> shapes = {{0, 10, 16},   {1, 0, 1},         {1001, 0, 129},
-                                     {1001, 30, 1}, {1000003, 0, 16}};
+  const std::vector<Shape> shapes = {
+      {0, 10, 16}, {1, 0, 1}, {1001, 0, 129}, {1001, 30, 1}, {1000003, 0, 16}};
   for (const Shape& s : shapes) {
     for (size_t nb : {size_t{1}, size_t{3}, size_t{16}}) {
       SCOPED_TRACE("n=" + std::to_string(s.n) + " dim=" + std::to_string(s.dim) +
@@ -284,8 +283,8 @@ TEST_F(PackingTest, BucketMatchesPerBucketLists) {
         ASSERT_EQ(offsets[b], pos);
         for (size_t i : lists[b]) {
           ASSERT_EQ(out_keys[pos], keys[i]);
-          ASSERT_EQ(0, std::memcmp(&out_rows[pos * s.dim], &rows[i * s.dim],
-                                   s.dim * sizeof(float)));
+          ASSERT_EQ(0,
+                    std::memcmp(&out_rows[pos * s.dim], &rows[i * s.dim], s.dim * sizeof(float)));
           ++pos;
         }
       }
@@ -300,8 +299,7 @@ TEST_F(PackingTest, BucketKeysOnly) {
   std::vector<Key> out_keys(501);
   std::vector<size_t> offsets(5);
   Poison(out_keys);
-  Bucket(keys.data(), nullptr, 501, 8, begin.data(), 4, out_keys.data(), nullptr,
-         offsets.data());
+  Bucket(keys.data(), nullptr, 501, 8, begin.data(), 4, out_keys.data(), nullptr, offsets.data());
   EXPECT_EQ(offsets[4], 501u);
   std::vector<Key> a(keys), b(out_keys);
   std::sort(a.begin(), a.end());
@@ -314,9 +312,8 @@ TEST_F(PackingTest, BucketKeysOnly) {
 TEST_F(PackingTest, CoalesceAndBucketEqualsCoalesceThenBucket) {
   for (const Shape& s : CoalesceShapes()) {
     for (size_t nb : {size_t{1}, size_t{5}}) {
-      SCOPED_TRACE("n=" + std::to_string(s.n) + " space=" + std::to_string(s.space) +
-                   " dim=" + std::to_string(s.dim) + " buckets=" + std::to_string(nb) +
-                   " " + SeedMsg());
+      SCOPED_TRACE("n=" + std::to_string(s.n) + " space=" + std::to_string(s.space) + " dim=" +
+                   std::to_string(s.dim) + " buckets=" + std::to_string(nb) + " " + SeedMsg());
       const auto keys = RandomKeys(s.n, s.space);
       const auto rows = RandomRows(s.n * s.dim);
       const auto begin = RandomBuckets(nb);
@@ -326,8 +323,7 @@ TEST_F(PackingTest, CoalesceAndBucketEqualsCoalesceThenBucket) {
       std::vector<size_t> boff(nb + 1);
       const size_t m1 =
           Coalesce(keys.data(), rows.data(), s.n, s.dim, ck.data(), cr.data(), nullptr);
-      Bucket(ck.data(), cr.data(), m1, s.dim, begin.data(), nb, bk.data(), br.data(),
-             boff.data());
+      Bucket(ck.data(), cr.data(), m1, s.dim, begin.data(), nb, bk.data(), br.data(), boff.data());
       // Fused path.
       std::vector<Key> fk(s.n);
       std::vector<float> fr(s.n * s.dim);
@@ -337,13 +333,13 @@ TEST_F(PackingTest, CoalesceAndBucketEqualsCoalesceThenBucket) {
       Poison(fr);
       Poison(inv);
       Poison(foff);
-      const size_t m2 = CoalesceAndBucket(keys.data(), rows.data(), s.n, s.dim, begin.data(),
-                                          nb, fk.data(), fr.data(), inv.data(), foff.data());
+      const size_t m2 = CoalesceAndBucket(keys.data(), rows.data(), s.n, s.dim, begin.data(), nb,
+                                          fk.data(), fr.data(), inv.data(), foff.data());
       ASSERT_EQ(m1, m2);
       ASSERT_EQ(boff, foff);
       ASSERT_TRUE(std::equal(bk.begin(), bk.begin() + m1, fk.begin()));
-      ASSERT_EQ(0, m1 * s.dim == 0 ? 0 : std::memcmp(br.data(), fr.data(),
-                                                      m1 * s.dim * sizeof(float)));
+      ASSERT_EQ(
+          0, m1 * s.dim == 0 ? 0 : std::memcmp(br.data(), fr.data(), m1 * s.dim * sizeof(float)));
       for (size_t b = 0; b < nb; ++b) {
         // Each segment sorted by key and in its bucket.
         for (size_t p = foff[b]; p < foff[b + 1]; ++p) {
@@ -365,8 +361,8 @@ TEST_F(PackingTest, CoalesceAndBucketKeysOnly) {
   std::vector<uint32_t> inv(3001);
   std::vector<size_t> off(4);
   Poison(fk);
-  const size_t m = CoalesceAndBucket(keys.data(), nullptr, 3001, 0, begin.data(), 3,
-                                     fk.data(), nullptr, inv.data(), off.data());
+  const size_t m = CoalesceAndBucket(keys.data(), nullptr, 3001, 0, begin.data(), 3, fk.data(),
+                                     nullptr, inv.data(), off.data());
   EXPECT_EQ(m, off[3]);
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(fk[inv[i]], keys[i]) << SeedMsg();
 }
@@ -375,8 +371,7 @@ TEST_F(PackingTest, CoalesceAndBucketKeysOnly) {
 
 TEST_F(PackingTest, ScatterUndoesCoalesceWithRepeatedKeys) {
   for (const Shape& s : CoalesceShapes()) {
-    SCOPED_TRACE("n=" + std::to_string(s.n) + " dim=" + std::to_string(s.dim) + " " +
-                 SeedMsg());
+    SCOPED_TRACE("n=" + std::to_string(s.n) + " dim=" + std::to_string(s.dim) + " " + SeedMsg());
     const auto keys = RandomKeys(s.n, s.space);
     std::vector<Key> uniq(s.n);
     std::vector<uint32_t> inverse(s.n);
@@ -420,7 +415,7 @@ uint16_t ReferenceHalf(float f, const std::vector<double>& table) {
   if (a >= 65520.0) return sign | 0x7C00;
   const auto it = std::upper_bound(table.begin(), table.end(), a);
   const size_t hi = static_cast<size_t>(it - table.begin());  // first > a
-  const size_t lo = hi - 1;                                     // last <= a
+  const size_t lo = hi - 1;                                   // last <= a
   if (table[lo] == a || hi == table.size()) return static_cast<uint16_t>(sign | lo);
   const double dl = a - table[lo], dh = table[hi] - a;
   size_t pick = dl < dh ? lo : dh < dl ? hi : ((lo & 1) ? hi : lo);
@@ -445,10 +440,21 @@ uint16_t ReferenceBf16(float f) {
 }
 
 std::vector<float> InterestingFloats(std::mt19937_64& rng) {
-  std::vector<float> v = {0.0f,     -0.0f,    1.0f,         -1.0f,      65504.0f,
-                          65519.0f, 65520.0f, 65519.996f,   -65520.0f,  1e-8f,
-                          2.9802322e-8f /* 2^-25 */,        5.9604645e-8f /* 2^-24 */,
-                          6.1035156e-5f /* 2^-14 */,        6.1031e-5f, 3.4e38f,
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          65504.0f,
+                          65519.0f,
+                          65520.0f,
+                          65519.996f,
+                          -65520.0f,
+                          1e-8f,
+                          2.9802322e-8f /* 2^-25 */,
+                          5.9604645e-8f /* 2^-24 */,
+                          6.1035156e-5f /* 2^-14 */,
+                          6.1031e-5f,
+                          3.4e38f,
                           std::numeric_limits<float>::max(),
                           std::numeric_limits<float>::denorm_min(),
                           std::numeric_limits<float>::min(),
@@ -541,8 +547,7 @@ TEST_F(PackingTest, ArrayConversionsMatchScalar) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{1001}, size_t{1000003}}) {
     const auto in = RandomRows(n);
     for (WireType t : {WireType::kFloat32, WireType::kFloat16, WireType::kBFloat16}) {
-      SCOPED_TRACE("n=" + std::to_string(n) + " type=" + std::to_string(int(t)) + " " +
-                   SeedMsg());
+      SCOPED_TRACE("n=" + std::to_string(n) + " type=" + std::to_string(int(t)) + " " + SeedMsg());
       std::vector<uint8_t> wire(n * WireBytes(t));
       Poison(wire);
       ToWire(in.data(), n, t, wire.data());
@@ -598,8 +603,8 @@ TEST_F(PackingTest, FuseAndUnfuseRoundTrip) {
     ASSERT_EQ(total, expect_total);
     ASSERT_EQ(offsets[count], total);
     for (WireType t : {WireType::kFloat32, WireType::kFloat16, WireType::kBFloat16}) {
-      SCOPED_TRACE("count=" + std::to_string(count) + " type=" + std::to_string(int(t)) +
-                   " " + SeedMsg());
+      SCOPED_TRACE("count=" + std::to_string(count) + " type=" + std::to_string(int(t)) + " " +
+                   SeedMsg());
       std::vector<uint8_t> fused(total * WireBytes(t) + 16);
       Poison(fused);
       Fuse(srcs.data(), lens.data(), count, t, fused.data());
@@ -621,9 +626,8 @@ TEST_F(PackingTest, FuseAndUnfuseRoundTrip) {
       for (size_t i = 0; i < count; ++i) {
         std::vector<float> want(lens[i]);
         FromWire(expect.data() + offsets[i] * WireBytes(t), lens[i], t, want.data());
-        ASSERT_EQ(0, lens[i] == 0 ? 0
-                                  : std::memcmp(outs[i].data(), want.data(),
-                                                lens[i] * sizeof(float)))
+        ASSERT_EQ(
+            0, lens[i] == 0 ? 0 : std::memcmp(outs[i].data(), want.data(), lens[i] * sizeof(float)))
             << "tensor " << i;
       }
     }

@@ -137,20 +137,22 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
   return true;
 }
 
-#define CHECK_CUDA(expr)                                                               \
-  do {                                                                                 \
-    const int check_cuda_err_ = static_cast<int>(expr);                                \
-    if (check_cuda_err_ != 0) {                                                        \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                \
-                   gpu::ErrorString(check_cuda_err_));                                 \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+#define CHECK_CUDA(expr)                                                 \
+  do {                                                                   \
+    const int check_cuda_err_ = static_cast<int>(expr);                  \
+    if (check_cuda_err_ != 0) {                                          \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, \
+                   gpu::ErrorString(check_cuda_err_));                   \
+      std::exit(1);                                                      \
+    }                                                                    \
   } while (0)
 
 template <typename T>
 struct DeviceBuffer {
   T* p = nullptr;
-  explicit DeviceBuffer(size_t n) { CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(T))); }
+  explicit DeviceBuffer(size_t n) {
+    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(T)));
+  }
   DeviceBuffer(const std::vector<T>& v) : DeviceBuffer(v.size()) {
     CHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
@@ -196,8 +198,8 @@ double TimeCpu(const Flags& f, const std::function<void()>& op) {
   for (int i = 0; i < f.cpu_runs; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     op();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return Median(ms);
 }
@@ -235,7 +237,8 @@ struct Report {
       std::fprintf(stderr, "cannot write %s\n", path.c_str());
       return;
     }
-    std::fprintf(out, "name,gpu_ms,rate_g_per_s,unit,bytes,gb_per_s,peak_gb_per_s,cpu_ms,speedup,check\n");
+    std::fprintf(
+        out, "name,gpu_ms,rate_g_per_s,unit,bytes,gb_per_s,peak_gb_per_s,cpu_ms,speedup,check\n");
     for (const Row& r : rows) {
       const double gbs = r.bytes / (r.gpu_ms * 1e-3) / 1e9;
       std::fprintf(out, "\"%s\",%.4f,%.4f,%s,%.0f,%.2f,%.2f,%.3f,%.2f,%s\n", r.name.c_str(),
@@ -307,8 +310,8 @@ void BenchBucketAndScatter(const Flags& f, cudaStream_t stream, Report* rep,
     DeviceBuffer<size_t> d_off(nb + 1);
     gpu::Workspace ws;
     const double ms = TimeGpu(f, stream, [&] {
-      CHECK_CUDA(gpu::Bucket(d_keys.p, d_rows.p, n, dim, d_begin.p, nb, d_out_keys.p,
-                             d_out_rows.p, d_off.p, &ws, stream));
+      CHECK_CUDA(gpu::Bucket(d_keys.p, d_rows.p, n, dim, d_begin.p, nb, d_out_keys.p, d_out_rows.p,
+                             d_off.p, &ws, stream));
     });
     std::vector<Key> c_keys(n);
     std::vector<float> c_rows(n * dim);
@@ -338,8 +341,8 @@ void BenchBucketAndScatter(const Flags& f, cudaStream_t stream, Report* rep,
     auto cpu = [&] { ps::pack::ScatterRows(inv.data(), n, pulled.data(), dim, c_out.data()); };
     const double cpu_ms = TimeCpu(f, cpu);
     if (!f.cpu) cpu();
-    rep->Add({"scatter rows (pull)", ms, static_cast<double>(n), "Gkey/s",
-              4.0 * n + 8.0 * n * dim, cpu_ms, d_out.Download(n * dim) == c_out});
+    rep->Add({"scatter rows (pull)", ms, static_cast<double>(n), "Gkey/s", 4.0 * n + 8.0 * n * dim,
+              cpu_ms, d_out.Download(n * dim) == c_out});
   }
 }
 
@@ -396,9 +399,8 @@ void BenchConversion(const Flags& f, cudaStream_t stream, Report* rep, ti::Rng& 
   for (WireType t : {WireType::kFloat16, WireType::kBFloat16}) {
     const char* tn = t == WireType::kFloat16 ? "fp16" : "bf16";
     std::vector<uint16_t> c_wire(n);
-    const double ms = TimeGpu(f, stream, [&] {
-      CHECK_CUDA(gpu::ToWire(d_in.p, n, t, d_wire.p, stream));
-    });
+    const double ms =
+        TimeGpu(f, stream, [&] { CHECK_CUDA(gpu::ToWire(d_in.p, n, t, d_wire.p, stream)); });
     auto cpu = [&] { ps::pack::ToWire(in.data(), n, t, c_wire.data()); };
     const double cpu_ms = TimeCpu(f, cpu);
     if (!f.cpu) cpu();
@@ -407,9 +409,8 @@ void BenchConversion(const Flags& f, cudaStream_t stream, Report* rep, ti::Rng& 
     rep->Add({name, ms, static_cast<double>(n), "Gelem/s", 6.0 * n, cpu_ms,
               d_wire.Download(n) == c_wire});
     std::vector<float> c_back(n);
-    const double ms2 = TimeGpu(f, stream, [&] {
-      CHECK_CUDA(gpu::FromWire(d_wire.p, n, t, d_back.p, stream));
-    });
+    const double ms2 =
+        TimeGpu(f, stream, [&] { CHECK_CUDA(gpu::FromWire(d_wire.p, n, t, d_back.p, stream)); });
     auto cpu2 = [&] { ps::pack::FromWire(c_wire.data(), n, t, c_back.data()); };
     const double cpu_ms2 = TimeCpu(f, cpu2);
     if (!f.cpu) cpu2();
@@ -449,15 +450,15 @@ int main(int argc, char** argv) {
     });
     rep.copy_gbs = 2.0 * bytes / (ms * 1e-3) / 1e9;
   }
-  std::printf("device: %s (sm_%d%d, %d SMs), memory bandwidth: %.0f GB/s theoretical, %.0f GB/s "
-              "measured by cudaMemcpy D2D\n",
-              prop.name, prop.major, prop.minor, prop.multiProcessorCount, rep.peak_gbs,
-              rep.copy_gbs);
-  std::printf("seed=%llu keys=%zu dim=%u space=%llu zipf=%.2f servers=%zu runs=%d warmup=%d "
-              "cpu-runs=%d\n\n",
-              static_cast<unsigned long long>(f.seed), f.keys, f.dim,
-              static_cast<unsigned long long>(f.space), f.zipf_s, f.servers, f.runs, f.warmup,
-              f.cpu_runs);
+  std::printf(
+      "device: %s (sm_%d%d, %d SMs), memory bandwidth: %.0f GB/s theoretical, %.0f GB/s "
+      "measured by cudaMemcpy D2D\n",
+      prop.name, prop.major, prop.minor, prop.multiProcessorCount, rep.peak_gbs, rep.copy_gbs);
+  std::printf(
+      "seed=%llu keys=%zu dim=%u space=%llu zipf=%.2f servers=%zu runs=%d warmup=%d "
+      "cpu-runs=%d\n\n",
+      static_cast<unsigned long long>(f.seed), f.keys, f.dim,
+      static_cast<unsigned long long>(f.space), f.zipf_s, f.servers, f.runs, f.warmup, f.cpu_runs);
   std::printf("%-34s %9s %9s %-7s %8s %8s %7s %10s %9s  %s\n", "operation", "GPU ms", "rate",
               "unit", "MB", "GB/s", "%peak", "CPU ms", "speedup", "check");
 

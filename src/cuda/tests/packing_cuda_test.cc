@@ -12,6 +12,8 @@
 //   bit-identical for keys seen once.
 // - Without a GPU every GPU case skips (GTEST_SKIP, with a message) and the process
 //   exits 77 after the host-only cases pass, which CTest reports as skipped.
+#include "cuda/packing_cuda.h"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -24,7 +26,6 @@
 
 #include "common/hash.h"
 #include "cuda/mix_key.h"
-#include "cuda/packing_cuda.h"
 #include "cuda/test_inputs.h"
 #include "test_framework.h"
 #include "worker/packing.h"
@@ -45,16 +46,18 @@ uint64_t NewSeed(const char* test) {
   return seed;
 }
 
-std::string Replay(uint64_t seed) { return "replay with LAYERPS_TEST_SEED=" + std::to_string(seed); }
+std::string Replay(uint64_t seed) {
+  return "replay with LAYERPS_TEST_SEED=" + std::to_string(seed);
+}
 
-#define SKIP_WITHOUT_GPU()                                                       \
-  if (!gpu::DeviceAvailable()) {                                                 \
-    GTEST_SKIP() << "no CUDA device on this machine: GPU test skipped";          \
+#define SKIP_WITHOUT_GPU()                                              \
+  if (!gpu::DeviceAvailable()) {                                        \
+    GTEST_SKIP() << "no CUDA device on this machine: GPU test skipped"; \
   }
 
-#define CUDA_OK(expr)                                                            \
-  do {                                                                           \
-    const int cuda_ok_err_ = static_cast<int>(expr);                             \
+#define CUDA_OK(expr)                                                                  \
+  do {                                                                                 \
+    const int cuda_ok_err_ = static_cast<int>(expr);                                   \
     ASSERT_TRUE(cuda_ok_err_ == 0) << #expr << ": " << gpu::ErrorString(cuda_ok_err_); \
   } while (0)
 
@@ -63,7 +66,9 @@ template <typename T>
 class DeviceArray {
  public:
   explicit DeviceArray(size_t n) : n_(n) {
-    if (cudaMalloc(reinterpret_cast<void**>(&p_), std::max<size_t>(n, 1) * sizeof(T)) != cudaSuccess) p_ = nullptr;
+    if (cudaMalloc(reinterpret_cast<void**>(&p_), std::max<size_t>(n, 1) * sizeof(T)) !=
+        cudaSuccess)
+      p_ = nullptr;
     if (p_) cudaMemset(p_, 0xFF, std::max<size_t>(n, 1) * sizeof(T));
   }
   explicit DeviceArray(const std::vector<T>& v) : DeviceArray(v.size()) {
@@ -130,12 +135,12 @@ std::string CompareSums(const std::vector<float>& gpu_rows, const std::vector<fl
       // u = 2^-24; 1% slack covers the rounding of abssum itself.
       const double ku = (static_cast<double>(count[u]) - 1.0) * std::ldexp(1.0, -24);
       const double bound = 2.0 * ku / (1.0 - ku) * abssum[i] * 1.01;
-      const bool ok = count[u] == 1 ? Bits(gpu_rows[i]) == Bits(cpu_rows[i])
-                                    : std::fabs(g - c) <= bound;
+      const bool ok =
+          count[u] == 1 ? Bits(gpu_rows[i]) == Bits(cpu_rows[i]) : std::fabs(g - c) <= bound;
       if (!ok || std::isnan(g)) {
         return "row " + std::to_string(u) + " col " + std::to_string(j) + ": gpu " +
-               std::to_string(g) + " cpu " + std::to_string(c) + " (k=" +
-               std::to_string(count[u]) + ", bound " + std::to_string(bound) + ")";
+               std::to_string(g) + " cpu " + std::to_string(c) + " (k=" + std::to_string(count[u]) +
+               ", bound " + std::to_string(bound) + ")";
       }
     }
   }
@@ -209,19 +214,16 @@ TEST(PackingCudaHost, BadArgumentsAreRejectedBeforeAnyCudaCall) {
             gpu::kInvalidArgument);
   EXPECT_EQ(gpu::Coalesce(&k, nullptr, 1, 4, &k, nullptr, nullptr, nullptr, &ws, nullptr),
             gpu::kInvalidArgument);
-  EXPECT_EQ(gpu::UniqueKeys(&k, 1, &k, nullptr, nullptr, &ws, nullptr, 0),
-            gpu::kInvalidArgument);
-  EXPECT_EQ(gpu::UniqueKeys(&k, 1, &k, nullptr, nullptr, &ws, nullptr, 65),
-            gpu::kInvalidArgument);
-  EXPECT_EQ(gpu::CoalesceAndBucket(&k, nullptr, 1, 0, nullptr, 1, &k, nullptr, nullptr, off,
-                                   &ws, nullptr),
+  EXPECT_EQ(gpu::UniqueKeys(&k, 1, &k, nullptr, nullptr, &ws, nullptr, 0), gpu::kInvalidArgument);
+  EXPECT_EQ(gpu::UniqueKeys(&k, 1, &k, nullptr, nullptr, &ws, nullptr, 65), gpu::kInvalidArgument);
+  EXPECT_EQ(gpu::CoalesceAndBucket(&k, nullptr, 1, 0, nullptr, 1, &k, nullptr, nullptr, off, &ws,
+                                   nullptr),
             gpu::kInvalidArgument);
   const uint64_t begin = 0;
   EXPECT_EQ(gpu::Bucket(&k, nullptr, 1, 0, &begin, 0, &k, nullptr, off, &ws, nullptr),
             gpu::kInvalidArgument);
   EXPECT_EQ(gpu::ScatterRows(nullptr, 1, nullptr, 4, nullptr, nullptr), gpu::kInvalidArgument);
-  EXPECT_EQ(gpu::ToWire(nullptr, 4, WireType::kFloat16, nullptr, nullptr),
-            gpu::kInvalidArgument);
+  EXPECT_EQ(gpu::ToWire(nullptr, 4, WireType::kFloat16, nullptr, nullptr), gpu::kInvalidArgument);
   EXPECT_EQ(gpu::AllocPinned(16, nullptr), gpu::kInvalidArgument);
   // Empty work is a no-op everywhere.
   EXPECT_EQ(gpu::ToWire(nullptr, 0, WireType::kFloat16, nullptr, nullptr), gpu::kOk);
@@ -262,8 +264,7 @@ TEST(PackingCuda, CoalesceMatchesCpuReference) {
     DeviceArray<size_t> d_m(1);
     ASSERT_TRUE(d_keys.ok() && d_out_keys.ok() && d_rows.ok() && d_out_rows.ok() && d_inv.ok());
     CUDA_OK(gpu::Coalesce(d_keys.get(), d_rows.get(), c.n, c.dim, d_out_keys.get(),
-                          d_out_rows.get(), d_inv.get(), d_m.get(), &ws, stream.get(),
-                          c.key_bits));
+                          d_out_rows.get(), d_inv.get(), d_m.get(), &ws, stream.get(), c.key_bits));
     CUDA_OK(gpu::Coalesce(d_keys.get(), d_rows.get(), c.n, c.dim, d_out_keys.get(),
                           d_out_rows2.get(), nullptr, nullptr, &ws, stream.get(), c.key_bits));
     CUDA_OK(stream.Sync());
@@ -279,8 +280,8 @@ TEST(PackingCuda, CoalesceMatchesCpuReference) {
         CompareSums(g_rows, cpu_rows, cpu_abs, Multiplicity(cpu_inv, m), m, c.dim);
     ASSERT_TRUE(err.empty()) << err;
     ASSERT_TRUE(AllBytesFF(g_rows.data() + m * c.dim, (c.n - m) * c.dim * sizeof(float)));
-    ASSERT_TRUE(c.n == 0 || std::memcmp(g_rows.data(), g_rows2.data(),
-                                        g_rows.size() * sizeof(float)) == 0)
+    ASSERT_TRUE(c.n == 0 ||
+                std::memcmp(g_rows.data(), g_rows2.data(), g_rows.size() * sizeof(float)) == 0)
         << "two runs differ";
   }
 }
@@ -381,8 +382,8 @@ TEST(PackingCuda, CoalesceAndBucketMatchesCpuReference) {
       ASSERT_TRUE(std::equal(cpu_keys.begin(), cpu_keys.begin() + m, g_keys.begin()));
       ASSERT_TRUE(AllBytesFF(g_keys.data() + m, (c.n - m) * sizeof(Key)));
       ASSERT_TRUE(cpu_inv == d_inv.Download());
-      const std::string err = CompareSums(d_out_rows.Download(), cpu_rows, cpu_abs,
-                                          Multiplicity(cpu_inv, m), m, c.dim);
+      const std::string err =
+          CompareSums(d_out_rows.Download(), cpu_rows, cpu_abs, Multiplicity(cpu_inv, m), m, c.dim);
       ASSERT_TRUE(err.empty()) << err;
     }
   }
@@ -416,12 +417,25 @@ TEST(PackingCuda, ScatterRowsMatchesCpuReference) {
 // Random bit patterns (NaNs, infinities, subnormals included), plus edge values.
 std::vector<float> SpecialFloats(ti::Rng& rng, size_t n) {
   std::vector<float> v(n);
-  const float edges[] = {0.0f, -0.0f, 65504.0f, 65520.0f, -65519.996f, 2.9802322e-8f,
-                         5.9604645e-8f, 6.1035156e-5f, 3.4028235e38f, 1e-45f,
-                         FromBits(0x7F800000u), FromBits(0xFF800000u), FromBits(0x7FC00001u),
-                         FromBits(0xFF800001u), FromBits(0x7F7F8000u), FromBits(0x00018000u)};
+  const float edges[] = {0.0f,
+                         -0.0f,
+                         65504.0f,
+                         65520.0f,
+                         -65519.996f,
+                         2.9802322e-8f,
+                         5.9604645e-8f,
+                         6.1035156e-5f,
+                         3.4028235e38f,
+                         1e-45f,
+                         FromBits(0x7F800000u),
+                         FromBits(0xFF800000u),
+                         FromBits(0x7FC00001u),
+                         FromBits(0xFF800001u),
+                         FromBits(0x7F7F8000u),
+                         FromBits(0x00018000u)};
   for (size_t i = 0; i < n; ++i) {
-    v[i] = i < sizeof(edges) / sizeof(edges[0]) ? edges[i] : FromBits(static_cast<uint32_t>(rng.Next()));
+    v[i] = i < sizeof(edges) / sizeof(edges[0]) ? edges[i]
+                                                : FromBits(static_cast<uint32_t>(rng.Next()));
   }
   return v;
 }
@@ -446,8 +460,7 @@ TEST(PackingCuda, ConversionsMatchCpuReferenceBitForBit) {
         DeviceArray<uint8_t> d_wire((n + shift) * wb);
         if (n) cudaMemcpy(d_in.get() + shift, in.data(), n * 4, cudaMemcpyHostToDevice);
         CUDA_OK(gpu::ToWire(d_in.get() + shift, n, t, d_wire.get() + shift * wb, stream.get()));
-        CUDA_OK(gpu::FromWire(d_wire.get() + shift * wb, n, t, d_back.get() + shift,
-                              stream.get()));
+        CUDA_OK(gpu::FromWire(d_wire.get() + shift * wb, n, t, d_back.get() + shift, stream.get()));
         CUDA_OK(stream.Sync());
         const auto g_wire = d_wire.Download();
         const auto g_back = d_back.Download();
@@ -509,7 +522,8 @@ TEST(PackingCuda, FuseAndUnfuseMatchCpuReference) {
       ps::pack::Unfuse(cpu_fused.data(), t, h_dsts.data(), lens.data(), count);
 
       DeviceArray<uint8_t> d_fused(total * wb + 64);
-      CUDA_OK(cudaMemsetAsync(d_back.get(), 0xFF, total * 4, static_cast<cudaStream_t>(stream.get())));
+      CUDA_OK(
+          cudaMemsetAsync(d_back.get(), 0xFF, total * 4, static_cast<cudaStream_t>(stream.get())));
       CUDA_OK(gpu::Fuse(d_srcs.data(), lens.data(), count, t, d_fused.get(), stream.get()));
       CUDA_OK(gpu::Unfuse(d_fused.get(), t, d_dsts.data(), lens.data(), count, stream.get()));
       CUDA_OK(stream.Sync());
@@ -538,9 +552,9 @@ TEST(PackingCuda, PackedBuffersLandInPinnedHostMemory) {
   std::vector<float> cpu_rows(n * dim), cpu_abs(n * dim);
   std::vector<uint32_t> cpu_inv(n);
   std::vector<size_t> cpu_off(nb + 1);
-  const size_t m = ps::pack::CoalesceAndBucket(keys.data(), rows.data(), n, dim, begin.data(), nb,
-                                               cpu_keys.data(), cpu_rows.data(), cpu_inv.data(),
-                                               cpu_off.data());
+  const size_t m =
+      ps::pack::CoalesceAndBucket(keys.data(), rows.data(), n, dim, begin.data(), nb,
+                                  cpu_keys.data(), cpu_rows.data(), cpu_inv.data(), cpu_off.data());
   const auto abs_rows = Abs(rows);
   ps::pack::CoalesceAndBucket(keys.data(), abs_rows.data(), n, dim, begin.data(), nb,
                               cpu_keys.data(), cpu_abs.data(), nullptr, cpu_off.data());
@@ -563,8 +577,8 @@ TEST(PackingCuda, PackedBuffersLandInPinnedHostMemory) {
   // Only the m packed entries travel, without the host learning m first.
   const size_t* d_m = d_off.get() + nb;
   CUDA_OK(gpu::CopyCountedAsync(h_keys, d_out_keys.get(), d_m, sizeof(Key), n, stream.get()));
-  CUDA_OK(gpu::CopyCountedAsync(h_rows, d_out_rows.get(), d_m, dim * sizeof(float), n,
-                                stream.get()));
+  CUDA_OK(
+      gpu::CopyCountedAsync(h_rows, d_out_rows.get(), d_m, dim * sizeof(float), n, stream.get()));
   CUDA_OK(gpu::CopyAsync(h_off, d_off.get(), (nb + 1) * sizeof(size_t), stream.get()));
   CUDA_OK(stream.Sync());
   const auto* hk = static_cast<const Key*>(h_keys);

@@ -91,8 +91,7 @@ struct ScopedTrace {
 };
 
 template <typename A, typename B, typename Op>
-std::string Check(const A& a, const B& b, Op op, const char* ea, const char* eb,
-                  const char* ops) {
+std::string Check(const A& a, const B& b, Op op, const char* ea, const char* eb, const char* ops) {
   if (op(a, b)) return std::string();
   std::ostringstream s;
   s << ea << " " << ops << " " << eb << " (" << +a << " vs " << +b << ")";
@@ -134,30 +133,30 @@ inline int RunAll(int argc, char** argv) {
 }  // namespace mini_test
 
 #define MINI_TEST_CAT_(a, b) a##b
-#define TEST(suite, name)                                                            \
-  static void MINI_TEST_CAT_(suite##_, name##_Test)();                               \
-  static ::mini_test::Registrar MINI_TEST_CAT_(suite##_, name##_registrar)(          \
-      #suite, #name, &MINI_TEST_CAT_(suite##_, name##_Test));                        \
+#define TEST(suite, name)                                                   \
+  static void MINI_TEST_CAT_(suite##_, name##_Test)();                      \
+  static ::mini_test::Registrar MINI_TEST_CAT_(suite##_, name##_registrar)( \
+      #suite, #name, &MINI_TEST_CAT_(suite##_, name##_Test));               \
   static void MINI_TEST_CAT_(suite##_, name##_Test)()
 
-#define MINI_TEST_REPORT_(msg_expr, ret)                                             \
-  if (const std::string mini_test_msg_ = (msg_expr); mini_test_msg_.empty()) {      \
-  } else                                                                             \
+#define MINI_TEST_REPORT_(msg_expr, ret)                                       \
+  if (const std::string mini_test_msg_ = (msg_expr); mini_test_msg_.empty()) { \
+  } else                                                                       \
     ret ::mini_test::Failure{__FILE__, __LINE__, mini_test_msg_} = ::mini_test::Message()
 
-#define MINI_TEST_CMP_(a, b, op, ret)                                                 \
-  MINI_TEST_REPORT_(::mini_test::Check((a), (b),                                      \
-                                       [](const auto& x, const auto& y) { return x op y; }, \
-                                       #a, #b, #op),                                  \
-                    ret)
+#define MINI_TEST_CMP_(a, b, op, ret)                                                           \
+  MINI_TEST_REPORT_(                                                                            \
+      ::mini_test::Check((a), (b), [](const auto& x, const auto& y) { return x op y; }, #a, #b, \
+                         #op),                                                                  \
+      ret)
 
-#define ASSERT_TRUE(c) MINI_TEST_REPORT_(::mini_test::CheckTrue(static_cast<bool>(c), #c), return)
-#define ASSERT_FALSE(c) MINI_TEST_REPORT_(::mini_test::CheckTrue(!(c), "!(" #c ")"), return)
+#define ASSERT_TRUE(c) MINI_TEST_REPORT_(::mini_test::CheckTrue(static_cast<bool>(c), #c), return )
+#define ASSERT_FALSE(c) MINI_TEST_REPORT_(::mini_test::CheckTrue(!(c), "!(" #c ")"), return )
 #define EXPECT_TRUE(c) MINI_TEST_REPORT_(::mini_test::CheckTrue(static_cast<bool>(c), #c), )
-#define ASSERT_EQ(a, b) MINI_TEST_CMP_(a, b, ==, return)
-#define ASSERT_NE(a, b) MINI_TEST_CMP_(a, b, !=, return)
-#define ASSERT_LT(a, b) MINI_TEST_CMP_(a, b, <, return)
-#define ASSERT_LE(a, b) MINI_TEST_CMP_(a, b, <=, return)
+#define ASSERT_EQ(a, b) MINI_TEST_CMP_(a, b, ==, return )
+#define ASSERT_NE(a, b) MINI_TEST_CMP_(a, b, !=, return )
+#define ASSERT_LT(a, b) MINI_TEST_CMP_(a, b, <, return )
+#define ASSERT_LE(a, b) MINI_TEST_CMP_(a, b, <=, return )
 #define EXPECT_EQ(a, b) MINI_TEST_CMP_(a, b, ==, )
 #define GTEST_SKIP() return ::mini_test::Skip() = ::mini_test::Message()
 #define SCOPED_TRACE(msg) ::mini_test::ScopedTrace MINI_TEST_CAT_(mini_trace_, __LINE__)(msg)
