@@ -57,6 +57,9 @@ struct Request {
   float* out = nullptr;
   std::vector<float> staging;
   std::vector<uint32_t> inverse;
+  // Runs once every part succeeded, before the request completes (under `mu`): moves
+  // the pulled values to their final place. Its error becomes the request's.
+  std::function<Status(Request&)> finish;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -73,10 +76,8 @@ void Finalize(const std::shared_ptr<Request>& req) {
   Status status;
   {
     std::lock_guard<std::mutex> lock(req->mu);
-    if (req->status.ok() && req->sparse && req->pulls() && !req->inverse.empty()) {
-      pack::ScatterRows(req->inverse.data(), req->inverse.size(), req->staging.data(), req->dim,
-                        req->out);
-    }
+    if (req->status.ok() && req->finish) req->status = req->finish(*req);
+    req->finish = nullptr;
     req->done = true;
     status = req->status;
     cb = std::move(req->callback);
@@ -96,6 +97,16 @@ void Release(const std::shared_ptr<Request>& req) {
 }
 
 // Claims part i with `status`; returns false if it was already claimed.
+// The unique keys of a sparse request grouped by server range, ready to send. Built on
+// the host by PrepareSparse, or by the GPU packing path into pinned memory.
+struct SparseBatch {
+  const Key* keys = nullptr;          // m keys, grouped by range, unique
+  const float* rows = nullptr;        // pushes: m x dim rows in the same order
+  std::shared_ptr<const void> owner;  // keeps keys and rows alive while frames are in flight
+  std::vector<size_t> offsets;        // one more than the table's ranges; range b is [b, b+1)
+  std::vector<uint32_t> inverse;      // pulls: caller position -> position in keys
+};
+
 bool Claim(Request* req, size_t i, const Status& status) {
   std::lock_guard<std::mutex> lock(req->mu);
   if (req->parts[i].claimed) return false;
@@ -161,6 +172,14 @@ class Worker::Impl {
   Ticket Dense(MsgType type, TableId table, const float* in, float* out, size_t n, Callback cb);
   Ticket Sparse(MsgType type, TableId table, const Key* keys, size_t num_keys, const float* rows,
                 float* out, size_t rows_len, Callback cb);
+  Status CheckSparseArgs(const TableInfo& t, const Key* keys, size_t num_keys, const float* rows,
+                         size_t rows_len) const;
+  // Host path: coalesces (pushes) or deduplicates (pulls) and groups keys by server.
+  SparseBatch PrepareSparse(MsgType type, const TableInfo& t, const Key* keys, size_t num_keys,
+                            const float* rows) const;
+  // Sends a prepared batch; `finish` runs when every part succeeded (pulls).
+  Ticket SendSparse(MsgType type, const std::shared_ptr<const ClusterMap>& map, const TableInfo& t,
+                    SparseBatch batch, float* out, std::function<Status(Request&)> finish, Callback cb);
 
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout) {
     std::shared_ptr<Request> req;
@@ -458,71 +477,82 @@ Ticket Worker::Impl::Sparse(MsgType type, TableId table, const Key* keys, size_t
   Status err;
   const TableInfo* t = Lookup(table, TableKind::kSparse, &map, &err);
   if (!t) return Failed(err, std::move(cb));
-  const uint32_t dim = t->spec.dim;
-  if (rows_len != num_keys * dim) {
-    return Failed(InvalidArgument("table '" + t->spec.name + "' has dim " + std::to_string(dim) + ": " +
-                                  std::to_string(num_keys) + " keys need " + std::to_string(num_keys * dim) +
-                                  " values, got " + std::to_string(rows_len)),
-                  std::move(cb));
-  }
-  if (num_keys > 0xFFFFFFFFull) return Failed(InvalidArgument("more than 2^32 keys in one request"), std::move(cb));
   const bool pushes = type != MsgType::kPull;
-  if (num_keys > 0 && (keys == nullptr || (pushes ? rows == nullptr : out == nullptr))) {
-    return Failed(InvalidArgument("null buffer"), std::move(cb));
+  err = CheckSparseArgs(*t, keys, num_keys, pushes ? rows : out, rows_len);
+  if (!err.ok()) return Failed(err, std::move(cb));
+  SparseBatch batch = PrepareSparse(type, *t, keys, num_keys, rows);
+  if (pushes) ++copies_;
+  std::function<Status(Request&)> finish;
+  if (type == MsgType::kPull) {
+    finish = [](Request& r) {
+      pack::ScatterRows(r.inverse.data(), r.inverse.size(), r.staging.data(), r.dim, r.out);
+      return Status::OK();
+    };
   }
-  auto req = NewRequest(type, table, std::move(cb));
+  return SendSparse(type, map, *t, std::move(batch), out, std::move(finish), std::move(cb));
+}
+
+Status Worker::Impl::CheckSparseArgs(const TableInfo& t, const Key* keys, size_t num_keys,
+                                     const float* rows, size_t rows_len) const {
+  const uint32_t dim = t.spec.dim;
+  if (rows_len != num_keys * dim) {
+    return InvalidArgument("table '" + t.spec.name + "' has dim " + std::to_string(dim) + ": " +
+                           std::to_string(num_keys) + " keys need " + std::to_string(num_keys * dim) +
+                           " values, got " + std::to_string(rows_len));
+  }
+  if (num_keys > 0xFFFFFFFFull) return InvalidArgument("more than 2^32 keys in one request");
+  if (num_keys > 0 && (keys == nullptr || rows == nullptr)) return InvalidArgument("null buffer");
+  return Status::OK();
+}
+
+SparseBatch Worker::Impl::PrepareSparse(MsgType type, const TableInfo& t, const Key* keys,
+                                        size_t num_keys, const float* rows) const {
+  const uint32_t dim = t.spec.dim;
+  const bool sums = type == MsgType::kPush || type == MsgType::kPushPull;
+  std::vector<uint64_t> begins;
+  for (const KeyRange& r : t.ranges) begins.push_back(r.begin);
+  SparseBatch batch;
+  batch.offsets.assign(begins.size() + 1, 0);
+  auto bkeys = std::make_shared<std::vector<Key>>(num_keys);
+  auto brows = std::make_shared<std::vector<float>>(sums ? num_keys * size_t{dim} : 0);
+  std::vector<uint32_t> inverse(sums ? 0 : num_keys);
+  // Unique keys grouped by server range (sorted within each), duplicates summed for
+  // pushes; the inverse maps every caller position to its unique key.
+  const size_t m = pack::CoalesceAndBucket(keys, sums ? rows : nullptr, num_keys, sums ? dim : 0,
+                                           begins.data(), begins.size(), bkeys->data(),
+                                           sums ? brows->data() : nullptr,
+                                           sums ? nullptr : inverse.data(), batch.offsets.data());
+  bkeys->resize(m);
+  if (type == MsgType::kAssign) {  // the last row of a duplicated key wins
+    brows->resize(m * size_t{dim});
+    for (size_t i = 0; i < num_keys; ++i) {
+      std::memcpy(brows->data() + size_t{inverse[i]} * dim, rows + i * dim, dim * sizeof(float));
+    }
+  }
+  if (type == MsgType::kPull) batch.inverse = std::move(inverse);
+  batch.keys = bkeys->data();
+  batch.rows = type == MsgType::kPull ? nullptr : brows->data();
+  batch.owner = std::make_shared<std::pair<decltype(bkeys), decltype(brows)>>(bkeys, brows);
+  return batch;
+}
+
+Ticket Worker::Impl::SendSparse(MsgType type, const std::shared_ptr<const ClusterMap>& map,
+                                const TableInfo& t, SparseBatch batch, float* out,
+                                std::function<Status(Request&)> finish, Callback cb) {
+  const uint32_t dim = t.spec.dim;
+  const bool pushes = type != MsgType::kPull;
+  auto req = NewRequest(type, t.id, std::move(cb));
   req->sparse = true;
   req->dim = dim;
   req->out = out;
-
-  // Unique keys (sorted) with the map back to the caller's positions.
-  auto uniq = std::make_shared<std::vector<Key>>(num_keys);
-  std::vector<uint32_t> inverse(num_keys);
-  auto uniq_rows = std::make_shared<std::vector<float>>();
-  size_t m;
-  if (type == MsgType::kPush) {
-    uniq_rows->resize(num_keys * size_t{dim});
-    m = pack::Coalesce(keys, rows, num_keys, dim, uniq->data(), uniq_rows->data(), inverse.data());
-  } else {
-    m = pack::UniqueKeys(keys, num_keys, uniq->data(), inverse.data());
-    if (type == MsgType::kAssign) {  // last row of a duplicated key wins
-      uniq_rows->resize(m * size_t{dim});
-      for (size_t i = 0; i < num_keys; ++i) {
-        std::memcpy(uniq_rows->data() + size_t{inverse[i]} * dim, rows + i * dim, dim * sizeof(float));
-      }
-    }
-  }
-  uniq->resize(m);
-  if (pushes) ++copies_;
-
-  // Bucket the unique keys by server range; remember where each unique key went.
-  std::vector<uint64_t> begins;
-  for (const KeyRange& r : t->ranges) begins.push_back(r.begin);
-  std::vector<size_t> offsets(begins.size() + 1, 0);
-  std::vector<uint32_t> bucket(m);
-  for (size_t u = 0; u < m; ++u) {
-    bucket[u] = static_cast<uint32_t>(pack::BucketOf((*uniq)[u], begins.data(), begins.size()));
-    ++offsets[bucket[u] + 1];
-  }
-  for (size_t b = 0; b < begins.size(); ++b) offsets[b + 1] += offsets[b];
-  std::vector<size_t> cursor(offsets.begin(), offsets.end() - 1);
-  auto bkeys = std::make_shared<std::vector<Key>>(m);
-  auto brows = std::make_shared<std::vector<float>>(pushes ? m * size_t{dim} : 0);
-  std::vector<uint32_t> position(m);
-  for (size_t u = 0; u < m; ++u) {
-    const size_t dst = cursor[bucket[u]]++;
-    position[u] = static_cast<uint32_t>(dst);
-    (*bkeys)[dst] = (*uniq)[u];
-    if (pushes) std::memcpy(brows->data() + dst * dim, uniq_rows->data() + u * dim, dim * sizeof(float));
-  }
+  req->finish = std::move(finish);
   if (req->pulls()) {
-    for (size_t i = 0; i < num_keys; ++i) inverse[i] = position[inverse[i]];
-    req->inverse = std::move(inverse);
-    req->staging.resize(m * size_t{dim});
+    req->inverse = std::move(batch.inverse);
+    req->staging.resize(batch.offsets.back() * size_t{dim});
   }
-  for (size_t b = 0; b < begins.size(); ++b) {
-    if (offsets[b + 1] > offsets[b]) {
-      req->parts.push_back(Part{t->ranges[b].server, offsets[b], offsets[b + 1] - offsets[b], false});
+  for (size_t b = 0; b + 1 < batch.offsets.size(); ++b) {
+    if (batch.offsets[b + 1] > batch.offsets[b]) {
+      req->parts.push_back(Part{t.ranges[b].server, batch.offsets[b], batch.offsets[b + 1] - batch.offsets[b], false});
     }
   }
   req->pending = static_cast<int>(req->parts.size()) + 1;
@@ -530,9 +560,9 @@ Ticket Worker::Impl::Sparse(MsgType type, TableId table, const Key* keys, size_t
   SendParts(req, map->epoch, [&](size_t i) {
     const Part& p = req->parts[i];
     std::vector<Frame> frames;
-    frames.push_back(Frame::Borrow(bkeys->data() + p.offset, p.count * sizeof(Key), bkeys));
+    frames.push_back(Frame::Borrow(batch.keys + p.offset, p.count * sizeof(Key), batch.owner));
     if (pushes) {
-      frames.push_back(Frame::Borrow(brows->data() + p.offset * dim, p.count * dim * sizeof(float), brows));
+      frames.push_back(Frame::Borrow(batch.rows + p.offset * dim, p.count * dim * sizeof(float), batch.owner));
     }
     return frames;
   });
