@@ -76,7 +76,13 @@ Status Store::Install(const TableInfo& info) {
       t.hash_ranges.emplace_back(r.begin, r.end);
     }
   }
-  if (!info.dense()) t.stripes.reset(new Stripe[kStripes]);
+  if (!info.dense()) {
+    t.stripes.reset(new Stripe[kStripes]);
+    // Blocks of about 64 KiB of rows (at least one row).
+    const uint64_t row_bytes = uint64_t{t.spec.dim} * sizeof(float);
+    while (t.block_shift < 16 && (row_bytes << (t.block_shift + 1)) <= (uint64_t{64} << 10)) ++t.block_shift;
+    t.holds_all = t.hash_ranges.size() == 1 && t.hash_ranges[0].first == 0 && t.hash_ranges[0].second == 0;
+  }
   tables_.emplace(info.id, std::move(t));
   return Status::OK();
 }
@@ -138,9 +144,10 @@ Status Store::ReadDense(TableId table, uint64_t offset, uint64_t count, float* o
   return Status::OK();
 }
 
-Status Store::CheckKeys(const Table& t, const Key* keys, size_t n) const {
+Status Store::CheckKeys(const Table& t, const Key* keys, const uint64_t* hashes, size_t n) const {
+  if (t.holds_all) return Status::OK();
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t h = MixKey(keys[i]);
+    const uint64_t h = hashes[i];
     bool held = false;
     for (const auto& r : t.hash_ranges) {
       if (h >= r.first && (r.second == 0 || h < r.second)) {
@@ -156,21 +163,93 @@ Status Store::CheckKeys(const Table& t, const Key* keys, size_t n) const {
   return Status::OK();
 }
 
-float* Store::Row(Table& t, Stripe& s, Key key) {
-  const uint32_t dim = t.spec.dim;
-  auto it = s.index.find(key);
-  if (it != s.index.end()) return s.rows.data() + size_t{it->second} * dim;
-  const uint32_t row = static_cast<uint32_t>(s.index.size());
-  s.index.emplace(key, row);
-  s.rows.resize(s.rows.size() + dim);
-  float* r = s.rows.data() + size_t{row} * dim;
-  for (uint32_t j = 0; j < dim; ++j) r[j] = InitialValue(t.spec, t.name_hash, key, j);
-  return r;
+namespace {
+
+// Stripe bits are the low bits of MixKey(key); the index probes with the bits above.
+constexpr unsigned kStripeBits = 4;
+constexpr size_t kInitialSlots = 256;
+// How far ahead the sparse loops prefetch index slots and rows.
+constexpr size_t kPrefetchSlots = 16;
+constexpr size_t kPrefetchRows = 16;
+
+inline size_t SlotOf(uint64_t h, size_t mask) { return (h >> kStripeBits) & mask; }
+
+// Per-thread scratch for the sparse paths (no allocation per request once warm).
+struct SparseScratch {
+  std::vector<uint64_t> hashes;
+  std::vector<uint32_t> order;  // key positions grouped by stripe
+  std::vector<uint32_t> rows;   // resolved row numbers (per stripe, on the stripe's thread)
+};
+SparseScratch& Scratch() {
+  thread_local SparseScratch s;
+  return s;
 }
 
-namespace {
-inline size_t StripeOf(Key k, size_t stripes) { return MixKey(k) & (stripes - 1); }
 }  // namespace
+
+uint32_t Store::FindOrCreate(const Table& t, Stripe& s, Key key, uint64_t h) {
+  if (s.slots.empty()) s.slots.resize(kInitialSlots);
+  size_t mask = s.slots.size() - 1;
+  size_t i = SlotOf(h, mask);
+  while (s.slots[i].row != kNoRow) {
+    if (s.slots[i].key == key) return s.slots[i].row;
+    i = (i + 1) & mask;
+  }
+  // Absent: create the row, keeping the index at most half full.
+  if ((size_t{s.rows} + 1) * 2 > s.slots.size()) {
+    std::vector<Slot> bigger(s.slots.size() * 2);
+    const size_t m = bigger.size() - 1;
+    for (const Slot& old : s.slots) {
+      if (old.row == kNoRow) continue;
+      size_t j = SlotOf(MixKey(old.key), m);
+      while (bigger[j].row != kNoRow) j = (j + 1) & m;
+      bigger[j] = old;
+    }
+    s.slots.swap(bigger);
+    mask = m;
+    i = SlotOf(h, mask);
+    while (s.slots[i].row != kNoRow) i = (i + 1) & mask;
+  }
+  const uint32_t row = s.rows++;
+  const uint32_t dim = t.spec.dim;
+  if ((row >> t.block_shift) >= s.blocks.size()) {
+    s.blocks.emplace_back(new float[(size_t{1} << t.block_shift) * dim]);
+  }
+  float* r = RowPtr(s, row, t);
+  if (t.spec.init == Initializer::kZeros) {
+    std::memset(r, 0, size_t{dim} * sizeof(float));
+  } else {
+    for (uint32_t j = 0; j < dim; ++j) r[j] = InitialValue(t.spec, t.name_hash, key, j);
+  }
+  s.slots[i] = Slot{key, row};
+  return row;
+}
+
+template <typename Fn>
+void Store::ForEachStripe(Table& t, const uint64_t* hashes, size_t n, Fn fn) {
+  // Counting sort of the key positions by stripe (stable: input order inside a stripe).
+  SparseScratch& sc = Scratch();
+  sc.order.resize(n);
+  size_t start[kStripes + 1] = {0};
+  for (size_t i = 0; i < n; ++i) ++start[(hashes[i] & (kStripes - 1)) + 1];
+  for (size_t s = 0; s < kStripes; ++s) start[s + 1] += start[s];
+  size_t cursor[kStripes];
+  std::memcpy(cursor, start, sizeof(cursor));
+  for (size_t i = 0; i < n; ++i) sc.order[cursor[hashes[i] & (kStripes - 1)]++] = static_cast<uint32_t>(i);
+  const uint32_t* order = sc.order.data();
+  auto body = [&](size_t s) {
+    const size_t count = start[s + 1] - start[s];
+    if (count == 0) return;
+    Stripe& st = t.stripes[s];
+    std::lock_guard<std::mutex> lock(st.mu);
+    fn(st, order + start[s], count);
+  };
+  if (n < kSparseParallelKeys) {
+    for (size_t s = 0; s < kStripes; ++s) body(s);
+  } else {
+    tbb::parallel_for(size_t{0}, kStripes, body);
+  }
+}
 
 Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim,
                           const float* rows, ApplyOp op) {
@@ -179,20 +258,45 @@ Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim
   if (!ct) return err;
   Table& t = const_cast<Table&>(*ct);
   if (dim != t.spec.dim) return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
-  PS_RETURN_IF_ERROR(CheckKeys(t, keys, n));
-  auto apply_stripe = [&](size_t s) {
-    Stripe& st = t.stripes[s];
-    std::lock_guard<std::mutex> lock(st.mu);
-    for (size_t i = 0; i < n; ++i) {
-      if (StripeOf(keys[i], kStripes) != s) continue;
-      ApplyRule(t.spec, op, Row(t, st, keys[i]), rows + i * dim, dim);
+  SparseScratch& sc = Scratch();
+  sc.hashes.resize(n);
+  uint64_t* h = sc.hashes.data();
+  for (size_t i = 0; i < n; ++i) h[i] = MixKey(keys[i]);
+  PS_RETURN_IF_ERROR(CheckKeys(t, keys, h, n));
+  ForEachStripe(t, h, n, [&](Stripe& st, const uint32_t* pos, size_t count) {
+    std::vector<uint32_t>& rid = Scratch().rows;
+    rid.resize(count);
+    for (size_t j = 0; j < count; ++j) {
+      if (j + kPrefetchSlots < count && !st.slots.empty()) {
+        __builtin_prefetch(&st.slots[SlotOf(h[pos[j + kPrefetchSlots]], st.slots.size() - 1)]);
+      }
+      rid[j] = FindOrCreate(t, st, keys[pos[j]], h[pos[j]]);
     }
-  };
-  if (n < kSparseParallelKeys) {
-    for (size_t s = 0; s < kStripes; ++s) apply_stripe(s);
-  } else {
-    tbb::parallel_for(size_t{0}, kStripes, apply_stripe);
-  }
+    // The rule is chosen once per stripe; the row loop is then a plain vectorizable loop.
+    auto each = [&](auto kernel) {
+      for (size_t j = 0; j < count; ++j) {
+        if (j + kPrefetchRows < count) {
+          __builtin_prefetch(RowPtr(st, rid[j + kPrefetchRows], t), 1);
+          __builtin_prefetch(rows + size_t{pos[j + kPrefetchRows]} * dim);
+        }
+        float* __restrict x = RowPtr(st, rid[j], t);
+        const float* __restrict g = rows + size_t{pos[j]} * dim;
+        kernel(x, g);
+      }
+    };
+    if (op == ApplyOp::kAssign) {
+      each([dim](float* __restrict x, const float* __restrict g) { std::memcpy(x, g, dim * sizeof(float)); });
+    } else if (t.spec.rule == UpdateRule::kSgd) {
+      const float lr = t.spec.learning_rate;
+      each([dim, lr](float* __restrict x, const float* __restrict g) {
+        for (uint32_t k = 0; k < dim; ++k) x[k] -= lr * g[k];
+      });
+    } else {
+      each([dim](float* __restrict x, const float* __restrict g) {
+        for (uint32_t k = 0; k < dim; ++k) x[k] += g[k];
+      });
+    }
+  });
   return Status::OK();
 }
 
@@ -202,20 +306,25 @@ Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim,
   if (!ct) return err;
   Table& t = const_cast<Table&>(*ct);
   if (dim != t.spec.dim) return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
-  PS_RETURN_IF_ERROR(CheckKeys(t, keys, n));
-  auto read_stripe = [&](size_t s) {
-    Stripe& st = t.stripes[s];
-    std::lock_guard<std::mutex> lock(st.mu);
-    for (size_t i = 0; i < n; ++i) {
-      if (StripeOf(keys[i], kStripes) != s) continue;
-      std::memcpy(out + i * dim, Row(t, st, keys[i]), dim * sizeof(float));
+  SparseScratch& sc = Scratch();
+  sc.hashes.resize(n);
+  uint64_t* h = sc.hashes.data();
+  for (size_t i = 0; i < n; ++i) h[i] = MixKey(keys[i]);
+  PS_RETURN_IF_ERROR(CheckKeys(t, keys, h, n));
+  ForEachStripe(t, h, n, [&](Stripe& st, const uint32_t* pos, size_t count) {
+    std::vector<uint32_t>& rid = Scratch().rows;
+    rid.resize(count);
+    for (size_t j = 0; j < count; ++j) {
+      if (j + kPrefetchSlots < count && !st.slots.empty()) {
+        __builtin_prefetch(&st.slots[SlotOf(h[pos[j + kPrefetchSlots]], st.slots.size() - 1)]);
+      }
+      rid[j] = FindOrCreate(t, st, keys[pos[j]], h[pos[j]]);
     }
-  };
-  if (n < kSparseParallelKeys) {
-    for (size_t s = 0; s < kStripes; ++s) read_stripe(s);
-  } else {
-    tbb::parallel_for(size_t{0}, kStripes, read_stripe);
-  }
+    for (size_t j = 0; j < count; ++j) {
+      if (j + kPrefetchRows < count) __builtin_prefetch(RowPtr(st, rid[j + kPrefetchRows], t));
+      std::memcpy(out + size_t{pos[j]} * dim, RowPtr(st, rid[j], t), dim * sizeof(float));
+    }
+  });
   return Status::OK();
 }
 
@@ -225,7 +334,7 @@ uint64_t Store::sparse_rows() const {
     if (kv.second.spec.kind != TableKind::kSparse) continue;
     for (size_t s = 0; s < kStripes; ++s) {
       std::lock_guard<std::mutex> lock(kv.second.stripes[s].mu);
-      rows += kv.second.stripes[s].index.size();
+      rows += kv.second.stripes[s].rows;
     }
   }
   return rows;

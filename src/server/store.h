@@ -11,6 +11,7 @@
 #ifndef PS_SERVER_STORE_H_
 #define PS_SERVER_STORE_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,10 +56,20 @@ class Store {
     std::vector<float> values;
   };
   static constexpr size_t kStripes = 16;
+  static constexpr uint32_t kNoRow = 0xFFFFFFFFu;
+  // One stripe of a sparse table: an open-addressing index (linear probing on
+  // MixKey(key) bits above the stripe bits, at most half full) from key to row number,
+  // and the rows in blocks of 2^Table::block_shift rows (about 64 KiB; never moved once
+  // created, so a growing table does not copy its rows).
+  struct Slot {
+    Key key = 0;
+    uint32_t row = kNoRow;
+  };
   struct Stripe {
     std::mutex mu;
-    std::unordered_map<Key, uint32_t> index;  // key -> row number in rows
-    std::vector<float> rows;
+    std::vector<Slot> slots;  // guarded by mu; size a power of two (or 0)
+    uint32_t rows = 0;        // guarded by mu; rows in use
+    std::vector<std::unique_ptr<float[]>> blocks;  // guarded by mu
   };
   struct Table {
     TableSpec spec;
@@ -66,13 +77,26 @@ class Store {
     std::vector<DenseRange> dense;              // ascending by first
     std::vector<std::pair<uint64_t, uint64_t>> hash_ranges;  // sparse: [begin, end) held; end 0 = 2^64
     std::unique_ptr<Stripe[]> stripes;
+    uint32_t block_shift = 0;    // sparse: log2(rows per block)
+    bool holds_all = false;      // sparse: one range covering the whole hash space
   };
 
   const Table* Find(TableId id, TableKind kind, Status* error) const;
   const DenseRange* FindDense(const Table& t, uint64_t offset, uint64_t count, Status* error) const;
-  Status CheckKeys(const Table& t, const Key* keys, size_t n) const;
-  // Row pointer for key (created if absent). Caller holds the stripe's lock.
-  float* Row(Table& t, Stripe& s, Key key);
+  // hashes[i] = MixKey(keys[i]).
+  Status CheckKeys(const Table& t, const Key* keys, const uint64_t* hashes, size_t n) const;
+  // Row number of `key` (hash h = MixKey(key)), created if absent. Caller holds the
+  // stripe's lock.
+  uint32_t FindOrCreate(const Table& t, Stripe& s, Key key, uint64_t h);
+  static float* RowPtr(Stripe& s, uint32_t row, const Table& t) {
+    return s.blocks[row >> t.block_shift].get() +
+           size_t{row & ((uint32_t{1} << t.block_shift) - 1)} * t.spec.dim;
+  }
+  // Runs fn(stripe, positions of its keys, count) for every stripe with keys, under the
+  // stripe's lock; stripes in parallel for big requests. Positions are in input order,
+  // so duplicate keys apply in order. `hashes` as above.
+  template <typename Fn>
+  void ForEachStripe(Table& t, const uint64_t* hashes, size_t n, Fn fn);
 
   const NodeId self_;
   std::map<TableId, Table> tables_;
