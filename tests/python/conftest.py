@@ -1,0 +1,69 @@
+"""Shared helpers of the Python suite (run by scripts/test-python.sh against the installed
+package: this folder, not bindings/python, is on sys.path)."""
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import layerps
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "python"
+HERE = Path(__file__).resolve().parent
+
+# Short timeouts everywhere so that a bug fails a test instead of hanging the suite.
+FAST = dict(heartbeat_interval_ms=100, heartbeat_timeout_ms=1000, connect_timeout_ms=10000,
+            request_timeout_ms=10000)
+
+
+def run_parallel(fn, args_list, timeout=60):
+    """Runs fn(*args) for each args in threads (the workers of an in-process cluster);
+    returns the results in order, re-raising the first exception."""
+    results = [None] * len(args_list)
+    errors = [None] * len(args_list)
+
+    def run(i, args):
+        try:
+            results[i] = fn(*args)
+        except BaseException as e:  # re-raised in the test's thread
+            errors[i] = e
+
+    threads = [threading.Thread(target=run, args=(i, a), daemon=True) for i, a in enumerate(args_list)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+        if t.is_alive():
+            raise AssertionError(f"a worker thread did not finish within {timeout} s")
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
+def run_launched(args, timeout=180, env=None):
+    """python -m layerps.launch ARGS, returning the CompletedProcess (text output)."""
+    e = dict(os.environ)
+    e.pop("LAYERPS_SCHEDULER", None)
+    if env:
+        e.update(env)
+    return subprocess.run([sys.executable, "-m", "layerps.launch"] + list(args), capture_output=True,
+                          text=True, timeout=timeout, env=e, cwd=str(HERE))
+
+
+@pytest.fixture
+def cluster():
+    """2 servers and 2 workers in this process (inproc transport)."""
+    with layerps.LocalCluster(num_servers=2, num_workers=2, **FAST) as c:
+        yield c
+
+
+@pytest.fixture
+def worker():
+    """One worker of a 2-server, 1-worker in-process cluster."""
+    with layerps.LocalCluster(num_servers=2, num_workers=1, **FAST) as c:
+        yield c.workers[0]

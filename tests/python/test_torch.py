@@ -1,0 +1,171 @@
+"""layerps.torch on in-process clusters: DistributedOptimizer (both modes),
+broadcast_parameters and the server-held Embedding."""
+
+import numpy as np
+import pytest
+import torch
+
+import layerps
+import layerps.torch as lt
+from conftest import FAST, run_parallel
+
+
+def make_params(rank):
+    # Different per rank on purpose: broadcast must fix it. A generator of its own, since
+    # the workers run in threads and torch's global generator is shared.
+    g = torch.Generator().manual_seed(100 + rank)
+    return {"a": torch.nn.Parameter(torch.randn(3, 4, generator=g)),
+            "b": torch.nn.Parameter(torch.randn(5, generator=g))}
+
+
+def grads_for(rank, step):
+    # Small integers: sums and halves are exact in float32.
+    g = torch.arange(17, dtype=torch.float32) * (rank + 1) + step * 10 - rank
+    return {"a": g[:12].reshape(3, 4), "b": g[12:]}
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_aggregate_mode_gives_each_step_exactly_the_average_gradient(workers):
+    steps = 7  # more than the 3 tables of the rotation, twice over
+    with layerps.LocalCluster(num_servers=2, num_workers=workers, dense_chunk_elems=8, **FAST) as c:
+        def work(w):
+            params = make_params(w.rank)
+            lt.broadcast_parameters(params, w)
+            opt = lt.DistributedOptimizer(torch.optim.SGD(params.values(), lr=1.0), params.items(),
+                                          worker=w, name="agg")
+            seen = []
+            for t in range(steps):
+                for k, p in params.items():
+                    p.grad = grads_for(w.rank, t)[k].clone()
+                if t == 3:
+                    params["b"].grad = None  # no gradient counts as zero
+                opt.step()
+                seen.append({k: p.grad.clone() for k, p in params.items()})
+            opt.finish()
+            return seen, {k: p.detach().clone() for k, p in params.items()}
+
+        results = run_parallel(work, [(w,) for w in c.workers])
+    p0 = make_params(0)
+    for t in range(steps):
+        for k in ("a", "b"):
+            terms = [grads_for(r, t)[k] for r in range(workers)]
+            if t == 3 and k == "b":
+                terms = [torch.zeros_like(x) for x in terms]
+            expected = sum(terms) / workers
+            for seen, _ in results:
+                torch.testing.assert_close(seen[t][k], expected, rtol=0, atol=1e-6)
+            p0[k].data -= expected  # SGD with lr 1 on the broadcast start
+    for _, final in results:
+        for k in ("a", "b"):
+            torch.testing.assert_close(final[k], p0[k].detach(), rtol=0, atol=1e-4)
+    # All workers end bit-identical.
+    for _, final in results[1:]:
+        for k in ("a", "b"):
+            assert torch.equal(final[k], results[0][1][k])
+
+
+def test_server_mode_applies_sgd_on_the_servers(cluster):
+    lr = 0.5
+
+    def work(w):
+        params = make_params(w.rank)
+        opt = lt.DistributedOptimizer(torch.optim.SGD(params.values(), lr=lr), params.items(), worker=w,
+                                      mode="server", name="srv")
+        start = {k: p.detach().clone() for k, p in params.items()}
+        for t in range(4):
+            for k, p in params.items():
+                p.grad = grads_for(w.rank, t)[k].clone()
+            opt.step()
+        return start, {k: p.detach().clone() for k, p in params.items()}
+
+    (s0, f0), (s1, f1) = run_parallel(work, [(w,) for w in cluster.workers])
+    root = make_params(0)
+    for k in ("a", "b"):
+        assert torch.equal(s0[k], root[k].detach()) and torch.equal(s1[k], root[k].detach())
+        expected = root[k].detach() - lr * sum((grads_for(0, t)[k] + grads_for(1, t)[k]) / 2 for t in range(4))
+        torch.testing.assert_close(f0[k], expected, rtol=0, atol=1e-4)
+        assert torch.equal(f0[k], f1[k])
+
+
+def test_broadcast_parameters_copies_root_and_skips_integer_buffers(cluster):
+    def work(w):
+        model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+        torch.manual_seed(w.rank)
+        for p in model.parameters():
+            p.data.normal_()
+        model[1].num_batches_tracked.fill_(10 + w.rank)
+        lt.broadcast_parameters(model.state_dict(), w, root_rank=1)
+        return model.state_dict()
+
+    a, b = run_parallel(work, [(w,) for w in cluster.workers])
+    for k in a:
+        if k.endswith("num_batches_tracked"):
+            assert int(a[k]) == 10 and int(b[k]) == 11
+        else:
+            assert torch.equal(a[k], b[k])
+
+
+def test_optimizer_argument_errors(worker):
+    p = torch.nn.Parameter(torch.zeros(3))
+    with pytest.raises(layerps.InvalidArgumentError, match="mode"):
+        lt.DistributedOptimizer(torch.optim.SGD([p], lr=0.1), [("p", p)], worker=worker, mode="async")
+    with pytest.raises(layerps.InvalidArgumentError, match="float32"):
+        q = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+        lt.DistributedOptimizer(torch.optim.SGD([q], lr=0.1), [("q", q)], worker=worker)
+    with pytest.raises(layerps.InvalidArgumentError, match="not unique"):
+        lt.DistributedOptimizer(torch.optim.SGD([p], lr=0.1), [("p", p), ("p", p)], worker=worker)
+
+
+def test_embedding_pulls_unique_rows_and_servers_apply_sgd(cluster):
+    w0, w1 = cluster.workers
+    lr = 0.5
+    emb = lt.Embedding(None, 3, worker=w0, name="emb/test", lr=lr, init="uniform", init_a=-1, init_b=1, seed=3)
+    ids = torch.tensor([[7, -2], [7, 2**40]])
+    start = w1.pull_sparse(emb.table, torch.tensor([7, -2, 2**40])).wait()  # another worker's view
+    out = emb(ids)
+    assert out.shape == (2, 2, 3)
+    assert emb.rows_pulled == 3  # the three unique ids, not four
+    torch.testing.assert_close(out[0, 0], start[0], rtol=0, atol=0)
+    torch.testing.assert_close(out[1, 0], start[0], rtol=0, atol=0)
+    weight = torch.arange(12, dtype=torch.float32).reshape(2, 2, 3)
+    (out * weight).sum().backward()
+    emb.flush()
+    assert emb.rows_pushed == 3
+    grad = {7: weight[0, 0] + weight[1, 0], -2: weight[0, 1], 2**40: weight[1, 1]}
+    expected = torch.stack([start[i] - lr * grad[k] for i, k in enumerate([7, -2, 2**40])])
+    held = w1.pull_sparse(emb.table, torch.tensor([7, -2, 2**40])).wait()
+    torch.testing.assert_close(held, expected, rtol=0, atol=1e-6)
+    # What the module pulls equals what the servers hold.
+    assert torch.equal(emb.pull(torch.tensor([7, -2, 2**40])), held)
+    with torch.no_grad():
+        emb(ids)  # no backward, no push
+    assert emb.rows_pushed == 3
+
+
+def test_embedding_checks_ids(worker):
+    emb = lt.Embedding(10, 2, worker=worker, name="emb/small")
+    assert emb(torch.tensor([0, 9])).shape == (2, 2)
+    with pytest.raises(layerps.InvalidArgumentError, match=r"\[0, 10\)"):
+        emb(torch.tensor([3, 10]))
+    with pytest.raises(layerps.InvalidArgumentError, match="integers"):
+        emb(torch.tensor([1.0]))
+    assert emb(torch.zeros(0, 4, dtype=torch.int64)).shape == (0, 4, 2)
+
+
+def test_embedding_model_learns_in_process(cluster):
+    """Two workers in threads train a tiny model whose only parameters are server rows."""
+    def work(w):
+        torch.manual_seed(w.rank)
+        emb = lt.Embedding(50, 1, worker=w, name="emb/learn", lr=8.0, init="zeros")
+        target = (torch.arange(50) % 2).float()
+        losses = []
+        for step in range(60):
+            ids = torch.randint(0, 50, (32,))
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(emb(ids).squeeze(1), target[ids])
+            loss.backward()
+            losses.append(loss.item())
+        emb.flush()
+        return losses
+
+    for losses in run_parallel(work, [(w,) for w in cluster.workers]):
+        assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:5]), losses
