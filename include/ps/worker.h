@@ -94,6 +94,26 @@ class Worker {
   Ticket AssignSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
                       size_t rows_len, Callback cb = nullptr);
 
+  // --- GPU memory (builds with CUDA; see docs/cuda.md) -------------------------------------
+  // The same requests with the caller's data in GPU memory. `stream` is the cudaStream_t
+  // (as void*; nullptr = the default stream) on which the data is produced or consumed.
+  // Pushes pack on the GPU (sparse: coalesce and bucket by server) into pinned host
+  // memory that is sent without a further copy; the call waits for that packing on
+  // `stream` only (never the whole device) and then returns the ticket. Pulls: when the
+  // request completes OK, the values have been copied (sparse: scattered, duplicates
+  // included) into `out` by work enqueued on `stream`; synchronize the stream or order
+  // later work after it before reading them. Sizes are checked as in the host calls.
+  // Without CUDA support (see DeviceSupport), every one fails with kFailedPrecondition.
+  Ticket PushDevice(TableId table, const float* grad, size_t n, void* stream,
+                    Callback cb = nullptr);
+  Ticket PullDevice(TableId table, float* out, size_t n, void* stream, Callback cb = nullptr);
+  Ticket PushSparseDevice(TableId table, const Key* keys, size_t num_keys, const float* rows,
+                          size_t rows_len, void* stream, Callback cb = nullptr);
+  Ticket PullSparseDevice(TableId table, const Key* keys, size_t num_keys, float* rows,
+                          size_t rows_len, void* stream, Callback cb = nullptr);
+  // True when this build has the CUDA path and a GPU is usable by this process.
+  static bool DeviceSupport();
+
   // The request's Status; kTimeout if it is still in flight after timeout (Wait again),
   // kNotFound for an unknown or already-waited ticket.
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout);

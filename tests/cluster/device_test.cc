@@ -1,0 +1,135 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The Worker's GPU-memory calls. Without a usable GPU they must fail cleanly with
+// FailedPrecondition and change nothing; with one (CUDA builds on a GPU machine) the
+// values that go through device memory must equal those of the host path exactly.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "local_cluster.h"
+
+#if LAYERPS_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::LocalCluster;
+
+TEST(DeviceTest, WithoutAGpuTheCallsFailCleanly) {
+  if (Worker::DeviceSupport()) GTEST_SKIP() << "a GPU is usable here; the GPU tests cover it";
+  LocalCluster c(2, 1, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto d = w.DeclareTable(TableSpec::Dense("d", 8));
+  auto s = w.DeclareTable(TableSpec::Sparse("s", 2));
+  ASSERT_TRUE(d.ok() && s.ok());
+  std::vector<float> v(8, 1.0f);
+  Key k[2] = {1, 2};
+  EXPECT_EQ(w.Wait(w.PushDevice(*d, v.data(), 8, nullptr), 5s).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.Wait(w.PullDevice(*d, v.data(), 8, nullptr), 5s).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.Wait(w.PushSparseDevice(*s, k, 2, v.data(), 4, nullptr), 5s).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.Wait(w.PullSparseDevice(*s, k, 2, v.data(), 4, nullptr), 5s).code(), StatusCode::kFailedPrecondition);
+  std::vector<float> out(8, -1.0f);
+  ASSERT_TRUE(w.Wait(w.Pull(*d, out.data(), 8), 5s).ok());
+  for (float x : out) EXPECT_EQ(x, 0.0f);  // nothing was pushed
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+#if LAYERPS_HAVE_CUDA
+
+template <typename T>
+T* ToDevice(const std::vector<T>& host) {
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(T) + 1), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  return static_cast<T*>(p);
+}
+
+template <typename T>
+std::vector<T> ToHost(const T* device, size_t n) {
+  std::vector<T> host(n);
+  EXPECT_EQ(cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+TEST(DeviceTest, DensePushPullThroughGpuMemory) {
+  if (!Worker::DeviceSupport()) GTEST_SKIP() << "no CUDA device on this machine: GPU test skipped";
+  Options o = testing::FastOptions();
+  o.dense_chunk_elems = 1000;
+  LocalCluster c(3, 1, "tcp", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  const size_t n = 100003;
+  auto d = w.DeclareTable(TableSpec::Dense("dev", n));
+  ASSERT_TRUE(d.ok());
+  std::mt19937 rng(5);
+  std::vector<float> g(n);
+  for (auto& x : g) x = static_cast<float>(static_cast<int>(rng() % 21) - 10);
+  float* dg = ToDevice(g);
+  float* dout = ToDevice(std::vector<float>(n, std::nanf("")));
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_TRUE(w.Wait(w.PushDevice(*d, dg, n, stream), 30s).ok());
+  ASSERT_TRUE(w.Wait(w.PushDevice(*d, dg, n, stream), 30s).ok());
+  ASSERT_TRUE(w.Wait(w.PullDevice(*d, dout, n, stream), 30s).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::vector<float> out = ToHost(dout, n);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 2 * g[i]) << i;
+  EXPECT_EQ(w.Wait(w.PushDevice(*d, dg, n - 1, stream), 30s).code(), StatusCode::kInvalidArgument);
+  cudaFree(dg);
+  cudaFree(dout);
+  cudaStreamDestroy(stream);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+TEST(DeviceTest, SparsePushPullThroughGpuMemory) {
+  if (!Worker::DeviceSupport()) GTEST_SKIP() << "no CUDA device on this machine: GPU test skipped";
+  LocalCluster c(2, 1, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  for (uint32_t dim : {1u, 16u, 129u}) {
+    auto s = w.DeclareTable(TableSpec::Sparse("dev_s" + std::to_string(dim), dim));
+    ASSERT_TRUE(s.ok());
+    std::mt19937_64 rng(dim);
+    const size_t n = 20001;
+    std::vector<Key> keys(n);
+    std::vector<float> rows(n * dim);
+    std::map<Key, std::vector<float>> want;
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = rng() % 3000;  // duplicates
+      auto& acc = want[keys[i]];
+      acc.resize(dim);
+      for (uint32_t j = 0; j < dim; ++j) {
+        rows[i * dim + j] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+        acc[j] += rows[i * dim + j];
+      }
+    }
+    Key* dkeys = ToDevice(keys);
+    float* drows = ToDevice(rows);
+    float* dout = ToDevice(std::vector<float>(n * dim, std::nanf("")));
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    ASSERT_TRUE(w.Wait(w.PushSparseDevice(*s, dkeys, n, drows, n * dim, stream), 30s).ok());
+    ASSERT_TRUE(w.Wait(w.PullSparseDevice(*s, dkeys, n, dout, n * dim, stream), 30s).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    std::vector<float> out = ToHost(dout, n * dim);
+    for (size_t i = 0; i < n; ++i) {
+      for (uint32_t j = 0; j < dim; ++j) ASSERT_EQ(out[i * dim + j], want[keys[i]][j]) << "key " << keys[i];
+    }
+    cudaFree(dkeys);
+    cudaFree(drows);
+    cudaFree(dout);
+    cudaStreamDestroy(stream);
+  }
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+#endif  // LAYERPS_HAVE_CUDA
+
+}  // namespace
+}  // namespace ps
