@@ -41,7 +41,7 @@ echo "== pytest tests/python"
 # Run from the tests folder so that `import layerps` finds the installed package, not the
 # source tree (bindings/python is not on sys.path).
 set +e
-(cd "$ROOT/tests/python" && "$VENV/bin/python" -m pytest -v -rs -p no:cacheprovider "$@" .)
+(cd "$ROOT/tests/python" && "$VENV/bin/python" -m pytest -v -rsP -p no:cacheprovider "$@" .)
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
