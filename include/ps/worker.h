@@ -15,9 +15,14 @@
 // unmodified until the request completes: Wait returned anything but kTimeout, or the
 // callback ran. After kTimeout the request is still in flight: Wait again.
 //
-// Callback form: pass a Callback and it runs once, on the worker's network thread, when
-// the request completes; it must be quick and must not call Wait. A ticket with a
-// callback is released when the callback returns (Wait on it returns kNotFound).
+// Callback form: pass a Callback and it runs once when the request completes: on the
+// worker's network thread, or on the calling thread before the call returns when the
+// request fails before anything is sent (bad arguments). It must be quick and must not
+// call Wait. A ticket with a callback is released when the callback returns (Wait on it
+// returns kNotFound).
+//
+// Bookkeeping: a request without a callback stays registered until Wait returns its
+// status; wait on every ticket (or use callbacks) so that memory stays bounded.
 //
 // Thread-safety: every method may be called from several threads at once.
 #ifndef PS_WORKER_H_
