@@ -2,6 +2,7 @@
 #include "server/store.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include <tbb/blocked_range.h>
@@ -326,6 +327,89 @@ Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim,
     }
   });
   return Status::OK();
+}
+
+Status Store::ReadDenseFrame(TableId table, uint64_t offset, uint64_t count, Frame* out) const {
+  const size_t bytes = count * sizeof(float);
+  if (count > (uint64_t{1} << 40)) return InvalidArgument("read of " + std::to_string(count) + " elements");
+  std::shared_ptr<uint8_t> buf = pool_.Get(bytes);
+  PS_RETURN_IF_ERROR(ReadDense(table, offset, count, reinterpret_cast<float*>(buf.get())));
+  const void* data = buf.get();
+  *out = Frame::Borrow(data, bytes, std::shared_ptr<const void>(std::move(buf), data));
+  return Status::OK();
+}
+
+Status Store::ReadSparseFrame(TableId table, const Key* keys, size_t n, uint32_t dim, Frame* out) {
+  if (n > (uint64_t{1} << 32) || dim > (1u << 20)) return InvalidArgument("sparse read too large");
+  const size_t bytes = n * size_t{dim} * sizeof(float);
+  std::shared_ptr<uint8_t> buf = pool_.Get(bytes);
+  PS_RETURN_IF_ERROR(ReadSparse(table, keys, n, dim, reinterpret_cast<float*>(buf.get())));
+  const void* data = buf.get();
+  *out = Frame::Borrow(data, bytes, std::shared_ptr<const void>(std::move(buf), data));
+  return Status::OK();
+}
+
+// ---- BufferPool ---------------------------------------------------------------------------
+
+struct BufferPool::State {
+  explicit State(size_t max) : max_idle(max) {}
+  ~State() {
+    for (auto& kv : idle) for (void* p : kv.second) std::free(p);
+  }
+  const size_t max_idle;
+  std::mutex mu;
+  std::map<size_t, std::vector<void*>> idle;  // guarded by mu: size class -> buffers
+  size_t idle_bytes = 0;                      // guarded by mu
+};
+
+BufferPool::BufferPool(size_t max_idle_bytes) : state_(std::make_shared<State>(max_idle_bytes)) {}
+BufferPool::~BufferPool() = default;
+
+size_t BufferPool::idle_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->idle_bytes;
+}
+
+std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
+  if (bytes < kMinPooledBytes) {
+    return std::shared_ptr<uint8_t>(new uint8_t[bytes == 0 ? 1 : bytes], std::default_delete<uint8_t[]>());
+  }
+  // Size classes: powers of two and the midpoints between them (waste <= 1/3).
+  size_t cls = kMinPooledBytes;
+  while (cls < bytes) {
+    const size_t mid = cls + cls / 2;
+    if (mid >= bytes) {
+      cls = mid;
+      break;
+    }
+    cls *= 2;
+  }
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto it = state_->idle.find(cls);
+    if (it != state_->idle.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      state_->idle_bytes -= cls;
+    }
+  }
+  if (p == nullptr) {
+    p = std::aligned_alloc(64, (cls + 63) / 64 * 64);
+    if (p == nullptr) throw std::bad_alloc();
+  }
+  std::shared_ptr<State> st = state_;
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [st, cls](uint8_t* q) {
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      if (st->idle_bytes + cls <= st->max_idle) {
+        st->idle[cls].push_back(q);
+        st->idle_bytes += cls;
+        return;
+      }
+    }
+    std::free(q);
+  });
 }
 
 uint64_t Store::sparse_rows() const {

@@ -21,6 +21,7 @@
 #include "ps/status.h"
 #include "ps/types.h"
 #include "scheduler/cluster_map.h"
+#include "transport/message.h"
 
 namespace ps {
 
@@ -30,6 +31,32 @@ enum class ApplyOp { kRule, kAssign };
 // The deterministic initial value of column `col` of `key` in a table (dense tables use
 // the element index as key and column 0).
 float InitialValue(const TableSpec& spec, uint64_t name_hash, Key key, uint32_t col);
+
+// Reply buffers for pulls. A fresh std::vector per reply is zero-filled and, for large
+// replies, page-faulted in again every time (glibc serves big blocks with mmap). The pool
+// hands out uninitialized buffers from per-size-class free lists and takes them back when
+// the last reference (the transport's, once the reply is sent) is dropped.
+// Thread-safe. Buffers may outlive the pool object (they keep its state alive).
+class BufferPool {
+ public:
+  // Requests below this many bytes get a plain allocation (small blocks are cheap).
+  static constexpr size_t kMinPooledBytes = size_t{64} << 10;
+  // Idle buffers kept beyond this total are freed.
+  explicit BufferPool(size_t max_idle_bytes = size_t{512} << 20);
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  // A buffer of at least `bytes` bytes (64-byte aligned, contents unspecified).
+  std::shared_ptr<uint8_t> Get(size_t bytes);
+
+  // Idle bytes held now (for tests and stats).
+  size_t idle_bytes() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
 
 class Store {
  public:
@@ -42,11 +69,16 @@ class Store {
   // Dense: elements [offset, offset + count) must lie inside one range this server holds.
   Status ApplyDense(TableId table, uint64_t offset, uint64_t count, const float* values, ApplyOp op);
   Status ReadDense(TableId table, uint64_t offset, uint64_t count, float* out) const;
+  // ReadDense into a pooled buffer, returned as a Frame ready to be sent as a reply
+  // (count * 4 bytes). The buffer goes back to the pool when the Frame's owner is released.
+  Status ReadDenseFrame(TableId table, uint64_t offset, uint64_t count, Frame* out) const;
 
   // Sparse: every key must route to a range this server holds; rows are n x dim.
   Status ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim, const float* rows,
                      ApplyOp op);
   Status ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim, float* out);
+  // ReadSparse into a pooled buffer returned as a Frame (n * dim * 4 bytes).
+  Status ReadSparseFrame(TableId table, const Key* keys, size_t n, uint32_t dim, Frame* out);
 
   uint64_t sparse_rows() const;
 
@@ -100,6 +132,7 @@ class Store {
 
   const NodeId self_;
   std::map<TableId, Table> tables_;
+  mutable BufferPool pool_;  // reply buffers of Read*Frame
 };
 
 }  // namespace ps
