@@ -277,3 +277,9 @@ def test_requests_after_stop_fail_cleanly():
 def test_default_worker_requires_init():
     with pytest.raises(layerps.FailedPreconditionError, match="layerps.init"):
         layerps.default_worker()
+
+
+def test_init_without_a_launcher_says_what_to_do(monkeypatch):
+    monkeypatch.delenv("LAYERPS_SCHEDULER", raising=False)
+    with pytest.raises(layerps.FailedPreconditionError, match="layerps.launch"):
+        layerps.init()

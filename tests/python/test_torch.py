@@ -169,3 +169,14 @@ def test_embedding_model_learns_in_process(cluster):
 
     for losses in run_parallel(work, [(w,) for w in cluster.workers]):
         assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:5]), losses
+
+
+def test_a_second_optimizer_of_the_same_name_starts_from_zero_sums(worker):
+    p = torch.nn.Parameter(torch.zeros(4))
+    for run in range(2):
+        opt = lt.DistributedOptimizer(torch.optim.SGD([p], lr=1.0), [("p", p)], worker=worker, name="again")
+        for t in range(2):  # leaves sums in two of the three tables
+            p.grad = torch.full((4,), float(t + 1))
+            opt.synchronize()
+            assert torch.equal(p.grad, torch.full((4,), float(t + 1)))
+        opt.finish()

@@ -472,6 +472,10 @@ def init(**fields):
     global _default_worker
     if _default_worker is not None:
         raise FailedPreconditionError("layerps.init() was already called")
+    if "LAYERPS_SCHEDULER" not in os.environ and "scheduler_address" not in fields:
+        raise FailedPreconditionError(
+            "layerps.init(): LAYERPS_SCHEDULER is not set; run the program under "
+            "`python -m layerps.launch -s M -w N -- ...` or pass scheduler_address=")
     _default_worker = Worker.from_env(**fields)
     return _default_worker
 

@@ -145,6 +145,11 @@ class DistributedOptimizer:
         if mode == "aggregate":
             self._tables = [w.declare_dense(f"{name}/grad_sum/{k}", total, "sum") for k in range(3)]
             self._zeros = np.zeros(total, dtype=np.float32)
+            # The tables may hold sums of an earlier optimizer of the same name: start at 0.
+            if w.rank == 0:
+                for h in [w.assign(t, self._zeros) for t in self._tables]:
+                    h.wait(timeout)
+            w.barrier("workers", timeout)
         else:
             if lr is None:
                 lrs = {g["lr"] for g in optimizer.param_groups}
