@@ -117,20 +117,20 @@ class Server::Impl {
         const float* rows = reinterpret_cast<const float*>(msg.frames[1].data());
         s = store_->ApplySparse(h.table, keys, h.count, h.dim, rows, op);
       }
-      if (s.ok() && pulls) {
-        auto values = std::make_shared<std::vector<float>>(h.count * h.dim);
-        s = store_->ReadSparse(h.table, keys, h.count, h.dim, values->data());
-        out.push_back(Frame::AdoptVector(std::move(values)));
+      if (s.ok() && pulls) {  // into a recycled, already faulted-in buffer
+        Frame values;
+        s = store_->ReadSparseFrame(h.table, keys, h.count, h.dim, &values);
+        out.push_back(std::move(values));
       }
     } else {
       if (pushes) {
         const float* values = reinterpret_cast<const float*>(msg.frames[0].data());
         s = store_->ApplyDense(h.table, h.offset, h.count, values, op);
       }
-      if (s.ok() && pulls) {
-        auto values = std::make_shared<std::vector<float>>(h.count);
-        s = store_->ReadDense(h.table, h.offset, h.count, values->data());
-        out.push_back(Frame::AdoptVector(std::move(values)));
+      if (s.ok() && pulls) {  // into a recycled, already faulted-in buffer
+        Frame values;
+        s = store_->ReadDenseFrame(h.table, h.offset, h.count, &values);
+        out.push_back(std::move(values));
       }
     }
     if (!s.ok()) ++bad_;
