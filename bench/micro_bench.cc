@@ -46,7 +46,7 @@ void BM_Memcpy(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
 }
-BENCHMARK(BM_Memcpy)->Arg(4 << 10)->Arg(256 << 10)->Arg(4 << 20)->Arg(32 << 20);
+BENCHMARK(BM_Memcpy)->Arg(4 << 10)->Arg(256 << 10)->Arg(4 << 20)->Arg(32 << 20)->UseRealTime();
 
 // ---- Framing and validation ---------------------------------------------------------------
 
