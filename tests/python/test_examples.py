@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import EXAMPLES, HERE, run_launched
 
 EPOCHS = 10
@@ -11,9 +13,11 @@ BATCH = 64
 SEED = 0
 
 
-def test_digits_cnn_with_two_workers_matches_one_process(tmp_path):
+@pytest.mark.parametrize("mode,lr", [("aggregate", 0.05), ("server", 0.2)])
+def test_digits_cnn_with_two_workers_matches_one_process(tmp_path, mode, lr):
     script = str(EXAMPLES / "digits_cnn.py")
-    common = ["--epochs", str(EPOCHS), "--batch", str(BATCH), "--seed", str(SEED)]
+    common = ["--epochs", str(EPOCHS), "--batch", str(BATCH), "--seed", str(SEED), "--mode", mode,
+              "--lr", str(lr)]
     local = subprocess.run([sys.executable, script, "--local", "--json", str(tmp_path / "local.json")] + common,
                            capture_output=True, text=True, timeout=300, cwd=str(HERE))
     assert local.returncode == 0, local.stdout + local.stderr
@@ -22,7 +26,7 @@ def test_digits_cnn_with_two_workers_matches_one_process(tmp_path):
     assert dist.returncode == 0, dist.stdout + dist.stderr
     one = json.loads((tmp_path / "local.json").read_text())
     two = json.loads((tmp_path / "dist.json").read_text())
-    print(f"digits CNN, {EPOCHS} epochs, global batch {BATCH}, seed {SEED}:")
+    print(f"digits CNN ({mode} mode, SGD lr {lr}), {EPOCHS} epochs, global batch {BATCH}, seed {SEED}:")
     print(f"  one process:                      test accuracy {one['test_accuracy']:.4f} "
           f"({one['seconds_per_epoch']:.3f} s/epoch)")
     print(f"  LayerPS, 2 workers and 2 servers: test accuracy {two['test_accuracy']:.4f} "
