@@ -151,6 +151,13 @@ Status Store::ApplyDense(TableId table, uint64_t offset, uint64_t count, const f
   return Status::OK();
 }
 
+Status Store::CheckDense(TableId table, uint64_t offset, uint64_t count) const {
+  Status err;
+  const Table* t = Find(table, TableKind::kDense, &err);
+  if (!t) return err;
+  return FindDense(*t, offset, count, &err) ? Status::OK() : err;
+}
+
 Status Store::ReadDense(TableId table, uint64_t offset, uint64_t count, float* out) const {
   Status err;
   const Table* t = Find(table, TableKind::kDense, &err);

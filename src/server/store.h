@@ -69,6 +69,8 @@ class Store {
   // Dense: elements [offset, offset + count) must lie inside one range this server holds.
   Status ApplyDense(TableId table, uint64_t offset, uint64_t count, const float* values, ApplyOp op);
   Status ReadDense(TableId table, uint64_t offset, uint64_t count, float* out) const;
+  // OK when ApplyDense/ReadDense would accept [offset, offset + count) of the table.
+  Status CheckDense(TableId table, uint64_t offset, uint64_t count) const;
   // ReadDense into a pooled buffer, returned as a Frame ready to be sent as a reply
   // (count * 4 bytes). The buffer goes back to the pool when the Frame's owner is released.
   Status ReadDenseFrame(TableId table, uint64_t offset, uint64_t count, Frame* out) const;
