@@ -92,6 +92,19 @@ struct KeyRange {
   NodeId server = kUnassignedId;
 };
 
+// One dense tensor of a multi-tensor request (Worker::PushMany): `size` elements at
+// `data` for table `table`. DenseOut is the same for where pulled values go.
+struct DenseRef {
+  TableId table = kInvalidTable;
+  const float* data = nullptr;
+  size_t size = 0;
+};
+struct DenseOut {
+  TableId table = kInvalidTable;
+  float* data = nullptr;
+  size_t size = 0;
+};
+
 // Which nodes a barrier waits for.
 enum class Group : int { kWorkers = 1, kServers = 2, kAll = 3 };
 

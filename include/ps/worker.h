@@ -99,6 +99,17 @@ class Worker {
   Ticket AssignSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
                       size_t rows_len, Callback cb = nullptr);
 
+  // --- Many dense tensors of one step in one request -------------------------------------
+  // Each tensor as Push/Pull/PushPull would do it, but every slice smaller than 256 KiB
+  // bound for the same server travels in one fused message (its values copied once into
+  // it); larger slices are sent in place. One ticket for the whole group; the request
+  // succeeds only if every tensor's does. PushPullMany pairs grads[i] with outs[i], which
+  // must name the same table.
+  Ticket PushMany(const std::vector<DenseRef>& tensors, Callback cb = nullptr);
+  Ticket PullMany(const std::vector<DenseOut>& tensors, Callback cb = nullptr);
+  Ticket PushPullMany(const std::vector<DenseRef>& grads, const std::vector<DenseOut>& outs,
+                      Callback cb = nullptr);
+
   // --- GPU memory (builds with CUDA; see docs/cuda.md) -------------------------------------
   // The same requests with the caller's data in GPU memory. `stream` is the cudaStream_t
   // (as void*; nullptr = the default stream) on which the data is produced or consumed.

@@ -5,6 +5,7 @@
 #include "ps/server.h"
 
 #include <atomic>
+#include <cstring>
 #include <shared_mutex>
 
 #include <glog/logging.h>
@@ -102,6 +103,10 @@ class Server::Impl {
       Reply(h, Unavailable("this server has not seen cluster map epoch " + std::to_string(h.epoch) + " yet"), {});
       return;
     }
+    if (h.fused()) {
+      HandleFused(msg);
+      return;
+    }
     const MsgType t = h.msg_type();
     const bool pushes = t == MsgType::kPush || t == MsgType::kPushPull || t == MsgType::kAssign;
     const bool pulls = t == MsgType::kPull || t == MsgType::kPushPull;
@@ -134,6 +139,64 @@ class Server::Impl {
       }
     }
     if (!s.ok()) ++bad_;
+    Reply(h, s, std::move(out));
+  }
+
+  // A fused request (many tables' slices in one message). Every segment is checked
+  // before any is applied, so a bad one changes nothing. Caller holds store_mu_.
+  void HandleFused(const Message& msg) {
+    const Header& h = msg.header;
+    const MsgType t = h.msg_type();
+    const bool pushes = t == MsgType::kPush || t == MsgType::kPushPull || t == MsgType::kAssign;
+    const bool pulls = t == MsgType::kPull || t == MsgType::kPushPull;
+    const ApplyOp op = t == MsgType::kAssign ? ApplyOp::kAssign : ApplyOp::kRule;
+    std::vector<FusedSegment> segs(h.count);  // copied out: frame bytes need not be aligned
+    std::memcpy(segs.data(), msg.frames[0].data(), segs.size() * sizeof(FusedSegment));
+    uint64_t total = 0;
+    for (const FusedSegment& seg : segs) {
+      Status c = store_->CheckDense(seg.table, seg.offset, seg.count);
+      if (!c.ok()) {
+        if (!store_->Has(seg.table) && h.epoch > epoch_) {
+          c = Unavailable("this server has not seen cluster map epoch " + std::to_string(h.epoch) + " yet");
+        }
+        ++bad_;
+        Reply(h, c, {});
+        return;
+      }
+      total += seg.count;
+    }
+    if (pushes) ++pushes_;
+    if (pulls) ++pulls_;
+    for (const auto& f : msg.frames) bytes_in_ += f.size();
+    Status s;
+    if (pushes) {
+      const uint8_t* v = msg.frames[1].data();
+      uint64_t at = 0;
+      std::vector<float> aligned;
+      for (const FusedSegment& seg : segs) {
+        const float* src = reinterpret_cast<const float*>(v + at * sizeof(float));
+        if (reinterpret_cast<uintptr_t>(src) % alignof(float) != 0) {
+          aligned.assign(seg.count, 0.0f);
+          std::memcpy(aligned.data(), src, seg.count * sizeof(float));
+          src = aligned.data();
+        }
+        s = store_->ApplyDense(seg.table, seg.offset, seg.count, src, op);
+        if (!s.ok()) break;
+        at += seg.count;
+      }
+    }
+    std::vector<Frame> out;
+    if (s.ok() && pulls) {
+      std::shared_ptr<float[]> values(new float[total == 0 ? 1 : total]);
+      uint64_t at = 0;
+      for (const FusedSegment& seg : segs) {
+        s = store_->ReadDense(seg.table, seg.offset, seg.count, values.get() + at);
+        if (!s.ok()) break;
+        at += seg.count;
+      }
+      out.push_back(Frame::Borrow(values.get(), total * sizeof(float),
+                                  std::shared_ptr<const void>(values, values.get())));
+    }
     Reply(h, s, std::move(out));
   }
 

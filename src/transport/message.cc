@@ -72,11 +72,55 @@ Status ParseControl(const Message& msg, layerps::pb::Control* out) {
   return Status::OK();
 }
 
+StatusOr<uint64_t> FusedElements(const Message& msg, uint64_t max_elems) {
+  const Header& h = msg.header;
+  if (msg.frames.empty() || msg.frames[0].size() != h.count * sizeof(FusedSegment)) {
+    return ProtocolError("fused message without its segment frame");
+  }
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < h.count; ++i) {
+    FusedSegment seg;
+    std::memcpy(&seg, msg.frames[0].data() + i * sizeof(FusedSegment), sizeof(seg));
+    if (seg.count > max_elems - total) return ProtocolError("fused segments exceed the size limit");
+    total += seg.count;
+  }
+  return total;
+}
+
+namespace {
+
+Status ValidateFusedFrames(const Message& msg, uint64_t max_elems) {
+  const Header& h = msg.header;
+  const MsgType t = h.msg_type();
+  if (h.sparse() || h.dim != 0) return ProtocolError("fused messages are dense");
+  if (t == MsgType::kReply) {
+    if (msg.frames.size() > 1) return ProtocolError("fused reply with more than one frame");
+    return Status::OK();
+  }
+  if (h.count == 0 || h.count > kMaxFusedSegments) return ProtocolError("bad fused segment count");
+  const bool carries_values = t != MsgType::kPull;
+  if (msg.frames.size() != (carries_values ? 2u : 1u)) {
+    return ProtocolError(std::string("fused ") + MsgTypeName(t) + " message with " +
+                         std::to_string(msg.frames.size()) + " frames");
+  }
+  StatusOr<uint64_t> total = FusedElements(msg, max_elems);
+  if (!total.ok()) return total.status();
+  if (carries_values && msg.frames[1].size() != *total * sizeof(float)) {
+    return ProtocolError("fused values frame is " + std::to_string(msg.frames[1].size()) +
+                         " bytes, the segments say " + std::to_string(*total * sizeof(float)));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
   const Header& h = msg.header;
   const MsgType t = h.msg_type();
   if (t == MsgType::kControl) return ProtocolError("not a data message");
   const bool sparse = h.sparse();
+  if ((h.flags & ~(kFlagSparse | kFlagFused)) != 0) return ProtocolError("unknown header flags");
+  if (h.fused()) return ValidateFusedFrames(msg, max_elems);
   if (sparse && h.dim == 0) return ProtocolError("sparse message with dim 0");
   if (!sparse && h.dim != 0) return ProtocolError("dense message with dim != 0");
   const uint64_t width = sparse ? h.dim : 1;

@@ -33,6 +33,20 @@ enum class MsgType : uint16_t {
 const char* MsgTypeName(MsgType t);
 
 constexpr uint32_t kFlagSparse = 1u << 0;
+// A fused dense message: several (table, element range) segments of one step in one
+// message. count is the number of segments; frame 0 holds them (FusedSegment each);
+// pushes carry all their values, concatenated in segment order, in frame 1, and pull
+// replies return them the same way. header.table and header.offset are unused (0).
+constexpr uint32_t kFlagFused = 1u << 1;
+
+struct FusedSegment {
+  uint32_t table = 0;
+  uint32_t reserved = 0;
+  uint64_t offset = 0;  // first element
+  uint64_t count = 0;   // elements
+};
+static_assert(sizeof(FusedSegment) == 24, "a fused segment is 24 bytes on the wire");
+constexpr uint64_t kMaxFusedSegments = 1u << 20;
 
 // Fixed-layout header (little-endian hosts only; checked at build time).
 struct Header {
@@ -52,6 +66,7 @@ struct Header {
 
   MsgType msg_type() const { return static_cast<MsgType>(type); }
   bool sparse() const { return (flags & kFlagSparse) != 0; }
+  bool fused() const { return (flags & kFlagFused) != 0; }
 };
 static_assert(sizeof(Header) == 64, "the wire header is 64 bytes");
 
@@ -101,8 +116,14 @@ Message MakeControl(NodeId sender, const layerps::pb::Control& control);
 Status ParseControl(const Message& msg, layerps::pb::Control* out);
 
 // Checks that a data message's frames agree with its header (counts, sizes, dims,
-// type), before anything reads them. `max_elems` bounds count * max(dim, 1).
+// type), before anything reads them. `max_elems` bounds count * max(dim, 1), and for a
+// fused message the total of its segments' elements. For a fused reply the caller
+// checks the values against what it asked for.
 Status ValidateDataFrames(const Message& msg, uint64_t max_elems);
+
+// The total elements of a fused message's segments (frame 0), overflow-checked against
+// max_elems. Call after ValidateDataFrames.
+StatusOr<uint64_t> FusedElements(const Message& msg, uint64_t max_elems);
 
 }  // namespace ps
 

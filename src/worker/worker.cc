@@ -32,12 +32,24 @@
 namespace ps {
 namespace {
 
+// One message of a request, to one server. A reply is matched to its part by (server,
+// table, offset, count, fused).
 struct Part {
   NodeId server = kUnassignedId;
+  TableId table = kInvalidTable;  // 0 for fused parts
   uint64_t offset = 0;  // dense: element offset; sparse: position in the unique keys
-  uint64_t count = 0;
+  uint64_t count = 0;   // elements, keys, or (fused) segments
+  bool fused = false;
   bool claimed = false;
+  // Pulls: the reply carries value_count floats, written to dst, or (fused) split over
+  // pieces in order.
+  float* dst = nullptr;
+  uint64_t value_count = 0;
+  std::vector<std::pair<float*, uint64_t>> pieces;
 };
+
+// Slices below this size travel fused with the other small slices for the same server.
+constexpr uint64_t kFuseBelowBytes = 256 << 10;
 
 struct Request;
 
@@ -181,6 +193,11 @@ class Worker::Impl {
   Ticket Dense(MsgType type, TableId table, const float* in, float* out, size_t n, Callback cb,
                std::shared_ptr<const void> keep = nullptr,
                std::function<Status(Request&)> finish = nullptr);
+  // A request that failed before anything was sent.
+  Ticket FailedRequest(const Status& status, Callback cb) { return Failed(status, std::move(cb)); }
+  // Several dense tensors in one request (PushMany/PullMany): small slices fused.
+  Ticket Many(MsgType type, const std::vector<TableId>& tables, const std::vector<const float*>& ins,
+              const std::vector<float*>& outs, const std::vector<size_t>& sizes, Callback cb);
   Ticket PushDevice(TableId table, const float* grad, size_t n, void* stream, Callback cb);
   Ticket PullDevice(TableId table, float* out, size_t n, void* stream, Callback cb);
   Ticket SparseDevice(MsgType type, TableId table, const Key* keys, size_t num_keys,
@@ -263,14 +280,16 @@ class Worker::Impl {
     registry_->requests[req->ticket] = req;
   }
 
-  // Checks common to every request; returns the table or sets *error.
+  // Checks common to every request; returns the table or sets *error. Takes the current
+  // map into *map if it is null, else looks up in the snapshot given (so that several
+  // lookups of one request see the same map and the returned pointers stay valid).
   const TableInfo* Lookup(TableId table, TableKind kind, std::shared_ptr<const ClusterMap>* map,
                           Status* error) const {
     if (!started_) {
       *error = FailedPrecondition("the worker is not started (call Start first)");
       return nullptr;
     }
-    *map = runtime_->map();
+    if (!*map) *map = runtime_->map();  // one snapshot for the whole request
     const TableInfo* t = *map ? (*map)->FindTable(table) : nullptr;
     if (!t) {
       *error = NotFound("unknown table id " + std::to_string(table) + " (declare it first)");
@@ -294,13 +313,13 @@ class Worker::Impl {
       const Part p = req->parts[i];
       Message m;
       m.header.type = static_cast<uint16_t>(req->type);
-      m.header.table = req->table;
+      m.header.table = p.table;
       m.header.request_id = req->ticket;
       m.header.epoch = epoch;
       m.header.offset = p.offset;
       m.header.count = p.count;
       m.header.dim = req->sparse ? req->dim : 0;
-      m.header.flags = req->sparse ? kFlagSparse : 0;
+      m.header.flags = (req->sparse ? kFlagSparse : 0) | (p.fused ? kFlagFused : 0);
       m.frames = frames_for(i);
       uint64_t bytes = 0;
       for (const auto& f : m.frames) bytes += f.size();
@@ -341,7 +360,8 @@ class Worker::Impl {
       std::lock_guard<std::mutex> lock(req->mu);
       for (size_t i = 0; i < req->parts.size(); ++i) {
         const Part& p = req->parts[i];
-        if (!p.claimed && p.server == h.sender && p.offset == h.offset && p.count == h.count) {
+        if (!p.claimed && p.server == h.sender && p.table == h.table && p.offset == h.offset &&
+            p.count == h.count && p.fused == h.fused()) {
           index = i;
           found = true;
           break;
@@ -349,7 +369,10 @@ class Worker::Impl {
       }
       if (!found) valid = NotFound("reply matches no outstanding part");
       else if (h.sparse() != req->sparse || (req->sparse && h.dim != req->dim)) valid = ProtocolError("reply shape differs from request");
-      else if (h.status == 0 && req->pulls() && msg.frames.empty()) valid = ProtocolError("pull reply without values");
+      else if (h.status == 0 && req->pulls() &&
+               (msg.frames.empty() || msg.frames[0].size() != req->parts[index].value_count * sizeof(float))) {
+        valid = ProtocolError("pull reply without the values asked for");
+      }
     }
     if (!valid.ok()) {
       ++bad_;
@@ -367,9 +390,18 @@ class Worker::Impl {
     }
     if (!Claim(req.get(), index, status)) return;
     if (status.ok() && req->pulls()) {
+      // The part is claimed: only this thread touches its destination now.
+      const Part& p = req->parts[index];
       const Frame& f = msg.frames[0];
-      float* dst = req->sparse ? req->staging.data() + h.offset * req->dim : req->out + h.offset;
-      std::memcpy(dst, f.data(), f.size());
+      if (p.pieces.empty()) {
+        std::memcpy(p.dst, f.data(), f.size());
+      } else {
+        const uint8_t* src = f.data();
+        for (const auto& piece : p.pieces) {
+          std::memcpy(piece.first, src, piece.second * sizeof(float));
+          src += piece.second * sizeof(float);
+        }
+      }
       bytes_in_ += f.size();
     }
     Release(req);
@@ -464,8 +496,16 @@ Ticket Worker::Impl::Dense(MsgType type, TableId table, const float* in, float* 
   req->keep = keep;
   req->finish = std::move(finish);
   for (const KeyRange& r : t->ranges) {
-    const uint64_t first = t->RangeFirstElem(r);
-    req->parts.push_back(Part{r.server, first, t->RangeEndElem(r) - first, false});
+    Part p;
+    p.server = r.server;
+    p.table = table;
+    p.offset = t->RangeFirstElem(r);
+    p.count = t->RangeEndElem(r) - p.offset;
+    if (req->pulls()) {
+      p.dst = out + p.offset;
+      p.value_count = p.count;
+    }
+    req->parts.push_back(std::move(p));
   }
   // One unit per part, one for our own hold while sending, one for borrowed frames.
   req->pending = static_cast<int>(req->parts.size()) + 1 + (pushes ? 1 : 0);
@@ -486,6 +526,114 @@ Ticket Worker::Impl::Dense(MsgType type, TableId table, const float* in, float* 
   }
   const Ticket ticket = req->ticket;
   Release(req);  // our hold
+  return ticket;
+}
+
+Ticket Worker::Impl::Many(MsgType type, const std::vector<TableId>& tables,
+                          const std::vector<const float*>& ins, const std::vector<float*>& outs,
+                          const std::vector<size_t>& sizes, Callback cb) {
+  const bool pushes = type != MsgType::kPull;
+  const bool pulls = type == MsgType::kPull || type == MsgType::kPushPull;
+  if (!started_) return Failed(FailedPrecondition("the worker is not started (call Start first)"), std::move(cb));
+  std::shared_ptr<const ClusterMap> map = runtime_->map();
+  std::vector<const TableInfo*> infos;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    Status err;
+    const TableInfo* t = Lookup(tables[i], TableKind::kDense, &map, &err);
+    if (!t) return Failed(err.WithContext("tensor " + std::to_string(i)), std::move(cb));
+    if (sizes[i] != t->spec.size) {
+      return Failed(InvalidArgument("tensor " + std::to_string(i) + ": table '" + t->spec.name + "' has " +
+                                    std::to_string(t->spec.size) + " elements, got " + std::to_string(sizes[i])),
+                    std::move(cb));
+    }
+    if ((pushes && ins[i] == nullptr) || (pulls && outs[i] == nullptr)) {
+      return Failed(InvalidArgument("tensor " + std::to_string(i) + ": null buffer"), std::move(cb));
+    }
+    infos.push_back(t);
+  }
+  auto req = NewRequest(type, kInvalidTable, std::move(cb));
+  std::vector<const float*> part_src;                     // regular parts: pushed values
+  struct Fusion {
+    std::vector<FusedSegment> segments;
+    std::vector<const float*> srcs;
+    Part part;
+  };
+  std::map<NodeId, Fusion> fusions;                       // small slices, per server
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const TableInfo* t = infos[i];
+    for (const KeyRange& r : t->ranges) {
+      const uint64_t first = t->RangeFirstElem(r);
+      const uint64_t count = t->RangeEndElem(r) - first;
+      if (count * sizeof(float) >= kFuseBelowBytes) {
+        Part p;
+        p.server = r.server;
+        p.table = t->id;
+        p.offset = first;
+        p.count = count;
+        if (pulls) {
+          p.dst = outs[i] + first;
+          p.value_count = count;
+        }
+        req->parts.push_back(std::move(p));
+        part_src.push_back(pushes ? ins[i] + first : nullptr);
+      } else {
+        Fusion& f = fusions[r.server];
+        FusedSegment seg;
+        seg.table = t->id;
+        seg.offset = first;
+        seg.count = count;
+        f.segments.push_back(seg);
+        f.srcs.push_back(pushes ? ins[i] + first : nullptr);
+        if (pulls) {
+          f.part.pieces.emplace_back(outs[i] + first, count);
+          f.part.value_count += count;
+        }
+      }
+    }
+  }
+  const size_t regular = req->parts.size();
+  std::vector<Fusion*> fused_of_part;
+  for (auto& kv : fusions) {
+    Part& p = kv.second.part;
+    p.server = kv.first;
+    p.table = 0;
+    p.fused = true;
+    p.count = kv.second.segments.size();
+    req->parts.push_back(p);
+    fused_of_part.push_back(&kv.second);
+  }
+  req->pending = static_cast<int>(req->parts.size()) + 1 + (pushes ? 1 : 0);
+  Register(req);
+  {
+    std::shared_ptr<const void> borrow;
+    if (pushes) borrow = std::shared_ptr<const void>(req.get(), [req](const void*) { Release(req); });
+    SendParts(req, map->epoch, [&](size_t i) {
+      std::vector<Frame> frames;
+      const Part& p = req->parts[i];
+      if (i < regular) {
+        if (pushes) frames.push_back(Frame::Borrow(part_src[i], p.count * sizeof(float), borrow));
+        return frames;
+      }
+      const Fusion& f = *fused_of_part[i - regular];
+      frames.push_back(Frame::Copy(f.segments.data(), f.segments.size() * sizeof(FusedSegment)));
+      if (pushes) {  // fusion: the small slices copied once into one buffer
+        uint64_t total = 0;
+        for (const auto& seg : f.segments) total += seg.count;
+        std::shared_ptr<float[]> values(new float[total == 0 ? 1 : total]);
+        uint64_t at = 0;
+        for (size_t k = 0; k < f.segments.size(); ++k) {
+          std::memcpy(values.get() + at, f.srcs[k], f.segments[k].count * sizeof(float));
+          at += f.segments[k].count;
+        }
+        frames.push_back(Frame::Borrow(values.get(), total * sizeof(float),
+                                       std::shared_ptr<const void>(values, values.get())));
+        ++copies_;
+      }
+      return frames;
+    });
+  }
+  const Ticket ticket = req->ticket;
+  Release(req);
   return ticket;
 }
 
@@ -570,7 +718,16 @@ Ticket Worker::Impl::SendSparse(MsgType type, const std::shared_ptr<const Cluste
   }
   for (size_t b = 0; b + 1 < batch.offsets.size(); ++b) {
     if (batch.offsets[b + 1] > batch.offsets[b]) {
-      req->parts.push_back(Part{t.ranges[b].server, batch.offsets[b], batch.offsets[b + 1] - batch.offsets[b], false});
+      Part p;
+      p.server = t.ranges[b].server;
+      p.table = t.id;
+      p.offset = batch.offsets[b];
+      p.count = batch.offsets[b + 1] - batch.offsets[b];
+      if (req->pulls()) {
+        p.dst = req->staging.data() + p.offset * dim;
+        p.value_count = p.count * dim;
+      }
+      req->parts.push_back(std::move(p));
     }
   }
   req->pending = static_cast<int>(req->parts.size()) + 1;
@@ -816,6 +973,52 @@ Ticket Worker::PullSparse(TableId table, const Key* keys, size_t num_keys, float
 Ticket Worker::AssignSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
                             size_t rows_len, Callback cb) {
   return impl_->Sparse(MsgType::kAssign, table, keys, num_keys, rows, nullptr, rows_len, std::move(cb));
+}
+Ticket Worker::PushMany(const std::vector<DenseRef>& tensors, Callback cb) {
+  std::vector<TableId> tables;
+  std::vector<const float*> ins;
+  std::vector<size_t> sizes;
+  for (const auto& t : tensors) {
+    tables.push_back(t.table);
+    ins.push_back(t.data);
+    sizes.push_back(t.size);
+  }
+  return impl_->Many(MsgType::kPush, tables, ins, std::vector<float*>(tensors.size()), sizes, std::move(cb));
+}
+Ticket Worker::PullMany(const std::vector<DenseOut>& tensors, Callback cb) {
+  std::vector<TableId> tables;
+  std::vector<float*> outs;
+  std::vector<size_t> sizes;
+  for (const auto& t : tensors) {
+    tables.push_back(t.table);
+    outs.push_back(t.data);
+    sizes.push_back(t.size);
+  }
+  return impl_->Many(MsgType::kPull, tables, std::vector<const float*>(tensors.size()), outs, sizes, std::move(cb));
+}
+Ticket Worker::PushPullMany(const std::vector<DenseRef>& grads, const std::vector<DenseOut>& outs, Callback cb) {
+  if (grads.size() != outs.size()) {
+    return impl_->FailedRequest(InvalidArgument("PushPullMany: " + std::to_string(grads.size()) +
+                                                " gradients but " + std::to_string(outs.size()) + " outputs"),
+                                std::move(cb));
+  }
+  std::vector<TableId> tables;
+  std::vector<const float*> ins;
+  std::vector<float*> out_ptrs;
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    // A pushpull reads and writes one table: both sides must name the same table and size.
+    if (grads[i].table != outs[i].table || grads[i].size != outs[i].size) {
+      return impl_->FailedRequest(InvalidArgument("PushPullMany: tensor " + std::to_string(i) +
+                                                  " names different tables or sizes for grad and out"),
+                                  std::move(cb));
+    }
+    tables.push_back(grads[i].table);
+    ins.push_back(grads[i].data);
+    out_ptrs.push_back(outs[i].data);
+    sizes.push_back(grads[i].size);
+  }
+  return impl_->Many(MsgType::kPushPull, tables, ins, out_ptrs, sizes, std::move(cb));
 }
 Ticket Worker::PushDevice(TableId table, const float* grad, size_t n, void* stream, Callback cb) {
   return impl_->PushDevice(table, grad, n, stream, std::move(cb));

@@ -461,3 +461,90 @@ TEST(BarrierTest, AllGroups) {
 
 }  // namespace
 }  // namespace ps
+
+namespace ps {
+namespace {
+
+// Many tensors of one step: small slices are fused per server, big ones sent in place;
+// every worker's contribution lands exactly once.
+class FusionTest : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(FusionTest, ManyTensorsInOneRequest) {
+  const Shape p = GetParam();
+  Options o = FastOptions();
+  o.dense_chunk_elems = 50000;  // 100k+ tensors span servers; 70k-element slices are > 256 KiB
+  LocalCluster c(p.servers, p.workers, p.transport, o);
+  ASSERT_TRUE(c.Start().ok());
+  std::vector<uint64_t> sizes;
+  for (int i = 0; i < 120; ++i) sizes.push_back(1 + (i * 37) % 1024);  // small: biases
+  sizes.push_back(65536);   // exactly 256 KiB: sent in place
+  sizes.push_back(140001);  // spans servers, mixed
+  c.OnEveryWorker([&](int r) {
+    Worker& w = c.worker(r);
+    std::vector<TableId> ids;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto id = w.DeclareTable(TableSpec::Dense("t" + std::to_string(i), sizes[i]));
+      ASSERT_TRUE(id.ok()) << id.status();
+      ids.push_back(*id);
+    }
+    std::vector<std::vector<float>> grads(sizes.size()), outs(sizes.size());
+    std::vector<DenseRef> refs;
+    std::vector<DenseOut> pulls;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      grads[i].resize(sizes[i]);
+      for (uint64_t k = 0; k < sizes[i]; ++k) grads[i][k] = DenseGrad(r, k + i);
+      outs[i].assign(sizes[i], -777.0f);
+      refs.push_back({ids[i], grads[i].data(), sizes[i]});
+      pulls.push_back({ids[i], outs[i].data(), sizes[i]});
+    }
+    ASSERT_TRUE(w.Wait(w.PushMany(refs), kWait).ok());
+    ASSERT_TRUE(w.Barrier(Group::kWorkers, kWait).ok());
+    ASSERT_TRUE(w.Wait(w.PullMany(pulls), kWait).ok());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      for (uint64_t k = 0; k < sizes[i]; ++k) {
+        float want = 0;
+        for (int q = 0; q < p.workers; ++q) want += DenseGrad(q, k + i);
+        ASSERT_EQ(outs[i][k], want) << "tensor " << i << " element " << k;
+      }
+    }
+    ASSERT_TRUE(w.Barrier(Group::kWorkers, kWait).ok());
+    // PushPullMany returns values that include at least this worker's second push.
+    ASSERT_TRUE(w.Wait(w.PushPullMany(refs, pulls), kWait).ok());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      ASSERT_NE(outs[i][0], -777.0f);
+    }
+  });
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FusionTest,
+                         ::testing::Values(Shape{1, 1, "tcp"}, Shape{2, 2, "inproc"}, Shape{3, 2, "tcp"}),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return std::to_string(i.param.servers) + "s" + std::to_string(i.param.workers) +
+                                  "w_" + i.param.transport;
+                         });
+
+TEST(FusionErrorsTest, OneBadTensorSendsNothing) {
+  LocalCluster c(2, 1, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto a = w.DeclareTable(TableSpec::Dense("a", 10));
+  auto b = w.DeclareTable(TableSpec::Dense("b", 20));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<float> va(10, 1.0f), vb(20, 1.0f);
+  Status s = w.Wait(w.PushMany({{*a, va.data(), 10}, {*b, vb.data(), 19}}), kWait);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("tensor 1"), std::string::npos) << s;
+  EXPECT_EQ(w.Wait(w.PushMany({{*a, va.data(), 10}, {999, vb.data(), 20}}), kWait).code(), StatusCode::kNotFound);
+  EXPECT_EQ(w.Wait(w.PushPullMany({{*a, va.data(), 10}}, {}), kWait).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(w.Wait(w.PushPullMany({{*a, va.data(), 10}}, {{*b, vb.data(), 20}}), kWait).code(),
+            StatusCode::kInvalidArgument);
+  std::vector<float> out(10, -1.0f);
+  ASSERT_TRUE(w.Wait(w.Pull(*a, out.data(), 10), kWait).ok());
+  for (float x : out) EXPECT_EQ(x, 0.0f);  // nothing was applied
+  EXPECT_TRUE(w.Wait(w.PushMany({}), kWait).ok());  // an empty group is a no-op
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+}  // namespace
+}  // namespace ps

@@ -301,6 +301,19 @@ TEST(MultiProcessTest, GarbageFramesDoNotCrashTheServer) {
   send({header(MsgType::kPull, 1u << 20, 0, 0, worker_id)});                           // range not held
   send({header(MsgType::kPush, 10, 0, 0, 777), std::string(40, 'x')});                 // unknown sender
   send({header(MsgType::kControl, 0, 0, 0, 0), std::string("\x08\x96\x01garbage")});   // bogus control
+  {  // fused: a segment on an unknown table, and one out of range; nothing may be applied
+    FusedSegment segs[2];
+    segs[0].table = *d;
+    segs[0].count = 100;
+    segs[1].table = 4242;
+    segs[1].count = 1;
+    std::string h = header(MsgType::kPush, 2, 0, kFlagFused, worker_id);
+    send({h, std::string(reinterpret_cast<const char*>(segs), sizeof(segs)), std::string(404, '\x7f')});
+    segs[1].table = *d;
+    segs[1].offset = 99;
+    segs[1].count = 5;
+    send({h, std::string(reinterpret_cast<const char*>(segs), sizeof(segs)), std::string(420, '\x7f')});
+  }
   std::this_thread::sleep_for(300ms);
   EXPECT_TRUE(c.server(0).Alive()) << c.server(0).Output();
 

@@ -82,6 +82,43 @@ TEST(MessageTest, ValidateSparseFrames) {
   EXPECT_FALSE(ValidateDataFrames(m, 1 << 20).ok());
 }
 
+Message Fused(MsgType t, std::vector<FusedSegment> segs, size_t value_bytes, bool with_values) {
+  Message m;
+  m.header.type = static_cast<uint16_t>(t);
+  m.header.flags = kFlagFused;
+  m.header.count = segs.size();
+  m.frames.push_back(Frame::Copy(segs.data(), segs.size() * sizeof(FusedSegment)));
+  if (with_values) m.frames.push_back(Frame::Adopt(std::vector<char>(value_bytes)));
+  return m;
+}
+
+TEST(MessageTest, ValidateFusedFrames) {
+  std::vector<FusedSegment> segs(3);
+  segs[0].count = 5;
+  segs[1].count = 0;
+  segs[2].count = 7;
+  EXPECT_TRUE(ValidateDataFrames(Fused(MsgType::kPush, segs, 48, true), 1 << 20).ok());
+  EXPECT_EQ(*FusedElements(Fused(MsgType::kPush, segs, 48, true), 1 << 20), 12u);
+  EXPECT_FALSE(ValidateDataFrames(Fused(MsgType::kPush, segs, 44, true), 1 << 20).ok());   // short values
+  EXPECT_FALSE(ValidateDataFrames(Fused(MsgType::kPush, segs, 48, false), 1 << 20).ok());  // no values
+  EXPECT_TRUE(ValidateDataFrames(Fused(MsgType::kPull, segs, 0, false), 1 << 20).ok());
+  EXPECT_FALSE(ValidateDataFrames(Fused(MsgType::kPull, segs, 48, true), 1 << 20).ok());   // extra frame
+  EXPECT_FALSE(ValidateDataFrames(Fused(MsgType::kPush, segs, 48, true), 11).ok());        // over the limit
+  Message wrong_count = Fused(MsgType::kPull, segs, 0, false);
+  wrong_count.header.count = 4;  // the segment frame holds 3
+  EXPECT_FALSE(ValidateDataFrames(wrong_count, 1 << 20).ok());
+  std::vector<FusedSegment> huge(2);
+  huge[0].count = ~uint64_t{0};  // overflow attempt
+  huge[1].count = 2;
+  EXPECT_FALSE(ValidateDataFrames(Fused(MsgType::kPull, huge, 0, false), ~uint64_t{0} / 4).ok());
+  Message sparse_fused = Fused(MsgType::kPull, segs, 0, false);
+  sparse_fused.header.flags |= kFlagSparse;
+  EXPECT_FALSE(ValidateDataFrames(sparse_fused, 1 << 20).ok());
+  Message unknown_flag = Fused(MsgType::kPull, segs, 0, false);
+  unknown_flag.header.flags |= 1u << 7;
+  EXPECT_FALSE(ValidateDataFrames(unknown_flag, 1 << 20).ok());
+}
+
 TEST(MessageTest, ControlRoundTrip) {
   layerps::pb::Control c;
   c.mutable_register_()->set_token("t");
