@@ -25,7 +25,13 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 echo "== pip install bindings/python (scikit-build-core; build tree $BUILD_DIR)"
+# The build requirements of bindings/python/pyproject.toml, installed into the venv and
+# used without build isolation: an isolated build environment has a new path every time,
+# which makes scikit-build-core configure and rebuild everything from scratch; this way a
+# second run rebuilds only what changed.
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  "scikit-build-core>=0.10" "pybind11>=2.10"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
   --config-settings=build-dir="$BUILD_DIR" "$ROOT/bindings/python"
 
 echo "== the installed package"
