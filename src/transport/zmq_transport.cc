@@ -2,9 +2,23 @@
 //
 // ZeroMQ transport: one ROUTER socket receives everything sent to this node; one
 // DEALER socket per peer sends (guarded by its own mutex, so any thread may send).
+//
+// Same-host fast path: to a peer reached over ipc:// (so on this host), payload frames of
+// kShmMinFrame bytes or more are copied into a shared-memory segment this node owns for
+// that peer, and only their place travels over the socket: the message gets a manifest
+// part in front of its header, and each such frame is sent as an empty part. The
+// receiver maps the segment once and hands the bytes out in place (no socket copies);
+// releasing the received Frame marks the block free for the sender to reuse. When the
+// segment is full, or anything about it fails, frames take the socket as usual.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <deque>
+
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
@@ -35,6 +49,163 @@ void ReleaseOwner(void* /*data*/, void* hint) {
 // Frames at or below this size are copied into the ZeroMQ message (cheaper than
 // tracking an owner); bigger ones are sent in place.
 constexpr size_t kCopyBelow = 512;
+
+// ---- Shared-memory segments ------------------------------------------------------------
+
+constexpr size_t kShmMinFrame = size_t{64} << 10;
+constexpr size_t kShmSlots = 4096;                     // blocks in flight per segment
+constexpr size_t kShmControlBytes = kShmSlots * 4;     // one atomic flag per slot
+constexpr size_t kShmDataBytes = size_t{128} << 20;    // ring of payload bytes
+constexpr size_t kShmSegmentBytes = kShmControlBytes + kShmDataBytes;
+constexpr size_t kShmMaxFrame = kShmDataBytes / 4;     // bigger frames take the socket
+constexpr uint64_t kShmMagic = 0x31304D4853535046ull;  // "FPSSHM01"
+constexpr char kShmPrefix[] = "/layerps-shm-";
+
+// The manifest part: 72 bytes of head, then one entry per frame in shared memory. Its
+// size is never 64, the size of a header part.
+struct ShmHead {
+  uint64_t magic;
+  uint32_t count;
+  uint32_t reserved;
+  char name[56];  // NUL-terminated segment name
+};
+struct ShmEntry {
+  uint32_t frame;  // index among the payload frames
+  uint32_t slot;   // flag slot, set to 0 by the receiver when done
+  uint64_t offset; // in the data area
+  uint64_t size;
+};
+static_assert(sizeof(ShmHead) == 72 && sizeof(ShmEntry) == 24, "manifest layout");
+
+std::atomic<uint32_t>* ShmFlags(void* base) { return static_cast<std::atomic<uint32_t>*>(base); }
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,
+              "shared flags must be plain lock-free words");
+
+std::atomic<uint64_t> g_shm_counter{0};
+
+// The sending side: a segment this node created for one peer, used as a ring. Blocks are
+// reclaimed in allocation order once the receiver cleared their flags. Guarded by the
+// peer's mutex.
+class ShmSender {
+ public:
+  ~ShmSender() {
+    if (base_ != nullptr) munmap(base_, kShmSegmentBytes);
+    if (!name_.empty()) shm_unlink(name_.c_str());
+  }
+
+  // Maps a fresh segment; false if shared memory is unavailable.
+  bool Init() {
+    name_ = std::string(kShmPrefix) + std::to_string(getpid()) + "-" + std::to_string(g_shm_counter++);
+    const int fd = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+      name_.clear();
+      return false;
+    }
+    void* p = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(kShmSegmentBytes)) == 0) {
+      p = mmap(nullptr, kShmSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    close(fd);
+    if (p == MAP_FAILED) {
+      shm_unlink(name_.c_str());
+      name_.clear();
+      return false;
+    }
+    base_ = p;
+    return true;
+  }
+
+  const std::string& name() const { return name_; }
+
+  // Copies `f` into the segment; false (nothing changed) when there is no room.
+  bool Put(const Frame& f, uint32_t frame_index, ShmEntry* entry) {
+    Reclaim();
+    const size_t size = (f.size() + 63) / 64 * 64;
+    if (live_.size() >= kShmSlots) return false;
+    uint64_t off;
+    if (!Allocate(size, &off)) return false;
+    const uint32_t slot = next_slot_;
+    std::atomic<uint32_t>& flag = ShmFlags(base_)[slot];
+    if (flag.load(std::memory_order_acquire) != 0) return false;  // still held (cannot happen)
+    next_slot_ = (next_slot_ + 1) % kShmSlots;
+    std::memcpy(static_cast<uint8_t*>(base_) + kShmControlBytes + off, f.data(), f.size());
+    flag.store(1, std::memory_order_release);
+    live_.push_back(Block{off, size, slot});
+    head_ = off + size;
+    *entry = ShmEntry{frame_index, slot, off, f.size()};
+    return true;
+  }
+
+  // A message that was prepared but not sent: take back its blocks (most recent first).
+  void Undo(size_t blocks) {
+    for (size_t i = 0; i < blocks && !live_.empty(); ++i) {
+      const Block b = live_.back();
+      live_.pop_back();
+      ShmFlags(base_)[b.slot].store(0, std::memory_order_release);
+      next_slot_ = b.slot;
+      head_ = b.offset;
+    }
+    if (live_.empty()) head_ = tail_ = 0;
+  }
+
+ private:
+  struct Block {
+    uint64_t offset, size;
+    uint32_t slot;
+  };
+
+  void Reclaim() {
+    while (!live_.empty() && ShmFlags(base_)[live_.front().slot].load(std::memory_order_acquire) == 0) {
+      live_.pop_front();
+    }
+    if (live_.empty()) {
+      head_ = tail_ = 0;
+    } else {
+      tail_ = live_.front().offset;
+    }
+  }
+
+  // Ring allocation in [0, kShmDataBytes): live bytes are [tail_, head_) or, wrapped,
+  // [tail_, end) + [0, head_).
+  bool Allocate(size_t size, uint64_t* off) {
+    if (live_.empty()) {
+      *off = 0;
+      return size <= kShmDataBytes;
+    }
+    if (head_ > tail_) {
+      if (kShmDataBytes - head_ >= size) {
+        *off = head_;
+        return true;
+      }
+      if (tail_ > size) {  // wrap; keep one byte between head and tail
+        *off = 0;
+        return true;
+      }
+      return false;
+    }
+    // Wrapped: free space is [head_, tail_).
+    if (tail_ > head_ && tail_ - head_ > size) {
+      *off = head_;
+      return true;
+    }
+    return false;
+  }
+
+  std::string name_;
+  void* base_ = nullptr;
+  std::deque<Block> live_;
+  uint64_t head_ = 0, tail_ = 0;
+  uint32_t next_slot_ = 0;
+};
+
+// The receiving side: segments of peers, mapped on first use; a mapping lives as long as
+// any Frame handed out from it. Only the receive thread opens mappings.
+struct ShmMapping {
+  void* base = nullptr;
+  ~ShmMapping() {
+    if (base != nullptr) munmap(base, kShmSegmentBytes);
+  }
+};
 
 zmq::message_t ToZmq(const Frame& f) {
   if (f.size() <= kCopyBelow || !f.owner()) return zmq::message_t(f.data(), f.size());
@@ -92,6 +263,7 @@ class ZmqTransport final : public Transport {
     }
     auto p = std::make_shared<Peer>();
     p->endpoint = endpoint;
+    p->same_host = endpoint.rfind("ipc://", 0) == 0 && shm_enabled_;
     try {
       std::lock_guard<std::mutex> setup(setup_mu_);
       if (!ctx_) {
@@ -144,19 +316,63 @@ class ZmqTransport final : public Transport {
     if (!p) return Unavailable("no connection to node " + std::to_string(peer));
     std::lock_guard<std::mutex> lock(p->mu);
     if (!p->socket) return Unavailable("connection to node " + std::to_string(peer) + " closed");
+    // Same host: big frames go into shared memory; the manifest says where.
+    std::vector<ShmEntry> entries;
+    if (p->same_host && !p->shm_failed) {
+      for (size_t i = 0; i < msg.frames.size(); ++i) {
+        const Frame& f = msg.frames[i];
+        if (f.size() < kShmMinFrame || f.size() > kShmMaxFrame) continue;
+        if (!p->shm) {
+          p->shm = std::make_unique<ShmSender>();
+          if (!p->shm->Init()) {
+            p->shm.reset();
+            p->shm_failed = true;
+            LOG(WARNING) << "no shared memory for node " << peer << "; using the socket only";
+            break;
+          }
+        }
+        ShmEntry e;
+        if (!p->shm->Put(f, static_cast<uint32_t>(i), &e)) break;  // full: the rest by socket
+        entries.push_back(e);
+      }
+    }
     try {
       p->socket->set(zmq::sockopt::sndtimeo, timeout_ms);
+      if (!entries.empty()) {
+        zmq::message_t manifest(sizeof(ShmHead) + entries.size() * sizeof(ShmEntry));
+        ShmHead head{};
+        head.magic = kShmMagic;
+        head.count = static_cast<uint32_t>(entries.size());
+        std::strncpy(head.name, p->shm->name().c_str(), sizeof(head.name) - 1);
+        std::memcpy(manifest.data(), &head, sizeof(head));
+        std::memcpy(static_cast<uint8_t*>(manifest.data()) + sizeof(head), entries.data(),
+                    entries.size() * sizeof(ShmEntry));
+        if (!p->socket->send(manifest, zmq::send_flags::sndmore)) {
+          p->shm->Undo(entries.size());
+          return Unavailable("send queue to node " + std::to_string(peer) + " stayed full for " +
+                             std::to_string(timeout_ms) + " ms");
+        }
+        // From here on the message is committed: the header and frames follow.
+      }
       zmq::message_t head(&msg.header, sizeof(Header));
       const bool more = !msg.frames.empty();
       if (!p->socket->send(head, more ? zmq::send_flags::sndmore : zmq::send_flags::none)) {
         return Unavailable("send queue to node " + std::to_string(peer) + " stayed full for " +
                            std::to_string(timeout_ms) + " ms");
       }
+      size_t next_entry = 0;
       for (size_t i = 0; i < msg.frames.size(); ++i) {
-        zmq::message_t part = ToZmq(msg.frames[i]);
         const bool last = i + 1 == msg.frames.size();
+        const auto flags = last ? zmq::send_flags::none : zmq::send_flags::sndmore;
+        if (next_entry < entries.size() && entries[next_entry].frame == i) {
+          ++next_entry;
+          zmq::message_t empty;  // the bytes are in shared memory
+          p->socket->send(empty, flags);
+          continue;
+        }
+        zmq::message_t part = ToZmq(msg.frames[i]);
         // Parts after the first are never refused by the high-water mark.
-        p->socket->send(part, last ? zmq::send_flags::none : zmq::send_flags::sndmore);
+        p->socket->send(part, flags);
       }
     } catch (const zmq::error_t& e) {
       return Unavailable("send to node " + std::to_string(peer) + ": " + e.what());
@@ -177,18 +393,21 @@ class ZmqTransport final : public Transport {
         zmq::message_t part;
         if (!router_->recv(part, zmq::recv_flags::dontwait)) break;
         more = part.more();
-        if (parts.size() <= kMaxFrames + 2) parts.push_back(std::move(part));
+        if (parts.size() <= kMaxFrames + 3) parts.push_back(std::move(part));
       }
-      if (parts.size() < 2) return ProtocolError("message without a header frame");
-      if (parts.size() > kMaxFrames + 2) return ProtocolError("message with too many frames");
+      // A manifest part (never 64 bytes long) may precede the header: frames in shared memory.
+      const size_t first = parts.size() >= 3 && parts[1].size() != sizeof(Header) ? 2 : 1;
+      if (parts.size() < first + 1) return ProtocolError("message without a header frame");
+      if (parts.size() > kMaxFrames + first + 1) return ProtocolError("message with too many frames");
       msg->frames.clear();
-      PS_RETURN_IF_ERROR(ParseHeader(parts[1].data(), parts[1].size(), &msg->header));
-      for (size_t i = 2; i < parts.size(); ++i) {
+      PS_RETURN_IF_ERROR(ParseHeader(parts[first].data(), parts[first].size(), &msg->header));
+      for (size_t i = first + 1; i < parts.size(); ++i) {
         auto owned = std::make_shared<zmq::message_t>(std::move(parts[i]));
         const void* data = owned->data();
         const size_t size = owned->size();
         msg->frames.push_back(Frame::Borrow(data, size, std::move(owned)));
       }
+      if (first == 2) PS_RETURN_IF_ERROR(ResolveShm(parts[1], &msg->frames));
       return Status::OK();
     } catch (const zmq::error_t& e) {
       return Unavailable(std::string("receive: ") + e.what());
@@ -216,7 +435,66 @@ class ZmqTransport final : public Transport {
     std::mutex mu;
     std::string endpoint;
     std::unique_ptr<zmq::socket_t> socket;  // guarded by mu
+    bool same_host = false;                 // ipc:// endpoint: the shared-memory path applies
+    bool shm_failed = false;                // guarded by mu: no segment could be made
+    std::unique_ptr<ShmSender> shm;         // guarded by mu
   };
+
+  // Opens (or finds) the mapping of a peer's segment; null if the name is not a LayerPS
+  // segment or it cannot be mapped. Receive thread only.
+  std::shared_ptr<ShmMapping> MapSegment(const std::string& name) {
+    auto it = mappings_.find(name);
+    if (it != mappings_.end()) return it->second;
+    if (name.rfind(kShmPrefix, 0) != 0 || name.find('/', 1) != std::string::npos || name.size() > 55) return nullptr;
+    const int fd = shm_open(name.c_str(), O_RDWR, 0);
+    if (fd < 0) return nullptr;
+    struct stat st;
+    void* p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == kShmSegmentBytes) {
+      p = mmap(nullptr, kShmSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    close(fd);
+    // The name is only needed to open it once: remove it so nothing is left behind.
+    shm_unlink(name.c_str());
+    if (p == MAP_FAILED) return nullptr;
+    auto m = std::make_shared<ShmMapping>();
+    m->base = p;
+    mappings_[name] = m;
+    return m;
+  }
+
+  // Replaces frames marked in the manifest `head` (parts[0]) by their bytes in shared
+  // memory. `frames` are the payload frames as received.
+  Status ResolveShm(const zmq::message_t& manifest, std::vector<Frame>* frames) {
+    if (manifest.size() < sizeof(ShmHead) || (manifest.size() - sizeof(ShmHead)) % sizeof(ShmEntry) != 0) {
+      return ProtocolError("malformed shared-memory manifest");
+    }
+    ShmHead head;
+    std::memcpy(&head, manifest.data(), sizeof(head));
+    const size_t count = (manifest.size() - sizeof(ShmHead)) / sizeof(ShmEntry);
+    if (head.magic != kShmMagic || head.count != count || count == 0 || count > kMaxFrames) {
+      return ProtocolError("bad shared-memory manifest");
+    }
+    head.name[sizeof(head.name) - 1] = '\0';
+    std::shared_ptr<ShmMapping> map = MapSegment(head.name);
+    if (!map) return ProtocolError("cannot map shared-memory segment '" + std::string(head.name) + "'");
+    const uint8_t* entries = static_cast<const uint8_t*>(manifest.data()) + sizeof(ShmHead);
+    for (size_t i = 0; i < count; ++i) {
+      ShmEntry e;
+      std::memcpy(&e, entries + i * sizeof(ShmEntry), sizeof(e));
+      if (e.frame >= frames->size() || (*frames)[e.frame].size() != 0 || e.slot >= kShmSlots ||
+          e.size == 0 || e.offset > kShmDataBytes || e.size > kShmDataBytes - e.offset) {
+        return ProtocolError("bad shared-memory frame reference");
+      }
+      std::atomic<uint32_t>* flag = ShmFlags(map->base) + e.slot;
+      const uint8_t* data = static_cast<const uint8_t*>(map->base) + kShmControlBytes + e.offset;
+      std::shared_ptr<const void> owner(data, [map, flag](const void*) {
+        flag->store(0, std::memory_order_release);
+      });
+      (*frames)[e.frame] = Frame::Borrow(data, e.size, std::move(owner));
+    }
+    return Status::OK();
+  }
 
   // linger_ms < 0 keeps the socket's own linger (lets queued control messages out).
   static void CloseSocket(Peer* p, int linger_ms) {
@@ -235,6 +513,12 @@ class ZmqTransport final : public Transport {
   std::atomic<bool> closed_{false};
   mutable std::shared_mutex peers_mu_;
   std::unordered_map<NodeId, std::shared_ptr<Peer>> peers_;  // guarded by peers_mu_
+  // LAYERPS_NO_SHM=1 turns the same-host shared-memory path off (for comparisons).
+  const bool shm_enabled_ = [] {
+    const char* v = std::getenv("LAYERPS_NO_SHM");
+    return v == nullptr || std::string(v) != "1";
+  }();
+  std::unordered_map<std::string, std::shared_ptr<ShmMapping>> mappings_;  // receive thread only
 };
 
 std::atomic<uint64_t> g_endpoint_counter{0};
