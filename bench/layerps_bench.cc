@@ -50,9 +50,10 @@ DEFINE_bool(targets, false, "Preset that measures the issue-3 targets in one run
             "push/pull at 256K/4M/32M with 8 in flight, 4K pushpull with 1 in flight, sparse "
             "100k keys x 16 of 10M with 8 in flight, ipc vs tcp at 4M, the 100 x 4K step");
 DEFINE_string(modes, "dense", "Comma list of request kinds: dense, sparse, step (a training "
-              "step of --step_tensors tensors of --step_bytes each, pushed as separate tables "
-              "and, fused on the worker, as one table; compared with one push of the same "
-              "total bytes)");
+              "step of --step_tensors tensors of --step_bytes each, each its own table, pushed "
+              "three ways: one Push per tensor ('step'), one Worker::PushMany ('stepmany'), "
+              "and packed by the caller into one table ('stepfused'); each compared with one "
+              "push of the same total bytes)");
 DEFINE_string(ops, "push,pull,pushpull", "Comma list of operations: push, pull, pushpull");
 DEFINE_string(sizes, "4K,64K,256K,1M,4M,31M,32M,100003", "Dense: comma list of bytes per "
               "request (suffix K/M/G = 2^10/2^20/2^30; odd sizes are rounded up to whole floats)");
@@ -143,7 +144,7 @@ struct Case {
   std::string system = "layerps";  // layerps | raw-zmq
   std::string transport = "tcp";
   int servers = 1, workers = 1;
-  std::string mode = "dense";      // dense | sparse | step | stepfused; raw: oneway | rtt
+  std::string mode = "dense";      // dense | sparse | step | stepmany | stepfused; raw: oneway | rtt
   std::string op = "push";         // push | pull | pushpull
   uint64_t bytes = 0;              // dense: value bytes per request; step: total bytes per step
   int inflight = 1;
@@ -156,7 +157,7 @@ struct Case {
     std::string s = system + " " + transport + " " + std::to_string(servers) + "x" +
                     std::to_string(workers) + " " + mode + " " + op;
     if (mode == "sparse") s += " keys=" + std::to_string(keys) + "x" + std::to_string(dim) + " " + dist;
-    else if (mode == "step" || mode == "stepfused") s += " " + std::to_string(tensors) + "x" + HumanBytes(bytes / tensors);
+    else if (mode == "step" || mode == "stepmany" || mode == "stepfused") s += " " + std::to_string(tensors) + "x" + HumanBytes(bytes / tensors);
     else s += " " + HumanBytes(bytes);
     return s + " inflight=" + std::to_string(inflight);
   }
@@ -318,7 +319,8 @@ class RawBaselines {
   Entry* For(const Case& lc, uint64_t bytes) {
     if (lc.mode != "dense" && lc.mode != "sparse") return nullptr;
     const bool rtt = lc.op == "pushpull";
-    const std::string tr = lc.transport == "joined" ? "tcp" : lc.transport;
+    std::string tr = lc.transport;
+    if (tr.rfind("join-", 0) == 0) tr = tr.substr(5);
     const int window = rtt ? lc.inflight : 1;
     for (auto& e : entries_) {
       if (e->c.transport == tr && e->c.mode == (rtt ? "rtt" : "oneway") && e->c.bytes == bytes &&
@@ -493,6 +495,7 @@ struct WorkerCase {
   std::vector<std::vector<Key>> key_batches;   // sparse
   std::vector<uint64_t> batch_uses;            // sparse: how often each batch was pushed
   std::vector<float> fused;                    // stepfused: packing buffer
+  std::vector<DenseRef> refs;                  // stepmany: the tensors of one step
   std::vector<double> lat_us;
   uint64_t pushes = 0;                         // requests that pushed values
   std::string error;                           // first failure
@@ -532,7 +535,7 @@ class LayerPSRunner {
         specs.push_back(TableSpec::Sparse(prefix, c_.dim));
       } else {  // step / stepfused
         const uint64_t per = elems_ / c_.tensors;
-        if (c_.mode == "step") {
+        if (c_.mode == "step" || c_.mode == "stepmany") {
           for (int t = 0; t < c_.tensors; ++t) specs.push_back(TableSpec::Dense(prefix + "-t" + std::to_string(t), per));
         } else {
           specs.push_back(TableSpec::Dense(prefix + "-fused", per * c_.tensors));
@@ -718,6 +721,13 @@ class LayerPSRunner {
           s->w->PushSparse(s->tables[0], keys, c_.keys, s->in.data(), len, fin);
           s->w->PullSparse(s->tables[0], keys, c_.keys, s->out[slot].data(), len, fin);
         }
+      } else if (c_.mode == "stepmany") {
+        // One step: every tensor its own table, all in one Worker::PushMany request.
+        const uint64_t per = elems_ / c_.tensors;
+        if (s->refs.empty()) {
+          for (int t = 0; t < c_.tensors; ++t) s->refs.push_back(DenseRef{s->tables[t], s->in.data() + t * per, per});
+        }
+        s->w->PushMany(s->refs, done);
       } else if (c_.mode == "step") {
         // One step: every tensor pushed as its own table, all in flight.
         const uint64_t per = elems_ / c_.tensors;
@@ -804,12 +814,13 @@ class LayerPSRunner {
     }
     // Dense, step, stepfused: every element = (number of pushes) * G(i).
     std::vector<float> out(elems_);
-    const uint64_t per = c_.mode == "step" ? elems_ / c_.tensors : elems_;
+    const bool per_tensor = c_.mode == "step" || c_.mode == "stepmany";
+    const uint64_t per = per_tensor ? elems_ / c_.tensors : elems_;
     for (size_t t = 0; t < ws_[0].tables.size(); ++t) {
       Status st = w->Wait(w->Pull(ws_[0].tables[t], out.data() + t * per, per), std::chrono::seconds(120));
       if (!st.ok()) { r->verify_note = "final pull: " + st.ToString(); return; }
     }
-    const uint64_t checked = c_.mode == "step" ? per * c_.tensors : elems_;
+    const uint64_t checked = per_tensor ? per * c_.tensors : elems_;
     for (uint64_t i = 0; i < checked; ++i) {
       const float want = static_cast<float>(total) * G(i);
       const float k = out[i] / G(i);
@@ -1096,6 +1107,7 @@ int Main(int argc, char** argv) {
         c.inflight = 1;
         c.op = "push";
         c.mode = "step"; g.cases.push_back(c);
+        c.mode = "stepmany"; g.cases.push_back(c);
         c.mode = "stepfused"; g.cases.push_back(c);
         c.mode = "dense"; g.cases.push_back(c);  // the reference: one push of the same bytes
       }
@@ -1115,7 +1127,7 @@ int Main(int argc, char** argv) {
       c = Case(); c.mode = "sparse"; c.op = op; c.keys = 100000; c.dim = 16; c.dist = "uniform"; c.inflight = 8;
       g.cases.push_back(c);
     }
-    for (const char* m : {"step", "stepfused", "dense"}) {
+    for (const char* m : {"step", "stepmany", "stepfused", "dense"}) {
       c = Case(); c.mode = m; c.op = "push"; c.tensors = 100; c.bytes = 100 * 4096; c.inflight = 1;
       g.cases.push_back(c);
     }
@@ -1170,7 +1182,8 @@ int Main(int argc, char** argv) {
     if (!st.ok()) Die("cannot start the cluster: " + st.ToString());
     for (auto c : g.cases) {
       if (FLAGS_join) {
-        c.transport = "joined";
+        const std::string& a = base->scheduler_address;
+        c.transport = "join-" + a.substr(0, a.find(':'));
         c.servers = cl.workers[0]->num_servers();
         c.workers = cl.workers[0]->num_workers();
       }
