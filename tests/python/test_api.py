@@ -153,12 +153,14 @@ def test_bad_outputs_and_keys(worker):
     s = worker.declare_sparse("rows", 4)
     ro = np.zeros(10, np.float32)
     ro.setflags(write=False)
+    shared = np.zeros(10, np.float32)
     cases = [
         (lambda: worker.pull(t, ro), "read-only"),
         (lambda: worker.pull(t, np.zeros(20, np.float32)[::2]), "C-contiguous"),
         (lambda: worker.pull(t, torch.zeros(5, 2).t()), "must be contiguous"),
         (lambda: worker.pull(t, np.zeros(10, np.float64)), "float64"),
         (lambda: worker.pull(t, np.zeros(11, np.float32)), "the table has 10 elements"),
+        (lambda: worker.pushpull(t, shared, shared), "must not share memory"),
         (lambda: worker.pull_sparse(s, np.array([1.5, 2.0])), "integer keys"),
         (lambda: worker.pull_sparse(s, torch.tensor([1.0])), "integer tensor"),
         (lambda: worker.push_sparse(s, [1, 2], np.ones((2, 3), np.float32)),

@@ -305,18 +305,20 @@ class PyWorker {
   Handle* Push(uint32_t table, const py::array& grad) {
     const ps::TableSpec spec = Dense(table, "push");
     CheckDense(spec, grad, "push", "gradient", false);
-    return Submit("push to '" + spec.name + "'", py::make_tuple(grad), py::none(), [&] {
-      return w().Push(table, Data(grad), grad.size());
-    });
+    const float* g = Data(grad);
+    const size_t n = grad.size();
+    return Submit("push to '" + spec.name + "'", py::make_tuple(grad), py::none(),
+                  [&] { return w().Push(table, g, n); });
   }
 
   Handle* Pull(uint32_t table, std::optional<py::array> out) {
     const ps::TableSpec spec = Dense(table, "pull");
     py::array o = out ? *out : NewFloat({static_cast<py::ssize_t>(spec.size)});
     CheckDense(spec, o, "pull", "output", true);
-    return Submit("pull from '" + spec.name + "'", py::make_tuple(o), o, [&] {
-      return w().Pull(table, MutableData(o), o.size());
-    });
+    float* dst = MutableData(o);
+    const size_t n = o.size();
+    return Submit("pull from '" + spec.name + "'", py::make_tuple(o), o,
+                  [&] { return w().Pull(table, dst, n); });
   }
 
   Handle* PushPull(uint32_t table, const py::array& grad, std::optional<py::array> out) {
@@ -324,29 +326,35 @@ class PyWorker {
     CheckDense(spec, grad, "pushpull", "gradient", false);
     py::array o = out ? *out : NewFloat({static_cast<py::ssize_t>(spec.size)});
     CheckDense(spec, o, "pushpull", "output", true);
-    if (o.ptr() == grad.ptr() || Data(grad) == MutableData(o)) {
+    const float* g = Data(grad);
+    float* dst = MutableData(o);
+    const size_t n = o.size();
+    if (g < dst + n && dst < g + n) {
       ThrowInvalid("pushpull to '" + spec.name + "': the gradient and the output must not share memory");
     }
-    return Submit("pushpull to '" + spec.name + "'", py::make_tuple(grad, o), o, [&] {
-      return w().PushPull(table, Data(grad), MutableData(o), o.size());
-    });
+    return Submit("pushpull to '" + spec.name + "'", py::make_tuple(grad, o), o,
+                  [&] { return w().PushPull(table, g, dst, n); });
   }
 
   Handle* Assign(uint32_t table, const py::array& values) {
     const ps::TableSpec spec = Dense(table, "assign");
     CheckDense(spec, values, "assign", "values", false);
-    return Submit("assign to '" + spec.name + "'", py::make_tuple(values), py::none(), [&] {
-      return w().Assign(table, Data(values), values.size());
-    });
+    const float* v = Data(values);
+    const size_t n = values.size();
+    return Submit("assign to '" + spec.name + "'", py::make_tuple(values), py::none(),
+                  [&] { return w().Assign(table, v, n); });
   }
 
   // --- Sparse --------------------------------------------------------------------------
   Handle* PushSparse(uint32_t table, const py::array& keys, const py::array& rows) {
     const ps::TableSpec spec = Sparse(table, "push_sparse");
     CheckSparse(spec, keys, rows, "push_sparse", "rows", false);
-    return Submit("push_sparse to '" + spec.name + "'", py::make_tuple(keys, rows), py::none(), [&] {
-      return w().PushSparse(table, Keys(keys), keys.size(), Data(rows), rows.size());
-    });
+    const ps::Key* k = Keys(keys);
+    const size_t nk = keys.size();
+    const float* r = Data(rows);
+    const size_t nr = rows.size();
+    return Submit("push_sparse to '" + spec.name + "'", py::make_tuple(keys, rows), py::none(),
+                  [&] { return w().PushSparse(table, k, nk, r, nr); });
   }
 
   Handle* PullSparse(uint32_t table, const py::array& keys, std::optional<py::array> out) {
@@ -355,17 +363,23 @@ class PyWorker {
     py::array o = out ? *out
                       : NewFloat({static_cast<py::ssize_t>(keys.size()), static_cast<py::ssize_t>(spec.dim)});
     CheckSparse(spec, keys, o, "pull_sparse", "output", true);
-    return Submit("pull_sparse from '" + spec.name + "'", py::make_tuple(keys, o), o, [&] {
-      return w().PullSparse(table, Keys(keys), keys.size(), MutableData(o), o.size());
-    });
+    const ps::Key* k = Keys(keys);
+    const size_t nk = keys.size();
+    float* dst = MutableData(o);
+    const size_t nr = o.size();
+    return Submit("pull_sparse from '" + spec.name + "'", py::make_tuple(keys, o), o,
+                  [&] { return w().PullSparse(table, k, nk, dst, nr); });
   }
 
   Handle* AssignSparse(uint32_t table, const py::array& keys, const py::array& rows) {
     const ps::TableSpec spec = Sparse(table, "assign_sparse");
     CheckSparse(spec, keys, rows, "assign_sparse", "rows", false);
-    return Submit("assign_sparse to '" + spec.name + "'", py::make_tuple(keys, rows), py::none(), [&] {
-      return w().AssignSparse(table, Keys(keys), keys.size(), Data(rows), rows.size());
-    });
+    const ps::Key* k = Keys(keys);
+    const size_t nk = keys.size();
+    const float* r = Data(rows);
+    const size_t nr = rows.size();
+    return Submit("assign_sparse to '" + spec.name + "'", py::make_tuple(keys, rows), py::none(),
+                  [&] { return w().AssignSparse(table, k, nk, r, nr); });
   }
 
   uint32_t id() const { return w().id(); }
@@ -390,6 +404,8 @@ class PyWorker {
  private:
   ps::Worker& w() const { return *state_->worker; }
 
+  // Sends with the GIL released: `send` must not touch Python objects (pointers and sizes
+  // are taken before), whose references `keep` holds for the Handle.
   template <typename F>
   Handle* Submit(std::string what, py::object keep, py::object result, F&& send) {
     state_->ReapOrphans();
