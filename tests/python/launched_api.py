@@ -27,7 +27,10 @@ rows = w.pull_sparse(s, np.array([100, -1], np.int64)).wait(timeout=30)
 assert np.all(rows == -n), rows
 
 if len(sys.argv) > 1 and sys.argv[1] == "--fail" and r == n - 1:
-    sys.exit(3)
+    # Die without leaving the cluster (a clean exit would leave it, and the others would
+    # finish normally): the launcher must notice the failure and stop everything.
+    sys.stdout.flush()
+    os._exit(3)
 w.barrier(timeout=30)
 print(f"launched worker rank {r} of {n}: OK", flush=True)
 layerps.shutdown()
