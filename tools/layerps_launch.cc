@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
       "Usage: layerps-launch --num_servers=M --num_workers=N [flags] -- COMMAND [ARGS...]\n\n"
       "Starts layerps-scheduler, M layerps-server processes and N copies of COMMAND (the\n"
       "workers), with LAYERPS_SCHEDULER, LAYERPS_TOKEN, LAYERPS_NUM_SERVERS, LAYERPS_NUM_WORKERS,\n"
-      "LAYERPS_ROLE=worker and LAYERPS_WORKER_INDEX set. Output is forwarded with a [role]\n"
+      "LAYERPS_ROLE and LAYERPS_RANK set (child i of a role asks the scheduler for rank i,\n"
+      "so \"[worker i]\" in the output is the worker of rank i). Output is forwarded with a [role]\n"
       "prefix. Exits 0 when every worker exits 0 and the cluster shuts down cleanly; otherwise\n"
       "stops everything and exits 1.",
       /*stop_at_positional=*/true);
@@ -279,6 +280,7 @@ int main(int argc, char** argv) {
     g_children.push_back(Child{"server " + std::to_string(i), false, FLAGS_quiet_daemons});
     std::vector<std::string> env = common_env;
     env.push_back("LAYERPS_ROLE=server");
+    env.push_back("LAYERPS_RANK=" + std::to_string(i));
     if (!Spawn(&g_children.back(), {bin + "/layerps-server"}, env)) {
       std::printf("[launch] cannot start a server\n");
       StopAll(true);
@@ -289,7 +291,7 @@ int main(int argc, char** argv) {
     g_children.push_back(Child{"worker " + std::to_string(i), true, false});
     std::vector<std::string> env = common_env;
     env.push_back("LAYERPS_ROLE=worker");
-    env.push_back("LAYERPS_WORKER_INDEX=" + std::to_string(i));
+    env.push_back("LAYERPS_RANK=" + std::to_string(i));
     if (!Spawn(&g_children.back(), command, env)) {
       std::printf("[launch] cannot start worker %d\n", i);
       StopAll(true);

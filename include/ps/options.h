@@ -41,6 +41,11 @@ struct Options {
   // Default empty (any node with an empty token joins). Env: LAYERPS_TOKEN.
   std::string token;
 
+  // Servers and workers: the rank to ask for within the role (0..count-1), or -1 for
+  // the lowest free one. Two nodes asking for the same rank: the second is refused.
+  // layerps-launch sets it so that "[worker i]" in its output is rank i. Env: LAYERPS_RANK.
+  int rank = -1;
+
   // --- Timing (milliseconds) -----------------------------------------------------------
   // How often nodes and scheduler exchange heartbeats. 10..60000, default 500.
   int heartbeat_interval_ms = 500;

@@ -17,6 +17,8 @@ DEFINE_int32(num_workers, 0, "Scheduler: workers in the cluster, 1..4096. Defaul
              "$LAYERPS_NUM_WORKERS, else 1");
 DEFINE_string(token, "", "Cluster secret; nodes with another token are refused. Default: "
               "$LAYERPS_TOKEN, else empty");
+DEFINE_int32(rank, -1, "Servers and workers: the rank to ask for within the role, or -1 for the "
+             "lowest free one. Default: $LAYERPS_RANK, else -1");
 DEFINE_int32(heartbeat_interval_ms, 0, "Heartbeat period, 10..60000. Default 500");
 DEFINE_int32(heartbeat_timeout_ms, 0, "Silence after which a node is dead; > 2x interval. "
              "Default 5000");
@@ -43,6 +45,7 @@ StatusOr<Options> OptionsFromFlags() {
   if (IsSet("token")) o.token = FLAGS_token;
   if (IsSet("num_servers")) o.num_servers = FLAGS_num_servers;
   if (IsSet("num_workers")) o.num_workers = FLAGS_num_workers;
+  if (IsSet("rank")) o.rank = FLAGS_rank;
   if (IsSet("heartbeat_interval_ms")) o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
   if (IsSet("heartbeat_timeout_ms")) o.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
   if (IsSet("connect_timeout_ms")) o.connect_timeout_ms = FLAGS_connect_timeout_ms;

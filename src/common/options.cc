@@ -51,6 +51,7 @@ StatusOr<Options> Options::FromEnv() {
   EnvString("LAYERPS_TOKEN", &o.token);
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_NUM_SERVERS", 1, 4096, &o.num_servers));
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_NUM_WORKERS", 1, 4096, &o.num_workers));
+  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_RANK", -1, 4095, &o.rank));
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_HEARTBEAT_INTERVAL_MS", 10, 60000, &o.heartbeat_interval_ms));
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_HEARTBEAT_TIMEOUT_MS", 20, 3600000, &o.heartbeat_timeout_ms));
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_CONNECT_TIMEOUT_MS", 1, 3600000, &o.connect_timeout_ms));
@@ -74,6 +75,7 @@ Status Options::Validate() const {
   if (num_workers < 1 || num_workers > 4096) {
     return InvalidArgument("num_workers=" + std::to_string(num_workers) + " is outside [1, 4096]");
   }
+  if (rank < -1 || rank > 4095) return InvalidArgument("rank=" + std::to_string(rank) + " is outside [-1, 4095]");
   if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {
     return InvalidArgument("heartbeat_interval_ms=" + std::to_string(heartbeat_interval_ms) +
                            " is outside [10, 60000]");

@@ -231,6 +231,23 @@ class Scheduler::Impl {
     } else if (role == Role::kWorker && have_workers >= options_.num_workers) {
       refusal = "all " + std::to_string(options_.num_workers) + " worker slots are taken";
     }
+    const int count = role == Role::kServer ? options_.num_servers : options_.num_workers;
+    int rank = -1;
+    if (refusal.empty()) {
+      if (r.requested_rank() >= 0) {
+        if (r.requested_rank() >= count) {
+          refusal = "rank " + std::to_string(r.requested_rank()) + " asked for, but the cluster has " +
+                    std::to_string(count) + " " + RoleName(role) + "(s)";
+        } else if (RankTaken(role, r.requested_rank())) {
+          refusal = std::string(RoleName(role)) + " rank " + std::to_string(r.requested_rank()) + " is taken";
+        } else {
+          rank = r.requested_rank();
+        }
+      } else {
+        rank = 0;
+        while (RankTaken(role, rank)) ++rank;  // the lowest free rank
+      }
+    }
     layerps::pb::Control reply;
     auto* rr = reply.mutable_register_reply();
     if (!refusal.empty()) {
@@ -249,7 +266,7 @@ class Scheduler::Impl {
     NodeInfo info;
     info.id = next_id_++;
     info.role = role;
-    info.rank = static_cast<uint32_t>(role == Role::kServer ? have_servers : have_workers);
+    info.rank = static_cast<uint32_t>(rank);
     info.endpoint = r.endpoint();
     info.hostname = r.hostname();
     info.alive = true;
@@ -276,6 +293,13 @@ class Scheduler::Impl {
                 << options_.num_workers << " worker(s)";
       BroadcastMap();
     }
+  }
+
+  bool RankTaken(Role role, int rank) const {
+    for (const auto& n : map_.nodes) {
+      if (n.role == role && static_cast<int>(n.rank) == rank) return true;
+    }
+    return false;
   }
 
   void BroadcastMap() {

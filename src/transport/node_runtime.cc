@@ -51,6 +51,7 @@ Status NodeRuntime::Start() {
   reg->set_role(static_cast<layerps::pb::Role>(role_));
   reg->set_endpoint(endpoint_);
   reg->set_hostname(Hostname());
+  reg->set_requested_rank(options_.rank);
   Status sent = transport_->Send(kSchedulerId, MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
 
   Status result = sent;

@@ -548,3 +548,52 @@ TEST(FusionErrorsTest, OneBadTensorSendsNothing) {
 
 }  // namespace
 }  // namespace ps
+
+namespace ps {
+namespace {
+
+TEST(RankTest, NodesGetTheRanksTheyAskFor) {
+  Options o = FastOptions();
+  o.num_servers = 1;
+  o.num_workers = 3;
+  Scheduler sched(o);
+  ASSERT_TRUE(sched.Start().ok());
+  o.scheduler_address = sched.address();
+  o.connect_timeout_ms = 5000;
+  auto with_rank = [&](int r) {
+    Options x = o;
+    x.rank = r;
+    return x;
+  };
+  // Refusals first, while every slot is free.
+  Worker too_high(with_rank(5));
+  Status s = too_high.Start();
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("rank 5 asked for"), std::string::npos) << s;
+  Worker w2(with_rank(2)), dup(with_rank(2)), any(with_rank(-1)), w0(with_rank(0));
+  Server server(o);
+  std::vector<std::future<Status>> f;
+  f.push_back(std::async(std::launch::async, [&] { return w2.Start(); }));
+  std::this_thread::sleep_for(200ms);  // w2 registers first and holds rank 2
+  Status dup_status = dup.Start();
+  EXPECT_EQ(dup_status.code(), StatusCode::kPermissionDenied) << dup_status;
+  EXPECT_NE(dup_status.message().find("worker rank 2 is taken"), std::string::npos) << dup_status;
+  f.push_back(std::async(std::launch::async, [&] { return any.Start(); }));
+  std::this_thread::sleep_for(200ms);  // takes the lowest free rank: 0
+  f.push_back(std::async(std::launch::async, [&] { return server.Start(); }));
+  // Rank 0 is taken by `any` now, so w0 is refused; the last free rank goes to a fresh node.
+  EXPECT_EQ(w0.Start().code(), StatusCode::kPermissionDenied);
+  Worker last(with_rank(-1));
+  f.push_back(std::async(std::launch::async, [&] { return last.Start(); }));
+  for (auto& x : f) ASSERT_TRUE(x.get().ok());
+  EXPECT_EQ(w2.rank(), 2u);
+  EXPECT_EQ(any.rank(), 0u);
+  EXPECT_EQ(last.rank(), 1u);
+  w2.Stop();
+  any.Stop();
+  last.Stop();
+  EXPECT_TRUE(sched.Join(10s).ok());
+}
+
+}  // namespace
+}  // namespace ps

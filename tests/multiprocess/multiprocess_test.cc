@@ -161,6 +161,11 @@ TEST(MultiProcessTest, LaunchTrainsTheExample) {
   EXPECT_NE(out.find("[server 1]"), std::string::npos) << out;
   EXPECT_NE(out.find("test accuracy"), std::string::npos) << out;
   EXPECT_NE(out.find("[launch] done"), std::string::npos) << out;
+  // The i-th worker asked for rank i: its output prefix names its rank.
+  for (int r = 0; r < 2; ++r) {
+    const std::string line = "[worker " + std::to_string(r) + "] worker " + std::to_string(r) + " step";
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  }
 }
 
 TEST(MultiProcessTest, FullPushPullRunWithDaemons) {

@@ -3,7 +3,7 @@
 It behaves exactly like the bundled ``layerps-launch`` (which it runs, with the short
 flags translated): a scheduler, the servers and N copies of CMD with LAYERPS_SCHEDULER,
 LAYERPS_TOKEN, LAYERPS_NUM_SERVERS, LAYERPS_NUM_WORKERS, LAYERPS_ROLE and
-LAYERPS_WORKER_INDEX set; output prefixed by role; exit status 0 only when every worker
+LAYERPS_RANK set; output prefixed by role; exit status 0 only when every worker
 succeeded. Any ``--flag`` of layerps-launch passes through (see ``--help``).
 """
 
