@@ -103,6 +103,48 @@ TEST(StoreFastPathTest, ReadFramesComeFromThePool) {
   EXPECT_EQ(store.ReadSparseFrame(3, keys, 3, 5, &s).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(StoreFastPathTest, WholeRangeReadIsLentAndCopiedOnWrite) {
+  for (UpdateRule rule : {UpdateRule::kSum, UpdateRule::kSgd}) {
+    Store store(1);
+    TableInfo d;
+    d.id = 4;
+    d.spec = TableSpec::Dense("cow", 300000, rule);
+    d.spec.learning_rate = 0.5f;
+    d.chunk_elems = 100000;
+    d.ranges = {KeyRange{0, 3, 1}};
+    ASSERT_TRUE(store.Install(d).ok());
+    std::vector<float> g(300000);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 13) + 0.25f;
+    ASSERT_TRUE(store.ApplyDense(4, 0, g.size(), g.data(), ApplyOp::kAssign).ok());
+    Frame lent;  // the whole range: no copy
+    ASSERT_TRUE(store.ReadDenseFrame(4, 0, g.size(), &lent).ok());
+    // Partial and whole updates while lent: the frame keeps the old values.
+    ASSERT_TRUE(store.ApplyDense(4, 1000, 250000, g.data() + 1000, ApplyOp::kRule).ok());
+    Frame lent2;
+    ASSERT_TRUE(store.ReadDenseFrame(4, 0, g.size(), &lent2).ok());
+    ASSERT_TRUE(store.ApplyDense(4, 0, g.size(), g.data(), ApplyOp::kRule).ok());
+    const float* old = reinterpret_cast<const float*>(lent.data());
+    const float* mid = reinterpret_cast<const float*>(lent2.data());
+    std::vector<float> now(g.size());
+    ASSERT_TRUE(store.ReadDense(4, 0, now.size(), now.data()).ok());
+    for (size_t i = 0; i < g.size(); ++i) {
+      ASSERT_EQ(old[i], g[i]) << i;
+      const bool in = i >= 1000 && i < 251000;
+      float x = g[i];
+      if (in) x = rule == UpdateRule::kSum ? x + g[i] : x - 0.5f * g[i];
+      ASSERT_EQ(mid[i], x) << i;
+      x = rule == UpdateRule::kSum ? x + g[i] : x - 0.5f * g[i];
+      ASSERT_EQ(now[i], x) << i;
+    }
+    // Unlent again: updates in place; partial reads copy.
+    lent = Frame();
+    lent2 = Frame();
+    Frame part;
+    ASSERT_TRUE(store.ReadDenseFrame(4, 5, 10, &part).ok());
+    ASSERT_EQ(reinterpret_cast<const float*>(part.data())[0], now[5]);
+  }
+}
+
 TEST(BufferPoolTest, ReusesAndBoundsIdleMemory) {
   BufferPool pool(size_t{1} << 20);
   auto a = pool.Get(300 << 10);

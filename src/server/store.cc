@@ -21,9 +21,11 @@ double Unit(uint64_t bits) { return static_cast<double>(bits >> 11) * (1.0 / 900
 
 // The dense kernels, compiled for AVX-512, AVX2 and the baseline; the loader picks the
 // widest the CPU has (GCC function multi-versioning). Results are bit-identical across
-// versions: each element is one multiply and one add, never reassociated.
+// versions: each element is one multiply and one add, never reassociated nor contracted
+// into a fused multiply-add (fp-contract=off).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PS_DENSE_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
+#define PS_DENSE_KERNEL \
+  __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
 #else
 #define PS_DENSE_KERNEL
 #endif
@@ -34,6 +36,28 @@ PS_DENSE_KERNEL void SumKernel(float* __restrict x, const float* __restrict g, s
 
 PS_DENSE_KERNEL void SgdKernel(float* __restrict x, const float* __restrict g, size_t n, float lr) {
   for (size_t i = 0; i < n; ++i) x[i] -= lr * g[i];
+}
+
+// Out of place (copy on write): out = x op g, same arithmetic as the in-place kernels.
+PS_DENSE_KERNEL void SumKernelTo(float* __restrict out, const float* __restrict x,
+                                 const float* __restrict g, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] + g[i];
+}
+
+PS_DENSE_KERNEL void SgdKernelTo(float* __restrict out, const float* __restrict x,
+                                 const float* __restrict g, size_t n, float lr) {
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] - lr * g[i];
+}
+
+inline void ApplyRuleTo(const TableSpec& spec, ApplyOp op, float* __restrict out,
+                        const float* __restrict x, const float* __restrict g, size_t n) {
+  if (op == ApplyOp::kAssign) {
+    std::memcpy(out, g, n * sizeof(float));
+  } else if (spec.rule == UpdateRule::kSgd) {
+    SgdKernelTo(out, x, g, n, spec.learning_rate);
+  } else {
+    SumKernelTo(out, x, g, n);
+  }
 }
 
 inline void ApplyRule(const TableSpec& spec, ApplyOp op, float* __restrict x,
@@ -75,9 +99,10 @@ Status Store::Install(const TableInfo& info) {
       DenseRange d;
       d.first = info.RangeFirstElem(r);
       const uint64_t n = info.RangeEndElem(r) - d.first;
-      d.values.resize(n);
+      d.size = n;
+      d.values = std::shared_ptr<float>(new float[n](), std::default_delete<float[]>());
       if (t.spec.init != Initializer::kZeros) {
-        float* v = d.values.data();
+        float* v = d.data();
         const uint64_t first = d.first;
         const TableSpec& spec = t.spec;
         const uint64_t nh = t.name_hash;
@@ -121,8 +146,7 @@ const Store::Table* Store::Find(TableId id, TableKind kind, Status* error) const
 const Store::DenseRange* Store::FindDense(const Table& t, uint64_t offset, uint64_t count,
                                           Status* error) const {
   for (const auto& d : t.dense) {
-    if (offset >= d.first && offset - d.first <= d.values.size() &&
-        count <= d.values.size() - (offset - d.first)) {
+    if (offset >= d.first && offset - d.first <= d.size && count <= d.size - (offset - d.first)) {
       return &d;
     }
   }
@@ -136,18 +160,33 @@ Status Store::ApplyDense(TableId table, uint64_t offset, uint64_t count, const f
   Status err;
   const Table* t = Find(table, TableKind::kDense, &err);
   if (!t) return err;
-  const DenseRange* d = FindDense(*t, offset, count, &err);
+  DenseRange* d = const_cast<DenseRange*>(FindDense(*t, offset, count, &err));
   if (!d) return err;
-  float* x = const_cast<float*>(d->values.data()) + (offset - d->first);
+  const uint64_t at = offset - d->first;
   const TableSpec& spec = t->spec;
+  float* x = d->data() + at;
+  const float* src = x;  // values the update starts from
+  std::shared_ptr<float> fresh;
+  if (d->values.use_count() > 1) {
+    // Lent to a reply in flight: write the result into another buffer (the elements
+    // outside the update are copied; those inside are read once, by the update itself).
+    std::shared_ptr<uint8_t> buf = pool_.Get(d->size * sizeof(float));
+    fresh = std::shared_ptr<float>(buf, reinterpret_cast<float*>(buf.get()));
+    std::memcpy(fresh.get(), d->data(), at * sizeof(float));
+    std::memcpy(fresh.get() + at + count, d->data() + at + count, (d->size - at - count) * sizeof(float));
+    x = fresh.get() + at;
+  }
+  auto apply = [&](uint64_t b, uint64_t n) {
+    if (src == x) ApplyRule(spec, op, x + b, values + b, n);
+    else ApplyRuleTo(spec, op, x + b, src + b, values + b, n);
+  };
   if (count < 2 * kParallelGrain) {
-    ApplyRule(spec, op, x, values, count);
+    apply(0, count);
   } else {
     tbb::parallel_for(tbb::blocked_range<uint64_t>(0, count, kParallelGrain),
-                      [&](const tbb::blocked_range<uint64_t>& r) {
-                        ApplyRule(spec, op, x + r.begin(), values + r.begin(), r.size());
-                      });
+                      [&](const tbb::blocked_range<uint64_t>& r) { apply(r.begin(), r.size()); });
   }
+  if (fresh) d->values = std::move(fresh);  // the reply keeps the old buffer alive
   return Status::OK();
 }
 
@@ -164,7 +203,7 @@ Status Store::ReadDense(TableId table, uint64_t offset, uint64_t count, float* o
   if (!t) return err;
   const DenseRange* d = FindDense(*t, offset, count, &err);
   if (!d) return err;
-  std::memcpy(out, d->values.data() + (offset - d->first), count * sizeof(float));
+  std::memcpy(out, d->data() + (offset - d->first), count * sizeof(float));
   return Status::OK();
 }
 
@@ -355,6 +394,18 @@ Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim,
 Status Store::ReadDenseFrame(TableId table, uint64_t offset, uint64_t count, Frame* out) const {
   const size_t bytes = count * sizeof(float);
   if (count > (uint64_t{1} << 40)) return InvalidArgument("read of " + std::to_string(count) + " elements");
+  {
+    Status err;
+    const Table* t = Find(table, TableKind::kDense, &err);
+    if (!t) return err;
+    const DenseRange* d = FindDense(*t, offset, count, &err);
+    if (!d) return err;
+    if (offset == d->first && count == d->size && count > 0) {
+      // The whole range: lend it (see DenseRange).
+      *out = Frame::Borrow(d->data(), bytes, std::shared_ptr<const void>(d->values));
+      return Status::OK();
+    }
+  }
   std::shared_ptr<uint8_t> buf = pool_.Get(bytes);
   PS_RETURN_IF_ERROR(ReadDense(table, offset, count, reinterpret_cast<float*>(buf.get())));
   const void* data = buf.get();

@@ -71,8 +71,10 @@ class Store {
   Status ReadDense(TableId table, uint64_t offset, uint64_t count, float* out) const;
   // OK when ApplyDense/ReadDense would accept [offset, offset + count) of the table.
   Status CheckDense(TableId table, uint64_t offset, uint64_t count) const;
-  // ReadDense into a pooled buffer, returned as a Frame ready to be sent as a reply
-  // (count * 4 bytes). The buffer goes back to the pool when the Frame's owner is released.
+  // ReadDense into a Frame ready to be sent as a reply (count * 4 bytes): a read of a
+  // whole range lends the range's own memory (no copy; a later update of the range
+  // copies on write while the Frame is alive); a partial read copies into a pooled buffer
+  // that goes back to the pool when the Frame's owner is released.
   Status ReadDenseFrame(TableId table, uint64_t offset, uint64_t count, Frame* out) const;
 
   // Sparse: every key must route to a range this server holds; rows are n x dim.
@@ -85,9 +87,15 @@ class Store {
   uint64_t sparse_rows() const;
 
  private:
+  // A contiguous range of a dense table. Its values may be lent to a pull reply still
+  // being sent (ReadDenseFrame of the whole range): while values.use_count() > 1, an
+  // update writes the new values into a fresh buffer instead (copy on write, fused with
+  // the update, so it costs no extra pass) and the reply keeps the old ones.
   struct DenseRange {
     uint64_t first = 0;  // first element held
-    std::vector<float> values;
+    uint64_t size = 0;   // elements held
+    std::shared_ptr<float> values;
+    float* data() const { return values.get(); }
   };
   static constexpr size_t kStripes = 16;
   static constexpr uint32_t kNoRow = 0xFFFFFFFFu;
