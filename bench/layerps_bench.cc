@@ -67,8 +67,9 @@ DEFINE_double(seconds, 0.3, "Target duration of one repeat in seconds (the reque
               "calibrated on a warm-up), 0.01..60");
 DEFINE_int32(min_requests, 16, "Least requests per repeat");
 DEFINE_int32(max_requests, 200000, "Most requests per repeat");
-DEFINE_bool(baseline, true, "Also measure raw ZeroMQ (one-way streaming for push/pull, round "
-            "trips for pushpull) at the same sizes and in-flight counts, and print the ratio");
+DEFINE_bool(baseline, true, "Also measure raw ZeroMQ over the same kind of endpoint (one-way "
+            "streaming of the same bytes for push/pull, round trips with the same window for "
+            "pushpull), one raw repeat before each LayerPS repeat, and print the ratio");
 DEFINE_bool(verify, true, "Check the values moved (sampled per reply, full final state)");
 DEFINE_string(sparse_keys, "100000", "Sparse: comma list of keys per request");
 DEFINE_uint64(key_space, 10000000, "Sparse: keys are drawn from [0, key_space)");
@@ -1006,7 +1007,12 @@ int Main(int argc, char** argv) {
       "  Throughput: GB/s counts the value bytes of one direction (pushed, or pulled for pull;\n"
       "  sparse push counts keys + rows). ratio: LayerPS ops/s over raw ZeroMQ ops/s for the\n"
       "  same message bytes (push/pull vs one-way streaming, pushpull vs round trips with the\n"
-      "  same window); for step cases, the step's time over one push of the same total bytes.\n"
+      "  same window), each LayerPS repeat paired with a raw repeat run just before it; for step\n"
+      "  cases, the step's time over one push of the same total bytes. With several workers,\n"
+      "  ops/s and GB/s are totals. ipc/inproc cases also print their ratio to the tcp case.\n"
+      "  Every case verifies the values it moved (exit code 1 if any case fails).\n"
+      "  Environment: LAYERPS_NO_SHM=1 turns off the same-host shared-memory path of ipc://.\n"
+      "  See docs/benchmarks.md.\n"
       "  Examples:\n"
       "    layerps-bench --quick\n"
       "    layerps-bench --targets --json=r.json --csv=r.csv --plot=r.png\n"
