@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -290,6 +291,12 @@ class ZmqTransport final : public Transport {
   }
 
   void Disconnect(NodeId peer) override {
+    {
+      std::lock_guard<std::mutex> lock(mappings_mu_);
+      for (auto it = mappings_.begin(); it != mappings_.end();) {
+        it = it->second.owner == peer ? mappings_.erase(it) : std::next(it);
+      }
+    }
     std::shared_ptr<Peer> old;
     {
       std::unique_lock<std::shared_mutex> lock(peers_mu_);
@@ -407,7 +414,7 @@ class ZmqTransport final : public Transport {
         const size_t size = owned->size();
         msg->frames.push_back(Frame::Borrow(data, size, std::move(owned)));
       }
-      if (first == 2) PS_RETURN_IF_ERROR(ResolveShm(parts[1], &msg->frames));
+      if (first == 2) PS_RETURN_IF_ERROR(ResolveShm(parts[1], msg->header.sender, &msg->frames));
       return Status::OK();
     } catch (const zmq::error_t& e) {
       return Unavailable(std::string("receive: ") + e.what());
@@ -441,10 +448,13 @@ class ZmqTransport final : public Transport {
   };
 
   // Opens (or finds) the mapping of a peer's segment; null if the name is not a LayerPS
-  // segment or it cannot be mapped. Receive thread only.
-  std::shared_ptr<ShmMapping> MapSegment(const std::string& name) {
+  // segment or it cannot be mapped. A sender has one live segment: when it sends from a
+  // new one (it reconnected), the old mapping is dropped. Receive thread only.
+  std::shared_ptr<ShmMapping> MapSegment(const std::string& name, NodeId sender) {
+    std::lock_guard<std::mutex> lock(mappings_mu_);
     auto it = mappings_.find(name);
-    if (it != mappings_.end()) return it->second;
+    if (it != mappings_.end() && it->second.owner == sender) return it->second.map;
+    if (it != mappings_.end()) return nullptr;  // another node's segment
     if (name.rfind(kShmPrefix, 0) != 0 || name.find('/', 1) != std::string::npos || name.size() > 55) return nullptr;
     const int fd = shm_open(name.c_str(), O_RDWR, 0);
     if (fd < 0) return nullptr;
@@ -459,13 +469,16 @@ class ZmqTransport final : public Transport {
     if (p == MAP_FAILED) return nullptr;
     auto m = std::make_shared<ShmMapping>();
     m->base = p;
-    mappings_[name] = m;
+    for (auto old = mappings_.begin(); old != mappings_.end();) {
+      old = old->second.owner == sender ? mappings_.erase(old) : std::next(old);
+    }
+    mappings_[name] = Mapped{sender, m};
     return m;
   }
 
   // Replaces frames marked in the manifest `head` (parts[0]) by their bytes in shared
   // memory. `frames` are the payload frames as received.
-  Status ResolveShm(const zmq::message_t& manifest, std::vector<Frame>* frames) {
+  Status ResolveShm(const zmq::message_t& manifest, NodeId sender, std::vector<Frame>* frames) {
     if (manifest.size() < sizeof(ShmHead) || (manifest.size() - sizeof(ShmHead)) % sizeof(ShmEntry) != 0) {
       return ProtocolError("malformed shared-memory manifest");
     }
@@ -476,7 +489,7 @@ class ZmqTransport final : public Transport {
       return ProtocolError("bad shared-memory manifest");
     }
     head.name[sizeof(head.name) - 1] = '\0';
-    std::shared_ptr<ShmMapping> map = MapSegment(head.name);
+    std::shared_ptr<ShmMapping> map = MapSegment(head.name, sender);
     if (!map) return ProtocolError("cannot map shared-memory segment '" + std::string(head.name) + "'");
     const uint8_t* entries = static_cast<const uint8_t*>(manifest.data()) + sizeof(ShmHead);
     for (size_t i = 0; i < count; ++i) {
@@ -518,7 +531,14 @@ class ZmqTransport final : public Transport {
     const char* v = std::getenv("LAYERPS_NO_SHM");
     return v == nullptr || std::string(v) != "1";
   }();
-  std::unordered_map<std::string, std::shared_ptr<ShmMapping>> mappings_;  // receive thread only
+  struct Mapped {
+    NodeId owner;  // the node that sent from it
+    std::shared_ptr<ShmMapping> map;
+  };
+  std::mutex mappings_mu_;
+  // Peers' segments by name (guarded by mappings_mu_); frames handed out keep their
+  // mapping alive on their own.
+  std::unordered_map<std::string, Mapped> mappings_;
 };
 
 std::atomic<uint64_t> g_endpoint_counter{0};
