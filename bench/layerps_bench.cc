@@ -1011,7 +1011,7 @@ int Main(int argc, char** argv) {
       "  cases, the step's time over one push of the same total bytes. With several workers,\n"
       "  ops/s and GB/s are totals. ipc/inproc cases also print their ratio to the tcp case.\n"
       "  Every case verifies the values it moved (exit code 1 if any case fails).\n"
-      "  Environment: LAYERPS_NO_SHM=1 turns off the same-host shared-memory path of ipc://.\n"
+      "  --noshared_memory turns off the same-host shared-memory path of ipc://.\n"
       "  See docs/benchmarks.md.\n"
       "  Examples:\n"
       "    layerps-bench --quick\n"

@@ -67,6 +67,11 @@ struct Options {
   // --- Transport -----------------------------------------------------------------------
   // ZeroMQ I/O threads of this node's context. 1..64, default 1.
   int io_threads = 1;
+  // Same-host fast path: payload frames of 64 KiB..32 MiB to peers reached over ipc://
+  // travel through a shared-memory ring (128 MiB of address space per peer, pages used
+  // as needed; /dev/shm, mode 0600) instead of the socket; the socket carries a small
+  // manifest. Default true. Env: LAYERPS_SHARED_MEMORY (0 or 1).
+  bool shared_memory = true;
   // Largest message this node accepts, in bytes; bigger ones are dropped unread.
   // 1 KiB..16 GiB, default 4 GiB.
   int64_t max_message_bytes = int64_t{4} << 30;

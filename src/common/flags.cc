@@ -26,6 +26,8 @@ DEFINE_int32(connect_timeout_ms, 0, "How long Start() waits for the cluster. Def
 DEFINE_int32(request_timeout_ms, 0, "How long a request may wait for its reply. Default 60000");
 DEFINE_uint64(dense_chunk_elems, 0, "Scheduler: elements per dense chunk, 1..2^30. Default 65536");
 DEFINE_int32(io_threads, 0, "ZeroMQ I/O threads, 1..64. Default 1");
+DEFINE_bool(shared_memory, true, "Send large frames to ipc:// peers through shared memory. "
+            "Default: $LAYERPS_SHARED_MEMORY, else true");
 
 namespace ps {
 namespace {
@@ -52,6 +54,7 @@ StatusOr<Options> OptionsFromFlags() {
   if (IsSet("request_timeout_ms")) o.request_timeout_ms = FLAGS_request_timeout_ms;
   if (IsSet("dense_chunk_elems")) o.dense_chunk_elems = FLAGS_dense_chunk_elems;
   if (IsSet("io_threads")) o.io_threads = FLAGS_io_threads;
+  if (IsSet("shared_memory")) o.shared_memory = FLAGS_shared_memory;
   PS_RETURN_IF_ERROR(o.Validate().WithContext("bad flag"));
   return o;
 }

@@ -526,11 +526,8 @@ class ZmqTransport final : public Transport {
   std::atomic<bool> closed_{false};
   mutable std::shared_mutex peers_mu_;
   std::unordered_map<NodeId, std::shared_ptr<Peer>> peers_;  // guarded by peers_mu_
-  // LAYERPS_NO_SHM=1 turns the same-host shared-memory path off (for comparisons).
-  const bool shm_enabled_ = [] {
-    const char* v = std::getenv("LAYERPS_NO_SHM");
-    return v == nullptr || std::string(v) != "1";
-  }();
+  // Options::shared_memory: the same-host shared-memory path for ipc:// peers.
+  const bool shm_enabled_ = options_.shared_memory;
   struct Mapped {
     NodeId owner;  // the node that sent from it
     std::shared_ptr<ShmMapping> map;

@@ -51,11 +51,13 @@ TEST(OptionsTest, FromEnvReadsVariables) {
   EnvGuard a("LAYERPS_SCHEDULER", "tcp://10.1.2.3:7000");
   EnvGuard b("LAYERPS_NUM_WORKERS", "8");
   EnvGuard c("LAYERPS_TOKEN", "s3cret");
+  EnvGuard d("LAYERPS_SHARED_MEMORY", "0");
   StatusOr<Options> o = Options::FromEnv();
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->scheduler_address, "tcp://10.1.2.3:7000");
   EXPECT_EQ(o->num_workers, 8);
   EXPECT_EQ(o->token, "s3cret");
+  EXPECT_FALSE(o->shared_memory);
 }
 
 TEST(OptionsTest, FromEnvNamesTheBadVariable) {

@@ -1,10 +1,12 @@
-// Proposed tests/cluster/shm_test.cc: the same-host shared-memory path of the transport.
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The same-host shared-memory path of the transport (ipc:// peers).
 #include <chrono>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "cluster/local_cluster.h"
+#include "local_cluster.h"
 
 namespace ps {
 namespace {
@@ -63,6 +65,29 @@ TEST(SharedMemoryTest, SizesAroundTheWindowAndSparse) {
   ASSERT_TRUE(w.Wait(w.PushSparse(*sid, keys.data(), keys.size(), rows.data(), rows.size()), kWait).ok());
   ASSERT_TRUE(w.Wait(w.PullSparse(*sid, keys.data(), keys.size(), out.data(), out.size()), kWait).ok());
   EXPECT_EQ(out, rows);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+}  // namespace
+}  // namespace ps
+
+namespace ps {
+namespace {
+
+// With Options::shared_memory off, ipc:// peers use the socket alone; results agree.
+TEST(SharedMemoryTest, SwitchedOffUsesTheSocket) {
+  Options o = testing::FastOptions();
+  o.shared_memory = false;
+  LocalCluster c(2, 1, "ipc", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  const uint64_t n = (4u << 20) + 3;
+  auto id = w.DeclareTable(TableSpec::Dense("noshm", n));
+  ASSERT_TRUE(id.ok());
+  std::vector<float> g(n), out(n);
+  for (uint64_t i = 0; i < n; ++i) g[i] = static_cast<float>(i % 7);
+  ASSERT_TRUE(w.Wait(w.PushPull(*id, g.data(), out.data(), n), std::chrono::seconds(60)).ok());
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], g[i]) << i;
   EXPECT_TRUE(c.Finish().ok());
 }
 
