@@ -173,3 +173,34 @@ TEST(StoreTest, DenseInitializerMatchesAcrossServers) {
 
 }  // namespace
 }  // namespace ps
+
+namespace ps {
+namespace {
+
+// A pull reply of a whole range lends the range's memory; an update while the reply is
+// still held must not change what the reply carries (copy on write), and must apply.
+TEST(StoreTest, WholeRangeReplyIsCopiedOnWrite) {
+  Store store(1);
+  ASSERT_TRUE(store.Install(DenseTable(0, 21, UpdateRule::kSum)).ok());  // one range: 21 elements
+  std::vector<float> g(21);
+  for (int i = 0; i < 21; ++i) g[i] = static_cast<float>(i);
+  ASSERT_TRUE(store.ApplyDense(0, 0, 21, g.data(), ApplyOp::kRule).ok());
+  Frame lent;
+  ASSERT_TRUE(store.ReadDenseFrame(0, 0, 21, &lent).ok());
+  ASSERT_EQ(lent.size(), 21 * sizeof(float));
+  for (int round = 1; round <= 3; ++round) {
+    ASSERT_TRUE(store.ApplyDense(0, 0, 21, g.data(), ApplyOp::kRule).ok());
+    const float* old = reinterpret_cast<const float*>(lent.data());
+    for (int i = 0; i < 21; ++i) ASSERT_EQ(old[i], static_cast<float>(i)) << "round " << round;
+  }
+  std::vector<float> now(21);
+  ASSERT_TRUE(store.ReadDense(0, 0, 21, now.data()).ok());
+  for (int i = 0; i < 21; ++i) EXPECT_EQ(now[i], 4.0f * i);
+  lent = Frame();  // released: the next update may write in place again
+  ASSERT_TRUE(store.ApplyDense(0, 0, 21, g.data(), ApplyOp::kAssign).ok());
+  ASSERT_TRUE(store.ReadDense(0, 0, 21, now.data()).ok());
+  for (int i = 0; i < 21; ++i) EXPECT_EQ(now[i], static_cast<float>(i));
+}
+
+}  // namespace
+}  // namespace ps
