@@ -314,12 +314,8 @@ void Store::ForEachStripe(Table& t, const uint64_t* hashes, size_t n, Fn fn) {
   }
 }
 
-Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim,
-                          const float* rows, ApplyOp op) {
-  Status err;
-  const Table* ct = Find(table, TableKind::kSparse, &err);
-  if (!ct) return err;
-  Table& t = const_cast<Table&>(*ct);
+template <typename Fn>
+Status Store::ForEachRow(Table& t, const Key* keys, size_t n, uint32_t dim, Fn fn) {
   if (dim != t.spec.dim) return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
   SparseScratch& sc = Scratch();
   sc.hashes.resize(n);
@@ -335,6 +331,18 @@ Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim
       }
       rid[j] = FindOrCreate(t, st, keys[pos[j]], h[pos[j]]);
     }
+    fn(st, pos, rid.data(), count);
+  });
+  return Status::OK();
+}
+
+Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim,
+                          const float* rows, ApplyOp op) {
+  Status err;
+  const Table* ct = Find(table, TableKind::kSparse, &err);
+  if (!ct) return err;
+  Table& t = const_cast<Table&>(*ct);
+  return ForEachRow(t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
     // The rule is chosen once per stripe; the row loop is then a plain vectorizable loop.
     auto each = [&](auto kernel) {
       for (size_t j = 0; j < count; ++j) {
@@ -360,7 +368,6 @@ Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim
       });
     }
   });
-  return Status::OK();
 }
 
 Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim, float* out) {
@@ -368,21 +375,7 @@ Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim,
   const Table* ct = Find(table, TableKind::kSparse, &err);
   if (!ct) return err;
   Table& t = const_cast<Table&>(*ct);
-  if (dim != t.spec.dim) return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
-  SparseScratch& sc = Scratch();
-  sc.hashes.resize(n);
-  uint64_t* h = sc.hashes.data();
-  for (size_t i = 0; i < n; ++i) h[i] = MixKey(keys[i]);
-  PS_RETURN_IF_ERROR(CheckKeys(t, keys, h, n));
-  ForEachStripe(t, h, n, [&](Stripe& st, const uint32_t* pos, size_t count) {
-    std::vector<uint32_t>& rid = Scratch().rows;
-    rid.resize(count);
-    for (size_t j = 0; j < count; ++j) {
-      if (j + kPrefetchSlots < count && !st.slots.empty()) {
-        __builtin_prefetch(&st.slots[SlotOf(h[pos[j + kPrefetchSlots]], st.slots.size() - 1)]);
-      }
-      rid[j] = FindOrCreate(t, st, keys[pos[j]], h[pos[j]]);
-    }
+  return ForEachRow(t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
     for (size_t j = 0; j < count; ++j) {
       if (j + kPrefetchRows < count) __builtin_prefetch(RowPtr(st, rid[j + kPrefetchRows], t));
       std::memcpy(out + size_t{pos[j]} * dim, RowPtr(st, rid[j], t), dim * sizeof(float));

@@ -139,6 +139,11 @@ class Store {
   // so duplicate keys apply in order. `hashes` as above.
   template <typename Fn>
   void ForEachStripe(Table& t, const uint64_t* hashes, size_t n, Fn fn);
+  // Checks the keys (dim, ranges held), finds or creates their rows, and calls
+  // fn(stripe, positions, row ids, count) per stripe under the stripe's lock: positions
+  // index `keys`, row ids the stripe's rows.
+  template <typename Fn>
+  Status ForEachRow(Table& t, const Key* keys, size_t n, uint32_t dim, Fn fn);
 
   const NodeId self_;
   std::map<TableId, Table> tables_;

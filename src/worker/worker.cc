@@ -305,6 +305,24 @@ class Worker::Impl {
     return t;
   }
 
+  // Registers a request whose parts are filled in and sends them; returns its ticket.
+  // pending = one unit per part + one for this call's hold + (borrows) one released when
+  // the transport lets go of the last frame that borrows caller memory: such frames
+  // carry copies of the token passed to frames_for(i, token).
+  Ticket Submit(const std::shared_ptr<Request>& req, uint64_t epoch, bool borrows,
+                const std::function<std::vector<Frame>(size_t, const std::shared_ptr<const void>&)>& frames_for) {
+    req->pending = static_cast<int>(req->parts.size()) + 1 + (borrows ? 1 : 0);
+    Register(req);
+    {
+      std::shared_ptr<const void> borrow;
+      if (borrows) borrow = std::shared_ptr<const void>(req.get(), [req](const void*) { Release(req); });
+      SendParts(req, epoch, [&](size_t i) { return frames_for(i, borrow); });
+    }
+    const Ticket ticket = req->ticket;
+    Release(req);  // this call's hold
+    return ticket;
+  }
+
   // Sends every part; a part that cannot be sent is claimed with the error. `frames_for`
   // builds the payload frames of part i. Releases the caller's hold on the request.
   void SendParts(const std::shared_ptr<Request>& req, uint64_t epoch,
@@ -507,26 +525,14 @@ Ticket Worker::Impl::Dense(MsgType type, TableId table, const float* in, float* 
     }
     req->parts.push_back(std::move(p));
   }
-  // One unit per part, one for our own hold while sending, one for borrowed frames.
-  req->pending = static_cast<int>(req->parts.size()) + 1 + (pushes ? 1 : 0);
-  Register(req);
-  {
-    // Every frame borrowing the caller's buffer holds a copy of this token; the last one
-    // released (by the transport, after sending) drops the borrow unit.
-    std::shared_ptr<const void> borrow;
-    if (pushes) borrow = std::shared_ptr<const void>(req.get(), [req](const void*) { Release(req); });
-    SendParts(req, map->epoch, [&](size_t i) {
-      std::vector<Frame> frames;
-      if (pushes) {
-        const Part& p = req->parts[i];
-        frames.push_back(Frame::Borrow(in + p.offset, p.count * sizeof(float), borrow));
-      }
-      return frames;
-    });
-  }
-  const Ticket ticket = req->ticket;
-  Release(req);  // our hold
-  return ticket;
+  return Submit(req, map->epoch, /*borrows=*/pushes, [&](size_t i, const std::shared_ptr<const void>& borrow) {
+    std::vector<Frame> frames;
+    if (pushes) {
+      const Part& p = req->parts[i];
+      frames.push_back(Frame::Borrow(in + p.offset, p.count * sizeof(float), borrow));
+    }
+    return frames;
+  });
 }
 
 Ticket Worker::Impl::Many(MsgType type, const std::vector<TableId>& tables,
@@ -602,12 +608,7 @@ Ticket Worker::Impl::Many(MsgType type, const std::vector<TableId>& tables,
     req->parts.push_back(p);
     fused_of_part.push_back(&kv.second);
   }
-  req->pending = static_cast<int>(req->parts.size()) + 1 + (pushes ? 1 : 0);
-  Register(req);
-  {
-    std::shared_ptr<const void> borrow;
-    if (pushes) borrow = std::shared_ptr<const void>(req.get(), [req](const void*) { Release(req); });
-    SendParts(req, map->epoch, [&](size_t i) {
+  return Submit(req, map->epoch, /*borrows=*/pushes, [&](size_t i, const std::shared_ptr<const void>& borrow) {
       std::vector<Frame> frames;
       const Part& p = req->parts[i];
       if (i < regular) {
@@ -630,11 +631,7 @@ Ticket Worker::Impl::Many(MsgType type, const std::vector<TableId>& tables,
         ++copies_;
       }
       return frames;
-    });
-  }
-  const Ticket ticket = req->ticket;
-  Release(req);
-  return ticket;
+  });
 }
 
 Ticket Worker::Impl::Sparse(MsgType type, TableId table, const Key* keys, size_t num_keys,
@@ -730,9 +727,8 @@ Ticket Worker::Impl::SendSparse(MsgType type, const std::shared_ptr<const Cluste
       req->parts.push_back(std::move(p));
     }
   }
-  req->pending = static_cast<int>(req->parts.size()) + 1;
-  Register(req);
-  SendParts(req, map->epoch, [&](size_t i) {
+  // The batch owns its buffers (no borrowed caller memory): nothing to wait for after send.
+  return Submit(req, map->epoch, /*borrows=*/false, [&](size_t i, const std::shared_ptr<const void>&) {
     const Part& p = req->parts[i];
     std::vector<Frame> frames;
     frames.push_back(Frame::Borrow(batch.keys + p.offset, p.count * sizeof(Key), batch.owner));
@@ -741,9 +737,6 @@ Ticket Worker::Impl::SendSparse(MsgType type, const std::shared_ptr<const Cluste
     }
     return frames;
   });
-  const Ticket ticket = req->ticket;
-  Release(req);
-  return ticket;
 }
 
 // ---- GPU memory -------------------------------------------------------------------------
