@@ -41,7 +41,9 @@ class Server {
   // Blocks until the scheduler shuts the cluster down (OK), the scheduler is lost
   // (kUnavailable), or the timeout passes (kTimeout).
   Status Join(std::chrono::milliseconds timeout);
-  // Leaves and stops serving. Idempotent.
+  // Tells the scheduler this server leaves, and stops serving. Idempotent. A server that
+  // leaves before the workers finish fails the cluster (its shards are gone): workers'
+  // requests to it fail with kUnavailable and the scheduler's Join reports it.
   void Stop();
 
   NodeId id() const;

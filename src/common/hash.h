@@ -7,6 +7,7 @@
 #define PS_COMMON_HASH_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace ps {
@@ -29,6 +30,9 @@ inline uint64_t HashName(std::string_view s) {
   }
   return MixKey(h);
 }
+
+// `bytes` random bytes from the OS as 2 * bytes hex digits: session secrets and tags.
+std::string RandomHex(size_t bytes);
 
 }  // namespace ps
 

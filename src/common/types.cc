@@ -1,5 +1,8 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include <cmath>
+#include <random>
+
+#include "common/hash.h"
 
 #include "ps/types.h"
 
@@ -80,6 +83,19 @@ bool TableSpec::SameAs(const TableSpec& o) const {
          dtype == o.dtype && rule == o.rule && learning_rate == o.learning_rate &&
          init == o.init && init_a == o.init_a && init_b == o.init_b && seed == o.seed &&
          layer == o.layer;
+}
+
+std::string RandomHex(size_t bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::random_device rd;  // the OS's entropy source
+  std::string out;
+  out.reserve(2 * bytes);
+  for (size_t i = 0; i < bytes; ++i) {
+    const unsigned v = rd() & 0xFFu;
+    out.push_back(kDigits[v >> 4]);
+    out.push_back(kDigits[v & 15]);
+  }
+  return out;
 }
 
 }  // namespace ps

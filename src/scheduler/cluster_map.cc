@@ -94,6 +94,8 @@ StatusOr<std::shared_ptr<const ClusterMap>> ClusterMap::FromProto(const layerps:
     info.hostname = n.hostname();
     info.alive = n.alive();
     if (info.role == Role::kServer) servers.insert(info.id);
+    if (n.tag().size() > 64) return ProtocolError("cluster map: node tag longer than 64 bytes");
+    if (!n.tag().empty()) m->tags[info.id] = n.tag();
     m->nodes.push_back(std::move(info));
   }
   std::sort(m->nodes.begin(), m->nodes.end(),
@@ -143,6 +145,8 @@ void ClusterMap::ToProto(layerps::pb::ClusterMap* pb) const {
     p->set_endpoint(n.endpoint);
     p->set_hostname(n.hostname);
     p->set_alive(n.alive);
+    auto tag = tags.find(n.id);
+    if (tag != tags.end()) p->set_tag(tag->second);
   }
   for (const auto& kv : tables) {
     auto* t = pb->add_tables();

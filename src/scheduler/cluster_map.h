@@ -46,6 +46,8 @@ class ClusterMap {
   uint64_t epoch = 0;
   std::vector<NodeInfo> nodes;         // ordered by id
   std::map<TableId, TableInfo> tables;
+  // Each node's data identity: its data arrives from the routing id "n" + tag.
+  std::map<NodeId, std::string> tags;
 
   const TableInfo* FindTable(TableId id) const;
   const TableInfo* FindTableByName(const std::string& name) const;

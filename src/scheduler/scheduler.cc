@@ -18,6 +18,7 @@
 
 #include <glog/logging.h>
 
+#include "common/hash.h"
 #include "layerps.pb.h"
 #include "scheduler/cluster_map.h"
 #include "transport/node_runtime.h"
@@ -172,11 +173,18 @@ class Scheduler::Impl {
       BadMessage(parsed.message());
       return;
     }
-    const NodeId from = msg.header.sender;
     if (c.body_case() == layerps::pb::Control::kRegister) {
-      HandleRegister(c.register_());
+      HandleRegister(c.register_(), msg.identity);
       return;
     }
+    // Who sent it is decided by the connection it came on (the routing id the node
+    // registered from), never by the header, which the sender writes.
+    auto who = identities_.find(msg.identity);
+    if (who == identities_.end()) {
+      BadMessage("control message from an unregistered connection");
+      return;
+    }
+    const NodeId from = who->second;
     auto it = members_.find(from);
     if (it == members_.end()) {
       BadMessage("control message from unknown node " + std::to_string(from));
@@ -213,7 +221,18 @@ class Scheduler::Impl {
     return nullptr;
   }
 
-  void HandleRegister(const layerps::pb::Register& r) {
+  void HandleRegister(const layerps::pb::Register& r, const std::string& identity) {
+    // The session secret names the connection the node registers from; a registration
+    // arriving on another connection, or a session seen before, is not answered.
+    const std::string& session = r.session();
+    if (session.size() < 16 || session.size() > 64 || identity != "r" + session) {
+      BadMessage("registration with a bad session");
+      return;
+    }
+    if (identities_.count(identity)) {
+      BadMessage("registration replayed on a registered connection");
+      return;
+    }
     std::string refusal;
     const Role role = static_cast<Role>(r.role());
     const int have_servers = map_.CountRole(Role::kServer);
@@ -257,7 +276,7 @@ class Scheduler::Impl {
       rr->set_error(refusal);
       if (r.endpoint().empty() || r.endpoint().size() > 1024) return;
       const NodeId temp = kRefusedIdBase + static_cast<NodeId>(refused_counter_++ % kMaxRefusedConnections);
-      if (transport_->Connect(temp, r.endpoint()).ok()) {
+      if (transport_->Connect(temp, r.endpoint(), "s" + session).ok()) {
         SendControl(temp, reply);
         refused_.push_back({temp, SteadyMillis()});
       }
@@ -270,17 +289,20 @@ class Scheduler::Impl {
     info.endpoint = r.endpoint();
     info.hostname = r.hostname();
     info.alive = true;
-    Status connected = transport_->Connect(info.id, info.endpoint);
+    Status connected = transport_->Connect(info.id, info.endpoint, "s" + session);
     if (!connected.ok()) {
       LOG(WARNING) << "cannot reach registrant at " << info.endpoint << ": " << connected;
       --next_id_;
       return;
     }
     map_.nodes.push_back(info);
+    map_.tags[info.id] = RandomHex(16);
+    identities_[identity] = info.id;
     members_[info.id] = Member{SteadyMillis(), false};
     rr->set_ok(true);
     rr->set_id(info.id);
     rr->set_rank(info.rank);
+    rr->set_tag(map_.tags[info.id]);
     SendControl(info.id, reply);
     LOG(INFO) << "registered " << RoleName(role) << " rank " << info.rank << " as node " << info.id
               << " at " << info.endpoint;
@@ -462,12 +484,12 @@ class Scheduler::Impl {
     NodeInfo* n = FindNode(id);
     if (n == nullptr) return;
     n->alive = false;
-    if (!members_[id].left) {
-      Count([](SchedulerStats& st) { ++st.dead_nodes; });
-      if (first_failure_.ok()) {
-        first_failure_ = Unavailable(std::string(RoleName(n->role)) + " node " + std::to_string(id) +
-                                     " died: " + reason);
-      }
+    // A server gone before the workers finished takes its shards with it: the cluster
+    // has failed whether it crashed or left. Only a crash counts as a dead node.
+    if (!members_[id].left) Count([](SchedulerStats& st) { ++st.dead_nodes; });
+    if (first_failure_.ok()) {
+      first_failure_ = Unavailable(std::string(RoleName(n->role)) + " node " + std::to_string(id) +
+                                   (members_[id].left ? " left: " : " died: ") + reason);
     }
     LOG(WARNING) << RoleName(n->role) << " node " << id << " is dead: " << reason;
     transport_->Disconnect(id);
@@ -547,6 +569,7 @@ class Scheduler::Impl {
   uint64_t refused_counter_ = 0;
   std::deque<std::pair<NodeId, int64_t>> refused_;
   std::map<NodeId, Member> members_;
+  std::map<std::string, NodeId> identities_;  // registration routing id -> node
   std::map<NodeId, uint64_t> acked_epoch_;
   std::map<NodeId, uint64_t> server_load_;
   std::map<TableId, uint64_t> table_epoch_;

@@ -15,6 +15,10 @@
 
 namespace ps {
 
+namespace {
+constexpr int kReplySendTimeoutMs = 1000;
+}  // namespace
+
 class Server::Impl {
  public:
   explicit Impl(Options options) : options_(std::move(options)) {}
@@ -36,7 +40,7 @@ class Server::Impl {
   }
 
   void Stop() {
-    if (runtime_) runtime_->Stop(false);
+    if (runtime_) runtime_->Stop(/*send_leave=*/true);
   }
 
   NodeId id() const { return runtime_ ? runtime_->id() : kUnassignedId; }
@@ -79,7 +83,9 @@ class Server::Impl {
     }
     for (const auto& f : frames) bytes_out_ += f.size();
     r.frames = std::move(frames);
-    Status s = runtime_->Send(req.sender, std::move(r));
+    // A worker that cannot take its reply within a second is not worth stalling every
+    // other request for: the reply is dropped and that worker's request times out.
+    Status s = runtime_->Send(req.sender, std::move(r), kReplySendTimeoutMs);
     if (!s.ok()) {
       LOG_EVERY_N(WARNING, 100) << "reply to node " << req.sender << " failed: " << s;
     }

@@ -120,6 +120,12 @@ Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
   if (t == MsgType::kControl) return ProtocolError("not a data message");
   const bool sparse = h.sparse();
   if ((h.flags & ~(kFlagSparse | kFlagFused)) != 0) return ProtocolError("unknown header flags");
+  // An error reply echoes the request's header (whatever its counts) and carries at most
+  // one frame, the error text.
+  if (t == MsgType::kReply && h.status != 0) {
+    if (msg.frames.size() > 1) return ProtocolError("error reply with more than one frame");
+    return Status::OK();
+  }
   if (h.fused()) return ValidateFusedFrames(msg, max_elems);
   if (sparse && h.dim == 0) return ProtocolError("sparse message with dim 0");
   if (!sparse && h.dim != 0) return ProtocolError("dense message with dim != 0");

@@ -105,6 +105,10 @@ class Frame {
 struct Message {
   Header header;
   std::vector<Frame> frames;  // payload frames (the header is not one of them)
+  // Received messages: the routing id of the socket that sent it (set by the sender's
+  // Connect). Unlike header.sender, which the sender writes, this is what the receiving
+  // node authenticates senders by (docs/THREAT_MODEL.md).
+  std::string identity;
 };
 
 // Decodes and checks a received header frame: size, magic, version, type.

@@ -5,6 +5,7 @@
 
 #include <glog/logging.h>
 
+#include "common/hash.h"
 #include "layerps.pb.h"
 
 namespace ps {
@@ -39,7 +40,8 @@ Status NodeRuntime::Start() {
       DefaultBindAddress(options_.bind_address, options_.scheduler_address), options_.advertise_host);
   if (!bound.ok()) return bound.status();
   endpoint_ = *bound;
-  PS_RETURN_IF_ERROR(transport_->Connect(kSchedulerId, options_.scheduler_address));
+  secret_ = RandomHex(16);
+  PS_RETURN_IF_ERROR(transport_->Connect(kSchedulerId, options_.scheduler_address, "r" + secret_));
 
   running_ = true;
   stopping_ = false;
@@ -52,6 +54,7 @@ Status NodeRuntime::Start() {
   reg->set_endpoint(endpoint_);
   reg->set_hostname(Hostname());
   reg->set_requested_rank(options_.rank);
+  reg->set_session(secret_);
   Status sent = transport_->Send(kSchedulerId, MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
 
   Status result = sent;
@@ -127,17 +130,26 @@ std::shared_ptr<const ClusterMap> NodeRuntime::map() const {
   return map_;
 }
 
-Status NodeRuntime::Send(NodeId to, Message&& msg) {
+Status NodeRuntime::Send(NodeId to, Message&& msg, int timeout_ms) {
   if (!running_) return FailedPrecondition("node is not running");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dead_.count(to)) return Unavailable("node " + std::to_string(to) + " is dead");
+  }
   if (!transport_->IsConnected(to)) {
     auto m = map();
     const NodeInfo* n = m ? m->FindNode(to) : nullptr;
     if (n == nullptr) return NotFound("no node " + std::to_string(to) + " in the cluster map");
     if (!n->alive) return Unavailable("node " + std::to_string(to) + " is dead");
-    PS_RETURN_IF_ERROR(transport_->Connect(to, n->endpoint));
+    std::string tag;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tag = tag_;
+    }
+    PS_RETURN_IF_ERROR(transport_->Connect(to, n->endpoint, "n" + tag));
   }
   msg.header.sender = id();
-  return transport_->Send(to, std::move(msg), options_.request_timeout_ms);
+  return transport_->Send(to, std::move(msg), timeout_ms >= 0 ? timeout_ms : options_.request_timeout_ms);
 }
 
 StatusOr<uint32_t> NodeRuntime::CallScheduler(const std::function<void(uint64_t, void*)>& fill,
@@ -207,21 +219,20 @@ void NodeRuntime::ReceiveLoop() {
     Status s = transport_->Recv(&msg, kRecvPollMs);
     if (s.ok()) {
       if (msg.header.msg_type() == MsgType::kControl) {
-        if (msg.header.sender != kSchedulerId) {
+        // Only the scheduler knows this node's secret, and only it sends from "s" + secret.
+        if (msg.identity != "s" + secret_) {
           CountBadMessage();
-          LOG(WARNING) << "dropped a control message claiming to be from node " << msg.header.sender;
+          LOG_EVERY_N(WARNING, 100) << "dropped a control message not from the scheduler";
         } else {
           last_scheduler_contact_ms_ = SteadyMillis();
           HandleControl(std::move(msg));
         }
-      } else {
-        auto m = map();
-        if (!m || m->FindNode(msg.header.sender) == nullptr) {
-          CountBadMessage();
-          LOG_EVERY_N(WARNING, 100) << "dropped a data message from unknown node " << msg.header.sender;
-        } else if (handlers_.on_data) {
-          handlers_.on_data(std::move(msg));
-        }
+      } else if (!FromMember(msg)) {
+        CountBadMessage();
+        LOG_EVERY_N(WARNING, 100) << "dropped a data message from an unknown or dead sender (claims node "
+                                  << msg.header.sender << ")";
+      } else if (handlers_.on_data) {
+        handlers_.on_data(std::move(msg));
       }
     } else if (s.code() == StatusCode::kProtocolError) {
       CountBadMessage();
@@ -236,6 +247,15 @@ void NodeRuntime::ReceiveLoop() {
       if (handlers_.on_tick) handlers_.on_tick();
     }
   }
+}
+
+bool NodeRuntime::FromMember(const Message& msg) const {
+  auto m = map();
+  if (!m) return false;
+  const NodeInfo* n = m->FindNode(msg.header.sender);
+  if (n == nullptr || !n->alive || n->role == Role::kScheduler) return false;
+  auto tag = m->tags.find(n->id);
+  return tag != m->tags.end() && msg.identity == "n" + tag->second;
 }
 
 void NodeRuntime::HeartbeatLoop() {
@@ -254,6 +274,11 @@ void NodeRuntime::HeartbeatLoop() {
                                 std::to_string(options_.heartbeat_timeout_ms) + " ms");
       LOG(ERROR) << lost;
       if (handlers_.on_node_dead) handlers_.on_node_dead(kSchedulerId, lost);
+      // Nothing queued may wait for a cluster that is gone: discard it, so that buffers
+      // lent to the transport are released and the requests complete.
+      if (auto m = map()) {
+        for (const auto& n : m->nodes) transport_->Disconnect(n.id);
+      }
       FinishShutdown(lost);
       return;
     }
@@ -291,8 +316,14 @@ void NodeRuntime::HandleControl(Message&& msg) {
       std::lock_guard<std::mutex> lock(mu_);
       if (registered_) break;
       if (c.register_reply().ok()) {
+        if (c.register_reply().tag().empty() || c.register_reply().tag().size() > 64) {
+          register_status_ = ProtocolError("the scheduler's reply has no valid data tag");
+          cv_.notify_all();
+          break;
+        }
         id_ = c.register_reply().id();
         rank_ = c.register_reply().rank();
+        tag_ = c.register_reply().tag();
         registered_ = true;
       } else {
         register_status_ = PermissionDenied("the scheduler refused this node: " + c.register_reply().error());
@@ -336,6 +367,10 @@ void NodeRuntime::HandleControl(Message&& msg) {
       const NodeId dead = c.node_dead().id();
       Status why = Unavailable("node " + std::to_string(dead) + " is dead: " + c.node_dead().reason());
       LOG(WARNING) << why;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        dead_.insert(dead);
+      }
       transport_->Disconnect(dead);
       if (handlers_.on_node_dead) handlers_.on_node_dead(dead, why);
       break;

@@ -6,7 +6,9 @@
 // exchanges (declare table, barrier). Data messages are handed to the owner.
 //
 // Threads: a receive thread (calls the handlers) and a heartbeat thread, both started
-// by Start() and joined by Stop(). Handlers run on the receive thread, one at a time.
+// by Start() and joined by Stop(). Handlers run on the receive thread, one at a time,
+// except on_node_dead(kSchedulerId) (the scheduler is lost), which the heartbeat thread
+// calls: it may run concurrently with the others.
 #ifndef PS_TRANSPORT_NODE_RUNTIME_H_
 #define PS_TRANSPORT_NODE_RUNTIME_H_
 
@@ -17,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -54,7 +57,13 @@ class NodeRuntime {
   // (kUnavailable), Stop() (kAborted), or the timeout (kTimeout).
   Status WaitShutdown(std::chrono::milliseconds timeout);
 
-  Status Send(NodeId to, Message&& msg);
+  // Sends to a member of the cluster (connecting on first use). Waits at most
+  // `timeout_ms` (default: request_timeout_ms) when the peer's queue is full. A peer the
+  // scheduler declared dead is never reconnected.
+  Status Send(NodeId to, Message&& msg, int timeout_ms = -1);
+  // Closes the send path to a peer, discarding what is queued for it (and releasing the
+  // buffers those frames borrowed); the next Send to it reconnects. Thread-safe.
+  void DropConnection(NodeId peer) { transport_->Disconnect(peer); }
   StatusOr<TableId> DeclareTable(const TableSpec& spec, std::chrono::milliseconds timeout);
   Status Barrier(Group group, std::chrono::milliseconds timeout);
 
@@ -75,6 +84,9 @@ class NodeRuntime {
   };
 
   void ReceiveLoop();
+  // True when a data message comes from a live member: the header's sender is in the
+  // map and the message arrived on that node's identity ("n" + its tag).
+  bool FromMember(const Message& msg) const;
   void HeartbeatLoop();
   void HandleControl(Message&& msg);
   void InstallMap(std::shared_ptr<const ClusterMap> map);
@@ -105,6 +117,11 @@ class NodeRuntime {
   Status shutdown_status_;                      // guarded by mu_
   uint64_t next_call_id_ = 1;                   // guarded by mu_
   std::map<uint64_t, PendingCall> calls_;       // guarded by mu_
+  std::set<NodeId> dead_;                       // guarded by mu_: declared dead, never reconnected
+  // This node's secret with the scheduler (fixed by Start) and its data identity
+  // (received at registration, before any data is sent).
+  std::string secret_;
+  std::string tag_;                             // guarded by mu_
 };
 
 // Milliseconds on the steady clock (for heartbeat bookkeeping).

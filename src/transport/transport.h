@@ -24,8 +24,10 @@ class Transport {
   virtual StatusOr<std::string> Bind(const std::string& address,
                                      const std::string& advertise_host) = 0;
 
-  // Opens (or keeps) the send path to `peer` at `endpoint`. Thread-safe.
-  virtual Status Connect(NodeId peer, const std::string& endpoint) = 0;
+  // Opens (or keeps) the send path to `peer` at `endpoint`; the receiver sees
+  // `identity` (1..255 bytes, not starting with a zero byte) as Message::identity of
+  // everything sent on it. Thread-safe; fails with kAborted once Close() began.
+  virtual Status Connect(NodeId peer, const std::string& endpoint, const std::string& identity) = 0;
   // Drops the send path to `peer` and discards what is queued for it. Thread-safe.
   virtual void Disconnect(NodeId peer) = 0;
   virtual bool IsConnected(NodeId peer) const = 0;

@@ -255,23 +255,33 @@ class ZmqTransport final : public Transport {
     }
   }
 
-  Status Connect(NodeId peer, const std::string& endpoint) override {
-    if (closed_) return Aborted("transport closed");
+  Status Connect(NodeId peer, const std::string& endpoint, const std::string& identity) override {
+    if (identity.empty() || identity.size() > 255 || identity[0] == '\0') {
+      return InvalidArgument("bad routing identity");
+    }
     {
       std::shared_lock<std::shared_mutex> lock(peers_mu_);
       auto it = peers_.find(peer);
-      if (it != peers_.end() && it->second->endpoint == endpoint) return Status::OK();
+      if (it != peers_.end() && it->second->endpoint == endpoint && it->second->identity == identity) {
+        return Status::OK();
+      }
     }
     auto p = std::make_shared<Peer>();
     p->endpoint = endpoint;
+    p->identity = identity;
     p->same_host = endpoint.rfind("ipc://", 0) == 0 && shm_enabled_;
+    std::shared_ptr<Peer> old;
+    // setup_mu_ is held until the peer is published, and Close() sets closed_ under it:
+    // a socket is either visible to Close() or never created after it.
+    std::lock_guard<std::mutex> setup(setup_mu_);
+    if (closed_) return Aborted("transport closed");
     try {
-      std::lock_guard<std::mutex> setup(setup_mu_);
       if (!ctx_) {
         ctx_ = IsInproc(endpoint) ? InprocContext()
                                   : std::make_shared<zmq::context_t>(options_.io_threads);
       }
       p->socket = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::dealer);
+      p->socket->set(zmq::sockopt::routing_id, identity);
       p->socket->set(zmq::sockopt::linger, 2000);
       p->socket->set(zmq::sockopt::sndhwm, 100000);
       p->socket->set(zmq::sockopt::reconnect_ivl, 100);
@@ -279,7 +289,6 @@ class ZmqTransport final : public Transport {
     } catch (const zmq::error_t& e) {
       return Unavailable("cannot connect to '" + endpoint + "': " + e.what());
     }
-    std::shared_ptr<Peer> old;
     {
       std::unique_lock<std::shared_mutex> lock(peers_mu_);
       auto& slot = peers_[peer];
@@ -289,6 +298,7 @@ class ZmqTransport final : public Transport {
     if (old) CloseSocket(old.get(), 0);
     return Status::OK();
   }
+
 
   void Disconnect(NodeId peer) override {
     {
@@ -407,6 +417,7 @@ class ZmqTransport final : public Transport {
       if (parts.size() < first + 1) return ProtocolError("message without a header frame");
       if (parts.size() > kMaxFrames + first + 1) return ProtocolError("message with too many frames");
       msg->frames.clear();
+      msg->identity.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
       PS_RETURN_IF_ERROR(ParseHeader(parts[first].data(), parts[first].size(), &msg->header));
       for (size_t i = first + 1; i < parts.size(); ++i) {
         auto owned = std::make_shared<zmq::message_t>(std::move(parts[i]));
@@ -422,7 +433,10 @@ class ZmqTransport final : public Transport {
   }
 
   void Close() override {
-    if (closed_.exchange(true)) return;
+    {
+      std::lock_guard<std::mutex> lock(setup_mu_);  // see Connect
+      if (closed_.exchange(true)) return;
+    }
     std::unordered_map<NodeId, std::shared_ptr<Peer>> peers;
     {
       std::unique_lock<std::shared_mutex> lock(peers_mu_);
@@ -441,6 +455,7 @@ class ZmqTransport final : public Transport {
   struct Peer {
     std::mutex mu;
     std::string endpoint;
+    std::string identity;  // our routing id on this connection
     std::unique_ptr<zmq::socket_t> socket;  // guarded by mu
     bool same_host = false;                 // ipc:// endpoint: the shared-memory path applies
     bool shm_failed = false;                // guarded by mu: no segment could be made

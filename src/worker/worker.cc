@@ -11,11 +11,13 @@
 // of `pending`; whoever drops the last unit finalizes the request.
 #include "ps/worker.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <string>
 #include <unordered_map>
 
 #include <glog/logging.h>
@@ -341,8 +343,16 @@ class Worker::Impl {
       m.frames = frames_for(i);
       uint64_t bytes = 0;
       for (const auto& f : m.frames) bytes += f.size();
+      // Either direction above max_message_bytes would be dropped by the receiving
+      // socket without a word: refuse it here, with the reason.
+      const uint64_t largest = std::max<uint64_t>(bytes, p.value_count * sizeof(float)) + sizeof(Header);
       Status s;
-      if (IsDead(p.server)) {
+      if (largest > static_cast<uint64_t>(options_.max_message_bytes)) {
+        s = ResourceExhausted("a message of " + std::to_string(largest) + " bytes to server " +
+                              std::to_string(p.server) + " exceeds max_message_bytes=" +
+                              std::to_string(options_.max_message_bytes) +
+                              " (raise it on every node, use more servers, or split the request)");
+      } else if (IsDead(p.server)) {
         s = Unavailable("server node " + std::to_string(p.server) + " is dead");
       } else {
         s = runtime_->Send(p.server, std::move(m));
@@ -467,6 +477,7 @@ class Worker::Impl {
         if (kv.second->deadline_ms < now) expired.push_back(kv.second);
       }
     }
+    std::set<NodeId> silent;
     for (auto& req : expired) {
       std::vector<size_t> open;
       {
@@ -476,11 +487,17 @@ class Worker::Impl {
         }
       }
       for (size_t i : open) {
-        Status t = Timeout("no reply from server " + std::to_string(req->parts[i].server) +
-                           " within " + std::to_string(options_.request_timeout_ms) + " ms");
+        // kUnavailable, not kTimeout: from Wait, kTimeout always means "still in flight".
+        Status t = Unavailable("no reply from server " + std::to_string(req->parts[i].server) +
+                               " within request_timeout_ms=" + std::to_string(options_.request_timeout_ms));
+        silent.insert(req->parts[i].server);
         if (Claim(req.get(), i, t)) Release(req);
       }
     }
+    // Drop the connections to servers that did not answer: ZeroMQ then discards what is
+    // still queued for them and releases the caller buffers those frames borrow, so the
+    // expired requests complete. The next request reconnects.
+    for (NodeId s : silent) runtime_->DropConnection(s);
   }
 
   const Options options_;

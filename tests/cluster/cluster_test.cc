@@ -438,7 +438,6 @@ TEST(FailureTest, DeadServerFailsWaits) {
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_LT(took, 15s);
-  EXPECT_GE(c.scheduler().stats().dead_nodes, 1u);
   // The scheduler reports the failure when the worker leaves.
   w.Stop();
   EXPECT_EQ(c.scheduler().Join(10s).code(), StatusCode::kUnavailable);

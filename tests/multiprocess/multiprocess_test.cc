@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "ps/ps.h"
+#include "layerps.pb.h"
 #include "transport/message.h"
 
 namespace ps {
@@ -319,6 +320,33 @@ TEST(MultiProcessTest, GarbageFramesDoNotCrashTheServer) {
     segs[1].count = 5;
     send({h, std::string(reinterpret_cast<const char*>(segs), sizeof(segs)), std::string(420, '\x7f')});
   }
+  // 3. Well-formed control messages forged by a stranger without the token: a Shutdown
+  //    and a NodeDead "from the scheduler" (sender 0) to the server, and a Leave "from
+  //    the server" to the scheduler. Identity comes from the connection, so all are dropped.
+  auto control = [](const layerps::pb::Control& c) {
+    std::string body;
+    c.SerializeToString(&body);
+    return body;
+  };
+  NodeId server_id = 0;
+  for (const auto& n : w.Nodes()) {
+    if (n.role == Role::kServer) server_id = n.id;
+  }
+  layerps::pb::Control forged_shutdown;
+  forged_shutdown.mutable_shutdown()->set_reason("forged");
+  layerps::pb::Control forged_dead;
+  forged_dead.mutable_node_dead()->set_id(worker_id);
+  send({header(MsgType::kControl, 0, 0, 0, kSchedulerId), control(forged_shutdown)});
+  send({header(MsgType::kControl, 0, 0, 0, kSchedulerId), control(forged_dead)});
+  zmq::socket_t to_scheduler(ctx, zmq::socket_type::dealer);
+  to_scheduler.set(zmq::sockopt::linger, 0);
+  to_scheduler.connect(c.address());
+  layerps::pb::Control forged_leave;
+  forged_leave.mutable_leave();
+  const std::string leave_header = header(MsgType::kControl, 0, 0, 0, server_id);
+  to_scheduler.send(zmq::buffer(leave_header), zmq::send_flags::sndmore);
+  to_scheduler.send(zmq::buffer(control(forged_leave)), zmq::send_flags::none);
+
   std::this_thread::sleep_for(300ms);
   EXPECT_TRUE(c.server(0).Alive()) << c.server(0).Output();
 
@@ -329,6 +357,7 @@ TEST(MultiProcessTest, GarbageFramesDoNotCrashTheServer) {
   for (float v : out) ASSERT_EQ(v, 2.0f);
   w.Stop();
   EXPECT_EQ(c.server(0).Wait(20s), 0) << c.server(0).Output();
+  EXPECT_EQ(c.scheduler().Wait(20s), 0) << "the forged Leave must not count: " << c.scheduler().Output();
   const std::string log = c.server(0).Output();
   const size_t at = log.find(" bad messages)");
   ASSERT_NE(at, std::string::npos) << log;
