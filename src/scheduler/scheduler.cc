@@ -198,6 +198,12 @@ class Scheduler::Impl {
         break;
       case layerps::pb::Control::kMapAck:
         acked_epoch_[from] = std::max(acked_epoch_[from], c.map_ack().epoch());
+        for (const auto& f : c.map_ack().failed()) {
+          if (map_.tables.count(f.table()) && !failed_tables_.count(f.table())) {
+            failed_tables_[f.table()] = "server node " + std::to_string(from) + " could not set up table '" +
+                                        map_.tables[f.table()].spec.name + "': " + f.error().substr(0, 512);
+          }
+        }
         ResolveDeclares();
         break;
       case layerps::pb::Control::kDeclareTable:
@@ -398,7 +404,11 @@ class Scheduler::Impl {
       for (const auto& n : map_.nodes) {
         if (n.role == Role::kServer && n.alive && acked_epoch_[n.id] < it->epoch) acked = false;
       }
-      if (acked) {
+      auto failed = failed_tables_.find(it->table);
+      if (failed != failed_tables_.end()) {
+        ReplyDeclare(it->requester, it->call_id, ResourceExhausted(failed->second), kInvalidTable);
+        it = pending_declares_.erase(it);
+      } else if (acked) {
         ReplyDeclare(it->requester, it->call_id, Status::OK(), it->table);
         it = pending_declares_.erase(it);
       } else {
@@ -573,6 +583,7 @@ class Scheduler::Impl {
   std::map<NodeId, uint64_t> acked_epoch_;
   std::map<NodeId, uint64_t> server_load_;
   std::map<TableId, uint64_t> table_epoch_;
+  std::map<TableId, std::string> failed_tables_;  // a server could not allocate them
   std::vector<PendingDeclare> pending_declares_;
   std::map<Group, std::vector<BarrierWaiter>> barriers_;
   Status first_failure_;

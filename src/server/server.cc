@@ -27,7 +27,7 @@ class Server::Impl {
     if (runtime_) return FailedPrecondition("server already started");
     NodeRuntime::Handlers h;
     h.on_data = [this](Message&& m) { HandleData(std::move(m)); };
-    h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { InstallMap(*map); };
+    h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { return InstallMap(*map); };
     runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h));
     Status s = runtime_->Start();
     if (!s.ok()) runtime_.reset();
@@ -61,14 +61,19 @@ class Server::Impl {
   }
 
  private:
-  void InstallMap(const ClusterMap& map) {
+  std::vector<std::pair<TableId, Status>> InstallMap(const ClusterMap& map) {
     std::unique_lock<std::shared_mutex> lock(store_mu_);
     if (!store_) store_ = std::make_unique<Store>(runtime_->id());
+    std::vector<std::pair<TableId, Status>> failed;
     for (const auto& kv : map.tables) {
       Status s = store_->Install(kv.second);
-      if (!s.ok()) LOG(ERROR) << "cannot install table " << kv.second.spec.name << ": " << s;
+      if (!s.ok()) {
+        LOG(ERROR) << "cannot install table " << kv.second.spec.name << ": " << s;
+        failed.emplace_back(kv.first, s);
+      }
     }
     epoch_ = map.epoch;
+    return failed;
   }
 
   void Reply(const Header& req, const Status& status, std::vector<Frame> frames) {
@@ -91,7 +96,18 @@ class Server::Impl {
     }
   }
 
+  // Out of memory while serving one request fails that request, not the server.
   void HandleData(Message&& msg) {
+    try {
+      HandleDataUnguarded(std::move(msg));
+    } catch (const std::bad_alloc&) {
+      ++bad_;
+      LOG_EVERY_N(ERROR, 100) << "out of memory serving a request of node " << msg.header.sender;
+      Reply(msg.header, ResourceExhausted("the server ran out of memory for this request"), {});
+    }
+  }
+
+  void HandleDataUnguarded(Message&& msg) {
     ++messages_;
     const Header& h = msg.header;
     Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);

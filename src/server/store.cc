@@ -89,6 +89,14 @@ float InitialValue(const TableSpec& spec, uint64_t name_hash, Key key, uint32_t 
 }
 
 Status Store::Install(const TableInfo& info) {
+  try {
+    return InstallUnguarded(info);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("not enough memory for this server's share of table '" + info.spec.name + "'");
+  }
+}
+
+Status Store::InstallUnguarded(const TableInfo& info) {
   if (tables_.count(info.id)) return Status::OK();
   Table t;
   t.spec = info.spec;

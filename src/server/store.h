@@ -62,7 +62,8 @@ class Store {
  public:
   explicit Store(NodeId self) : self_(self) {}
 
-  // Allocates (and initializes) this server's ranges of a table. Idempotent.
+  // Allocates (and initializes) this server's ranges of a table. Idempotent. Out of
+  // memory: kResourceExhausted, and the table is not installed.
   Status Install(const TableInfo& table);
   bool Has(TableId table) const { return tables_.count(table) != 0; }
 
@@ -87,6 +88,7 @@ class Store {
   uint64_t sparse_rows() const;
 
  private:
+  Status InstallUnguarded(const TableInfo& table);
   // A contiguous range of a dense table. Its values may be lent to a pull reply still
   // being sent (ReadDenseFrame of the whole range): while values.use_count() > 1, an
   // update writes the new values into a fresh buffer instead (copy on write, fused with

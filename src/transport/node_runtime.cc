@@ -293,14 +293,16 @@ void NodeRuntime::FinishShutdown(const Status& status) {
   cv_.notify_all();
 }
 
-void NodeRuntime::InstallMap(std::shared_ptr<const ClusterMap> map) {
+std::vector<std::pair<TableId, Status>> NodeRuntime::InstallMap(std::shared_ptr<const ClusterMap> map) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (map_ && map->epoch <= map_->epoch) return;
+    if (map_ && map->epoch <= map_->epoch) return {};
     map_ = map;
   }
-  if (handlers_.on_map) handlers_.on_map(map);
+  std::vector<std::pair<TableId, Status>> failed;
+  if (handlers_.on_map) failed = handlers_.on_map(map);
   cv_.notify_all();
+  return failed;
 }
 
 void NodeRuntime::HandleControl(Message&& msg) {
@@ -338,9 +340,14 @@ void NodeRuntime::HandleControl(Message&& msg) {
         LOG(ERROR) << "dropped a cluster map: " << parsed_map.status();
         break;
       }
-      InstallMap(*parsed_map);
+      const auto failed = InstallMap(*parsed_map);
       layerps::pb::Control ack;
       ack.mutable_map_ack()->set_epoch(c.map_update().map().epoch());
+      for (const auto& f : failed) {
+        auto* tf = ack.mutable_map_ack()->add_failed();
+        tf->set_table(f.first);
+        tf->set_error(f.second.ToString());
+      }
       transport_->Send(kSchedulerId, MakeControl(id(), ack), kControlSendTimeoutMs);
       break;
     }

@@ -22,6 +22,8 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "ps/options.h"
 #include "ps/status.h"
@@ -37,7 +39,8 @@ class NodeRuntime {
     // A data message (already header-checked; frames not yet validated).
     std::function<void(Message&&)> on_data;
     // A newer cluster map was installed (the old one is still readable by others).
-    std::function<void(const std::shared_ptr<const ClusterMap>&)> on_map;
+    // Returns the tables the node could not set up, with the reason, for the scheduler.
+    std::function<std::vector<std::pair<TableId, Status>>(const std::shared_ptr<const ClusterMap>&)> on_map;
     // A peer was declared dead by the scheduler, or the scheduler is lost (kSchedulerId).
     std::function<void(NodeId, const Status&)> on_node_dead;
     // Periodic tick on the receive thread (about every 50 ms).
@@ -89,7 +92,7 @@ class NodeRuntime {
   bool FromMember(const Message& msg) const;
   void HeartbeatLoop();
   void HandleControl(Message&& msg);
-  void InstallMap(std::shared_ptr<const ClusterMap> map);
+  std::vector<std::pair<TableId, Status>> InstallMap(std::shared_ptr<const ClusterMap> map);
   void FinishShutdown(const Status& status);
   StatusOr<uint32_t> CallScheduler(const std::function<void(uint64_t, void*)>& fill,
                                    std::chrono::milliseconds timeout, const char* what);

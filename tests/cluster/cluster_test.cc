@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -592,6 +593,35 @@ TEST(RankTest, NodesGetTheRanksTheyAskFor) {
   any.Stop();
   last.Stop();
   EXPECT_TRUE(sched.Join(10s).ok());
+}
+
+}  // namespace
+}  // namespace ps
+
+namespace ps {
+namespace {
+
+// A table no server can hold fails its declare with the reason; the servers live on.
+TEST(ResourceTest, TableTooBigForTheServersFailsTheDeclare) {
+  std::ifstream overcommit("/proc/sys/vm/overcommit_memory");
+  int mode = -1;
+  overcommit >> mode;
+  if (mode == 1) GTEST_SKIP() << "overcommit_memory=1: a huge allocation would succeed, then OOM";
+  LocalCluster c(2, 1, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto huge = w.DeclareTable(TableSpec::Dense("huge", uint64_t{1} << 40));  // 4 TiB
+  EXPECT_EQ(huge.status().code(), StatusCode::kResourceExhausted) << huge.status();
+  EXPECT_NE(huge.status().message().find("not enough memory"), std::string::npos) << huge.status();
+  // Declaring it again gives the same answer; other tables still work.
+  EXPECT_EQ(w.DeclareTable(TableSpec::Dense("huge", uint64_t{1} << 40)).status().code(),
+            StatusCode::kResourceExhausted);
+  auto ok = w.DeclareTable(TableSpec::Dense("fine", 100));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  std::vector<float> g(100, 1.0f), out(100);
+  ASSERT_TRUE(w.Wait(w.PushPull(*ok, g.data(), out.data(), 100), kWait).ok());
+  EXPECT_EQ(out[99], 1.0f);
+  EXPECT_TRUE(c.Finish().ok());
 }
 
 }  // namespace
