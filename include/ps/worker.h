@@ -16,9 +16,9 @@
 // callback ran. After kTimeout the request is still in flight: Wait again.
 //
 // Callback form: pass a Callback and it runs once when the request completes: on the
-// worker's network thread, or on the calling thread before the call returns when the
-// request fails before anything is sent (bad arguments). It must be quick and must not
-// call Wait. A ticket with a callback is released when the callback returns (Wait on it
+// worker's network thread or its completion thread (never a ZeroMQ or server thread),
+// or on the calling thread before the call returns when the request fails before
+// anything is sent (bad arguments). It must be quick and must not call Wait. A ticket with a callback is released when the callback returns (Wait on it
 // returns kNotFound).
 //
 // Bookkeeping: a request without a callback stays registered until Wait returns its

@@ -275,6 +275,16 @@ class ZmqTransport final : public Transport {
     // a socket is either visible to Close() or never created after it.
     std::lock_guard<std::mutex> setup(setup_mu_);
     if (closed_) return Aborted("transport closed");
+    {
+      // Threads that send to a peer for the first time race here: the first one
+      // connects, the others must use its socket. (Replacing it would discard, with
+      // linger 0, what the first one already queued on it.)
+      std::shared_lock<std::shared_mutex> lock(peers_mu_);
+      auto it = peers_.find(peer);
+      if (it != peers_.end() && it->second->endpoint == endpoint && it->second->identity == identity) {
+        return Status::OK();
+      }
+    }
     try {
       if (!ctx_) {
         ctx_ = IsInproc(endpoint) ? InprocContext()

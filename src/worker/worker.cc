@@ -15,6 +15,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <thread>
 #include <mutex>
 #include <set>
 #include <string>
@@ -60,6 +62,14 @@ struct Request;
 struct Registry {
   std::mutex mu;
   std::unordered_map<Ticket, std::shared_ptr<Request>> requests;  // guarded by mu
+
+  // Requests completed by the transport releasing their last borrowed frame: they are
+  // finalized (callbacks run) on the worker's completion thread, never on a ZeroMQ I/O
+  // thread or, over inproc, a server's thread.
+  std::mutex completion_mu;
+  std::condition_variable completion_cv;
+  std::deque<std::shared_ptr<Request>> completions;  // guarded by completion_mu
+  bool completion_thread_running = false;            // guarded by completion_mu
 };
 
 struct Request {
@@ -118,6 +128,21 @@ void Release(const std::shared_ptr<Request>& req) {
   if (req->pending.fetch_sub(1) == 1) Finalize(req);
 }
 
+// Release of the borrow unit, called from whichever thread the transport lets go of the
+// last frame on: a completion it causes is handed to the completion thread.
+void ReleaseFromTransport(const std::shared_ptr<Request>& req) {
+  if (req->pending.fetch_sub(1) != 1) return;
+  if (auto reg = req->registry.lock()) {
+    std::lock_guard<std::mutex> lock(reg->completion_mu);
+    if (reg->completion_thread_running) {
+      reg->completions.push_back(req);
+      reg->completion_cv.notify_one();
+      return;
+    }
+  }
+  Finalize(req);  // the worker is gone or stopped: nobody else would
+}
+
 // Claims part i with `status`; returns false if it was already claimed.
 // The unique keys of a sparse request grouped by server range, ready to send. Built on
 // the host by PrepareSparse, or by the GPU packing path into pinned memory.
@@ -157,14 +182,40 @@ class Worker::Impl {
       runtime_.reset();
       return s;
     }
+    {
+      std::lock_guard<std::mutex> lock(registry_->completion_mu);
+      registry_->completion_thread_running = true;
+    }
+    completion_thread_ = std::thread([reg = registry_] { CompletionLoop(reg); });
     started_ = true;
     return Status::OK();
+  }
+
+  static void CompletionLoop(std::shared_ptr<Registry> reg) {
+    std::unique_lock<std::mutex> lock(reg->completion_mu);
+    for (;;) {
+      reg->completion_cv.wait(lock, [&] { return !reg->completions.empty() || !reg->completion_thread_running; });
+      while (!reg->completions.empty()) {
+        auto req = std::move(reg->completions.front());
+        reg->completions.pop_front();
+        lock.unlock();
+        Finalize(req);
+        lock.lock();
+      }
+      if (!reg->completion_thread_running) return;
+    }
   }
 
   void Stop() {
     if (!started_.exchange(false)) return;
     runtime_->Stop(/*send_leave=*/true);
     FailMatching([](const Part&) { return true; }, Aborted("the worker stopped"));
+    {
+      std::lock_guard<std::mutex> lock(registry_->completion_mu);
+      registry_->completion_thread_running = false;  // it drains the queue, then exits
+    }
+    registry_->completion_cv.notify_all();
+    if (completion_thread_.joinable()) completion_thread_.join();
   }
 
   // These report the last cluster map this worker saw, also after Stop().
@@ -317,7 +368,7 @@ class Worker::Impl {
     Register(req);
     {
       std::shared_ptr<const void> borrow;
-      if (borrows) borrow = std::shared_ptr<const void>(req.get(), [req](const void*) { Release(req); });
+      if (borrows) borrow = std::shared_ptr<const void>(req.get(), [req](const void*) { ReleaseFromTransport(req); });
       SendParts(req, epoch, [&](size_t i) { return frames_for(i, borrow); });
     }
     const Ticket ticket = req->ticket;
@@ -505,6 +556,7 @@ class Worker::Impl {
   std::unique_ptr<NodeRuntime> runtime_;
   std::atomic<bool> started_{false};
   std::atomic<Ticket> next_ticket_{1};
+  std::thread completion_thread_;
   std::mutex dead_mu_;
   std::set<NodeId> dead_;  // guarded by dead_mu_
   std::atomic<uint64_t> sent_{0}, replies_{0}, bad_{0}, bytes_out_{0}, bytes_in_{0}, copies_{0};

@@ -230,7 +230,8 @@ TEST(WorkerThreadsTest, ConcurrentUseOfOneWorker) {
         Ticket a = w.Push(*dense, g.data(), g.size());
         Ticket b = w.PushSparse(*sparse, keys.data(), keys.size(), rows.data(), rows.size());
         EXPECT_TRUE(w.Wait(a, kWait).ok());
-        EXPECT_TRUE(w.Wait(b, kWait).ok());
+        Status sb = w.Wait(b, kWait);
+        EXPECT_TRUE(sb.ok()) << sb;
       }
     });
   }
@@ -251,25 +252,26 @@ TEST(CallbackTest, CallbackRunsOnceAndReleasesTheTicket) {
   LocalCluster c(2, 1, "tcp");
   ASSERT_TRUE(c.Start().ok());
   Worker& w = c.worker(0);
-  auto id = w.DeclareTable(TableSpec::Dense("cb", 100));
+  const size_t n = 100000;  // 400 KB: sent in place, so completion waits for the transport
+  auto id = w.DeclareTable(TableSpec::Dense("cb", n));
   ASSERT_TRUE(id.ok());
-  std::vector<float> g(100, 3.0f), out(100);
+  std::vector<float> g(n, 3.0f), out(n);
   std::promise<Status> done;
   std::atomic<int> calls{0};
-  Ticket t = w.PushPull(*id, g.data(), out.data(), 100, [&](const Status& s) {
+  Ticket t = w.PushPull(*id, g.data(), out.data(), n, [&](const Status& s) {
     ++calls;
     done.set_value(s);
   });
   auto f = done.get_future();
   ASSERT_EQ(f.wait_for(kWait), std::future_status::ready);
   EXPECT_TRUE(f.get().ok());
-  EXPECT_EQ(out[99], 3.0f);
+  EXPECT_EQ(out[n - 1], 3.0f);
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(w.Wait(t, 1s).code(), StatusCode::kNotFound);
   // Errors reach callbacks too.
   std::promise<Status> err;
-  w.Push(kInvalidTable - 1, g.data(), 100, [&](const Status& s) { err.set_value(s); });
+  w.Push(kInvalidTable - 1, g.data(), n, [&](const Status& s) { err.set_value(s); });
   EXPECT_EQ(err.get_future().get().code(), StatusCode::kNotFound);
   EXPECT_TRUE(c.Finish().ok());
 }
@@ -419,21 +421,22 @@ TEST(LifecycleTest, StopMidwayFailsPendingAndShutsDown) {
 // heartbeat timeout, not at the request timeout and never by hanging.
 TEST(FailureTest, DeadServerFailsWaits) {
   Options o = FastOptions();
-  o.dense_chunk_elems = 10;
+  o.dense_chunk_elems = 1000;
   o.request_timeout_ms = 30000;
   LocalCluster c(2, 1, "tcp", o);
   ASSERT_TRUE(c.Start().ok());
   Worker& w = c.worker(0);
-  auto id = w.DeclareTable(TableSpec::Dense("t", 100));
+  const size_t n = 200000;  // 400 KB parts: sent in place (borrowed until released)
+  auto id = w.DeclareTable(TableSpec::Dense("t", n));
   ASSERT_TRUE(id.ok());
-  std::vector<float> g(100, 1.0f);
-  ASSERT_TRUE(w.Wait(w.Push(*id, g.data(), 100), kWait).ok());
+  std::vector<float> g(n, 1.0f);
+  ASSERT_TRUE(w.Wait(w.Push(*id, g.data(), n), kWait).ok());
   c.server(1).Stop();
   const auto start = std::chrono::steady_clock::now();
   Status s;
   // Requests sent before the death is noticed fail when it is; later ones at once.
   for (int i = 0; i < 100 && s.ok(); ++i) {
-    s = w.Wait(w.Push(*id, g.data(), 100), 20s);
+    s = w.Wait(w.Push(*id, g.data(), n), 20s);
     if (s.ok()) std::this_thread::sleep_for(20ms);
   }
   const auto took = std::chrono::steady_clock::now() - start;
@@ -621,6 +624,33 @@ TEST(ResourceTest, TableTooBigForTheServersFailsTheDeclare) {
   std::vector<float> g(100, 1.0f), out(100);
   ASSERT_TRUE(w.Wait(w.PushPull(*ok, g.data(), out.data(), 100), kWait).ok());
   EXPECT_EQ(out[99], 1.0f);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+}  // namespace
+}  // namespace ps
+
+namespace ps {
+namespace {
+
+// A part bigger than max_message_bytes would be dropped by the receiving socket without
+// a word: the worker refuses it with the reason instead, and the server is untouched.
+TEST(ResourceTest, PartsAboveMaxMessageBytesAreRefused) {
+  Options o = FastOptions();
+  o.max_message_bytes = 64 << 10;
+  LocalCluster c(1, 1, "tcp", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto big = w.DeclareTable(TableSpec::Dense("big", 100000));  // 400 KB in one part
+  auto small = w.DeclareTable(TableSpec::Dense("small", 1000));
+  ASSERT_TRUE(big.ok() && small.ok());
+  std::vector<float> g(100000, 1.0f);
+  Status s = w.Wait(w.Push(*big, g.data(), g.size()), kWait);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("max_message_bytes"), std::string::npos) << s;
+  EXPECT_EQ(w.Wait(w.Pull(*big, g.data(), g.size()), kWait).code(), StatusCode::kResourceExhausted);
+  ASSERT_TRUE(w.Wait(w.Push(*small, g.data(), 1000), kWait).ok());
+  EXPECT_EQ(c.server(0).stats().bad_messages, 0u);
   EXPECT_TRUE(c.Finish().ok());
 }
 

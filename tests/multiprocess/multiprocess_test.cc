@@ -202,9 +202,11 @@ TEST(MultiProcessTest, KilledServerMakesWaitsFail) {
   DaemonCluster c(2);
   Worker w(c.WorkerOptions());
   ASSERT_TRUE(w.Start().ok());
-  auto d = w.DeclareTable(TableSpec::Dense("d", 1000));
+  // 200k elements in chunks of 100: 400 KB per server, sent in place (borrowed), so the
+  // dead server's queued frames must be released for the waits to complete.
+  auto d = w.DeclareTable(TableSpec::Dense("d", 200000));
   ASSERT_TRUE(d.ok());
-  std::vector<float> g(1000, 1.0f);
+  std::vector<float> g(200000, 1.0f);
   ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), g.size()), 30s).ok());
   c.server(1).Kill(SIGKILL);
   ASSERT_EQ(c.server(1).Wait(5s), 128 + SIGKILL);
