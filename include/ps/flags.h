@@ -1,10 +1,11 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // gflags for the daemons and tools (library layerps::flags). Linking it defines the
-// flags --scheduler, --bind, --advertise_host, --num_servers, --num_workers, --token,
-// --heartbeat_interval_ms, --heartbeat_timeout_ms, --connect_timeout_ms,
-// --request_timeout_ms, --dense_chunk_elems, --io_threads. Flags left at their default
-// fall back to the LAYERPS_* environment variables, then to Options' defaults.
+// flags --scheduler, --bind, --advertise_host, --num_servers, --num_workers, --rank,
+// --token, --heartbeat_interval_ms, --heartbeat_timeout_ms, --connect_timeout_ms,
+// --request_timeout_ms, --dense_chunk_elems, --io_threads, --shared_memory. A flag given
+// on the command line wins; otherwise the LAYERPS_* environment variable read by
+// Options::FromEnv (where there is one), then Options' default.
 #ifndef PS_FLAGS_H_
 #define PS_FLAGS_H_
 

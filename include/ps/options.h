@@ -48,6 +48,7 @@ struct Options {
 
   // --- Timing (milliseconds) -----------------------------------------------------------
   // How often nodes and scheduler exchange heartbeats. 10..60000, default 500.
+  // Env: LAYERPS_HEARTBEAT_INTERVAL_MS.
   int heartbeat_interval_ms = 500;
   // A node silent this long is declared dead. Must exceed 2 * heartbeat_interval_ms.
   // Default 5000. Env: LAYERPS_HEARTBEAT_TIMEOUT_MS.

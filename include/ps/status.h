@@ -35,6 +35,12 @@ enum class StatusCode : int {
   kIoError = 12,            // the disk or the OS refused
 };
 
+class Status;
+namespace internal {
+// Prints the status and aborts: StatusOr::value() was called on an error.
+[[noreturn]] void DieOnBadAccess(const Status& status);
+}  // namespace internal
+
 // Returns a stable name such as "InvalidArgument".
 const char* StatusCodeName(StatusCode code);
 
@@ -96,17 +102,18 @@ class StatusOr {
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
 
-  // Precondition: ok().
+  // Precondition: ok(). Calling it on an error is a programming error: it aborts with
+  // the status, in every build.
   const T& value() const& {
-    assert(ok());
+    CheckValue();
     return *value_;
   }
   T& value() & {
-    assert(ok());
+    CheckValue();
     return *value_;
   }
   T&& value() && {
-    assert(ok());
+    CheckValue();
     return std::move(*value_);
   }
   const T& operator*() const& { return value(); }
@@ -115,6 +122,10 @@ class StatusOr {
   T* operator->() { return &value(); }
 
  private:
+  void CheckValue() const {
+    if (!value_) internal::DieOnBadAccess(status_);
+  }
+
   Status status_;
   std::optional<T> value_;
 };

@@ -10,6 +10,9 @@
 // returns the request's Status. Errors found before sending (unknown table, size
 // mismatch, not started) are reported by Wait too, and nothing is sent.
 //
+// Blocking: the calls return once the request is queued; when a server's send queue is
+// full (100000 messages) they wait for room, at most options.request_timeout_ms.
+//
 // Buffers: the caller's buffers are used in place (pushed bytes are sent without a
 // copy; pulled values are written straight into the output). They must stay valid and
 // unmodified until the request completes: Wait returned anything but kTimeout, or the
@@ -52,7 +55,6 @@ struct WorkerStats {
 class Worker {
  public:
   using Callback = std::function<void(const Status&)>;
-  using Clock = std::chrono::steady_clock;
 
   explicit Worker(Options options);
   ~Worker();  // Stop()s if running

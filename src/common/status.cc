@@ -1,6 +1,9 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "ps/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace ps {
 
 const char* StatusCodeName(StatusCode code) {
@@ -42,6 +45,13 @@ Status Status::WithContext(const std::string& context) const {
   if (ok()) return *this;
   return Status(state_->code, context + ": " + state_->message);
 }
+
+namespace internal {
+void DieOnBadAccess(const Status& status) {
+  std::fprintf(stderr, "LayerPS: StatusOr::value() called on an error: %s\n", status.ToString().c_str());
+  std::abort();
+}
+}  // namespace internal
 
 Status InvalidArgument(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
 Status NotFound(std::string m) { return Status(StatusCode::kNotFound, std::move(m)); }

@@ -63,7 +63,6 @@ class Scheduler::Impl {
     }
     map_.epoch = 0;
     map_.nodes.push_back(NodeInfo{kSchedulerId, Role::kScheduler, 0, *bound, "", true});
-    stopping_ = false;
     thread_ = std::thread([this] { Loop(); });
     LOG(INFO) << "scheduler listening at " << *bound << " for " << options_.num_servers
               << " server(s) and " << options_.num_workers << " worker(s)";
@@ -568,7 +567,6 @@ class Scheduler::Impl {
   std::unique_ptr<Transport> transport_;
   std::thread thread_;
   std::atomic<bool> stop_requested_{false};
-  std::atomic<bool> stopping_{false};
 
   // Loop-thread state.
   ClusterMap map_;

@@ -169,7 +169,7 @@ class Worker::Impl {
   explicit Impl(Options options) : options_(std::move(options)), registry_(std::make_shared<Registry>()) {}
 
   Status Start() {
-    if (runtime_) return FailedPrecondition("worker already started");
+    if (ever_started_) return FailedPrecondition("worker already started (a Worker starts once)");
     NodeRuntime::Handlers h;
     h.on_data = [this](Message&& m) { HandleReply(std::move(m)); };
     h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
@@ -188,6 +188,7 @@ class Worker::Impl {
     }
     completion_thread_ = std::thread([reg = registry_] { CompletionLoop(reg); });
     started_ = true;
+    ever_started_ = true;
     return Status::OK();
   }
 
@@ -218,15 +219,16 @@ class Worker::Impl {
     if (completion_thread_.joinable()) completion_thread_.join();
   }
 
-  // These report the last cluster map this worker saw, also after Stop().
-  NodeId id() const { return runtime_ ? runtime_->id() : kUnassignedId; }
-  uint32_t rank() const { return runtime_ ? runtime_->rank() : 0; }
+  // These report the last cluster map this worker saw, also after Stop(). runtime_ is
+  // read only once a Start() succeeded (it is never replaced after that).
+  NodeId id() const { return ever_started_ ? runtime_->id() : kUnassignedId; }
+  uint32_t rank() const { return ever_started_ ? runtime_->rank() : 0; }
   int CountRole(Role r) const {
-    auto m = runtime_ ? runtime_->map() : nullptr;
+    auto m = ever_started_ ? runtime_->map() : nullptr;
     return m ? m->CountRole(r) : 0;
   }
   std::vector<NodeInfo> Nodes() const {
-    auto m = runtime_ ? runtime_->map() : nullptr;
+    auto m = ever_started_ ? runtime_->map() : nullptr;
     return m ? m->nodes : std::vector<NodeInfo>{};
   }
 
@@ -299,7 +301,7 @@ class Worker::Impl {
     WorkerStats s;
     s.requests_sent = sent_.load();
     s.replies_received = replies_.load();
-    s.bad_messages = bad_.load() + (runtime_ ? runtime_->bad_messages() : 0);
+    s.bad_messages = bad_.load() + (ever_started_ ? runtime_->bad_messages() : 0);
     s.bytes_sent = bytes_out_.load();
     s.bytes_received = bytes_in_.load();
     s.payload_copies = copies_.load();
@@ -555,6 +557,7 @@ class Worker::Impl {
   std::shared_ptr<Registry> registry_;
   std::unique_ptr<NodeRuntime> runtime_;
   std::atomic<bool> started_{false};
+  std::atomic<bool> ever_started_{false};
   std::atomic<Ticket> next_ticket_{1};
   std::thread completion_thread_;
   std::mutex dead_mu_;
