@@ -31,6 +31,11 @@ struct Shape {
   std::string transport;
 };
 
+// How gtest names a Shape in its output (instead of its raw bytes).
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << s.servers << " server(s) x " << s.workers << " worker(s) over " << s.transport;
+}
+
 class ClusterTest : public ::testing::TestWithParam<Shape> {};
 
 // Every worker pushes its gradient into sum tables of several sizes (odd ones included,
