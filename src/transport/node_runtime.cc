@@ -149,7 +149,16 @@ Status NodeRuntime::Send(NodeId to, Message&& msg, int timeout_ms) {
     PS_RETURN_IF_ERROR(transport_->Connect(to, n->endpoint, "n" + tag));
   }
   msg.header.sender = id();
-  return transport_->Send(to, std::move(msg), timeout_ms >= 0 ? timeout_ms : options_.request_timeout_ms);
+  Status sent = transport_->Send(to, std::move(msg), timeout_ms >= 0 ? timeout_ms : options_.request_timeout_ms);
+  // The peer may have been declared dead (and disconnected) between the check above and
+  // the send, which then reconnected: drop that connection too, so nothing stays queued
+  // for a dead peer holding buffers it borrowed.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dead_.count(to)) {
+    transport_->Disconnect(to);
+    return Unavailable("node " + std::to_string(to) + " is dead");
+  }
+  return sent;
 }
 
 StatusOr<uint32_t> NodeRuntime::CallScheduler(const std::function<void(uint64_t, void*)>& fill,

@@ -405,10 +405,8 @@ class Worker::Impl {
                               std::to_string(p.server) + " exceeds max_message_bytes=" +
                               std::to_string(options_.max_message_bytes) +
                               " (raise it on every node, use more servers, or split the request)");
-      } else if (IsDead(p.server)) {
-        s = Unavailable("server node " + std::to_string(p.server) + " is dead");
       } else {
-        s = runtime_->Send(p.server, std::move(m));
+        s = runtime_->Send(p.server, std::move(m));  // refuses servers declared dead
       }
       if (s.ok()) {
         ++sent_;
@@ -417,11 +415,6 @@ class Worker::Impl {
         Release(req);
       }
     }
-  }
-
-  bool IsDead(NodeId id) {
-    std::lock_guard<std::mutex> lock(dead_mu_);
-    return dead_.count(id) != 0;
   }
 
   void HandleReply(Message&& msg) {
@@ -514,10 +507,7 @@ class Worker::Impl {
       FailMatching([](const Part&) { return true; }, why);
       return;
     }
-    {
-      std::lock_guard<std::mutex> lock(dead_mu_);
-      dead_.insert(id);
-    }
+    // The runtime already refuses new sends to it; fail what is outstanding.
     FailMatching([id](const Part& p) { return p.server == id; }, why);
   }
 
@@ -560,8 +550,6 @@ class Worker::Impl {
   std::atomic<bool> ever_started_{false};
   std::atomic<Ticket> next_ticket_{1};
   std::thread completion_thread_;
-  std::mutex dead_mu_;
-  std::set<NodeId> dead_;  // guarded by dead_mu_
   std::atomic<uint64_t> sent_{0}, replies_{0}, bad_{0}, bytes_out_{0}, bytes_in_{0}, copies_{0};
 };
 
