@@ -24,33 +24,37 @@ class Server::Impl {
   explicit Impl(Options options) : options_(std::move(options)) {}
 
   Status Start() {
-    if (runtime_) return FailedPrecondition("server already started");
+    if (started_) return FailedPrecondition("server already started (a Server starts once)");
     NodeRuntime::Handlers h;
     h.on_data = [this](Message&& m) { HandleData(std::move(m)); };
     h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { return InstallMap(*map); };
     runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h));
     Status s = runtime_->Start();
-    if (!s.ok()) runtime_.reset();
+    if (!s.ok()) {
+      runtime_.reset();
+      return s;
+    }
+    started_ = true;  // from here on runtime_ is never replaced
     return s;
   }
 
   Status Join(std::chrono::milliseconds timeout) {
-    if (!runtime_) return FailedPrecondition("server not started");
+    if (!started_) return FailedPrecondition("server not started");
     return runtime_->WaitShutdown(timeout);
   }
 
   void Stop() {
-    if (runtime_) runtime_->Stop(/*send_leave=*/true);
+    if (started_) runtime_->Stop(/*send_leave=*/true);
   }
 
-  NodeId id() const { return runtime_ ? runtime_->id() : kUnassignedId; }
-  uint32_t rank() const { return runtime_ ? runtime_->rank() : 0; }
-  std::string endpoint() const { return runtime_ ? runtime_->endpoint() : ""; }
+  NodeId id() const { return started_ ? runtime_->id() : kUnassignedId; }
+  uint32_t rank() const { return started_ ? runtime_->rank() : 0; }
+  std::string endpoint() const { return started_ ? runtime_->endpoint() : ""; }
 
   ServerStats stats() const {
     ServerStats s;
     s.messages_received = messages_.load();
-    s.bad_messages = bad_.load() + (runtime_ ? runtime_->bad_messages() : 0);
+    s.bad_messages = bad_.load() + (started_ ? runtime_->bad_messages() : 0);
     s.push_requests = pushes_.load();
     s.pull_requests = pulls_.load();
     s.bytes_received = bytes_in_.load();
@@ -224,6 +228,7 @@ class Server::Impl {
 
   const Options options_;
   std::unique_ptr<NodeRuntime> runtime_;
+  std::atomic<bool> started_{false};  // runtime_ is read by other threads only once set
   mutable std::shared_mutex store_mu_;
   std::unique_ptr<Store> store_;  // guarded by store_mu_ (installs exclusive, requests shared)
   uint64_t epoch_ = 0;            // guarded by store_mu_
