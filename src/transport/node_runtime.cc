@@ -88,12 +88,13 @@ Status NodeRuntime::Start() {
 
 void NodeRuntime::Stop(bool send_leave) {
   if (!running_.exchange(false)) return;
-  bool registered;
+  bool registered, cluster_over;
   {
     std::lock_guard<std::mutex> lock(mu_);
     registered = registered_;
+    cluster_over = shutdown_;  // the scheduler is gone or going: nobody to tell
   }
-  if (send_leave && registered) {
+  if (send_leave && registered && !cluster_over) {
     layerps::pb::Control c;
     c.mutable_leave();
     transport_->Send(kSchedulerId, MakeControl(id(), c), kControlSendTimeoutMs);
