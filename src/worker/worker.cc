@@ -248,8 +248,6 @@ class Worker::Impl {
   Ticket Dense(MsgType type, TableId table, const float* in, float* out, size_t n, Callback cb,
                std::shared_ptr<const void> keep = nullptr,
                std::function<Status(Request&)> finish = nullptr);
-  // A request that failed before anything was sent.
-  Ticket FailedRequest(const Status& status, Callback cb) { return Failed(status, std::move(cb)); }
   // Several dense tensors in one request (PushMany/PullMany): small slices fused.
   Ticket Many(MsgType type, const std::vector<TableId>& tables, const std::vector<const float*>& ins,
               const std::vector<float*>& outs, const std::vector<size_t>& sizes, Callback cb);
@@ -309,6 +307,7 @@ class Worker::Impl {
   }
 
  private:
+ public:
   // A request that failed before anything was sent.
   Ticket Failed(const Status& status, Callback cb) {
     auto req = NewRequest(MsgType::kPush, kInvalidTable, std::move(cb));
@@ -318,6 +317,8 @@ class Worker::Impl {
     Release(req);
     return req->ticket;
   }
+
+ private:
 
   std::shared_ptr<Request> NewRequest(MsgType type, TableId table, Callback cb) {
     auto req = std::make_shared<Request>();
@@ -1051,7 +1052,7 @@ Ticket Worker::PullMany(const std::vector<DenseOut>& tensors, Callback cb) {
 }
 Ticket Worker::PushPullMany(const std::vector<DenseRef>& grads, const std::vector<DenseOut>& outs, Callback cb) {
   if (grads.size() != outs.size()) {
-    return impl_->FailedRequest(InvalidArgument("PushPullMany: " + std::to_string(grads.size()) +
+    return impl_->Failed(InvalidArgument("PushPullMany: " + std::to_string(grads.size()) +
                                                 " gradients but " + std::to_string(outs.size()) + " outputs"),
                                 std::move(cb));
   }
@@ -1062,7 +1063,7 @@ Ticket Worker::PushPullMany(const std::vector<DenseRef>& grads, const std::vecto
   for (size_t i = 0; i < grads.size(); ++i) {
     // A pushpull reads and writes one table: both sides must name the same table and size.
     if (grads[i].table != outs[i].table || grads[i].size != outs[i].size) {
-      return impl_->FailedRequest(InvalidArgument("PushPullMany: tensor " + std::to_string(i) +
+      return impl_->Failed(InvalidArgument("PushPullMany: tensor " + std::to_string(i) +
                                                   " names different tables or sizes for grad and out"),
                                   std::move(cb));
     }
