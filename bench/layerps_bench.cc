@@ -43,31 +43,39 @@
 #include "worker/packing.h"
 
 // ---- Flags ----------------------------------------------------------------------------
-DEFINE_bool(quick, false, "Preset for a smoke run (< 1 minute): tcp, 1x1, dense 4K/256K/4M, "
+DEFINE_bool(quick, false,
+            "Preset for a smoke run (< 1 minute): tcp, 1x1, dense 4K/256K/4M, "
             "in flight 1 and 8, push/pull/pushpull, a small sparse case, the 100-tensor step, "
             "3 repeats of 0.1 s. Flags given explicitly still override the preset");
-DEFINE_bool(targets, false, "Preset that measures the issue-3 targets in one run: dense 1x1 tcp "
+DEFINE_bool(targets, false,
+            "Preset that measures the issue-3 targets in one run: dense 1x1 tcp "
             "push/pull at 256K/4M/32M with 8 in flight, 4K pushpull with 1 in flight, sparse "
             "100k keys x 16 of 10M with 8 in flight, ipc vs tcp at 4M, the 100 x 4K step");
-DEFINE_string(modes, "dense", "Comma list of request kinds: dense, sparse, step (a training "
+DEFINE_string(modes, "dense",
+              "Comma list of request kinds: dense, sparse, step (a training "
               "step of --step_tensors tensors of --step_bytes each, each its own table, pushed "
               "three ways: one Push per tensor ('step'), one Worker::PushMany ('stepmany'), "
               "and packed by the caller into one table ('stepfused'); each compared with one "
               "push of the same total bytes)");
 DEFINE_string(ops, "push,pull,pushpull", "Comma list of operations: push, pull, pushpull");
-DEFINE_string(sizes, "4K,64K,256K,1M,4M,31M,32M,100003", "Dense: comma list of bytes per "
+DEFINE_string(sizes, "4K,64K,256K,1M,4M,31M,32M,100003",
+              "Dense: comma list of bytes per "
               "request (suffix K/M/G = 2^10/2^20/2^30; odd sizes are rounded up to whole floats)");
 DEFINE_string(inflight, "1,8,32", "Comma list of requests kept in flight per worker");
-DEFINE_string(topologies, "1x1", "Comma list of SERVERSxWORKERS for the local cluster (ignored "
+DEFINE_string(topologies, "1x1",
+              "Comma list of SERVERSxWORKERS for the local cluster (ignored "
               "with --join)");
-DEFINE_string(transports, "tcp", "Comma list of endpoint kinds for the local cluster and the raw "
+DEFINE_string(transports, "tcp",
+              "Comma list of endpoint kinds for the local cluster and the raw "
               "baseline: tcp (127.0.0.1), ipc (unix sockets in /tmp), inproc (same process)");
 DEFINE_int32(repeats, 5, "Timed repeats per case (median, min, max are over these), 1..1000");
-DEFINE_double(seconds, 0.3, "Target duration of one repeat in seconds (the request count is "
+DEFINE_double(seconds, 0.3,
+              "Target duration of one repeat in seconds (the request count is "
               "calibrated on a warm-up), 0.01..60");
 DEFINE_int32(min_requests, 16, "Least requests per repeat");
 DEFINE_int32(max_requests, 200000, "Most requests per repeat");
-DEFINE_bool(baseline, true, "Also measure raw ZeroMQ over the same kind of endpoint (one-way "
+DEFINE_bool(baseline, true,
+            "Also measure raw ZeroMQ over the same kind of endpoint (one-way "
             "streaming of the same bytes for push/pull, round trips with the same window for "
             "pushpull), one raw repeat before each LayerPS repeat, and print the ratio");
 DEFINE_bool(verify, true, "Check the values moved (sampled per reply, full final state)");
@@ -79,11 +87,13 @@ DEFINE_double(zipf_s, 1.1, "Sparse: exponent of the Zipf distribution (> 0)");
 DEFINE_int32(key_batches, 4, "Sparse: distinct key batches per worker, cycled through");
 DEFINE_int32(step_tensors, 100, "Step mode: tensors per step");
 DEFINE_string(step_bytes, "4K", "Step mode: bytes per tensor");
-DEFINE_bool(join, false, "Join an existing cluster as one worker (address from --scheduler or "
+DEFINE_bool(join, false,
+            "Join an existing cluster as one worker (address from --scheduler or "
             "LAYERPS_SCHEDULER, token from --token/LAYERPS_TOKEN) instead of starting one");
 DEFINE_string(json, "", "Write the results as JSON to this file");
 DEFINE_string(csv, "", "Write the results as CSV to this file (one row per case)");
-DEFINE_string(plot, "", "Draw throughput vs size to this PNG (runs bench/plot.py on the CSV; "
+DEFINE_string(plot, "",
+              "Draw throughput vs size to this PNG (runs bench/plot.py on the CSV; "
               "needs --csv or writes a temporary one; uses /usr/bin/python3 + matplotlib)");
 DEFINE_string(plot_script, LAYERPS_BENCH_PLOT_SCRIPT, "Path of plot.py");
 DEFINE_bool(progress, true, "Print one progress line per case to stderr");
@@ -115,19 +125,26 @@ uint64_t ParseBytes(const std::string& s) {
   const double v = std::strtod(s.c_str(), &end);
   std::string suf(end);
   double mul = 1;
-  if (suf == "K" || suf == "k" || suf == "KiB") mul = 1024.0;
-  else if (suf == "M" || suf == "m" || suf == "MiB") mul = 1048576.0;
-  else if (suf == "G" || suf == "g" || suf == "GiB") mul = 1073741824.0;
-  else if (!suf.empty() && suf != "B") Die("bad size '" + s + "'");
+  if (suf == "K" || suf == "k" || suf == "KiB")
+    mul = 1024.0;
+  else if (suf == "M" || suf == "m" || suf == "MiB")
+    mul = 1048576.0;
+  else if (suf == "G" || suf == "g" || suf == "GiB")
+    mul = 1073741824.0;
+  else if (!suf.empty() && suf != "B")
+    Die("bad size '" + s + "'");
   if (!(v > 0)) Die("bad size '" + s + "'");
   return static_cast<uint64_t>(v * mul);
 }
 
 std::string HumanBytes(uint64_t b) {
   char buf[32];
-  if (b >= (1u << 20) && b % (1u << 20) == 0) std::snprintf(buf, sizeof buf, "%" PRIu64 "M", b >> 20);
-  else if (b >= 1024 && b % 1024 == 0) std::snprintf(buf, sizeof buf, "%" PRIu64 "K", b >> 10);
-  else std::snprintf(buf, sizeof buf, "%" PRIu64, b);
+  if (b >= (1u << 20) && b % (1u << 20) == 0)
+    std::snprintf(buf, sizeof buf, "%" PRIu64 "M", b >> 20);
+  else if (b >= 1024 && b % 1024 == 0)
+    std::snprintf(buf, sizeof buf, "%" PRIu64 "K", b >> 10);
+  else
+    std::snprintf(buf, sizeof buf, "%" PRIu64, b);
   return buf;
 }
 
@@ -145,21 +162,24 @@ struct Case {
   std::string system = "layerps";  // layerps | raw-zmq
   std::string transport = "tcp";
   int servers = 1, workers = 1;
-  std::string mode = "dense";      // dense | sparse | step | stepmany | stepfused; raw: oneway | rtt
-  std::string op = "push";         // push | pull | pushpull
-  uint64_t bytes = 0;              // dense: value bytes per request; step: total bytes per step
+  std::string mode = "dense";  // dense | sparse | step | stepmany | stepfused; raw: oneway | rtt
+  std::string op = "push";     // push | pull | pushpull
+  uint64_t bytes = 0;          // dense: value bytes per request; step: total bytes per step
   int inflight = 1;
-  uint64_t keys = 0;               // sparse: keys per request
+  uint64_t keys = 0;  // sparse: keys per request
   uint32_t dim = 0;
-  std::string dist;                // sparse: uniform | zipf
-  int tensors = 0;                 // step: tensors per step
+  std::string dist;  // sparse: uniform | zipf
+  int tensors = 0;   // step: tensors per step
 
   std::string Label() const {
     std::string s = system + " " + transport + " " + std::to_string(servers) + "x" +
                     std::to_string(workers) + " " + mode + " " + op;
-    if (mode == "sparse") s += " keys=" + std::to_string(keys) + "x" + std::to_string(dim) + " " + dist;
-    else if (mode == "step" || mode == "stepmany" || mode == "stepfused") s += " " + std::to_string(tensors) + "x" + HumanBytes(bytes / tensors);
-    else s += " " + HumanBytes(bytes);
+    if (mode == "sparse")
+      s += " keys=" + std::to_string(keys) + "x" + std::to_string(dim) + " " + dist;
+    else if (mode == "step" || mode == "stepmany" || mode == "stepfused")
+      s += " " + std::to_string(tensors) + "x" + HumanBytes(bytes / tensors);
+    else
+      s += " " + HumanBytes(bytes);
     return s + " inflight=" + std::to_string(inflight);
   }
 };
@@ -174,8 +194,8 @@ struct Result {
   std::string verify_note;
   std::string error;
   std::vector<double> raw_ops;  // the raw ZeroMQ repeat run right before each repeat
-  double ratio = 0;         // LayerPS / raw ZeroMQ (same run), 0 = none
-  std::string ratio_of;     // what the ratio compares
+  double ratio = 0;             // LayerPS / raw ZeroMQ (same run), 0 = none
+  std::string ratio_of;         // what the ratio compares
 };
 
 // ---- Raw ZeroMQ baseline --------------------------------------------------------------
@@ -198,7 +218,9 @@ struct RawNode {
   zmq::socket_t router, dealer;
   std::string endpoint;
   RawNode(std::shared_ptr<zmq::context_t> c, const std::string& bind)
-      : ctx(std::move(c)), router(*ctx, zmq::socket_type::router), dealer(*ctx, zmq::socket_type::dealer) {
+      : ctx(std::move(c)),
+        router(*ctx, zmq::socket_type::router),
+        dealer(*ctx, zmq::socket_type::dealer) {
     router.set(zmq::sockopt::linger, 0);
     router.set(zmq::sockopt::rcvhwm, 100000);
     dealer.set(zmq::sockopt::linger, 0);
@@ -260,8 +282,12 @@ struct RawPair {
     std::thread peer([&] {
       zmq::message_t m;
       for (uint64_t i = 0; i < n; ++i) {
-        if (!RawRecv(b->router, &m)) { bad = true; return; }
-        if (m.size() != size || (size > 0 && static_cast<const char*>(m.data())[0] != buf_a[0])) bad = true;
+        if (!RawRecv(b->router, &m)) {
+          bad = true;
+          return;
+        }
+        if (m.size() != size || (size > 0 && static_cast<const char*>(m.data())[0] != buf_a[0]))
+          bad = true;
         if (rtt) RawSend(b->dealer, buf_b.data(), size);
       }
       if (!rtt) RawSend(b->dealer, buf_b.data(), 1);  // ack
@@ -474,8 +500,10 @@ std::vector<Key> MakeKeys(uint64_t n, uint64_t space, const std::string& dist, u
       // Inverse CDF of the continuous power law on [1, N+1), floored: Zipf-like ranks.
       const double u = u01(rng);
       double x;
-      if (std::fabs(s - 1.0) < 1e-9) x = std::exp(u * std::log(N + 1));
-      else x = std::pow((std::pow(N + 1, 1 - s) - 1) * u + 1, 1 / (1 - s));
+      if (std::fabs(s - 1.0) < 1e-9)
+        x = std::exp(u * std::log(N + 1));
+      else
+        x = std::pow((std::pow(N + 1, 1 - s) - 1) * u + 1, 1 / (1 - s));
       rank = std::min<uint64_t>(space, std::max<uint64_t>(1, static_cast<uint64_t>(x))) - 1;
     } else {
       rank = rng() % space;
@@ -489,18 +517,18 @@ std::vector<Key> MakeKeys(uint64_t n, uint64_t space, const std::string& dist, u
 struct WorkerCase {
   Worker* w = nullptr;
   int rank = 0;
-  std::vector<TableId> tables;                 // dense/sparse: 1; step: tensors
+  std::vector<TableId> tables;  // dense/sparse: 1; step: tensors
   TableId fused_table = kInvalidTable;
-  std::vector<float> in;                       // pushed values (dense/step) or rows (sparse)
-  std::vector<std::vector<float>> out;         // one per in-flight slot
-  std::vector<std::vector<Key>> key_batches;   // sparse
-  std::vector<uint64_t> batch_uses;            // sparse: how often each batch was pushed
-  std::vector<float> fused;                    // stepfused: packing buffer
-  std::vector<DenseRef> refs;                  // stepmany: the tensors of one step
+  std::vector<float> in;                      // pushed values (dense/step) or rows (sparse)
+  std::vector<std::vector<float>> out;        // one per in-flight slot
+  std::vector<std::vector<Key>> key_batches;  // sparse
+  std::vector<uint64_t> batch_uses;           // sparse: how often each batch was pushed
+  std::vector<float> fused;                   // stepfused: packing buffer
+  std::vector<DenseRef> refs;                 // stepmany: the tensors of one step
   std::vector<double> lat_us;
-  uint64_t pushes = 0;                         // requests that pushed values
-  std::string error;                           // first failure
-  std::string verify_error;                    // first wrong value
+  uint64_t pushes = 0;       // requests that pushed values
+  std::string error;         // first failure
+  std::string verify_error;  // first wrong value
 };
 
 class LayerPSRunner {
@@ -537,7 +565,8 @@ class LayerPSRunner {
       } else {  // step / stepfused
         const uint64_t per = elems_ / c_.tensors;
         if (c_.mode == "step" || c_.mode == "stepmany") {
-          for (int t = 0; t < c_.tensors; ++t) specs.push_back(TableSpec::Dense(prefix + "-t" + std::to_string(t), per));
+          for (int t = 0; t < c_.tensors; ++t)
+            specs.push_back(TableSpec::Dense(prefix + "-t" + std::to_string(t), per));
         } else {
           specs.push_back(TableSpec::Dense(prefix + "-fused", per * c_.tensors));
         }
@@ -570,15 +599,22 @@ class LayerPSRunner {
       for (auto& s : ws_) {
         if (c_.mode == "sparse") {
           for (size_t b = 0; b < s.key_batches.size(); ++b) {
-            Ticket t = s.w->PushSparse(s.tables[0], s.key_batches[b].data(), c_.keys, s.in.data(), s.in.size());
+            Ticket t = s.w->PushSparse(s.tables[0], s.key_batches[b].data(), c_.keys, s.in.data(),
+                                       s.in.size());
             Status st = s.w->Wait(t, std::chrono::seconds(120));
-            if (!st.ok()) { r.error = "pre-push: " + st.ToString(); return r; }
+            if (!st.ok()) {
+              r.error = "pre-push: " + st.ToString();
+              return r;
+            }
             ++s.batch_uses[b];
           }
         } else if (s.rank == 0 || cl_->joined) {
           Ticket t = s.w->Push(s.tables[0], s.in.data(), elems_);
           Status st = s.w->Wait(t, std::chrono::seconds(120));
-          if (!st.ok()) { r.error = "pre-push: " + st.ToString(); return r; }
+          if (!st.ok()) {
+            r.error = "pre-push: " + st.ToString();
+            return r;
+          }
           ++s.pushes;
         }
       }
@@ -587,14 +623,20 @@ class LayerPSRunner {
     // Warm-up and calibration.
     const uint64_t warm = std::max<uint64_t>(4, 2 * slots);
     const double tw = RunAll(warm, nullptr);
-    if (!FirstError().empty()) { r.error = FirstError(); return r; }
+    if (!FirstError().empty()) {
+      r.error = FirstError();
+      return r;
+    }
     const uint64_t n = Calibrate(tw, warm);
     r.requests_per_repeat = n;
     RawBaselines::Entry* raw = raws_ ? raws_->For(c_, r.wire_bytes) : nullptr;
     for (int rep = 0; rep < FLAGS_repeats; ++rep) {
       if (raw) r.raw_ops.push_back(raws_->Repeat(raw));
       const double t = RunAll(n, &r.lat_us);
-      if (!FirstError().empty()) { r.error = FirstError(); return r; }
+      if (!FirstError().empty()) {
+        r.error = FirstError();
+        return r;
+      }
       const double ops = static_cast<double>(n) * W / t;
       r.ops.push_back(ops);
       r.gbps.push_back(ops * static_cast<double>(r.wire_bytes) / 1e9);
@@ -606,7 +648,8 @@ class LayerPSRunner {
 
  private:
   std::string FirstError() const {
-    for (const auto& s : ws_) if (!s.error.empty()) return s.error;
+    for (const auto& s : ws_)
+      if (!s.error.empty()) return s.error;
     return "";
   }
 
@@ -629,7 +672,8 @@ class LayerPSRunner {
     const auto t0 = Clock::now();
     for (auto& t : th) t.join();
     const auto t1 = *std::max_element(ends.begin(), ends.end());
-    if (lat) for (auto& s : ws_) lat->insert(lat->end(), s.lat_us.begin(), s.lat_us.end());
+    if (lat)
+      for (auto& s : ws_) lat->insert(lat->end(), s.lat_us.begin(), s.lat_us.end());
     return Secs(t1 - t0);
   }
 
@@ -646,8 +690,9 @@ class LayerPSRunner {
         for (uint32_t j = 1; j < dim && ok; ++j) ok = out[i * dim + j] == v;
         if (c_.op == "pull" && ok) ok = v >= 1;  // every key was pre-pushed at least once
         if (!ok) {
-          s->verify_error = "sparse row " + std::to_string(i) + " of batch " + std::to_string(batch) +
-                            " holds " + std::to_string(v) + " (not a consistent push count)";
+          s->verify_error = "sparse row " + std::to_string(i) + " of batch " +
+                            std::to_string(batch) + " holds " + std::to_string(v) +
+                            " (not a consistent push count)";
           return;
         }
       }
@@ -656,7 +701,8 @@ class LayerPSRunner {
     const size_t step = std::max<size_t>(1, elems_ / 61);
     for (size_t i = 0; i < elems_; i += step) {
       const float k = out[i] / G(i);
-      const bool ok = c_.op == "pull" && !cl_->joined ? out[i] == G(i) : (k >= 1 && k == std::floor(k));
+      const bool ok =
+          c_.op == "pull" && !cl_->joined ? out[i] == G(i) : (k >= 1 && k == std::floor(k));
       if (!ok) {
         s->verify_error = "element " + std::to_string(i) + " = " + std::to_string(out[i]) +
                           ", expected a multiple of " + std::to_string(G(i));
@@ -700,17 +746,22 @@ class LayerPSRunner {
       if (pushes) ++s->pushes;
       if (c_.mode == "dense") {
         float* out = pulls ? s->out[slot].data() : nullptr;
-        if (c_.op == "push") s->w->Push(s->tables[0], s->in.data(), elems_, done);
-        else if (c_.op == "pull") s->w->Pull(s->tables[0], out, elems_, done);
-        else s->w->PushPull(s->tables[0], s->in.data(), out, elems_, done);
+        if (c_.op == "push")
+          s->w->Push(s->tables[0], s->in.data(), elems_, done);
+        else if (c_.op == "pull")
+          s->w->Pull(s->tables[0], out, elems_, done);
+        else
+          s->w->PushPull(s->tables[0], s->in.data(), out, elems_, done);
       } else if (c_.mode == "sparse") {
         const uint64_t b = j % s->key_batches.size();
         slot_batch[slot] = b;
         const Key* keys = s->key_batches[b].data();
         const size_t len = c_.keys * c_.dim;
         if (pushes) ++s->batch_uses[b];
-        if (c_.op == "push") s->w->PushSparse(s->tables[0], keys, c_.keys, s->in.data(), len, done);
-        else if (c_.op == "pull") s->w->PullSparse(s->tables[0], keys, c_.keys, s->out[slot].data(), len, done);
+        if (c_.op == "push")
+          s->w->PushSparse(s->tables[0], keys, c_.keys, s->in.data(), len, done);
+        else if (c_.op == "pull")
+          s->w->PullSparse(s->tables[0], keys, c_.keys, s->out[slot].data(), len, done);
         else {
           // No sparse push-pull call: push then pull, both in flight (one "request").
           auto both = std::make_shared<std::atomic<int>>(2);
@@ -726,7 +777,8 @@ class LayerPSRunner {
         // One step: every tensor its own table, all in one Worker::PushMany request.
         const uint64_t per = elems_ / c_.tensors;
         if (s->refs.empty()) {
-          for (int t = 0; t < c_.tensors; ++t) s->refs.push_back(DenseRef{s->tables[t], s->in.data() + t * per, per});
+          for (int t = 0; t < c_.tensors; ++t)
+            s->refs.push_back(DenseRef{s->tables[t], s->in.data() + t * per, per});
         }
         s->w->PushMany(s->refs, done);
       } else if (c_.mode == "step") {
@@ -760,7 +812,8 @@ class LayerPSRunner {
     if (!error.empty() && s->error.empty()) s->error = error;
     l.unlock();
     if (pulls) {
-      for (int i = 0; i < c_.inflight; ++i) if (slot_used[i]) CheckPulled(s, i, slot_batch[i]);
+      for (int i = 0; i < c_.inflight; ++i)
+        if (slot_used[i]) CheckPulled(s, i, slot_batch[i]);
     }
   }
 
@@ -795,9 +848,13 @@ class LayerPSRunner {
         }
       }
       std::vector<float> rows(keys.size() * c_.dim);
-      Status st = w->Wait(w->PullSparse(ws_[0].tables[0], keys.data(), keys.size(), rows.data(), rows.size()),
-                          std::chrono::seconds(120));
-      if (!st.ok()) { r->verify_note = "final pull: " + st.ToString(); return; }
+      Status st = w->Wait(
+          w->PullSparse(ws_[0].tables[0], keys.data(), keys.size(), rows.data(), rows.size()),
+          std::chrono::seconds(120));
+      if (!st.ok()) {
+        r->verify_note = "final pull: " + st.ToString();
+        return;
+      }
       for (size_t i = 0; i < keys.size(); ++i) {
         const double want = expect[keys[i]];
         for (uint32_t j = 0; j < c_.dim; ++j) {
@@ -810,7 +867,8 @@ class LayerPSRunner {
         }
       }
       r->verified = true;
-      r->verify_note = "every reply sampled; final rows of " + std::to_string(keys.size()) + " keys exact";
+      r->verify_note =
+          "every reply sampled; final rows of " + std::to_string(keys.size()) + " keys exact";
       return;
     }
     // Dense, step, stepfused: every element = (number of pushes) * G(i).
@@ -818,8 +876,12 @@ class LayerPSRunner {
     const bool per_tensor = c_.mode == "step" || c_.mode == "stepmany";
     const uint64_t per = per_tensor ? elems_ / c_.tensors : elems_;
     for (size_t t = 0; t < ws_[0].tables.size(); ++t) {
-      Status st = w->Wait(w->Pull(ws_[0].tables[t], out.data() + t * per, per), std::chrono::seconds(120));
-      if (!st.ok()) { r->verify_note = "final pull: " + st.ToString(); return; }
+      Status st =
+          w->Wait(w->Pull(ws_[0].tables[t], out.data() + t * per, per), std::chrono::seconds(120));
+      if (!st.ok()) {
+        r->verify_note = "final pull: " + st.ToString();
+        return;
+      }
     }
     const uint64_t checked = per_tensor ? per * c_.tensors : elems_;
     for (uint64_t i = 0; i < checked; ++i) {
@@ -861,9 +923,13 @@ Summary Summarize(const std::vector<double>& v) {
 std::string JsonEscape(const std::string& s) {
   std::string o;
   for (char ch : s) {
-    if (ch == '"' || ch == '\\') { o += '\\'; o += ch; }
-    else if (static_cast<unsigned char>(ch) < 0x20) o += ' ';
-    else o += ch;
+    if (ch == '"' || ch == '\\') {
+      o += '\\';
+      o += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20)
+      o += ' ';
+    else
+      o += ch;
   }
   return o;
 }
@@ -897,16 +963,18 @@ void PrintTable(const std::vector<Result>& rs) {
 void WriteCsv(const std::string& path, const std::vector<Result>& rs) {
   std::ofstream f(path);
   if (!f) Die("cannot write " + path);
-  f << "system,transport,servers,workers,mode,op,bytes,inflight,keys,dim,dist,tensors,requests_per_repeat,"
-       "repeats,gbps_median,gbps_min,gbps_max,ops_median,ops_min,ops_max,keys_per_s_median,p50_us,p99_us,"
+  f << "system,transport,servers,workers,mode,op,bytes,inflight,keys,dim,dist,tensors,requests_per_"
+       "repeat,"
+       "repeats,gbps_median,gbps_min,gbps_max,ops_median,ops_min,ops_max,keys_per_s_median,p50_us,"
+       "p99_us,"
        "ratio,ratio_of,verified,error\n";
   for (const auto& r : rs) {
     const Summary g = Summarize(r.gbps), o = Summarize(r.ops), k = Summarize(r.keys_per_s);
     f << r.c.system << ',' << r.c.transport << ',' << r.c.servers << ',' << r.c.workers << ','
-      << r.c.mode << ',' << r.c.op << ',' << r.wire_bytes << ',' << r.c.inflight << ',' << r.c.keys << ','
-      << r.c.dim << ',' << r.c.dist << ',' << r.c.tensors << ',' << r.requests_per_repeat << ','
-      << r.gbps.size() << ',' << g.med << ',' << g.min << ',' << g.max << ',' << o.med << ',' << o.min
-      << ',' << o.max << ',' << k.med << ',' << Percentile(r.lat_us, 0.5) << ','
+      << r.c.mode << ',' << r.c.op << ',' << r.wire_bytes << ',' << r.c.inflight << ',' << r.c.keys
+      << ',' << r.c.dim << ',' << r.c.dist << ',' << r.c.tensors << ',' << r.requests_per_repeat
+      << ',' << r.gbps.size() << ',' << g.med << ',' << g.min << ',' << g.max << ',' << o.med << ','
+      << o.min << ',' << o.max << ',' << k.med << ',' << Percentile(r.lat_us, 0.5) << ','
       << Percentile(r.lat_us, 0.99) << ',' << r.ratio << ',' << r.ratio_of << ','
       << (r.verified ? 1 : 0) << ",\"" << JsonEscape(r.error) << "\"\n";
   }
@@ -934,14 +1002,16 @@ void WriteJson(const std::string& path, const std::vector<Result>& rs, const std
       << ", \"workers\": " << r.c.workers << ", \"mode\": \"" << r.c.mode << "\", \"op\": \""
       << r.c.op << "\", \"bytes\": " << r.wire_bytes << ", \"inflight\": " << r.c.inflight
       << ", \"keys\": " << r.c.keys << ", \"dim\": " << r.c.dim << ", \"dist\": \"" << r.c.dist
-      << "\", \"tensors\": " << r.c.tensors << ", \"requests_per_repeat\": " << r.requests_per_repeat
-      << ", \"gbps\": " << arr(r.gbps) << ", \"ops_per_s\": " << arr(r.ops)
-      << ", \"keys_per_s\": " << arr(r.keys_per_s) << ", \"raw_ops_per_s\": " << arr(r.raw_ops) << ", \"gbps_median\": " << g.med
+      << "\", \"tensors\": " << r.c.tensors
+      << ", \"requests_per_repeat\": " << r.requests_per_repeat << ", \"gbps\": " << arr(r.gbps)
+      << ", \"ops_per_s\": " << arr(r.ops) << ", \"keys_per_s\": " << arr(r.keys_per_s)
+      << ", \"raw_ops_per_s\": " << arr(r.raw_ops) << ", \"gbps_median\": " << g.med
       << ", \"ops_median\": " << o.med << ", \"p50_us\": " << Percentile(r.lat_us, 0.5)
       << ", \"p99_us\": " << Percentile(r.lat_us, 0.99) << ", \"ratio\": " << r.ratio
-      << ", \"ratio_of\": \"" << JsonEscape(r.ratio_of) << "\", \"verified\": "
-      << (r.verified ? "true" : "false") << ", \"verify_note\": \"" << JsonEscape(r.verify_note)
-      << "\", \"error\": \"" << JsonEscape(r.error) << "\"}" << (i + 1 < rs.size() ? "," : "") << "\n";
+      << ", \"ratio_of\": \"" << JsonEscape(r.ratio_of)
+      << "\", \"verified\": " << (r.verified ? "true" : "false") << ", \"verify_note\": \""
+      << JsonEscape(r.verify_note) << "\", \"error\": \"" << JsonEscape(r.error) << "\"}"
+      << (i + 1 < rs.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
 }
@@ -951,7 +1021,8 @@ void WriteJson(const std::string& path, const std::vector<Result>& rs, const std
 // step cases against one push of the same total bytes, and ipc/inproc against tcp.
 void ComputeRatios(std::vector<Result>* rs) {
   auto find = [&](auto pred) -> const Result* {
-    for (const auto& r : *rs) if (r.error.empty() && !r.ops.empty() && pred(r)) return &r;
+    for (const auto& r : *rs)
+      if (r.error.empty() && !r.ops.empty() && pred(r)) return &r;
     return nullptr;
   };
   for (auto& r : *rs) {
@@ -965,9 +1036,9 @@ void ComputeRatios(std::vector<Result>* rs) {
       }
     } else {
       const Result* one = find([&](const Result& x) {
-        return x.c.system == "layerps" && x.c.mode == "dense" && x.c.op == "push" && x.c.inflight == 1 &&
-               x.c.transport == c.transport && x.c.servers == c.servers && x.c.workers == c.workers &&
-               x.wire_bytes == r.wire_bytes;
+        return x.c.system == "layerps" && x.c.mode == "dense" && x.c.op == "push" &&
+               x.c.inflight == 1 && x.c.transport == c.transport && x.c.servers == c.servers &&
+               x.c.workers == c.workers && x.wire_bytes == r.wire_bytes;
       });
       if (one) {
         r.ratio = Median(one->ops) / Median(r.ops);  // step time / one-push time
@@ -981,11 +1052,13 @@ void ComputeRatios(std::vector<Result>* rs) {
 void PrintTransportRatios(const std::vector<Result>& rs) {
   bool header = false;
   for (const auto& r : rs) {
-    if (r.c.system != "layerps" || r.c.transport == "tcp" || !r.error.empty() || r.ops.empty()) continue;
+    if (r.c.system != "layerps" || r.c.transport == "tcp" || !r.error.empty() || r.ops.empty())
+      continue;
     for (const auto& t : rs) {
-      if (t.c.system == r.c.system && t.c.transport == "tcp" && t.c.mode == r.c.mode && t.c.op == r.c.op &&
-          t.wire_bytes == r.wire_bytes && t.c.inflight == r.c.inflight && t.c.servers == r.c.servers &&
-          t.c.workers == r.c.workers && t.c.keys == r.c.keys && !t.ops.empty()) {
+      if (t.c.system == r.c.system && t.c.transport == "tcp" && t.c.mode == r.c.mode &&
+          t.c.op == r.c.op && t.wire_bytes == r.wire_bytes && t.c.inflight == r.c.inflight &&
+          t.c.servers == r.c.servers && t.c.workers == r.c.workers && t.c.keys == r.c.keys &&
+          !t.ops.empty()) {
         if (!header) {
           std::printf("\nSame-host transports vs tcp (ops/s medians, same run):\n");
           header = true;
@@ -1048,13 +1121,16 @@ int Main(int argc, char** argv) {
   if (!(FLAGS_zipf_s > 0)) Die("--zipf_s must be > 0");
   if (FLAGS_key_batches < 1 || FLAGS_key_batches > 64) Die("--key_batches must be 1..64");
   if (FLAGS_step_tensors < 1 || FLAGS_step_tensors > 10000) Die("--step_tensors must be 1..10000");
-  if (FLAGS_min_requests < 1 || FLAGS_max_requests < FLAGS_min_requests) Die("bad --min_requests/--max_requests");
+  if (FLAGS_min_requests < 1 || FLAGS_max_requests < FLAGS_min_requests)
+    Die("bad --min_requests/--max_requests");
 
   auto base = OptionsFromFlags();
   if (!base.ok()) Die(base.status().ToString());
 
   // Build the case list.
-  struct Topo { int s, w; };
+  struct Topo {
+    int s, w;
+  };
   std::vector<Topo> topos;
   for (const auto& t : Split(FLAGS_topologies)) {
     int s = 0, w = 0;
@@ -1073,10 +1149,14 @@ int Main(int argc, char** argv) {
   for (const auto& s : Split(FLAGS_sizes)) sizes.push_back((ParseBytes(s) + 3) / 4 * 4);
   const std::vector<std::string> ops = Split(FLAGS_ops), modes = Split(FLAGS_modes),
                                  transports = Split(FLAGS_transports), dists = Split(FLAGS_dist);
-  for (const auto& o : ops) if (o != "push" && o != "pull" && o != "pushpull") Die("bad --ops value '" + o + "'");
-  for (const auto& m : modes) if (m != "dense" && m != "sparse" && m != "step") Die("bad --modes value '" + m + "'");
-  for (const auto& t : transports) if (t != "tcp" && t != "ipc" && t != "inproc") Die("bad --transports value '" + t + "'");
-  for (const auto& d : dists) if (d != "uniform" && d != "zipf") Die("bad --dist value '" + d + "'");
+  for (const auto& o : ops)
+    if (o != "push" && o != "pull" && o != "pushpull") Die("bad --ops value '" + o + "'");
+  for (const auto& m : modes)
+    if (m != "dense" && m != "sparse" && m != "step") Die("bad --modes value '" + m + "'");
+  for (const auto& t : transports)
+    if (t != "tcp" && t != "ipc" && t != "inproc") Die("bad --transports value '" + t + "'");
+  for (const auto& d : dists)
+    if (d != "uniform" && d != "zipf") Die("bad --dist value '" + d + "'");
   std::vector<uint64_t> sparse_keys;
   for (const auto& s : Split(FLAGS_sparse_keys)) {
     const uint64_t v = std::strtoull(s.c_str(), nullptr, 10);
@@ -1085,7 +1165,11 @@ int Main(int argc, char** argv) {
   }
   const uint64_t step_bytes = (ParseBytes(FLAGS_step_bytes) + 3) / 4 * 4;
 
-  struct Group { std::string transport; Topo topo; std::vector<Case> cases; };
+  struct Group {
+    std::string transport;
+    Topo topo;
+    std::vector<Case> cases;
+  };
   std::vector<Group> groups;
   auto add_group = [&](const std::string& tr, Topo tp, bool targets_ipc) {
     Group g{tr, tp, {}};
@@ -1095,27 +1179,44 @@ int Main(int argc, char** argv) {
     base_case.workers = tp.w;
     for (const auto& m : modes) {
       if (m == "dense") {
-        for (const auto& o : ops) for (uint64_t b : sizes) for (int f : inflight) {
-          Case c = base_case;
-          c.mode = "dense"; c.op = o; c.bytes = b; c.inflight = f;
-          g.cases.push_back(c);
-        }
+        for (const auto& o : ops)
+          for (uint64_t b : sizes)
+            for (int f : inflight) {
+              Case c = base_case;
+              c.mode = "dense";
+              c.op = o;
+              c.bytes = b;
+              c.inflight = f;
+              g.cases.push_back(c);
+            }
       } else if (m == "sparse" && !targets_ipc) {
-        for (const auto& o : ops) for (uint64_t k : sparse_keys) for (const auto& d : dists) for (int f : inflight) {
-          Case c = base_case;
-          c.mode = "sparse"; c.op = o; c.keys = k; c.dim = FLAGS_dim; c.dist = d; c.inflight = f;
-          g.cases.push_back(c);
-        }
+        for (const auto& o : ops)
+          for (uint64_t k : sparse_keys)
+            for (const auto& d : dists)
+              for (int f : inflight) {
+                Case c = base_case;
+                c.mode = "sparse";
+                c.op = o;
+                c.keys = k;
+                c.dim = FLAGS_dim;
+                c.dist = d;
+                c.inflight = f;
+                g.cases.push_back(c);
+              }
       } else if (m == "step" && !targets_ipc) {
         Case c = base_case;
         c.tensors = FLAGS_step_tensors;
         c.bytes = step_bytes * FLAGS_step_tensors;
         c.inflight = 1;
         c.op = "push";
-        c.mode = "step"; g.cases.push_back(c);
-        c.mode = "stepmany"; g.cases.push_back(c);
-        c.mode = "stepfused"; g.cases.push_back(c);
-        c.mode = "dense"; g.cases.push_back(c);  // the reference: one push of the same bytes
+        c.mode = "step";
+        g.cases.push_back(c);
+        c.mode = "stepmany";
+        g.cases.push_back(c);
+        c.mode = "stepfused";
+        g.cases.push_back(c);
+        c.mode = "dense";
+        g.cases.push_back(c);  // the reference: one push of the same bytes
       }
     }
     groups.push_back(std::move(g));
@@ -1125,29 +1226,59 @@ int Main(int argc, char** argv) {
     Topo one{1, 1};
     Group g{"tcp", one, {}};
     Case c;
-    for (const char* op : {"push", "pull"}) for (uint64_t b : {256ull << 10, 4ull << 20, 32ull << 20}) {
-      c = Case(); c.op = op; c.bytes = b; c.inflight = 8; g.cases.push_back(c);
-    }
-    c = Case(); c.op = "pushpull"; c.bytes = 4096; c.inflight = 1; g.cases.push_back(c);
+    for (const char* op : {"push", "pull"})
+      for (uint64_t b : {256ull << 10, 4ull << 20, 32ull << 20}) {
+        c = Case();
+        c.op = op;
+        c.bytes = b;
+        c.inflight = 8;
+        g.cases.push_back(c);
+      }
+    c = Case();
+    c.op = "pushpull";
+    c.bytes = 4096;
+    c.inflight = 1;
+    g.cases.push_back(c);
     for (const char* op : {"push", "pull"}) {
-      c = Case(); c.mode = "sparse"; c.op = op; c.keys = 100000; c.dim = 16; c.dist = "uniform"; c.inflight = 8;
+      c = Case();
+      c.mode = "sparse";
+      c.op = op;
+      c.keys = 100000;
+      c.dim = 16;
+      c.dist = "uniform";
+      c.inflight = 8;
       g.cases.push_back(c);
     }
     for (const char* m : {"step", "stepmany", "stepfused", "dense"}) {
-      c = Case(); c.mode = m; c.op = "push"; c.tensors = 100; c.bytes = 100 * 4096; c.inflight = 1;
+      c = Case();
+      c.mode = m;
+      c.op = "push";
+      c.tensors = 100;
+      c.bytes = 100 * 4096;
+      c.inflight = 1;
       g.cases.push_back(c);
     }
-    c = Case(); c.op = "push"; c.bytes = 4u << 20; c.inflight = 8; g.cases.push_back(c);  // tcp ref for ipc
+    c = Case();
+    c.op = "push";
+    c.bytes = 4u << 20;
+    c.inflight = 8;
+    g.cases.push_back(c);  // tcp ref for ipc
     groups.push_back(g);
     Group gi{"ipc", one, {}};
     for (const char* op : {"push", "pull"}) {
-      c = Case(); c.transport = "ipc"; c.op = op; c.bytes = 4u << 20; c.inflight = 8; gi.cases.push_back(c);
+      c = Case();
+      c.transport = "ipc";
+      c.op = op;
+      c.bytes = 4u << 20;
+      c.inflight = 8;
+      gi.cases.push_back(c);
     }
     groups.push_back(gi);
   } else if (FLAGS_join) {
     add_group("joined", Topo{0, 0}, false);
   } else {
-    for (const auto& tr : transports) for (const auto& tp : topos) add_group(tr, tp, false);
+    for (const auto& tr : transports)
+      for (const auto& tp : topos) add_group(tr, tp, false);
   }
   // Deduplicate (the step reference may repeat a dense case).
   for (auto& g : groups) {
@@ -1170,15 +1301,20 @@ int Main(int argc, char** argv) {
     if (!FLAGS_progress) return;
     const double el = Secs(Clock::now() - started);
     const double eta = el / done * (total - done);
-    std::fprintf(stderr, "[%zu/%zu %.0fs, eta %.0fs] %s: %s\n", done, total, el, eta, r.c.Label().c_str(),
+    std::fprintf(stderr, "[%zu/%zu %.0fs, eta %.0fs] %s: %s\n", done, total, el, eta,
+                 r.c.Label().c_str(),
                  !r.error.empty() ? ("ERROR " + r.error).c_str()
-                 : r.ops.empty() ? "no data"
-                 : (std::to_string(Median(r.gbps)).substr(0, 6) + " GB/s, " +
-                    std::to_string(static_cast<uint64_t>(Median(r.ops))) + " ops/s" +
-                    (r.raw_ops.empty() ? std::string()
-                                       : ", raw " + std::to_string(static_cast<uint64_t>(Median(r.raw_ops))) +
-                                             " ops/s, ratio " + std::to_string(Median(r.ops) / Median(r.raw_ops)).substr(0, 4)) +
-                    (r.verified ? "" : ", NOT VERIFIED: " + r.verify_note)).c_str());
+                 : r.ops.empty()
+                     ? "no data"
+                     : (std::to_string(Median(r.gbps)).substr(0, 6) + " GB/s, " +
+                        std::to_string(static_cast<uint64_t>(Median(r.ops))) + " ops/s" +
+                        (r.raw_ops.empty()
+                             ? std::string()
+                             : ", raw " + std::to_string(static_cast<uint64_t>(Median(r.raw_ops))) +
+                                   " ops/s, ratio " +
+                                   std::to_string(Median(r.ops) / Median(r.raw_ops)).substr(0, 4)) +
+                        (r.verified ? "" : ", NOT VERIFIED: " + r.verify_note))
+                           .c_str());
   };
   RawBaselines raws;
   uint64_t case_id = 0;
@@ -1216,8 +1352,10 @@ int Main(int argc, char** argv) {
   if (!FLAGS_plot.empty() && csv.empty()) csv = FLAGS_plot + ".csv";
   if (!csv.empty()) WriteCsv(csv, results);
   if (!FLAGS_plot.empty()) {
-    const std::string cmd = "/usr/bin/python3 '" + FLAGS_plot_script + "' '" + csv + "' '" + FLAGS_plot + "'";
-    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "layerps-bench: plotting failed: %s\n", cmd.c_str());
+    const std::string cmd =
+        "/usr/bin/python3 '" + FLAGS_plot_script + "' '" + csv + "' '" + FLAGS_plot + "'";
+    if (std::system(cmd.c_str()) != 0)
+      std::fprintf(stderr, "layerps-bench: plotting failed: %s\n", cmd.c_str());
   }
   bool ok = true;
   for (const auto& r : results) ok = ok && r.error.empty() && r.verified;

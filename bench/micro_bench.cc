@@ -125,7 +125,10 @@ TableInfo DenseInfo(uint64_t elems, int servers, uint64_t chunk = 65536) {
 void BM_SliceDense(benchmark::State& state) {
   // What the worker does per dense request: one part per range of the table.
   const TableInfo t = DenseInfo(uint64_t{8} << 20, static_cast<int>(state.range(0)));
-  struct Part { NodeId server; uint64_t offset, count; };
+  struct Part {
+    NodeId server;
+    uint64_t offset, count;
+  };
   for (auto _ : state) {
     std::vector<Part> parts;
     for (const KeyRange& r : t.ranges) {
@@ -157,8 +160,8 @@ void BM_SliceSparse(benchmark::State& state) {
   std::vector<float> orows(n * dim);
   std::vector<size_t> offsets(begins.size() + 1);
   for (auto _ : state) {
-    pack::Bucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(), ok.data(), orows.data(),
-                 offsets.data());
+    pack::Bucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(), ok.data(),
+                 orows.data(), offsets.data());
     benchmark::DoNotOptimize(offsets.data());
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
@@ -178,7 +181,8 @@ void BM_Coalesce(benchmark::State& state) {
   std::vector<float> orows(n * dim);
   std::vector<uint32_t> inv(n);
   for (auto _ : state) {
-    size_t m = pack::Coalesce(keys.data(), rows.data(), n, dim, ok.data(), orows.data(), inv.data());
+    size_t m =
+        pack::Coalesce(keys.data(), rows.data(), n, dim, ok.data(), orows.data(), inv.data());
     benchmark::DoNotOptimize(m);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
@@ -200,8 +204,9 @@ void BM_CoalesceAndBucket(benchmark::State& state) {
   std::vector<uint32_t> inv(n);
   std::vector<size_t> offsets(servers + 1);
   for (auto _ : state) {
-    size_t m = pack::CoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
-                                       ok.data(), orows.data(), inv.data(), offsets.data());
+    size_t m =
+        pack::CoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
+                                ok.data(), orows.data(), inv.data(), offsets.data());
     benchmark::DoNotOptimize(m);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
@@ -292,10 +297,12 @@ void BM_HashCoalesceAndBucket(benchmark::State& state) {
     std::vector<float> rr(n * dim);
     std::vector<uint32_t> ri(n);
     std::vector<size_t> ro(servers + 1);
-    const size_t m1 = pack::CoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
-                                              rk.data(), rr.data(), ri.data(), ro.data());
-    const size_t m2 = HashCoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
-                                            ok.data(), orows.data(), inv.data(), offsets.data());
+    const size_t m1 =
+        pack::CoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
+                                rk.data(), rr.data(), ri.data(), ro.data());
+    const size_t m2 =
+        HashCoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
+                              ok.data(), orows.data(), inv.data(), offsets.data());
     bool same = m1 == m2 && ro == offsets;
     for (size_t i = 0; same && i < n; ++i) {
       same = rk[ri[i]] == ok[inv[i]] && rr[size_t{ri[i]} * dim] == orows[size_t{inv[i]} * dim];
@@ -303,8 +310,8 @@ void BM_HashCoalesceAndBucket(benchmark::State& state) {
     if (!same) state.SkipWithError("prototype disagrees with pack::CoalesceAndBucket");
   }
   for (auto _ : state) {
-    size_t m = HashCoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(), ok.data(),
-                                     orows.data(), inv.data(), offsets.data());
+    size_t m = HashCoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
+                                     ok.data(), orows.data(), inv.data(), offsets.data());
     benchmark::DoNotOptimize(m);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
@@ -388,7 +395,9 @@ void SparseRule(benchmark::State& state, UpdateRule rule, ApplyOp op, bool read)
 }
 void BM_SparseSum(benchmark::State& s) { SparseRule(s, UpdateRule::kSum, ApplyOp::kRule, false); }
 void BM_SparseSgd(benchmark::State& s) { SparseRule(s, UpdateRule::kSgd, ApplyOp::kRule, false); }
-void BM_SparseAssign(benchmark::State& s) { SparseRule(s, UpdateRule::kSum, ApplyOp::kAssign, false); }
+void BM_SparseAssign(benchmark::State& s) {
+  SparseRule(s, UpdateRule::kSum, ApplyOp::kAssign, false);
+}
 void BM_SparseRead(benchmark::State& s) { SparseRule(s, UpdateRule::kSum, ApplyOp::kRule, true); }
 BENCHMARK(BM_SparseSum)->Arg(10000000)->UseRealTime();
 BENCHMARK(BM_SparseSgd)->Arg(10000000)->UseRealTime();

@@ -12,13 +12,13 @@
 // between the learned and the true weights.
 //
 // Run: layerps-launch --num_servers=2 --num_workers=2 -- ./sparse_logreg
+#include <gflags/gflags.h>
+
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <unordered_map>
 #include <vector>
-
-#include <gflags/gflags.h>
 
 #include "../tools/cli.h"
 #include "ps/ps.h"
@@ -27,7 +27,8 @@ DEFINE_int32(steps, 300, "Training steps per worker");
 DEFINE_int32(batch, 256, "Samples per mini-batch");
 DEFINE_int32(features, 20000, "Distinct feature ids");
 DEFINE_int32(active, 12, "Active features per sample");
-DEFINE_double(lr, 20.0, "Server-side SGD learning rate of the sparse weights (gradients are averaged "
+DEFINE_double(lr, 20.0,
+              "Server-side SGD learning rate of the sparse weights (gradients are averaged "
               "over the global batch, and each feature is touched rarely: hence the large rate)");
 DEFINE_double(bias_lr, 0.5, "Server-side SGD learning rate of the dense bias");
 DEFINE_double(min_accuracy, 0.0, "Exit 1 if the final test accuracy is below this");
@@ -38,7 +39,9 @@ namespace {
 constexpr uint64_t kFeatureSalt = 0x5bd1e995u;
 
 // Feature ids are hashed to spread over 64 bits, like real hashed features.
-uint64_t FeatureKey(int f) { return (static_cast<uint64_t>(f) + 1) * 0x9E3779B97F4A7C15ull ^ kFeatureSalt; }
+uint64_t FeatureKey(int f) {
+  return (static_cast<uint64_t>(f) + 1) * 0x9E3779B97F4A7C15ull ^ kFeatureSalt;
+}
 
 struct Sample {
   std::vector<int> features;
@@ -76,8 +79,8 @@ int Fail(const char* what, const ps::Status& s) {
 
 int main(int argc, char** argv) {
   ps::cli::ParseOrExit(argc, argv,
-      "sparse_logreg: sparse logistic regression through a LayerPS cluster.\n"
-      "Run it under layerps-launch, which sets the LAYERPS_* environment.");
+                       "sparse_logreg: sparse logistic regression through a LayerPS cluster.\n"
+                       "Run it under layerps-launch, which sets the LAYERPS_* environment.");
   ps::StatusOr<ps::Options> options = ps::Options::FromEnv();
   if (!options.ok()) return Fail("options", options.status());
   ps::Worker worker(*options);
@@ -134,7 +137,8 @@ int main(int argc, char** argv) {
       float z = bias;
       for (size_t j = 0; j < smp.features.size(); ++j) z += rows[k + j];
       const float p = 1.0f / (1.0f + std::exp(-z));
-      loss += -(smp.label * std::log(std::max(p, 1e-7f)) + (1 - smp.label) * std::log(std::max(1 - p, 1e-7f)));
+      loss += -(smp.label * std::log(std::max(p, 1e-7f)) +
+                (1 - smp.label) * std::log(std::max(1 - p, 1e-7f)));
       const float g = (p - smp.label) * scale;
       for (size_t j = 0; j < smp.features.size(); ++j) grads[k + j] = g;
       bias_grad += g;
@@ -164,7 +168,9 @@ int main(int argc, char** argv) {
     keys.clear();
     for (int f : smp.features) keys.push_back(FeatureKey(f));
     rows.assign(keys.size(), 0.0f);
-    if (!(s = worker.Wait(worker.PullSparse(*w, keys.data(), keys.size(), rows.data(), rows.size()), timeout)).ok()) {
+    if (!(s = worker.Wait(worker.PullSparse(*w, keys.data(), keys.size(), rows.data(), rows.size()),
+                          timeout))
+             .ok()) {
       return Fail("pull", s);
     }
     float z = bias;
@@ -174,7 +180,9 @@ int main(int argc, char** argv) {
   keys.clear();
   for (int f = 0; f < FLAGS_features; ++f) keys.push_back(FeatureKey(f));
   rows.assign(keys.size(), 0.0f);
-  if (!(s = worker.Wait(worker.PullSparse(*w, keys.data(), keys.size(), rows.data(), rows.size()), timeout)).ok()) {
+  if (!(s = worker.Wait(worker.PullSparse(*w, keys.data(), keys.size(), rows.data(), rows.size()),
+                        timeout))
+           .ok()) {
     return Fail("pull all", s);
   }
   double dot = 0, n1 = 0, n2 = 0;
@@ -186,12 +194,15 @@ int main(int argc, char** argv) {
   const double accuracy = static_cast<double>(correct) / tests;
   const double cosine = dot / std::sqrt(n1 * n2 + 1e-30);
   const ps::WorkerStats st = worker.stats();
-  std::printf("worker %d done: test accuracy %.4f, cosine(w, w_true) %.4f, %llu requests, %.1f MB pushed, %.1f MB pulled\n",
-              rank, accuracy, cosine, static_cast<unsigned long long>(st.requests_sent), st.bytes_sent / 1e6,
-              st.bytes_received / 1e6);
+  std::printf(
+      "worker %d done: test accuracy %.4f, cosine(w, w_true) %.4f, %llu requests, %.1f MB pushed, "
+      "%.1f MB pulled\n",
+      rank, accuracy, cosine, static_cast<unsigned long long>(st.requests_sent),
+      st.bytes_sent / 1e6, st.bytes_received / 1e6);
   worker.Stop();
   if (accuracy < FLAGS_min_accuracy) {
-    std::fprintf(stderr, "sparse_logreg: accuracy %.4f is below --min_accuracy %.4f\n", accuracy, FLAGS_min_accuracy);
+    std::fprintf(stderr, "sparse_logreg: accuracy %.4f is below --min_accuracy %.4f\n", accuracy,
+                 FLAGS_min_accuracy);
     return 1;
   }
   return 0;

@@ -19,7 +19,8 @@ namespace cli {
 inline bool IsOurFlag(const gflags::CommandLineFlagInfo& f) {
   const std::string& file = f.filename;
   if (file.find("gflags") != std::string::npos) return false;
-  return file.find("tools/") != std::string::npos || file.find("common/flags.cc") != std::string::npos ||
+  return file.find("tools/") != std::string::npos ||
+         file.find("common/flags.cc") != std::string::npos ||
          file.find("bench/") != std::string::npos || file.find("examples/") != std::string::npos;
 }
 
@@ -74,7 +75,8 @@ inline std::vector<std::string> ParseOrExit(int argc, char** argv, const char* u
     gflags::CommandLineFlagInfo info;
     bool known = gflags::GetCommandLineFlagInfo(name.c_str(), &info) && IsOurFlag(info);
     if (!known && !has_value && name.rfind("no", 0) == 0 &&
-        gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) && IsOurFlag(info) && info.type == "bool") {
+        gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) && IsOurFlag(info) &&
+        info.type == "bool") {
       name = name.substr(2);
       value = "false";
       has_value = true;

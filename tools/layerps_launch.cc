@@ -4,6 +4,7 @@
 // machine, forwards their output with a role prefix, stops everything when the workers
 // finish or any process fails, and exits non-zero on failure.
 #include <fcntl.h>
+#include <gflags/gflags.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -21,15 +22,15 @@
 #include <thread>
 #include <vector>
 
-#include <gflags/gflags.h>
-
 #include "cli.h"
 #include "ps/flags.h"
 
-DEFINE_string(bin_dir, "", "Directory holding layerps-scheduler and layerps-server. Default: the "
+DEFINE_string(bin_dir, "",
+              "Directory holding layerps-scheduler and layerps-server. Default: the "
               "directory of layerps-launch itself");
 DEFINE_int32(timeout_s, 0, "Stop everything and fail after this many seconds; 0 = no limit");
-DEFINE_int32(grace_s, 10, "After the workers finish (or on failure), how long the others get to "
+DEFINE_int32(grace_s, 10,
+             "After the workers finish (or on failure), how long the others get to "
              "exit before they are killed");
 DEFINE_bool(quiet_daemons, false, "Do not forward the scheduler's and servers' output");
 
@@ -44,7 +45,7 @@ struct Child {
   bool is_worker = false;
   bool is_daemon_output_hidden = false;
   pid_t pid = -1;
-  int out_fd = -1;   // read end of the child's stdout+stderr
+  int out_fd = -1;  // read end of the child's stdout+stderr
   std::string partial;
   bool exited = false;
   int status = 0;
@@ -154,18 +155,22 @@ void Reap() {
   }
 }
 
-bool Failed(const Child& c) { return c.exited && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0); }
+bool Failed(const Child& c) {
+  return c.exited && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0);
+}
 
 std::string Describe(const Child& c) {
   if (WIFEXITED(c.status)) return "exited with code " + std::to_string(WEXITSTATUS(c.status));
-  if (WIFSIGNALED(c.status)) return std::string("was killed by signal ") + strsignal(WTERMSIG(c.status));
+  if (WIFSIGNALED(c.status))
+    return std::string("was killed by signal ") + strsignal(WTERMSIG(c.status));
   return "ended";
 }
 
 // Waits up to grace_s for the living children to exit, then kills them (process groups).
 void StopAll(bool terminate_first) {
   if (terminate_first) {
-    for (auto& c : g_children) if (!c.exited && c.pid > 0) kill(-c.pid, SIGTERM);
+    for (auto& c : g_children)
+      if (!c.exited && c.pid > 0) kill(-c.pid, SIGTERM);
   }
   const auto deadline = Clock::now() + std::chrono::seconds(FLAGS_grace_s);
   for (;;) {
@@ -176,7 +181,8 @@ void StopAll(bool terminate_first) {
     if (Clock::now() > deadline) {
       for (auto& c : g_children) {
         if (!c.exited && c.pid > 0) {
-          std::printf("[launch] killing %s (did not exit within %d s)\n", c.label.c_str(), FLAGS_grace_s);
+          std::printf("[launch] killing %s (did not exit within %d s)\n", c.label.c_str(),
+                      FLAGS_grace_s);
           kill(-c.pid, SIGKILL);
         }
       }
@@ -196,13 +202,15 @@ void StopAll(bool terminate_first) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> command = ps::cli::ParseOrExit(argc, argv,
+  std::vector<std::string> command = ps::cli::ParseOrExit(
+      argc, argv,
       "layerps-launch: run a LayerPS cluster on this machine.\n\n"
       "Usage: layerps-launch --num_servers=M --num_workers=N [flags] -- COMMAND [ARGS...]\n\n"
       "Starts layerps-scheduler, M layerps-server processes and N copies of COMMAND (the\n"
       "workers), with LAYERPS_SCHEDULER, LAYERPS_TOKEN, LAYERPS_NUM_SERVERS, LAYERPS_NUM_WORKERS,\n"
       "LAYERPS_ROLE and LAYERPS_RANK set (child i of a role asks the scheduler for rank i,\n"
-      "so \"[worker i]\" in the output is the worker of rank i). Output is forwarded with a [role]\n"
+      "so \"[worker i]\" in the output is the worker of rank i). Output is forwarded with a "
+      "[role]\n"
       "prefix. Exits 0 when every worker exits 0 and the cluster shuts down cleanly; otherwise\n"
       "stops everything and exits 1.",
       /*stop_at_positional=*/true);
@@ -311,13 +319,15 @@ int main(int argc, char** argv) {
       if (c.is_worker && !c.exited) workers_done = false;
     }
     if (failed) {
-      std::printf("[launch] %s %s: stopping the cluster\n", failed->label.c_str(), Describe(*failed).c_str());
+      std::printf("[launch] %s %s: stopping the cluster\n", failed->label.c_str(),
+                  Describe(*failed).c_str());
       exit_code = 1;
       StopAll(true);
       break;
     }
     if (workers_done) {
-      std::printf("[launch] all %d worker(s) finished; waiting for the cluster to shut down\n", o.num_workers);
+      std::printf("[launch] all %d worker(s) finished; waiting for the cluster to shut down\n",
+                  o.num_workers);
       StopAll(false);
       for (const auto& c : g_children) {
         if (Failed(c)) {

@@ -1,25 +1,28 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // layerps-scheduler: runs the cluster's scheduler until every worker has left.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-
-#include <gflags/gflags.h>
-#include <glog/logging.h>
 
 #include "cli.h"
 #include "daemon_util.h"
 #include "ps/flags.h"
 #include "ps/scheduler.h"
 
-DEFINE_string(address_file, "", "Write the bound scheduler address to this file (atomically) once "
+DEFINE_string(address_file, "",
+              "Write the bound scheduler address to this file (atomically) once "
               "listening; what layerps-launch reads to start the others");
-DEFINE_int32(run_timeout_s, 0, "Give up (exit 1) if the cluster has not finished after this many "
+DEFINE_int32(run_timeout_s, 0,
+             "Give up (exit 1) if the cluster has not finished after this many "
              "seconds; 0 = no limit");
 
 int main(int argc, char** argv) {
-  ps::cli::ParseOrExit(argc, argv,
+  ps::cli::ParseOrExit(
+      argc, argv,
       "layerps-scheduler: the LayerPS scheduler (membership, cluster map, barriers, failure\n"
       "detection). Exits 0 when every worker has left, 1 if a node died or on error.\n\n"
       "Usage: layerps-scheduler --scheduler=tcp://0.0.0.0:7000 --num_servers=2 --num_workers=4");

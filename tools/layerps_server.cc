@@ -1,24 +1,25 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // layerps-server: runs one LayerPS server until the scheduler shuts the cluster down.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
 #include <malloc.h>
 
 #include <iostream>
-
-#include <gflags/gflags.h>
-#include <glog/logging.h>
 
 #include "cli.h"
 #include "daemon_util.h"
 #include "ps/flags.h"
 #include "ps/server.h"
 
-DEFINE_bool(large_buffers, true, "Keep large message buffers in the heap instead of fresh mmaps "
+DEFINE_bool(large_buffers, true,
+            "Keep large message buffers in the heap instead of fresh mmaps "
             "(glibc M_MMAP_THRESHOLD 256 MiB, M_TRIM_THRESHOLD 1 GiB): avoids page-faulting every "
             "message of 32 MiB and more");
 
 int main(int argc, char** argv) {
-  ps::cli::ParseOrExit(argc, argv,
+  ps::cli::ParseOrExit(
+      argc, argv,
       "layerps-server: a LayerPS server (holds table shards, applies pushes, answers pulls).\n"
       "Exits 0 when the scheduler ends the cluster normally, 1 otherwise.\n\n"
       "Usage: layerps-server --scheduler=tcp://HOST:PORT [--bind=tcp://0.0.0.0:0 "
@@ -42,8 +43,8 @@ int main(int argc, char** argv) {
     std::cerr << "layerps-server: " << s << std::endl;
     return 1;
   }
-  std::cout << "layerps-server node " << server.id() << " (rank " << server.rank() << ") serving at "
-            << server.endpoint() << std::endl;
+  std::cout << "layerps-server node " << server.id() << " (rank " << server.rank()
+            << ") serving at " << server.endpoint() << std::endl;
   for (;;) {
     s = server.Join(std::chrono::milliseconds(200));
     if (s.code() != ps::StatusCode::kTimeout) break;

@@ -22,7 +22,7 @@ namespace ps {
 
 struct SchedulerStats {
   uint64_t messages_received = 0;
-  uint64_t bad_messages = 0;        // malformed, wrong version, or from unknown peers
+  uint64_t bad_messages = 0;  // malformed, wrong version, or from unknown peers
   uint64_t rejected_registrations = 0;
   uint64_t dead_nodes = 0;
   uint64_t map_epoch = 0;

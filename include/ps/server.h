@@ -20,12 +20,12 @@ namespace ps {
 
 struct ServerStats {
   uint64_t messages_received = 0;
-  uint64_t bad_messages = 0;       // dropped: malformed, unknown table, range not held...
+  uint64_t bad_messages = 0;  // dropped: malformed, unknown table, range not held...
   uint64_t push_requests = 0;
   uint64_t pull_requests = 0;
-  uint64_t bytes_received = 0;     // payload bytes of accepted data messages
-  uint64_t bytes_sent = 0;         // payload bytes of replies
-  uint64_t sparse_rows = 0;        // rows held in sparse tables
+  uint64_t bytes_received = 0;  // payload bytes of accepted data messages
+  uint64_t bytes_sent = 0;      // payload bytes of replies
+  uint64_t sparse_rows = 0;     // rows held in sparse tables
 };
 
 class Server {

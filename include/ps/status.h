@@ -72,9 +72,7 @@ class Status {
 inline bool operator==(const Status& a, const Status& b) {
   return a.code() == b.code() && a.message() == b.message();
 }
-inline std::ostream& operator<<(std::ostream& os, const Status& s) {
-  return os << s.ToString();
-}
+inline std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.ToString(); }
 
 // Shorthands for the common codes.
 Status InvalidArgument(std::string message);
@@ -133,9 +131,9 @@ class StatusOr {
 }  // namespace ps
 
 // Evaluates an expression returning Status and returns it from the caller if not OK.
-#define PS_RETURN_IF_ERROR(expr)              \
-  do {                                        \
-    ::ps::Status ps_status_tmp_ = (expr);     \
+#define PS_RETURN_IF_ERROR(expr)                     \
+  do {                                               \
+    ::ps::Status ps_status_tmp_ = (expr);            \
     if (!ps_status_tmp_.ok()) return ps_status_tmp_; \
   } while (0)
 

@@ -51,18 +51,18 @@ enum class Initializer : int {
 
 // One named parameter tensor: a layer's weight or bias, or an embedding.
 struct TableSpec {
-  std::string name;                      // required, unique in the cluster, <= 256 bytes
+  std::string name;  // required, unique in the cluster, <= 256 bytes
   TableKind kind = TableKind::kDense;
-  uint64_t size = 0;                     // dense: number of elements (>= 1)
-  uint32_t dim = 0;                      // sparse: row width (>= 1); ignored for dense
+  uint64_t size = 0;  // dense: number of elements (>= 1)
+  uint32_t dim = 0;   // sparse: row width (>= 1); ignored for dense
   DType dtype = DType::kFloat32;
   UpdateRule rule = UpdateRule::kSum;
-  float learning_rate = 0.01f;           // used by kSgd; must be finite and > 0
+  float learning_rate = 0.01f;  // used by kSgd; must be finite and > 0
   Initializer init = Initializer::kZeros;
   float init_a = 0.0f;
   float init_b = 0.0f;
   uint64_t seed = 0;
-  std::string layer;                     // optional: the model layer this table belongs to
+  std::string layer;  // optional: the model layer this table belongs to
 
   static TableSpec Dense(std::string name, uint64_t size, UpdateRule rule = UpdateRule::kSum);
   static TableSpec Sparse(std::string name, uint32_t dim, UpdateRule rule = UpdateRule::kSum);
@@ -79,8 +79,8 @@ struct TableSpec {
 struct NodeInfo {
   NodeId id = kUnassignedId;
   Role role = Role::kWorker;
-  uint32_t rank = 0;       // index among the nodes of the same role, from 0
-  std::string endpoint;    // where its receive socket listens (e.g. tcp://10.0.0.2:41234)
+  uint32_t rank = 0;     // index among the nodes of the same role, from 0
+  std::string endpoint;  // where its receive socket listens (e.g. tcp://10.0.0.2:41234)
   std::string hostname;
   bool alive = true;
 };

@@ -21,8 +21,8 @@
 // Callback form: pass a Callback and it runs once when the request completes: on the
 // worker's network thread or its completion thread (never a ZeroMQ or server thread),
 // or on the calling thread before the call returns when the request fails before
-// anything is sent (bad arguments). It must be quick and must not call Wait. A ticket with a callback is released when the callback returns (Wait on it
-// returns kNotFound).
+// anything is sent (bad arguments). It must be quick and must not call Wait. A ticket with a
+// callback is released when the callback returns (Wait on it returns kNotFound).
 //
 // Bookkeeping: a request without a callback stays registered until Wait returns its
 // status; wait on every ticket (or use callbacks) so that memory stays bounded.
@@ -44,12 +44,12 @@
 namespace ps {
 
 struct WorkerStats {
-  uint64_t requests_sent = 0;      // messages to servers
+  uint64_t requests_sent = 0;  // messages to servers
   uint64_t replies_received = 0;
-  uint64_t bad_messages = 0;       // dropped replies: malformed, unknown request...
-  uint64_t bytes_sent = 0;         // payload bytes pushed
-  uint64_t bytes_received = 0;     // payload bytes pulled
-  uint64_t payload_copies = 0;     // pushes whose payload had to be copied (sparse coalescing)
+  uint64_t bad_messages = 0;    // dropped replies: malformed, unknown request...
+  uint64_t bytes_sent = 0;      // payload bytes pushed
+  uint64_t bytes_received = 0;  // payload bytes pulled
+  uint64_t payload_copies = 0;  // pushes whose payload had to be copied (sparse coalescing)
 };
 
 class Worker {
@@ -69,7 +69,7 @@ class Worker {
   // Membership as of the last cluster map seen (still valid after Stop()); before a
   // successful Start(): kUnassignedId, 0, 0, 0, empty.
   NodeId id() const;
-  uint32_t rank() const;         // 0..num_workers()-1
+  uint32_t rank() const;  // 0..num_workers()-1
   int num_workers() const;
   int num_servers() const;
   std::vector<NodeInfo> Nodes() const;
@@ -85,8 +85,7 @@ class Worker {
   Ticket Push(TableId table, const float* grad, size_t n, Callback cb = nullptr);
   Ticket Pull(TableId table, float* out, size_t n, Callback cb = nullptr);
   // Push, then pull the values after this push was applied, in one round trip.
-  Ticket PushPull(TableId table, const float* grad, float* out, size_t n,
-                  Callback cb = nullptr);
+  Ticket PushPull(TableId table, const float* grad, float* out, size_t n, Callback cb = nullptr);
   // Overwrites the server's values (no update rule): for initialization and broadcast.
   Ticket Assign(TableId table, const float* values, size_t n, Callback cb = nullptr);
 
@@ -95,8 +94,8 @@ class Worker {
   Ticket PushSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
                     size_t rows_len, Callback cb = nullptr);
   // Row i of the output receives the value of keys[i] (duplicates each get a copy).
-  Ticket PullSparse(TableId table, const Key* keys, size_t num_keys, float* rows,
-                    size_t rows_len, Callback cb = nullptr);
+  Ticket PullSparse(TableId table, const Key* keys, size_t num_keys, float* rows, size_t rows_len,
+                    Callback cb = nullptr);
   // Overwrites rows (for duplicate keys the last row wins).
   Ticket AssignSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
                       size_t rows_len, Callback cb = nullptr);

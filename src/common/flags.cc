@@ -3,30 +3,39 @@
 
 #include <gflags/gflags.h>
 
-DEFINE_string(scheduler, "", "Scheduler address (tcp://HOST:PORT, ipc://PATH). Scheduler: where "
+DEFINE_string(scheduler, "",
+              "Scheduler address (tcp://HOST:PORT, ipc://PATH). Scheduler: where "
               "it binds (port 0 = ephemeral). Others: where to reach it. Default: "
               "$LAYERPS_SCHEDULER, else tcp://127.0.0.1:0");
-DEFINE_string(bind, "", "Where this node's receive socket binds, e.g. tcp://0.0.0.0:0. "
+DEFINE_string(bind, "",
+              "Where this node's receive socket binds, e.g. tcp://0.0.0.0:0. "
               "Default: $LAYERPS_BIND, else tcp://127.0.0.1:0 (or ipc/inproc after the "
               "scheduler's scheme)");
-DEFINE_string(advertise_host, "", "Host other nodes use to reach this one when --bind is a "
+DEFINE_string(advertise_host, "",
+              "Host other nodes use to reach this one when --bind is a "
               "wildcard. Default: $LAYERPS_ADVERTISE_HOST, else the hostname");
-DEFINE_int32(num_servers, 0, "Scheduler: servers in the cluster, 1..4096. Default: "
+DEFINE_int32(num_servers, 0,
+             "Scheduler: servers in the cluster, 1..4096. Default: "
              "$LAYERPS_NUM_SERVERS, else 1");
-DEFINE_int32(num_workers, 0, "Scheduler: workers in the cluster, 1..4096. Default: "
+DEFINE_int32(num_workers, 0,
+             "Scheduler: workers in the cluster, 1..4096. Default: "
              "$LAYERPS_NUM_WORKERS, else 1");
-DEFINE_string(token, "", "Cluster secret; nodes with another token are refused. Default: "
+DEFINE_string(token, "",
+              "Cluster secret; nodes with another token are refused. Default: "
               "$LAYERPS_TOKEN, else empty");
-DEFINE_int32(rank, -1, "Servers and workers: the rank to ask for within the role, or -1 for the "
+DEFINE_int32(rank, -1,
+             "Servers and workers: the rank to ask for within the role, or -1 for the "
              "lowest free one. Default: $LAYERPS_RANK, else -1");
 DEFINE_int32(heartbeat_interval_ms, 0, "Heartbeat period, 10..60000. Default 500");
-DEFINE_int32(heartbeat_timeout_ms, 0, "Silence after which a node is dead; > 2x interval. "
+DEFINE_int32(heartbeat_timeout_ms, 0,
+             "Silence after which a node is dead; > 2x interval. "
              "Default 5000");
 DEFINE_int32(connect_timeout_ms, 0, "How long Start() waits for the cluster. Default 30000");
 DEFINE_int32(request_timeout_ms, 0, "How long a request may wait for its reply. Default 60000");
 DEFINE_uint64(dense_chunk_elems, 0, "Scheduler: elements per dense chunk, 1..2^30. Default 65536");
 DEFINE_int32(io_threads, 0, "ZeroMQ I/O threads, 1..64. Default 1");
-DEFINE_bool(shared_memory, true, "Send large frames to ipc:// peers through shared memory. "
+DEFINE_bool(shared_memory, true,
+            "Send large frames to ipc:// peers through shared memory. "
             "Default: $LAYERPS_SHARED_MEMORY, else true");
 
 namespace ps {

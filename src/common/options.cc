@@ -19,8 +19,8 @@ Status ParseInt(const char* text, const char* what, T lo, T hi, T* out) {
     return InvalidArgument(std::string(what) + "='" + text + "' is not an integer");
   }
   if (v < static_cast<long long>(lo) || v > static_cast<long long>(hi)) {
-    return InvalidArgument(std::string(what) + "=" + text + " is outside [" +
-                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return InvalidArgument(std::string(what) + "=" + text + " is outside [" + std::to_string(lo) +
+                           ", " + std::to_string(hi) + "]");
   }
   *out = static_cast<T>(v);
   return Status::OK();
@@ -78,15 +78,16 @@ Status Options::Validate() const {
   if (num_workers < 1 || num_workers > 4096) {
     return InvalidArgument("num_workers=" + std::to_string(num_workers) + " is outside [1, 4096]");
   }
-  if (rank < -1 || rank > 4095) return InvalidArgument("rank=" + std::to_string(rank) + " is outside [-1, 4095]");
+  if (rank < -1 || rank > 4095)
+    return InvalidArgument("rank=" + std::to_string(rank) + " is outside [-1, 4095]");
   if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {
     return InvalidArgument("heartbeat_interval_ms=" + std::to_string(heartbeat_interval_ms) +
                            " is outside [10, 60000]");
   }
   if (heartbeat_timeout_ms <= 2 * heartbeat_interval_ms) {
-    return InvalidArgument("heartbeat_timeout_ms=" + std::to_string(heartbeat_timeout_ms) +
-                           " must exceed 2 * heartbeat_interval_ms=" +
-                           std::to_string(2 * heartbeat_interval_ms));
+    return InvalidArgument(
+        "heartbeat_timeout_ms=" + std::to_string(heartbeat_timeout_ms) +
+        " must exceed 2 * heartbeat_interval_ms=" + std::to_string(2 * heartbeat_interval_ms));
   }
   if (connect_timeout_ms < 1 || connect_timeout_ms > 3600000) {
     return InvalidArgument("connect_timeout_ms is outside [1, 3600000]");

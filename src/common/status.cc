@@ -8,19 +8,32 @@ namespace ps {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kAlreadyExists: return "AlreadyExists";
-    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
-    case StatusCode::kTimeout: return "Timeout";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kPermissionDenied: return "PermissionDenied";
-    case StatusCode::kProtocolError: return "ProtocolError";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kAborted: return "Aborted";
-    case StatusCode::kInternal: return "Internal";
-    case StatusCode::kIoError: return "IoError";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case StatusCode::kTimeout:
+      return "Timeout";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kPermissionDenied:
+      return "PermissionDenied";
+    case StatusCode::kProtocolError:
+      return "ProtocolError";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kAborted:
+      return "Aborted";
+    case StatusCode::kInternal:
+      return "Internal";
+    case StatusCode::kIoError:
+      return "IoError";
   }
   return "Unknown";
 }
@@ -48,7 +61,8 @@ Status Status::WithContext(const std::string& context) const {
 
 namespace internal {
 void DieOnBadAccess(const Status& status) {
-  std::fprintf(stderr, "LayerPS: StatusOr::value() called on an error: %s\n", status.ToString().c_str());
+  std::fprintf(stderr, "LayerPS: StatusOr::value() called on an error: %s\n",
+               status.ToString().c_str());
   std::abort();
 }
 }  // namespace internal

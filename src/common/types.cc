@@ -1,18 +1,21 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "ps/types.h"
+
 #include <cmath>
 #include <random>
 
 #include "common/hash.h"
 
-#include "ps/types.h"
-
 namespace ps {
 
 const char* RoleName(Role role) {
   switch (role) {
-    case Role::kScheduler: return "scheduler";
-    case Role::kServer: return "server";
-    case Role::kWorker: return "worker";
+    case Role::kScheduler:
+      return "scheduler";
+    case Role::kServer:
+      return "server";
+    case Role::kWorker:
+      return "worker";
   }
   return "unknown";
 }
@@ -60,7 +63,8 @@ Status TableSpec::Validate() const {
     return InvalidArgument(where + ": sgd needs a finite learning_rate > 0");
   }
   switch (init) {
-    case Initializer::kZeros: break;
+    case Initializer::kZeros:
+      break;
     case Initializer::kUniform:
       if (!(std::isfinite(init_a) && std::isfinite(init_b) && init_a < init_b)) {
         return InvalidArgument(where + ": uniform init needs finite init_a < init_b");
@@ -79,10 +83,9 @@ Status TableSpec::Validate() const {
 }
 
 bool TableSpec::SameAs(const TableSpec& o) const {
-  return name == o.name && kind == o.kind && size == o.size && dim == o.dim &&
-         dtype == o.dtype && rule == o.rule && learning_rate == o.learning_rate &&
-         init == o.init && init_a == o.init_a && init_b == o.init_b && seed == o.seed &&
-         layer == o.layer;
+  return name == o.name && kind == o.kind && size == o.size && dim == o.dim && dtype == o.dtype &&
+         rule == o.rule && learning_rate == o.learning_rate && init == o.init &&
+         init_a == o.init_a && init_b == o.init_b && seed == o.seed && layer == o.layer;
 }
 
 std::string RandomHex(size_t bytes) {

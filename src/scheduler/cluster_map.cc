@@ -32,7 +32,8 @@ std::vector<NodeId> ClusterMap::ServerIds() const {
   for (const auto& n : nodes) {
     if (n.role == Role::kServer) s.push_back(&n);
   }
-  std::sort(s.begin(), s.end(), [](const NodeInfo* a, const NodeInfo* b) { return a->rank < b->rank; });
+  std::sort(s.begin(), s.end(),
+            [](const NodeInfo* a, const NodeInfo* b) { return a->rank < b->rank; });
   std::vector<NodeId> ids;
   for (const auto* n : s) ids.push_back(n->id);
   return ids;
@@ -76,7 +77,8 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   return s;
 }
 
-StatusOr<std::shared_ptr<const ClusterMap>> ClusterMap::FromProto(const layerps::pb::ClusterMap& pb) {
+StatusOr<std::shared_ptr<const ClusterMap>> ClusterMap::FromProto(
+    const layerps::pb::ClusterMap& pb) {
   auto m = std::make_shared<ClusterMap>();
   m->epoch = pb.epoch();
   std::set<NodeId> ids;
@@ -119,10 +121,12 @@ StatusOr<std::shared_ptr<const ClusterMap>> ClusterMap::FromProto(const layerps:
       const bool last = i + 1 == t.ranges_size();
       if (info.dense()) {
         if (r.end() <= r.begin()) return ProtocolError("cluster map: empty range");
-        if (last && r.end() != info.num_chunks()) return ProtocolError("cluster map: ranges do not cover the table");
+        if (last && r.end() != info.num_chunks())
+          return ProtocolError("cluster map: ranges do not cover the table");
       } else {
         // Sparse: the last range ends at 2^64, written as 0.
-        if (last ? r.end() != 0 : r.end() <= r.begin()) return ProtocolError("cluster map: bad sparse range");
+        if (last ? r.end() != 0 : r.end() <= r.begin())
+          return ProtocolError("cluster map: bad sparse range");
       }
       info.ranges.push_back(KeyRange{r.begin(), r.end(), r.server()});
       expect = r.end();
@@ -171,8 +175,10 @@ std::vector<KeyRange> AssignRanges(const TableSpec& spec, uint64_t chunk_elems,
   if (spec.kind == TableKind::kSparse) {
     // Even split of the hash space; begin of range i = floor(i * 2^64 / s).
     for (uint64_t i = 0; i < s; ++i) {
-      const uint64_t begin = i == 0 ? 0 : static_cast<uint64_t>((static_cast<__uint128_t>(i) << 64) / s);
-      const uint64_t end = i + 1 == s ? 0 : static_cast<uint64_t>((static_cast<__uint128_t>(i + 1) << 64) / s);
+      const uint64_t begin =
+          i == 0 ? 0 : static_cast<uint64_t>((static_cast<__uint128_t>(i) << 64) / s);
+      const uint64_t end =
+          i + 1 == s ? 0 : static_cast<uint64_t>((static_cast<__uint128_t>(i + 1) << 64) / s);
       ranges.push_back(KeyRange{begin, end, servers[i]});
     }
     return ranges;

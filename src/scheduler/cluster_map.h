@@ -14,10 +14,12 @@
 #include "ps/status.h"
 #include "ps/types.h"
 
-namespace layerps { namespace pb {
+namespace layerps {
+namespace pb {
 class ClusterMap;
 class TableSpec;
-} }
+}  // namespace pb
+}  // namespace layerps
 
 namespace ps {
 
@@ -30,9 +32,7 @@ struct TableInfo {
   uint64_t chunk_elems = 0;  // dense only
 
   bool dense() const { return spec.kind == TableKind::kDense; }
-  uint64_t num_chunks() const {
-    return dense() ? (spec.size + chunk_elems - 1) / chunk_elems : 0;
-  }
+  uint64_t num_chunks() const { return dense() ? (spec.size + chunk_elems - 1) / chunk_elems : 0; }
   // Dense: the elements [first, last) a range covers.
   uint64_t RangeFirstElem(const KeyRange& r) const { return r.begin * chunk_elems; }
   uint64_t RangeEndElem(const KeyRange& r) const {
@@ -44,7 +44,7 @@ struct TableInfo {
 class ClusterMap {
  public:
   uint64_t epoch = 0;
-  std::vector<NodeInfo> nodes;         // ordered by id
+  std::vector<NodeInfo> nodes;  // ordered by id
   std::map<TableId, TableInfo> tables;
   // Each node's data identity: its data arrives from the routing id "n" + tag.
   std::map<NodeId, std::string> tags;

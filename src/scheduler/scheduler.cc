@@ -5,6 +5,7 @@
 // except the snapshot fields under mu_ that the public accessors read.
 #include "ps/scheduler.h"
 
+#include <glog/logging.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,8 +16,6 @@
 #include <mutex>
 #include <set>
 #include <thread>
-
-#include <glog/logging.h>
 
 #include "common/hash.h"
 #include "layerps.pb.h"
@@ -55,7 +54,8 @@ class Scheduler::Impl {
     if (thread_.joinable()) return FailedPrecondition("scheduler already started");
     PS_RETURN_IF_ERROR(options_.Validate());
     transport_ = NewZmqTransport(options_);
-    StatusOr<std::string> bound = transport_->Bind(options_.scheduler_address, options_.advertise_host);
+    StatusOr<std::string> bound =
+        transport_->Bind(options_.scheduler_address, options_.advertise_host);
     if (!bound.ok()) return bound.status();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -199,8 +199,9 @@ class Scheduler::Impl {
         acked_epoch_[from] = std::max(acked_epoch_[from], c.map_ack().epoch());
         for (const auto& f : c.map_ack().failed()) {
           if (map_.tables.count(f.table()) && !failed_tables_.count(f.table())) {
-            failed_tables_[f.table()] = "server node " + std::to_string(from) + " could not set up table '" +
-                                        map_.tables[f.table()].spec.name + "': " + f.error().substr(0, 512);
+            failed_tables_[f.table()] =
+                "server node " + std::to_string(from) + " could not set up table '" +
+                map_.tables[f.table()].spec.name + "': " + f.error().substr(0, 512);
           }
         }
         ResolveDeclares();
@@ -260,10 +261,12 @@ class Scheduler::Impl {
     if (refusal.empty()) {
       if (r.requested_rank() >= 0) {
         if (r.requested_rank() >= count) {
-          refusal = "rank " + std::to_string(r.requested_rank()) + " asked for, but the cluster has " +
-                    std::to_string(count) + " " + RoleName(role) + "(s)";
+          refusal = "rank " + std::to_string(r.requested_rank()) +
+                    " asked for, but the cluster has " + std::to_string(count) + " " +
+                    RoleName(role) + "(s)";
         } else if (RankTaken(role, r.requested_rank())) {
-          refusal = std::string(RoleName(role)) + " rank " + std::to_string(r.requested_rank()) + " is taken";
+          refusal = std::string(RoleName(role)) + " rank " + std::to_string(r.requested_rank()) +
+                    " is taken";
         } else {
           rank = r.requested_rank();
         }
@@ -280,7 +283,8 @@ class Scheduler::Impl {
       rr->set_ok(false);
       rr->set_error(refusal);
       if (r.endpoint().empty() || r.endpoint().size() > 1024) return;
-      const NodeId temp = kRefusedIdBase + static_cast<NodeId>(refused_counter_++ % kMaxRefusedConnections);
+      const NodeId temp =
+          kRefusedIdBase + static_cast<NodeId>(refused_counter_++ % kMaxRefusedConnections);
       if (transport_->Connect(temp, r.endpoint(), "s" + session).ok()) {
         SendControl(temp, reply);
         refused_.push_back({temp, SteadyMillis()});
@@ -359,7 +363,8 @@ class Scheduler::Impl {
       return;
     }
     if (!complete_) {
-      ReplyDeclare(from, d.request_id(), FailedPrecondition("the cluster is not complete"), kInvalidTable);
+      ReplyDeclare(from, d.request_id(), FailedPrecondition("the cluster is not complete"),
+                   kInvalidTable);
       return;
     }
     if (const TableInfo* t = map_.FindTableByName(spec.name)) {
@@ -481,7 +486,8 @@ class Scheduler::Impl {
     }
     for (auto& kv : barriers_) {  // a leaving node no longer waits anywhere
       auto& w = kv.second;
-      w.erase(std::remove_if(w.begin(), w.end(), [from](const BarrierWaiter& x) { return x.node == from; }),
+      w.erase(std::remove_if(w.begin(), w.end(),
+                             [from](const BarrierWaiter& x) { return x.node == from; }),
               w.end());
     }
     transport_->Disconnect(from);
@@ -545,7 +551,8 @@ class Scheduler::Impl {
 
   void Periodic(int64_t now) {
     // Close refusal connections after their answer had time to leave.
-    while (!refused_.empty() && (now - refused_.front().second > 2000 || refused_.size() > kMaxRefusedConnections)) {
+    while (!refused_.empty() &&
+           (now - refused_.front().second > 2000 || refused_.size() > kMaxRefusedConnections)) {
       transport_->Disconnect(refused_.front().first);
       refused_.pop_front();
     }
@@ -589,11 +596,11 @@ class Scheduler::Impl {
   // Shared with callers of the public accessors.
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string address_;                    // guarded by mu_
-  std::vector<NodeInfo> nodes_snapshot_;   // guarded by mu_
-  SchedulerStats stats_;                   // guarded by mu_
-  bool finished_ = false;                  // guarded by mu_
-  Status result_;                          // guarded by mu_
+  std::string address_;                   // guarded by mu_
+  std::vector<NodeInfo> nodes_snapshot_;  // guarded by mu_
+  SchedulerStats stats_;                  // guarded by mu_
+  bool finished_ = false;                 // guarded by mu_
+  Status result_;                         // guarded by mu_
 };
 
 Scheduler::Scheduler(Options options) : impl_(new Impl(std::move(options))) {}

@@ -4,11 +4,11 @@
 // updates fan out over TBB inside the store.
 #include "ps/server.h"
 
+#include <glog/logging.h>
+
 #include <atomic>
 #include <cstring>
 #include <shared_mutex>
-
-#include <glog/logging.h>
 
 #include "server/store.h"
 #include "transport/node_runtime.h"
@@ -115,7 +115,8 @@ class Server::Impl {
     ++messages_;
     const Header& h = msg.header;
     Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);
-    if (valid.ok() && h.msg_type() == MsgType::kReply) valid = ProtocolError("a server got a reply");
+    if (valid.ok() && h.msg_type() == MsgType::kReply)
+      valid = ProtocolError("a server got a reply");
     if (!valid.ok()) {
       ++bad_;
       LOG_EVERY_N(WARNING, 100) << "dropped a bad request from node " << h.sender << ": " << valid;
@@ -126,7 +127,10 @@ class Server::Impl {
     // Ranges never move once assigned, so the store's own range check decides whether a
     // request belongs here; a table this server has not installed yet is worth a retry.
     if (!store_ || (!store_->Has(h.table) && h.epoch > epoch_)) {
-      Reply(h, Unavailable("this server has not seen cluster map epoch " + std::to_string(h.epoch) + " yet"), {});
+      Reply(h,
+            Unavailable("this server has not seen cluster map epoch " + std::to_string(h.epoch) +
+                        " yet"),
+            {});
       return;
     }
     if (h.fused()) {
@@ -183,7 +187,8 @@ class Server::Impl {
       Status c = store_->CheckDense(seg.table, seg.offset, seg.count);
       if (!c.ok()) {
         if (!store_->Has(seg.table) && h.epoch > epoch_) {
-          c = Unavailable("this server has not seen cluster map epoch " + std::to_string(h.epoch) + " yet");
+          c = Unavailable("this server has not seen cluster map epoch " + std::to_string(h.epoch) +
+                          " yet");
         }
         ++bad_;
         Reply(h, c, {});

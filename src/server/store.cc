@@ -1,12 +1,12 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "server/store.h"
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
 
 #include "common/hash.h"
 
@@ -92,7 +92,8 @@ Status Store::Install(const TableInfo& info) {
   try {
     return InstallUnguarded(info);
   } catch (const std::bad_alloc&) {
-    return ResourceExhausted("not enough memory for this server's share of table '" + info.spec.name + "'");
+    return ResourceExhausted("not enough memory for this server's share of table '" +
+                             info.spec.name + "'");
   }
 }
 
@@ -130,8 +131,10 @@ Status Store::InstallUnguarded(const TableInfo& info) {
     t.stripes.reset(new Stripe[kStripes]);
     // Blocks of about 64 KiB of rows (at least one row).
     const uint64_t row_bytes = uint64_t{t.spec.dim} * sizeof(float);
-    while (t.block_shift < 16 && (row_bytes << (t.block_shift + 1)) <= (uint64_t{64} << 10)) ++t.block_shift;
-    t.holds_all = t.hash_ranges.size() == 1 && t.hash_ranges[0].first == 0 && t.hash_ranges[0].second == 0;
+    while (t.block_shift < 16 && (row_bytes << (t.block_shift + 1)) <= (uint64_t{64} << 10))
+      ++t.block_shift;
+    t.holds_all =
+        t.hash_ranges.size() == 1 && t.hash_ranges[0].first == 0 && t.hash_ranges[0].second == 0;
   }
   tables_.emplace(info.id, std::move(t));
   return Status::OK();
@@ -181,12 +184,15 @@ Status Store::ApplyDense(TableId table, uint64_t offset, uint64_t count, const f
     std::shared_ptr<uint8_t> buf = pool_.Get(d->size * sizeof(float));
     fresh = std::shared_ptr<float>(buf, reinterpret_cast<float*>(buf.get()));
     std::memcpy(fresh.get(), d->data(), at * sizeof(float));
-    std::memcpy(fresh.get() + at + count, d->data() + at + count, (d->size - at - count) * sizeof(float));
+    std::memcpy(fresh.get() + at + count, d->data() + at + count,
+                (d->size - at - count) * sizeof(float));
     x = fresh.get() + at;
   }
   auto apply = [&](uint64_t b, uint64_t n) {
-    if (src == x) ApplyRule(spec, op, x + b, values + b, n);
-    else ApplyRuleTo(spec, op, x + b, src + b, values + b, n);
+    if (src == x)
+      ApplyRule(spec, op, x + b, values + b, n);
+    else
+      ApplyRuleTo(spec, op, x + b, src + b, values + b, n);
   };
   if (count < 2 * kParallelGrain) {
     apply(0, count);
@@ -306,7 +312,8 @@ void Store::ForEachStripe(Table& t, const uint64_t* hashes, size_t n, Fn fn) {
   for (size_t s = 0; s < kStripes; ++s) start[s + 1] += start[s];
   size_t cursor[kStripes];
   std::memcpy(cursor, start, sizeof(cursor));
-  for (size_t i = 0; i < n; ++i) sc.order[cursor[hashes[i] & (kStripes - 1)]++] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < n; ++i)
+    sc.order[cursor[hashes[i] & (kStripes - 1)]++] = static_cast<uint32_t>(i);
   const uint32_t* order = sc.order.data();
   auto body = [&](size_t s) {
     const size_t count = start[s + 1] - start[s];
@@ -324,7 +331,8 @@ void Store::ForEachStripe(Table& t, const uint64_t* hashes, size_t n, Fn fn) {
 
 template <typename Fn>
 Status Store::ForEachRow(Table& t, const Key* keys, size_t n, uint32_t dim, Fn fn) {
-  if (dim != t.spec.dim) return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
+  if (dim != t.spec.dim)
+    return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
   SparseScratch& sc = Scratch();
   sc.hashes.resize(n);
   uint64_t* h = sc.hashes.data();
@@ -344,38 +352,42 @@ Status Store::ForEachRow(Table& t, const Key* keys, size_t n, uint32_t dim, Fn f
   return Status::OK();
 }
 
-Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim,
-                          const float* rows, ApplyOp op) {
+Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim, const float* rows,
+                          ApplyOp op) {
   Status err;
   const Table* ct = Find(table, TableKind::kSparse, &err);
   if (!ct) return err;
   Table& t = const_cast<Table&>(*ct);
-  return ForEachRow(t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
-    // The rule is chosen once per stripe; the row loop is then a plain vectorizable loop.
-    auto each = [&](auto kernel) {
-      for (size_t j = 0; j < count; ++j) {
-        if (j + kPrefetchRows < count) {
-          __builtin_prefetch(RowPtr(st, rid[j + kPrefetchRows], t), 1);
-          __builtin_prefetch(rows + size_t{pos[j + kPrefetchRows]} * dim);
-        }
-        float* __restrict x = RowPtr(st, rid[j], t);
-        const float* __restrict g = rows + size_t{pos[j]} * dim;
-        kernel(x, g);
-      }
-    };
-    if (op == ApplyOp::kAssign) {
-      each([dim](float* __restrict x, const float* __restrict g) { std::memcpy(x, g, dim * sizeof(float)); });
-    } else if (t.spec.rule == UpdateRule::kSgd) {
-      const float lr = t.spec.learning_rate;
-      each([dim, lr](float* __restrict x, const float* __restrict g) {
-        for (uint32_t k = 0; k < dim; ++k) x[k] -= lr * g[k];
-      });
-    } else {
-      each([dim](float* __restrict x, const float* __restrict g) {
-        for (uint32_t k = 0; k < dim; ++k) x[k] += g[k];
-      });
-    }
-  });
+  return ForEachRow(t, keys, n, dim,
+                    [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
+                      // The rule is chosen once per stripe; the row loop is then a plain
+                      // vectorizable loop.
+                      auto each = [&](auto kernel) {
+                        for (size_t j = 0; j < count; ++j) {
+                          if (j + kPrefetchRows < count) {
+                            __builtin_prefetch(RowPtr(st, rid[j + kPrefetchRows], t), 1);
+                            __builtin_prefetch(rows + size_t{pos[j + kPrefetchRows]} * dim);
+                          }
+                          float* __restrict x = RowPtr(st, rid[j], t);
+                          const float* __restrict g = rows + size_t{pos[j]} * dim;
+                          kernel(x, g);
+                        }
+                      };
+                      if (op == ApplyOp::kAssign) {
+                        each([dim](float* __restrict x, const float* __restrict g) {
+                          std::memcpy(x, g, dim * sizeof(float));
+                        });
+                      } else if (t.spec.rule == UpdateRule::kSgd) {
+                        const float lr = t.spec.learning_rate;
+                        each([dim, lr](float* __restrict x, const float* __restrict g) {
+                          for (uint32_t k = 0; k < dim; ++k) x[k] -= lr * g[k];
+                        });
+                      } else {
+                        each([dim](float* __restrict x, const float* __restrict g) {
+                          for (uint32_t k = 0; k < dim; ++k) x[k] += g[k];
+                        });
+                      }
+                    });
 }
 
 Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim, float* out) {
@@ -383,18 +395,20 @@ Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim,
   const Table* ct = Find(table, TableKind::kSparse, &err);
   if (!ct) return err;
   Table& t = const_cast<Table&>(*ct);
-  return ForEachRow(t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
-    for (size_t j = 0; j < count; ++j) {
-      if (j + kPrefetchRows < count) __builtin_prefetch(RowPtr(st, rid[j + kPrefetchRows], t));
-      std::memcpy(out + size_t{pos[j]} * dim, RowPtr(st, rid[j], t), dim * sizeof(float));
-    }
-  });
+  return ForEachRow(
+      t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
+        for (size_t j = 0; j < count; ++j) {
+          if (j + kPrefetchRows < count) __builtin_prefetch(RowPtr(st, rid[j + kPrefetchRows], t));
+          std::memcpy(out + size_t{pos[j]} * dim, RowPtr(st, rid[j], t), dim * sizeof(float));
+        }
+      });
   return Status::OK();
 }
 
 Status Store::ReadDenseFrame(TableId table, uint64_t offset, uint64_t count, Frame* out) const {
   const size_t bytes = count * sizeof(float);
-  if (count > (uint64_t{1} << 40)) return InvalidArgument("read of " + std::to_string(count) + " elements");
+  if (count > (uint64_t{1} << 40))
+    return InvalidArgument("read of " + std::to_string(count) + " elements");
   {
     Status err;
     const Table* t = Find(table, TableKind::kDense, &err);
@@ -429,7 +443,8 @@ Status Store::ReadSparseFrame(TableId table, const Key* keys, size_t n, uint32_t
 struct BufferPool::State {
   explicit State(size_t max) : max_idle(max) {}
   ~State() {
-    for (auto& kv : idle) for (void* p : kv.second) std::free(p);
+    for (auto& kv : idle)
+      for (void* p : kv.second) std::free(p);
   }
   const size_t max_idle;
   std::mutex mu;
@@ -447,7 +462,8 @@ size_t BufferPool::idle_bytes() const {
 
 std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
   if (bytes < kMinPooledBytes) {
-    return std::shared_ptr<uint8_t>(new uint8_t[bytes == 0 ? 1 : bytes], std::default_delete<uint8_t[]>());
+    return std::shared_ptr<uint8_t>(new uint8_t[bytes == 0 ? 1 : bytes],
+                                    std::default_delete<uint8_t[]>());
   }
   // Size classes: powers of two and the midpoints between them (waste <= 1/3).
   size_t cls = kMinPooledBytes;

@@ -68,7 +68,8 @@ class Store {
   bool Has(TableId table) const { return tables_.count(table) != 0; }
 
   // Dense: elements [offset, offset + count) must lie inside one range this server holds.
-  Status ApplyDense(TableId table, uint64_t offset, uint64_t count, const float* values, ApplyOp op);
+  Status ApplyDense(TableId table, uint64_t offset, uint64_t count, const float* values,
+                    ApplyOp op);
   Status ReadDense(TableId table, uint64_t offset, uint64_t count, float* out) const;
   // OK when ApplyDense/ReadDense would accept [offset, offset + count) of the table.
   Status CheckDense(TableId table, uint64_t offset, uint64_t count) const;
@@ -111,18 +112,19 @@ class Store {
   };
   struct Stripe {
     std::mutex mu;
-    std::vector<Slot> slots;  // guarded by mu; size a power of two (or 0)
-    uint32_t rows = 0;        // guarded by mu; rows in use
+    std::vector<Slot> slots;                       // guarded by mu; size a power of two (or 0)
+    uint32_t rows = 0;                             // guarded by mu; rows in use
     std::vector<std::unique_ptr<float[]>> blocks;  // guarded by mu
   };
   struct Table {
     TableSpec spec;
     uint64_t name_hash = 0;
-    std::vector<DenseRange> dense;              // ascending by first
-    std::vector<std::pair<uint64_t, uint64_t>> hash_ranges;  // sparse: [begin, end) held; end 0 = 2^64
+    std::vector<DenseRange> dense;  // ascending by first
+    std::vector<std::pair<uint64_t, uint64_t>>
+        hash_ranges;  // sparse: [begin, end) held; end 0 = 2^64
     std::unique_ptr<Stripe[]> stripes;
-    uint32_t block_shift = 0;    // sparse: log2(rows per block)
-    bool holds_all = false;      // sparse: one range covering the whole hash space
+    uint32_t block_shift = 0;  // sparse: log2(rows per block)
+    bool holds_all = false;    // sparse: one range covering the whole hash space
   };
 
   const Table* Find(TableId id, TableKind kind, Status* error) const;

@@ -11,12 +11,18 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "LayerPS's wire format 
 
 const char* MsgTypeName(MsgType t) {
   switch (t) {
-    case MsgType::kControl: return "control";
-    case MsgType::kPush: return "push";
-    case MsgType::kPull: return "pull";
-    case MsgType::kPushPull: return "pushpull";
-    case MsgType::kAssign: return "assign";
-    case MsgType::kReply: return "reply";
+    case MsgType::kControl:
+      return "control";
+    case MsgType::kPush:
+      return "push";
+    case MsgType::kPull:
+      return "pull";
+    case MsgType::kPushPull:
+      return "pushpull";
+    case MsgType::kAssign:
+      return "assign";
+    case MsgType::kReply:
+      return "reply";
   }
   return "unknown";
 }
@@ -38,8 +44,8 @@ Status ParseHeader(const void* data, size_t size, Header* out) {
   std::memcpy(out, data, sizeof(Header));
   if (out->magic != kMagic) return ProtocolError("bad magic");
   if (out->version != kProtocolVersion) {
-    return ProtocolError("protocol version " + std::to_string(out->version) + ", this node speaks " +
-                         std::to_string(kProtocolVersion));
+    return ProtocolError("protocol version " + std::to_string(out->version) +
+                         ", this node speaks " + std::to_string(kProtocolVersion));
   }
   if (out->type < static_cast<uint16_t>(MsgType::kControl) ||
       out->type > static_cast<uint16_t>(MsgType::kReply)) {

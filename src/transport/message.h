@@ -14,7 +14,11 @@
 #include "ps/status.h"
 #include "ps/types.h"
 
-namespace layerps { namespace pb { class Control; } }
+namespace layerps {
+namespace pb {
+class Control;
+}
+}  // namespace layerps
 
 namespace ps {
 

@@ -1,9 +1,8 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "transport/node_runtime.h"
 
-#include <unistd.h>
-
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include "common/hash.h"
 #include "layerps.pb.h"
@@ -36,8 +35,9 @@ Status NodeRuntime::Start() {
   if (running_) return FailedPrecondition("already started");
   PS_RETURN_IF_ERROR(options_.Validate());
   transport_ = NewZmqTransport(options_);
-  StatusOr<std::string> bound = transport_->Bind(
-      DefaultBindAddress(options_.bind_address, options_.scheduler_address), options_.advertise_host);
+  StatusOr<std::string> bound =
+      transport_->Bind(DefaultBindAddress(options_.bind_address, options_.scheduler_address),
+                       options_.advertise_host);
   if (!bound.ok()) return bound.status();
   endpoint_ = *bound;
   secret_ = RandomHex(16);
@@ -55,20 +55,22 @@ Status NodeRuntime::Start() {
   reg->set_hostname(Hostname());
   reg->set_requested_rank(options_.rank);
   reg->set_session(secret_);
-  Status sent = transport_->Send(kSchedulerId, MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
+  Status sent =
+      transport_->Send(kSchedulerId, MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
 
   Status result = sent;
   if (sent.ok()) {
     std::unique_lock<std::mutex> lock(mu_);
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(options_.connect_timeout_ms);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.connect_timeout_ms);
     const bool ready = cv_.wait_until(lock, deadline, [this] {
       return !register_status_.ok() || (registered_ && map_ != nullptr) || shutdown_;
     });
     if (!register_status_.ok()) {
       result = register_status_;
     } else if (shutdown_) {
-      result = shutdown_status_.ok() ? Aborted("the cluster shut down during start") : shutdown_status_;
+      result =
+          shutdown_status_.ok() ? Aborted("the cluster shut down during start") : shutdown_status_;
     } else if (!ready) {
       result = Timeout(std::string(registered_ ? "registered, but the cluster did not complete"
                                                : "no answer from the scheduler at " +
@@ -150,7 +152,8 @@ Status NodeRuntime::Send(NodeId to, Message&& msg, int timeout_ms) {
     PS_RETURN_IF_ERROR(transport_->Connect(to, n->endpoint, "n" + tag));
   }
   msg.header.sender = id();
-  Status sent = transport_->Send(to, std::move(msg), timeout_ms >= 0 ? timeout_ms : options_.request_timeout_ms);
+  Status sent = transport_->Send(to, std::move(msg),
+                                 timeout_ms >= 0 ? timeout_ms : options_.request_timeout_ms);
   // The peer may have been declared dead (and disconnected) between the check above and
   // the send, which then reconnected: drop that connection too, so nothing stays queued
   // for a dead peer holding buffers it borrowed.
@@ -183,7 +186,8 @@ StatusOr<uint32_t> NodeRuntime::CallScheduler(const std::function<void(uint64_t,
   PendingCall call = calls_[call_id];
   calls_.erase(call_id);
   if (!call.done) {
-    if (shutdown_) return shutdown_status_.ok() ? Aborted("the cluster shut down") : shutdown_status_;
+    if (shutdown_)
+      return shutdown_status_.ok() ? Aborted("the cluster shut down") : shutdown_status_;
     return Timeout(std::string(what) + ": no answer from the scheduler within " +
                    std::to_string(timeout.count()) + " ms");
   }
@@ -191,7 +195,8 @@ StatusOr<uint32_t> NodeRuntime::CallScheduler(const std::function<void(uint64_t,
   return call.value;
 }
 
-StatusOr<TableId> NodeRuntime::DeclareTable(const TableSpec& spec, std::chrono::milliseconds timeout) {
+StatusOr<TableId> NodeRuntime::DeclareTable(const TableSpec& spec,
+                                            std::chrono::milliseconds timeout) {
   PS_RETURN_IF_ERROR(spec.Validate());
   StatusOr<uint32_t> id = CallScheduler(
       [&](uint64_t call_id, void* msg) {
@@ -204,10 +209,10 @@ StatusOr<TableId> NodeRuntime::DeclareTable(const TableSpec& spec, std::chrono::
   // The reply comes after the map naming the table was installed on every server; make
   // sure this node has it too before the caller pushes.
   std::unique_lock<std::mutex> lock(mu_);
-  const bool have = cv_.wait_for(lock, timeout, [&] {
-    return shutdown_ || (map_ && map_->FindTable(*id) != nullptr);
-  });
-  if (!have || shutdown_) return Unavailable("declared table " + spec.name + " but its map did not arrive");
+  const bool have = cv_.wait_for(
+      lock, timeout, [&] { return shutdown_ || (map_ && map_->FindTable(*id) != nullptr); });
+  if (!have || shutdown_)
+    return Unavailable("declared table " + spec.name + " but its map did not arrive");
   return static_cast<TableId>(*id);
 }
 
@@ -239,8 +244,9 @@ void NodeRuntime::ReceiveLoop() {
         }
       } else if (!FromMember(msg)) {
         CountBadMessage();
-        LOG_EVERY_N(WARNING, 100) << "dropped a data message from an unknown or dead sender (claims node "
-                                  << msg.header.sender << ")";
+        LOG_EVERY_N(WARNING, 100)
+            << "dropped a data message from an unknown or dead sender (claims node "
+            << msg.header.sender << ")";
       } else if (handlers_.on_data) {
         handlers_.on_data(std::move(msg));
       }
@@ -303,7 +309,8 @@ void NodeRuntime::FinishShutdown(const Status& status) {
   cv_.notify_all();
 }
 
-std::vector<std::pair<TableId, Status>> NodeRuntime::InstallMap(std::shared_ptr<const ClusterMap> map) {
+std::vector<std::pair<TableId, Status>> NodeRuntime::InstallMap(
+    std::shared_ptr<const ClusterMap> map) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (map_ && map->epoch <= map_->epoch) return {};
@@ -338,7 +345,8 @@ void NodeRuntime::HandleControl(Message&& msg) {
         tag_ = c.register_reply().tag();
         registered_ = true;
       } else {
-        register_status_ = PermissionDenied("the scheduler refused this node: " + c.register_reply().error());
+        register_status_ =
+            PermissionDenied("the scheduler refused this node: " + c.register_reply().error());
       }
       cv_.notify_all();
       break;
@@ -364,16 +372,19 @@ void NodeRuntime::HandleControl(Message&& msg) {
     case layerps::pb::Control::kDeclareTableReply:
     case layerps::pb::Control::kBarrierReply: {
       const bool declare = c.body_case() == layerps::pb::Control::kDeclareTableReply;
-      const uint64_t call_id = declare ? c.declare_table_reply().request_id() : c.barrier_reply().request_id();
+      const uint64_t call_id =
+          declare ? c.declare_table_reply().request_id() : c.barrier_reply().request_id();
       const int code = declare ? c.declare_table_reply().code() : c.barrier_reply().code();
-      const std::string& error = declare ? c.declare_table_reply().error() : c.barrier_reply().error();
+      const std::string& error =
+          declare ? c.declare_table_reply().error() : c.barrier_reply().error();
       std::lock_guard<std::mutex> lock(mu_);
       auto it = calls_.find(call_id);
       if (it == calls_.end() || it->second.done) break;  // late reply to a timed-out call
       it->second.done = true;
       if (code != 0) {
-        const int c_clamped = (code < 0 || code > static_cast<int>(StatusCode::kIoError)) ? 
-            static_cast<int>(StatusCode::kInternal) : code;
+        const int c_clamped = (code < 0 || code > static_cast<int>(StatusCode::kIoError))
+                                  ? static_cast<int>(StatusCode::kInternal)
+                                  : code;
         it->second.status = Status(static_cast<StatusCode>(c_clamped), error);
       }
       if (declare) it->second.value = c.declare_table_reply().table_id();
@@ -382,7 +393,8 @@ void NodeRuntime::HandleControl(Message&& msg) {
     }
     case layerps::pb::Control::kNodeDead: {
       const NodeId dead = c.node_dead().id();
-      Status why = Unavailable("node " + std::to_string(dead) + " is dead: " + c.node_dead().reason());
+      Status why =
+          Unavailable("node " + std::to_string(dead) + " is dead: " + c.node_dead().reason());
       LOG(WARNING) << why;
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -40,7 +40,8 @@ class NodeRuntime {
     std::function<void(Message&&)> on_data;
     // A newer cluster map was installed (the old one is still readable by others).
     // Returns the tables the node could not set up, with the reason, for the scheduler.
-    std::function<std::vector<std::pair<TableId, Status>>(const std::shared_ptr<const ClusterMap>&)> on_map;
+    std::function<std::vector<std::pair<TableId, Status>>(const std::shared_ptr<const ClusterMap>&)>
+        on_map;
     // A peer was declared dead by the scheduler, or the scheduler is lost (kSchedulerId).
     std::function<void(NodeId, const Status&)> on_node_dead;
     // Periodic tick on the receive thread (about every 50 ms).
@@ -113,18 +114,18 @@ class NodeRuntime {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::shared_ptr<const ClusterMap> map_;       // guarded by mu_
-  bool registered_ = false;                     // guarded by mu_
-  Status register_status_;                      // guarded by mu_
-  bool shutdown_ = false;                       // guarded by mu_
-  Status shutdown_status_;                      // guarded by mu_
-  uint64_t next_call_id_ = 1;                   // guarded by mu_
-  std::map<uint64_t, PendingCall> calls_;       // guarded by mu_
-  std::set<NodeId> dead_;                       // guarded by mu_: declared dead, never reconnected
+  std::shared_ptr<const ClusterMap> map_;  // guarded by mu_
+  bool registered_ = false;                // guarded by mu_
+  Status register_status_;                 // guarded by mu_
+  bool shutdown_ = false;                  // guarded by mu_
+  Status shutdown_status_;                 // guarded by mu_
+  uint64_t next_call_id_ = 1;              // guarded by mu_
+  std::map<uint64_t, PendingCall> calls_;  // guarded by mu_
+  std::set<NodeId> dead_;                  // guarded by mu_: declared dead, never reconnected
   // This node's secret with the scheduler (fixed by Start) and its data identity
   // (received at registration, before any data is sent).
   std::string secret_;
-  std::string tag_;                             // guarded by mu_
+  std::string tag_;  // guarded by mu_
 };
 
 // Milliseconds on the steady clock (for heartbeat bookkeeping).

@@ -11,22 +11,20 @@
 // releasing the received Frame marks the block free for the sender to reuse. When the
 // segment is full, or anything about it fails, frames take the socket as usual.
 #include <fcntl.h>
+#include <glog/logging.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <deque>
-
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
 #include <zmq.hpp>
-
-#include <glog/logging.h>
 
 #include "transport/transport.h"
 
@@ -54,9 +52,9 @@ constexpr size_t kCopyBelow = 512;
 // ---- Shared-memory segments ------------------------------------------------------------
 
 constexpr size_t kShmMinFrame = size_t{64} << 10;
-constexpr size_t kShmSlots = 4096;                     // blocks in flight per segment
-constexpr size_t kShmControlBytes = kShmSlots * 4;     // one atomic flag per slot
-constexpr size_t kShmDataBytes = size_t{128} << 20;    // ring of payload bytes
+constexpr size_t kShmSlots = 4096;                   // blocks in flight per segment
+constexpr size_t kShmControlBytes = kShmSlots * 4;   // one atomic flag per slot
+constexpr size_t kShmDataBytes = size_t{128} << 20;  // ring of payload bytes
 constexpr size_t kShmSegmentBytes = kShmControlBytes + kShmDataBytes;
 constexpr size_t kShmMaxFrame = kShmDataBytes / 4;     // bigger frames take the socket
 constexpr uint64_t kShmMagic = 0x31304D4853535046ull;  // "FPSSHM01"
@@ -71,9 +69,9 @@ struct ShmHead {
   char name[56];  // NUL-terminated segment name
 };
 struct ShmEntry {
-  uint32_t frame;  // index among the payload frames
-  uint32_t slot;   // flag slot, set to 0 by the receiver when done
-  uint64_t offset; // in the data area
+  uint32_t frame;   // index among the payload frames
+  uint32_t slot;    // flag slot, set to 0 by the receiver when done
+  uint64_t offset;  // in the data area
   uint64_t size;
 };
 static_assert(sizeof(ShmHead) == 72 && sizeof(ShmEntry) == 24, "manifest layout");
@@ -96,7 +94,8 @@ class ShmSender {
 
   // Maps a fresh segment; false if shared memory is unavailable.
   bool Init() {
-    name_ = std::string(kShmPrefix) + std::to_string(getpid()) + "-" + std::to_string(g_shm_counter++);
+    name_ =
+        std::string(kShmPrefix) + std::to_string(getpid()) + "-" + std::to_string(g_shm_counter++);
     const int fd = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0) {
       name_.clear();
@@ -156,7 +155,8 @@ class ShmSender {
   };
 
   void Reclaim() {
-    while (!live_.empty() && ShmFlags(base_)[live_.front().slot].load(std::memory_order_acquire) == 0) {
+    while (!live_.empty() &&
+           ShmFlags(base_)[live_.front().slot].load(std::memory_order_acquire) == 0) {
       live_.pop_front();
     }
     if (live_.empty()) {
@@ -262,7 +262,8 @@ class ZmqTransport final : public Transport {
     {
       std::shared_lock<std::shared_mutex> lock(peers_mu_);
       auto it = peers_.find(peer);
-      if (it != peers_.end() && it->second->endpoint == endpoint && it->second->identity == identity) {
+      if (it != peers_.end() && it->second->endpoint == endpoint &&
+          it->second->identity == identity) {
         return Status::OK();
       }
     }
@@ -281,7 +282,8 @@ class ZmqTransport final : public Transport {
       // linger 0, what the first one already queued on it.)
       std::shared_lock<std::shared_mutex> lock(peers_mu_);
       auto it = peers_.find(peer);
-      if (it != peers_.end() && it->second->endpoint == endpoint && it->second->identity == identity) {
+      if (it != peers_.end() && it->second->endpoint == endpoint &&
+          it->second->identity == identity) {
         return Status::OK();
       }
     }
@@ -308,7 +310,6 @@ class ZmqTransport final : public Transport {
     if (old) CloseSocket(old.get(), 0);
     return Status::OK();
   }
-
 
   void Disconnect(NodeId peer) override {
     {
@@ -425,7 +426,8 @@ class ZmqTransport final : public Transport {
       // A manifest part (never 64 bytes long) may precede the header: frames in shared memory.
       const size_t first = parts.size() >= 3 && parts[1].size() != sizeof(Header) ? 2 : 1;
       if (parts.size() < first + 1) return ProtocolError("message without a header frame");
-      if (parts.size() > kMaxFrames + first + 1) return ProtocolError("message with too many frames");
+      if (parts.size() > kMaxFrames + first + 1)
+        return ProtocolError("message with too many frames");
       msg->frames.clear();
       msg->identity.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
       PS_RETURN_IF_ERROR(ParseHeader(parts[first].data(), parts[first].size(), &msg->header));
@@ -465,7 +467,7 @@ class ZmqTransport final : public Transport {
   struct Peer {
     std::mutex mu;
     std::string endpoint;
-    std::string identity;  // our routing id on this connection
+    std::string identity;                   // our routing id on this connection
     std::unique_ptr<zmq::socket_t> socket;  // guarded by mu
     bool same_host = false;                 // ipc:// endpoint: the shared-memory path applies
     bool shm_failed = false;                // guarded by mu: no segment could be made
@@ -480,7 +482,9 @@ class ZmqTransport final : public Transport {
     auto it = mappings_.find(name);
     if (it != mappings_.end() && it->second.owner == sender) return it->second.map;
     if (it != mappings_.end()) return nullptr;  // another node's segment
-    if (name.rfind(kShmPrefix, 0) != 0 || name.find('/', 1) != std::string::npos || name.size() > 55) return nullptr;
+    if (name.rfind(kShmPrefix, 0) != 0 || name.find('/', 1) != std::string::npos ||
+        name.size() > 55)
+      return nullptr;
     const int fd = shm_open(name.c_str(), O_RDWR, 0);
     if (fd < 0) return nullptr;
     struct stat st;
@@ -504,7 +508,8 @@ class ZmqTransport final : public Transport {
   // Replaces frames marked in the manifest `head` (parts[0]) by their bytes in shared
   // memory. `frames` are the payload frames as received.
   Status ResolveShm(const zmq::message_t& manifest, NodeId sender, std::vector<Frame>* frames) {
-    if (manifest.size() < sizeof(ShmHead) || (manifest.size() - sizeof(ShmHead)) % sizeof(ShmEntry) != 0) {
+    if (manifest.size() < sizeof(ShmHead) ||
+        (manifest.size() - sizeof(ShmHead)) % sizeof(ShmEntry) != 0) {
       return ProtocolError("malformed shared-memory manifest");
     }
     ShmHead head;
@@ -515,7 +520,8 @@ class ZmqTransport final : public Transport {
     }
     head.name[sizeof(head.name) - 1] = '\0';
     std::shared_ptr<ShmMapping> map = MapSegment(head.name, sender);
-    if (!map) return ProtocolError("cannot map shared-memory segment '" + std::string(head.name) + "'");
+    if (!map)
+      return ProtocolError("cannot map shared-memory segment '" + std::string(head.name) + "'");
     const uint8_t* entries = static_cast<const uint8_t*>(manifest.data()) + sizeof(ShmHead);
     for (size_t i = 0; i < count; ++i) {
       ShmEntry e;
@@ -526,9 +532,8 @@ class ZmqTransport final : public Transport {
       }
       std::atomic<uint32_t>* flag = ShmFlags(map->base) + e.slot;
       const uint8_t* data = static_cast<const uint8_t*>(map->base) + kShmControlBytes + e.offset;
-      std::shared_ptr<const void> owner(data, [map, flag](const void*) {
-        flag->store(0, std::memory_order_release);
-      });
+      std::shared_ptr<const void> owner(
+          data, [map, flag](const void*) { flag->store(0, std::memory_order_release); });
       (*frames)[e.frame] = Frame::Borrow(data, e.size, std::move(owner));
     }
     return Status::OK();

@@ -11,18 +11,18 @@
 // of `pending`; whoever drops the last unit finalizes the request.
 #include "ps/worker.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <thread>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
-
-#include <glog/logging.h>
 
 #include "transport/node_runtime.h"
 #include "worker/packing.h"
@@ -41,8 +41,8 @@ namespace {
 struct Part {
   NodeId server = kUnassignedId;
   TableId table = kInvalidTable;  // 0 for fused parts
-  uint64_t offset = 0;  // dense: element offset; sparse: position in the unique keys
-  uint64_t count = 0;   // elements, keys, or (fused) segments
+  uint64_t offset = 0;            // dense: element offset; sparse: position in the unique keys
+  uint64_t count = 0;             // elements, keys, or (fused) segments
   bool fused = false;
   bool claimed = false;
   // Pulls: the reply carries value_count floats, written to dst, or (fused) split over
@@ -166,7 +166,8 @@ bool Claim(Request* req, size_t i, const Status& status) {
 
 class Worker::Impl {
  public:
-  explicit Impl(Options options) : options_(std::move(options)), registry_(std::make_shared<Registry>()) {}
+  explicit Impl(Options options)
+      : options_(std::move(options)), registry_(std::make_shared<Registry>()) {}
 
   Status Start() {
     if (ever_started_) return FailedPrecondition("worker already started (a Worker starts once)");
@@ -195,7 +196,8 @@ class Worker::Impl {
   static void CompletionLoop(std::shared_ptr<Registry> reg) {
     std::unique_lock<std::mutex> lock(reg->completion_mu);
     for (;;) {
-      reg->completion_cv.wait(lock, [&] { return !reg->completions.empty() || !reg->completion_thread_running; });
+      reg->completion_cv.wait(
+          lock, [&] { return !reg->completions.empty() || !reg->completion_thread_running; });
       while (!reg->completions.empty()) {
         auto req = std::move(reg->completions.front());
         reg->completions.pop_front();
@@ -249,8 +251,9 @@ class Worker::Impl {
                std::shared_ptr<const void> keep = nullptr,
                std::function<Status(Request&)> finish = nullptr);
   // Several dense tensors in one request (PushMany/PullMany): small slices fused.
-  Ticket Many(MsgType type, const std::vector<TableId>& tables, const std::vector<const float*>& ins,
-              const std::vector<float*>& outs, const std::vector<size_t>& sizes, Callback cb);
+  Ticket Many(MsgType type, const std::vector<TableId>& tables,
+              const std::vector<const float*>& ins, const std::vector<float*>& outs,
+              const std::vector<size_t>& sizes, Callback cb);
   Ticket PushDevice(TableId table, const float* grad, size_t n, void* stream, Callback cb);
   Ticket PullDevice(TableId table, float* out, size_t n, void* stream, Callback cb);
   Ticket SparseDevice(MsgType type, TableId table, const Key* keys, size_t num_keys,
@@ -264,7 +267,8 @@ class Worker::Impl {
                             const float* rows) const;
   // Sends a prepared batch; `finish` runs when every part succeeded (pulls).
   Ticket SendSparse(MsgType type, const std::shared_ptr<const ClusterMap>& map, const TableInfo& t,
-                    SparseBatch batch, float* out, std::function<Status(Request&)> finish, Callback cb);
+                    SparseBatch batch, float* out, std::function<Status(Request&)> finish,
+                    Callback cb);
 
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout) {
     std::shared_ptr<Request> req;
@@ -272,7 +276,8 @@ class Worker::Impl {
       std::lock_guard<std::mutex> lock(registry_->mu);
       auto it = registry_->requests.find(ticket);
       if (it == registry_->requests.end()) {
-        return NotFound("unknown ticket " + std::to_string(ticket) + " (already waited, or has a callback)");
+        return NotFound("unknown ticket " + std::to_string(ticket) +
+                        " (already waited, or has a callback)");
       }
       req = it->second;
     }
@@ -319,7 +324,6 @@ class Worker::Impl {
   }
 
  private:
-
   std::shared_ptr<Request> NewRequest(MsgType type, TableId table, Callback cb) {
     auto req = std::make_shared<Request>();
     req->ticket = next_ticket_.fetch_add(1);
@@ -352,10 +356,10 @@ class Worker::Impl {
       return nullptr;
     }
     if (t->spec.kind != kind) {
-      *error = InvalidArgument("table '" + t->spec.name + "' is " +
-                               (t->spec.kind == TableKind::kDense ? "dense" : "sparse") +
-                               ": use the " +
-                               (t->spec.kind == TableKind::kDense ? "dense" : "sparse") + " calls");
+      *error =
+          InvalidArgument("table '" + t->spec.name + "' is " +
+                          (t->spec.kind == TableKind::kDense ? "dense" : "sparse") + ": use the " +
+                          (t->spec.kind == TableKind::kDense ? "dense" : "sparse") + " calls");
       return nullptr;
     }
     return t;
@@ -366,12 +370,15 @@ class Worker::Impl {
   // the transport lets go of the last frame that borrows caller memory: such frames
   // carry copies of the token passed to frames_for(i, token).
   Ticket Submit(const std::shared_ptr<Request>& req, uint64_t epoch, bool borrows,
-                const std::function<std::vector<Frame>(size_t, const std::shared_ptr<const void>&)>& frames_for) {
+                const std::function<std::vector<Frame>(size_t, const std::shared_ptr<const void>&)>&
+                    frames_for) {
     req->pending = static_cast<int>(req->parts.size()) + 1 + (borrows ? 1 : 0);
     Register(req);
     {
       std::shared_ptr<const void> borrow;
-      if (borrows) borrow = std::shared_ptr<const void>(req.get(), [req](const void*) { ReleaseFromTransport(req); });
+      if (borrows)
+        borrow = std::shared_ptr<const void>(req.get(),
+                                             [req](const void*) { ReleaseFromTransport(req); });
       SendParts(req, epoch, [&](size_t i) { return frames_for(i, borrow); });
     }
     const Ticket ticket = req->ticket;
@@ -399,7 +406,8 @@ class Worker::Impl {
       for (const auto& f : m.frames) bytes += f.size();
       // Either direction above max_message_bytes would be dropped by the receiving
       // socket without a word: refuse it here, with the reason.
-      const uint64_t largest = std::max<uint64_t>(bytes, p.value_count * sizeof(float)) + sizeof(Header);
+      const uint64_t largest =
+          std::max<uint64_t>(bytes, p.value_count * sizeof(float)) + sizeof(Header);
       Status s;
       if (largest > static_cast<uint64_t>(options_.max_message_bytes)) {
         s = ResourceExhausted("a message of " + std::to_string(largest) + " bytes to server " +
@@ -421,13 +429,16 @@ class Worker::Impl {
   void HandleReply(Message&& msg) {
     const Header& h = msg.header;
     Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);
-    if (valid.ok() && h.msg_type() != MsgType::kReply) valid = ProtocolError("a worker got a request");
+    if (valid.ok() && h.msg_type() != MsgType::kReply)
+      valid = ProtocolError("a worker got a request");
     std::shared_ptr<Request> req;
     if (valid.ok()) {
       std::lock_guard<std::mutex> lock(registry_->mu);
       auto it = registry_->requests.find(h.request_id);
-      if (it != registry_->requests.end()) req = it->second;
-      else valid = NotFound("reply to unknown request " + std::to_string(h.request_id));
+      if (it != registry_->requests.end())
+        req = it->second;
+      else
+        valid = NotFound("reply to unknown request " + std::to_string(h.request_id));
     }
     size_t index = 0;
     if (valid.ok()) {
@@ -442,10 +453,13 @@ class Worker::Impl {
           break;
         }
       }
-      if (!found) valid = NotFound("reply matches no outstanding part");
-      else if (h.sparse() != req->sparse || (req->sparse && h.dim != req->dim)) valid = ProtocolError("reply shape differs from request");
+      if (!found)
+        valid = NotFound("reply matches no outstanding part");
+      else if (h.sparse() != req->sparse || (req->sparse && h.dim != req->dim))
+        valid = ProtocolError("reply shape differs from request");
       else if (h.status == 0 && req->pulls() &&
-               (msg.frames.empty() || msg.frames[0].size() != req->parts[index].value_count * sizeof(float))) {
+               (msg.frames.empty() ||
+                msg.frames[0].size() != req->parts[index].value_count * sizeof(float))) {
         valid = ProtocolError("pull reply without the values asked for");
       }
     }
@@ -458,10 +472,14 @@ class Worker::Impl {
     Status status;
     if (h.status != 0) {
       const int code = (h.status < 0 || h.status > static_cast<int>(StatusCode::kIoError))
-                           ? static_cast<int>(StatusCode::kInternal) : h.status;
-      std::string text = msg.frames.empty() ? std::string("(no message)")
-          : std::string(reinterpret_cast<const char*>(msg.frames[0].data()), msg.frames[0].size());
-      status = Status(static_cast<StatusCode>(code), "server " + std::to_string(h.sender) + ": " + text);
+                           ? static_cast<int>(StatusCode::kInternal)
+                           : h.status;
+      std::string text = msg.frames.empty()
+                             ? std::string("(no message)")
+                             : std::string(reinterpret_cast<const char*>(msg.frames[0].data()),
+                                           msg.frames[0].size());
+      status =
+          Status(static_cast<StatusCode>(code), "server " + std::to_string(h.sender) + ": " + text);
     }
     if (!Claim(req.get(), index, status)) return;
     if (status.ok() && req->pulls()) {
@@ -532,8 +550,9 @@ class Worker::Impl {
       }
       for (size_t i : open) {
         // kUnavailable, not kTimeout: from Wait, kTimeout always means "still in flight".
-        Status t = Unavailable("no reply from server " + std::to_string(req->parts[i].server) +
-                               " within request_timeout_ms=" + std::to_string(options_.request_timeout_ms));
+        Status t = Unavailable(
+            "no reply from server " + std::to_string(req->parts[i].server) +
+            " within request_timeout_ms=" + std::to_string(options_.request_timeout_ms));
         silent.insert(req->parts[i].server);
         if (Claim(req.get(), i, t)) Release(req);
       }
@@ -562,12 +581,14 @@ Ticket Worker::Impl::Dense(MsgType type, TableId table, const float* in, float* 
   const TableInfo* t = Lookup(table, TableKind::kDense, &map, &err);
   if (!t) return Failed(err, std::move(cb));
   if (n != t->spec.size) {
-    return Failed(InvalidArgument("table '" + t->spec.name + "' has " + std::to_string(t->spec.size) +
-                                  " elements, the request has " + std::to_string(n)),
-                  std::move(cb));
+    return Failed(
+        InvalidArgument("table '" + t->spec.name + "' has " + std::to_string(t->spec.size) +
+                        " elements, the request has " + std::to_string(n)),
+        std::move(cb));
   }
   const bool pushes = type != MsgType::kPull;
-  if ((pushes && in == nullptr) || ((type == MsgType::kPull || type == MsgType::kPushPull) && out == nullptr)) {
+  if ((pushes && in == nullptr) ||
+      ((type == MsgType::kPull || type == MsgType::kPushPull) && out == nullptr)) {
     return Failed(InvalidArgument("null buffer"), std::move(cb));
   }
   auto req = NewRequest(type, table, std::move(cb));
@@ -586,14 +607,15 @@ Ticket Worker::Impl::Dense(MsgType type, TableId table, const float* in, float* 
     }
     req->parts.push_back(std::move(p));
   }
-  return Submit(req, map->epoch, /*borrows=*/pushes, [&](size_t i, const std::shared_ptr<const void>& borrow) {
-    std::vector<Frame> frames;
-    if (pushes) {
-      const Part& p = req->parts[i];
-      frames.push_back(Frame::Borrow(in + p.offset, p.count * sizeof(float), borrow));
-    }
-    return frames;
-  });
+  return Submit(req, map->epoch, /*borrows=*/pushes,
+                [&](size_t i, const std::shared_ptr<const void>& borrow) {
+                  std::vector<Frame> frames;
+                  if (pushes) {
+                    const Part& p = req->parts[i];
+                    frames.push_back(Frame::Borrow(in + p.offset, p.count * sizeof(float), borrow));
+                  }
+                  return frames;
+                });
 }
 
 Ticket Worker::Impl::Many(MsgType type, const std::vector<TableId>& tables,
@@ -601,7 +623,9 @@ Ticket Worker::Impl::Many(MsgType type, const std::vector<TableId>& tables,
                           const std::vector<size_t>& sizes, Callback cb) {
   const bool pushes = type != MsgType::kPull;
   const bool pulls = type == MsgType::kPull || type == MsgType::kPushPull;
-  if (!started_) return Failed(FailedPrecondition("the worker is not started (call Start first)"), std::move(cb));
+  if (!started_)
+    return Failed(FailedPrecondition("the worker is not started (call Start first)"),
+                  std::move(cb));
   std::shared_ptr<const ClusterMap> map = runtime_->map();
   std::vector<const TableInfo*> infos;
   for (size_t i = 0; i < tables.size(); ++i) {
@@ -609,23 +633,25 @@ Ticket Worker::Impl::Many(MsgType type, const std::vector<TableId>& tables,
     const TableInfo* t = Lookup(tables[i], TableKind::kDense, &map, &err);
     if (!t) return Failed(err.WithContext("tensor " + std::to_string(i)), std::move(cb));
     if (sizes[i] != t->spec.size) {
-      return Failed(InvalidArgument("tensor " + std::to_string(i) + ": table '" + t->spec.name + "' has " +
-                                    std::to_string(t->spec.size) + " elements, got " + std::to_string(sizes[i])),
+      return Failed(InvalidArgument("tensor " + std::to_string(i) + ": table '" + t->spec.name +
+                                    "' has " + std::to_string(t->spec.size) + " elements, got " +
+                                    std::to_string(sizes[i])),
                     std::move(cb));
     }
     if ((pushes && ins[i] == nullptr) || (pulls && outs[i] == nullptr)) {
-      return Failed(InvalidArgument("tensor " + std::to_string(i) + ": null buffer"), std::move(cb));
+      return Failed(InvalidArgument("tensor " + std::to_string(i) + ": null buffer"),
+                    std::move(cb));
     }
     infos.push_back(t);
   }
   auto req = NewRequest(type, kInvalidTable, std::move(cb));
-  std::vector<const float*> part_src;                     // regular parts: pushed values
+  std::vector<const float*> part_src;  // regular parts: pushed values
   struct Fusion {
     std::vector<FusedSegment> segments;
     std::vector<const float*> srcs;
     Part part;
   };
-  std::map<NodeId, Fusion> fusions;                       // small slices, per server
+  std::map<NodeId, Fusion> fusions;  // small slices, per server
   for (size_t i = 0; i < infos.size(); ++i) {
     const TableInfo* t = infos[i];
     for (const KeyRange& r : t->ranges) {
@@ -669,30 +695,32 @@ Ticket Worker::Impl::Many(MsgType type, const std::vector<TableId>& tables,
     req->parts.push_back(p);
     fused_of_part.push_back(&kv.second);
   }
-  return Submit(req, map->epoch, /*borrows=*/pushes, [&](size_t i, const std::shared_ptr<const void>& borrow) {
-      std::vector<Frame> frames;
-      const Part& p = req->parts[i];
-      if (i < regular) {
-        if (pushes) frames.push_back(Frame::Borrow(part_src[i], p.count * sizeof(float), borrow));
-        return frames;
-      }
-      const Fusion& f = *fused_of_part[i - regular];
-      frames.push_back(Frame::Copy(f.segments.data(), f.segments.size() * sizeof(FusedSegment)));
-      if (pushes) {  // fusion: the small slices copied once into one buffer
-        uint64_t total = 0;
-        for (const auto& seg : f.segments) total += seg.count;
-        std::shared_ptr<float[]> values(new float[total == 0 ? 1 : total]);
-        uint64_t at = 0;
-        for (size_t k = 0; k < f.segments.size(); ++k) {
-          std::memcpy(values.get() + at, f.srcs[k], f.segments[k].count * sizeof(float));
-          at += f.segments[k].count;
+  return Submit(
+      req, map->epoch, /*borrows=*/pushes,
+      [&](size_t i, const std::shared_ptr<const void>& borrow) {
+        std::vector<Frame> frames;
+        const Part& p = req->parts[i];
+        if (i < regular) {
+          if (pushes) frames.push_back(Frame::Borrow(part_src[i], p.count * sizeof(float), borrow));
+          return frames;
         }
-        frames.push_back(Frame::Borrow(values.get(), total * sizeof(float),
-                                       std::shared_ptr<const void>(values, values.get())));
-        ++copies_;
-      }
-      return frames;
-  });
+        const Fusion& f = *fused_of_part[i - regular];
+        frames.push_back(Frame::Copy(f.segments.data(), f.segments.size() * sizeof(FusedSegment)));
+        if (pushes) {  // fusion: the small slices copied once into one buffer
+          uint64_t total = 0;
+          for (const auto& seg : f.segments) total += seg.count;
+          std::shared_ptr<float[]> values(new float[total == 0 ? 1 : total]);
+          uint64_t at = 0;
+          for (size_t k = 0; k < f.segments.size(); ++k) {
+            std::memcpy(values.get() + at, f.srcs[k], f.segments[k].count * sizeof(float));
+            at += f.segments[k].count;
+          }
+          frames.push_back(Frame::Borrow(values.get(), total * sizeof(float),
+                                         std::shared_ptr<const void>(values, values.get())));
+          ++copies_;
+        }
+        return frames;
+      });
 }
 
 Ticket Worker::Impl::Sparse(MsgType type, TableId table, const Key* keys, size_t num_keys,
@@ -721,8 +749,9 @@ Status Worker::Impl::CheckSparseArgs(const TableInfo& t, const Key* keys, size_t
   const uint32_t dim = t.spec.dim;
   if (rows_len != num_keys * dim) {
     return InvalidArgument("table '" + t.spec.name + "' has dim " + std::to_string(dim) + ": " +
-                           std::to_string(num_keys) + " keys need " + std::to_string(num_keys * dim) +
-                           " values, got " + std::to_string(rows_len));
+                           std::to_string(num_keys) + " keys need " +
+                           std::to_string(num_keys * dim) + " values, got " +
+                           std::to_string(rows_len));
   }
   if (num_keys > 0xFFFFFFFFull) return InvalidArgument("more than 2^32 keys in one request");
   if (num_keys > 0 && (keys == nullptr || rows == nullptr)) return InvalidArgument("null buffer");
@@ -742,10 +771,10 @@ SparseBatch Worker::Impl::PrepareSparse(MsgType type, const TableInfo& t, const 
   std::vector<uint32_t> inverse(sums ? 0 : num_keys);
   // Unique keys grouped by server range (sorted within each), duplicates summed for
   // pushes; the inverse maps every caller position to its unique key.
-  const size_t m = pack::CoalesceAndBucket(keys, sums ? rows : nullptr, num_keys, sums ? dim : 0,
-                                           begins.data(), begins.size(), bkeys->data(),
-                                           sums ? brows->data() : nullptr,
-                                           sums ? nullptr : inverse.data(), batch.offsets.data());
+  const size_t m =
+      pack::CoalesceAndBucket(keys, sums ? rows : nullptr, num_keys, sums ? dim : 0, begins.data(),
+                              begins.size(), bkeys->data(), sums ? brows->data() : nullptr,
+                              sums ? nullptr : inverse.data(), batch.offsets.data());
   bkeys->resize(m);
   if (type == MsgType::kAssign) {  // the last row of a duplicated key wins
     brows->resize(m * size_t{dim});
@@ -789,15 +818,17 @@ Ticket Worker::Impl::SendSparse(MsgType type, const std::shared_ptr<const Cluste
     }
   }
   // The batch owns its buffers (no borrowed caller memory): nothing to wait for after send.
-  return Submit(req, map->epoch, /*borrows=*/false, [&](size_t i, const std::shared_ptr<const void>&) {
-    const Part& p = req->parts[i];
-    std::vector<Frame> frames;
-    frames.push_back(Frame::Borrow(batch.keys + p.offset, p.count * sizeof(Key), batch.owner));
-    if (pushes) {
-      frames.push_back(Frame::Borrow(batch.rows + p.offset * dim, p.count * dim * sizeof(float), batch.owner));
-    }
-    return frames;
-  });
+  return Submit(
+      req, map->epoch, /*borrows=*/false, [&](size_t i, const std::shared_ptr<const void>&) {
+        const Part& p = req->parts[i];
+        std::vector<Frame> frames;
+        frames.push_back(Frame::Borrow(batch.keys + p.offset, p.count * sizeof(Key), batch.owner));
+        if (pushes) {
+          frames.push_back(Frame::Borrow(batch.rows + p.offset * dim, p.count * dim * sizeof(float),
+                                         batch.owner));
+        }
+        return frames;
+      });
 }
 
 // ---- GPU memory -------------------------------------------------------------------------
@@ -834,7 +865,9 @@ class StreamBuffer {
   bool ok() const { return error_ == cudaSuccess; }
   cudaError_t error() const { return error_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
 
  private:
   void* ptr_ = nullptr;
@@ -845,7 +878,8 @@ class StreamBuffer {
 // Keeps `owner` alive until `stream` reaches this point, then drops it.
 void ReleaseAfter(cudaStream_t stream, std::shared_ptr<const void> owner) {
   auto* held = new std::shared_ptr<const void>(std::move(owner));
-  if (cudaLaunchHostFunc(stream, [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); }, held) !=
+  if (cudaLaunchHostFunc(
+          stream, [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); }, held) !=
       cudaSuccess) {
     cudaStreamSynchronize(stream);
     delete held;
@@ -854,20 +888,25 @@ void ReleaseAfter(cudaStream_t stream, std::shared_ptr<const void> owner) {
 
 }  // namespace
 
-Ticket Worker::Impl::PushDevice(TableId table, const float* grad, size_t n, void* stream, Callback cb) {
-  if (!Worker::DeviceSupport()) return Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+Ticket Worker::Impl::PushDevice(TableId table, const float* grad, size_t n, void* stream,
+                                Callback cb) {
+  if (!Worker::DeviceSupport())
+    return Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
   auto s = static_cast<cudaStream_t>(stream);
   auto pinned = NewPinned(n * sizeof(float));
   if (!pinned.ok()) return Failed(pinned.status(), std::move(cb));
   float* host = static_cast<float*>(pinned->get());
-  pack::gpu::Error e = grad ? pack::gpu::CopyAsync(host, grad, n * sizeof(float), s) : pack::gpu::kOk;
+  pack::gpu::Error e =
+      grad ? pack::gpu::CopyAsync(host, grad, n * sizeof(float), s) : pack::gpu::kOk;
   if (e == pack::gpu::kOk) e = cudaStreamSynchronize(s);
-  if (e != pack::gpu::kOk) return Failed(Internal(CudaError("device-to-host copy", e)), std::move(cb));
+  if (e != pack::gpu::kOk)
+    return Failed(Internal(CudaError("device-to-host copy", e)), std::move(cb));
   return Dense(MsgType::kPush, table, grad ? host : nullptr, nullptr, n, std::move(cb), *pinned);
 }
 
 Ticket Worker::Impl::PullDevice(TableId table, float* out, size_t n, void* stream, Callback cb) {
-  if (!Worker::DeviceSupport()) return Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+  if (!Worker::DeviceSupport())
+    return Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
   auto s = static_cast<cudaStream_t>(stream);
   auto pinned = NewPinned(n * sizeof(float));
   if (!pinned.ok()) return Failed(pinned.status(), std::move(cb));
@@ -885,7 +924,8 @@ Ticket Worker::Impl::PullDevice(TableId table, float* out, size_t n, void* strea
 Ticket Worker::Impl::SparseDevice(MsgType type, TableId table, const Key* keys, size_t num_keys,
                                   const float* rows, float* out, size_t rows_len, void* stream,
                                   Callback cb) {
-  if (!Worker::DeviceSupport()) return Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+  if (!Worker::DeviceSupport())
+    return Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
   std::shared_ptr<const ClusterMap> map;
   Status err;
   const TableInfo* t = Lookup(table, TableKind::kSparse, &map, &err);
@@ -906,26 +946,30 @@ Ticket Worker::Impl::SparseDevice(MsgType type, TableId table, const Key* keys, 
     Key* hkeys = static_cast<Key*>(pinned_keys->get());
     pack::gpu::Error e = pack::gpu::CopyAsync(hkeys, keys, num_keys * sizeof(Key), s);
     if (e == pack::gpu::kOk) e = cudaStreamSynchronize(s);
-    if (e != pack::gpu::kOk) return Failed(Internal(CudaError("device-to-host copy", e)), std::move(cb));
+    if (e != pack::gpu::kOk)
+      return Failed(Internal(CudaError("device-to-host copy", e)), std::move(cb));
     SparseBatch batch = PrepareSparse(MsgType::kPull, *t, hkeys, num_keys, nullptr);
-    return SendSparse(MsgType::kPull, map, *t, std::move(batch), out,
-                      [s, dim](Request& r) -> Status {
-                        const size_t n = r.inverse.size();
-                        StreamBuffer uniq(r.staging.size() * sizeof(float), s);
-                        StreamBuffer inverse(n * sizeof(uint32_t), s);
-                        if (!uniq.ok() || !inverse.ok()) return ResourceExhausted("CUDA device allocation failed");
-                        // Pageable sources: these copies return once the data is staged.
-                        pack::gpu::Error e = pack::gpu::CopyAsync(uniq.as<float>(), r.staging.data(),
-                                                                  r.staging.size() * sizeof(float), s);
-                        if (e == pack::gpu::kOk) {
-                          e = pack::gpu::CopyAsync(inverse.as<uint32_t>(), r.inverse.data(), n * sizeof(uint32_t), s);
-                        }
-                        if (e == pack::gpu::kOk) {
-                          e = pack::gpu::ScatterRows(inverse.as<uint32_t>(), n, uniq.as<float>(), dim, r.out, s);
-                        }
-                        return e == pack::gpu::kOk ? Status::OK() : Internal(CudaError("scatter", e));
-                      },
-                      std::move(cb));
+    return SendSparse(
+        MsgType::kPull, map, *t, std::move(batch), out,
+        [s, dim](Request& r) -> Status {
+          const size_t n = r.inverse.size();
+          StreamBuffer uniq(r.staging.size() * sizeof(float), s);
+          StreamBuffer inverse(n * sizeof(uint32_t), s);
+          if (!uniq.ok() || !inverse.ok())
+            return ResourceExhausted("CUDA device allocation failed");
+          // Pageable sources: these copies return once the data is staged.
+          pack::gpu::Error e = pack::gpu::CopyAsync(uniq.as<float>(), r.staging.data(),
+                                                    r.staging.size() * sizeof(float), s);
+          if (e == pack::gpu::kOk) {
+            e = pack::gpu::CopyAsync(inverse.as<uint32_t>(), r.inverse.data(), n * sizeof(uint32_t),
+                                     s);
+          }
+          if (e == pack::gpu::kOk) {
+            e = pack::gpu::ScatterRows(inverse.as<uint32_t>(), n, uniq.as<float>(), dim, r.out, s);
+          }
+          return e == pack::gpu::kOk ? Status::OK() : Internal(CudaError("scatter", e));
+        },
+        std::move(cb));
   }
 
   // Push: coalesce and bucket on the GPU, copy exactly the packed bytes to pinned memory.
@@ -943,30 +987,37 @@ Ticket Worker::Impl::SparseDevice(MsgType type, TableId table, const Key* keys, 
     return Failed(ResourceExhausted("pinned allocation failed"), std::move(cb));
   }
   pack::gpu::Workspace ws;
-  pack::gpu::Error e = pack::gpu::CopyAsync(d_begin.as<uint64_t>(), begins.data(), buckets * sizeof(uint64_t), s);
+  pack::gpu::Error e =
+      pack::gpu::CopyAsync(d_begin.as<uint64_t>(), begins.data(), buckets * sizeof(uint64_t), s);
   if (e == pack::gpu::kOk) {
     e = pack::gpu::CoalesceAndBucket(keys, rows, num_keys, dim, d_begin.as<uint64_t>(), buckets,
-                                     d_keys.as<Key>(), d_rows.as<float>(), nullptr, d_offsets.as<size_t>(), &ws, s);
+                                     d_keys.as<Key>(), d_rows.as<float>(), nullptr,
+                                     d_offsets.as<size_t>(), &ws, s);
   }
   const size_t* d_count = d_offsets.as<size_t>() + buckets;
   if (e == pack::gpu::kOk) {
-    e = pack::gpu::CopyCountedAsync(pinned_keys->get(), d_keys.as<Key>(), d_count, sizeof(Key), num_keys, s);
+    e = pack::gpu::CopyCountedAsync(pinned_keys->get(), d_keys.as<Key>(), d_count, sizeof(Key),
+                                    num_keys, s);
   }
   if (e == pack::gpu::kOk) {
-    e = pack::gpu::CopyCountedAsync(pinned_rows->get(), d_rows.as<float>(), d_count, dim * sizeof(float), num_keys, s);
+    e = pack::gpu::CopyCountedAsync(pinned_rows->get(), d_rows.as<float>(), d_count,
+                                    dim * sizeof(float), num_keys, s);
   }
   if (e == pack::gpu::kOk) {
-    e = pack::gpu::CopyAsync(pinned_offsets->get(), d_offsets.as<size_t>(), (buckets + 1) * sizeof(size_t), s);
+    e = pack::gpu::CopyAsync(pinned_offsets->get(), d_offsets.as<size_t>(),
+                             (buckets + 1) * sizeof(size_t), s);
   }
   if (e == pack::gpu::kOk) e = cudaStreamSynchronize(s);
   if (e != pack::gpu::kOk) return Failed(Internal(CudaError("packing", e)), std::move(cb));
   SparseBatch batch;
   const size_t* offsets = static_cast<const size_t*>(pinned_offsets->get());
   batch.offsets.assign(offsets, offsets + buckets + 1);
-  if (batch.offsets.back() > num_keys) return Failed(Internal("GPU packing returned a bad count"), std::move(cb));
+  if (batch.offsets.back() > num_keys)
+    return Failed(Internal("GPU packing returned a bad count"), std::move(cb));
   batch.keys = static_cast<const Key*>(pinned_keys->get());
   batch.rows = static_cast<const float*>(pinned_rows->get());
-  batch.owner = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(*pinned_keys, *pinned_rows);
+  batch.owner = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+      *pinned_keys, *pinned_rows);
   ++copies_;
   return SendSparse(MsgType::kPush, map, *t, std::move(batch), nullptr, nullptr, std::move(cb));
 }
@@ -984,8 +1035,8 @@ Ticket Worker::Impl::PushDevice(TableId, const float*, size_t, void*, Callback c
 Ticket Worker::Impl::PullDevice(TableId, float*, size_t, void*, Callback cb) {
   return Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
 }
-Ticket Worker::Impl::SparseDevice(MsgType, TableId, const Key*, size_t, const float*, float*, size_t, void*,
-                                  Callback cb) {
+Ticket Worker::Impl::SparseDevice(MsgType, TableId, const Key*, size_t, const float*, float*,
+                                  size_t, void*, Callback cb) {
   return Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
 }
 bool Worker::DeviceSupport() { return false; }
@@ -1018,15 +1069,18 @@ Ticket Worker::Assign(TableId table, const float* values, size_t n, Callback cb)
 }
 Ticket Worker::PushSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
                           size_t rows_len, Callback cb) {
-  return impl_->Sparse(MsgType::kPush, table, keys, num_keys, rows, nullptr, rows_len, std::move(cb));
+  return impl_->Sparse(MsgType::kPush, table, keys, num_keys, rows, nullptr, rows_len,
+                       std::move(cb));
 }
 Ticket Worker::PullSparse(TableId table, const Key* keys, size_t num_keys, float* rows,
                           size_t rows_len, Callback cb) {
-  return impl_->Sparse(MsgType::kPull, table, keys, num_keys, nullptr, rows, rows_len, std::move(cb));
+  return impl_->Sparse(MsgType::kPull, table, keys, num_keys, nullptr, rows, rows_len,
+                       std::move(cb));
 }
 Ticket Worker::AssignSparse(TableId table, const Key* keys, size_t num_keys, const float* rows,
                             size_t rows_len, Callback cb) {
-  return impl_->Sparse(MsgType::kAssign, table, keys, num_keys, rows, nullptr, rows_len, std::move(cb));
+  return impl_->Sparse(MsgType::kAssign, table, keys, num_keys, rows, nullptr, rows_len,
+                       std::move(cb));
 }
 Ticket Worker::PushMany(const std::vector<DenseRef>& tensors, Callback cb) {
   std::vector<TableId> tables;
@@ -1037,7 +1091,8 @@ Ticket Worker::PushMany(const std::vector<DenseRef>& tensors, Callback cb) {
     ins.push_back(t.data);
     sizes.push_back(t.size);
   }
-  return impl_->Many(MsgType::kPush, tables, ins, std::vector<float*>(tensors.size()), sizes, std::move(cb));
+  return impl_->Many(MsgType::kPush, tables, ins, std::vector<float*>(tensors.size()), sizes,
+                     std::move(cb));
 }
 Ticket Worker::PullMany(const std::vector<DenseOut>& tensors, Callback cb) {
   std::vector<TableId> tables;
@@ -1048,13 +1103,16 @@ Ticket Worker::PullMany(const std::vector<DenseOut>& tensors, Callback cb) {
     outs.push_back(t.data);
     sizes.push_back(t.size);
   }
-  return impl_->Many(MsgType::kPull, tables, std::vector<const float*>(tensors.size()), outs, sizes, std::move(cb));
+  return impl_->Many(MsgType::kPull, tables, std::vector<const float*>(tensors.size()), outs, sizes,
+                     std::move(cb));
 }
-Ticket Worker::PushPullMany(const std::vector<DenseRef>& grads, const std::vector<DenseOut>& outs, Callback cb) {
+Ticket Worker::PushPullMany(const std::vector<DenseRef>& grads, const std::vector<DenseOut>& outs,
+                            Callback cb) {
   if (grads.size() != outs.size()) {
-    return impl_->Failed(InvalidArgument("PushPullMany: " + std::to_string(grads.size()) +
-                                                " gradients but " + std::to_string(outs.size()) + " outputs"),
-                                std::move(cb));
+    return impl_->Failed(
+        InvalidArgument("PushPullMany: " + std::to_string(grads.size()) + " gradients but " +
+                        std::to_string(outs.size()) + " outputs"),
+        std::move(cb));
   }
   std::vector<TableId> tables;
   std::vector<const float*> ins;
@@ -1064,8 +1122,8 @@ Ticket Worker::PushPullMany(const std::vector<DenseRef>& grads, const std::vecto
     // A pushpull reads and writes one table: both sides must name the same table and size.
     if (grads[i].table != outs[i].table || grads[i].size != outs[i].size) {
       return impl_->Failed(InvalidArgument("PushPullMany: tensor " + std::to_string(i) +
-                                                  " names different tables or sizes for grad and out"),
-                                  std::move(cb));
+                                           " names different tables or sizes for grad and out"),
+                           std::move(cb));
     }
     tables.push_back(grads[i].table);
     ins.push_back(grads[i].data);
@@ -1082,14 +1140,20 @@ Ticket Worker::PullDevice(TableId table, float* out, size_t n, void* stream, Cal
 }
 Ticket Worker::PushSparseDevice(TableId table, const Key* keys, size_t num_keys, const float* rows,
                                 size_t rows_len, void* stream, Callback cb) {
-  return impl_->SparseDevice(MsgType::kPush, table, keys, num_keys, rows, nullptr, rows_len, stream, std::move(cb));
+  return impl_->SparseDevice(MsgType::kPush, table, keys, num_keys, rows, nullptr, rows_len, stream,
+                             std::move(cb));
 }
 Ticket Worker::PullSparseDevice(TableId table, const Key* keys, size_t num_keys, float* rows,
                                 size_t rows_len, void* stream, Callback cb) {
-  return impl_->SparseDevice(MsgType::kPull, table, keys, num_keys, nullptr, rows, rows_len, stream, std::move(cb));
+  return impl_->SparseDevice(MsgType::kPull, table, keys, num_keys, nullptr, rows, rows_len, stream,
+                             std::move(cb));
 }
-Status Worker::Wait(Ticket ticket, std::chrono::milliseconds timeout) { return impl_->Wait(ticket, timeout); }
-Status Worker::Barrier(Group group, std::chrono::milliseconds timeout) { return impl_->Barrier(group, timeout); }
+Status Worker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
+  return impl_->Wait(ticket, timeout);
+}
+Status Worker::Barrier(Group group, std::chrono::milliseconds timeout) {
+  return impl_->Barrier(group, timeout);
+}
 WorkerStats Worker::stats() const { return impl_->stats(); }
 
 }  // namespace ps

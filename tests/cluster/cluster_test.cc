@@ -23,7 +23,9 @@ using testing::LocalCluster;
 constexpr auto kWait = 60s;
 
 // The value worker `w` pushes at element i: a small integer, distinct per worker.
-float DenseGrad(int w, uint64_t i) { return static_cast<float>(static_cast<int>((i * 31 + w * 7) % 17) - 8); }
+float DenseGrad(int w, uint64_t i) {
+  return static_cast<float>(static_cast<int>((i * 31 + w * 7) % 17) - 8);
+}
 
 struct Shape {
   int servers;
@@ -106,7 +108,10 @@ TEST_P(ClusterTest, SparseSumWithDuplicates) {
     Worker& w = c.worker(r);
     auto id = w.DeclareTable(TableSpec::Sparse("emb", dim));
     ASSERT_TRUE(id.ok()) << id.status();
-    ASSERT_TRUE(w.Wait(w.PushSparse(*id, keys[r].data(), keys[r].size(), rows[r].data(), rows[r].size()), kWait).ok());
+    ASSERT_TRUE(
+        w.Wait(w.PushSparse(*id, keys[r].data(), keys[r].size(), rows[r].data(), rows[r].size()),
+               kWait)
+            .ok());
     ASSERT_TRUE(w.Barrier(Group::kWorkers, kWait).ok());
     std::vector<Key> q = keys[(r + 1) % p.workers];
     q.push_back(q.front());  // a duplicate
@@ -153,19 +158,22 @@ TEST_P(ClusterTest, SgdPushPullAndAssign) {
     for (uint64_t i = 0; i < n; ++i) ASSERT_LE(out[i], static_cast<float>(i) - 1.0f);
     ASSERT_TRUE(w.Barrier(Group::kWorkers, kWait).ok());
     ASSERT_TRUE(w.Wait(w.Pull(*id, out.data(), n), kWait).ok());
-    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], static_cast<float>(i) - 1.0f * p.workers) << i;
+    for (uint64_t i = 0; i < n; ++i)
+      ASSERT_EQ(out[i], static_cast<float>(i) - 1.0f * p.workers) << i;
   });
   EXPECT_TRUE(c.Finish().ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, ClusterTest,
-    ::testing::Values(Shape{1, 1, "tcp"}, Shape{1, 2, "tcp"}, Shape{1, 4, "tcp"}, Shape{2, 1, "tcp"},
-                      Shape{2, 2, "inproc"}, Shape{2, 4, "tcp"}, Shape{3, 1, "inproc"}, Shape{3, 2, "tcp"},
-                      Shape{3, 4, "inproc"}, Shape{2, 2, "ipc"}),
-    [](const ::testing::TestParamInfo<Shape>& i) {
-      return std::to_string(i.param.servers) + "s" + std::to_string(i.param.workers) + "w_" + i.param.transport;
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, ClusterTest,
+                         ::testing::Values(Shape{1, 1, "tcp"}, Shape{1, 2, "tcp"},
+                                           Shape{1, 4, "tcp"}, Shape{2, 1, "tcp"},
+                                           Shape{2, 2, "inproc"}, Shape{2, 4, "tcp"},
+                                           Shape{3, 1, "inproc"}, Shape{3, 2, "tcp"},
+                                           Shape{3, 4, "inproc"}, Shape{2, 2, "ipc"}),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return std::to_string(i.param.servers) + "s" +
+                                  std::to_string(i.param.workers) + "w_" + i.param.transport;
+                         });
 
 // 16M elements (64 MiB) through push and pull, over 1 and 3 servers.
 class LargeDenseTest : public ::testing::TestWithParam<int> {};
@@ -203,9 +211,11 @@ TEST(SparseScaleTest, OneMillionRandomKeys) {
   for (auto& k : keys) k = rng();
   std::vector<float> rows(keys.size() * 2);
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 1000);
-  ASSERT_TRUE(w.Wait(w.PushSparse(*id, keys.data(), keys.size(), rows.data(), rows.size()), kWait).ok());
+  ASSERT_TRUE(
+      w.Wait(w.PushSparse(*id, keys.data(), keys.size(), rows.data(), rows.size()), kWait).ok());
   std::vector<float> out(rows.size(), -1.0f);
-  ASSERT_TRUE(w.Wait(w.PullSparse(*id, keys.data(), keys.size(), out.data(), out.size()), kWait).ok());
+  ASSERT_TRUE(
+      w.Wait(w.PullSparse(*id, keys.data(), keys.size(), out.data(), out.size()), kWait).ok());
   EXPECT_EQ(out, rows);  // 1M random 64-bit keys: duplicates are (almost surely) absent
   uint64_t held = 0;
   for (int s = 0; s < 3; ++s) {
@@ -246,7 +256,9 @@ TEST(WorkerThreadsTest, ConcurrentUseOfOneWorker) {
   for (float v : out) ASSERT_EQ(v, threads * rounds);
   std::vector<Key> keys = {0, 1, 1000};
   std::vector<float> rows(12);
-  ASSERT_TRUE(w.Wait(w.PullSparse(*sparse, keys.data(), keys.size(), rows.data(), rows.size()), kWait).ok());
+  ASSERT_TRUE(
+      w.Wait(w.PullSparse(*sparse, keys.data(), keys.size(), rows.data(), rows.size()), kWait)
+          .ok());
   EXPECT_EQ(rows[0], rounds);
   EXPECT_EQ(rows[4], rounds);
   EXPECT_EQ(rows[8], threads * rounds);
@@ -329,7 +341,8 @@ TEST_F(BadInputTest, KeysAndRowsMismatch) {
   Status s = w().Wait(w().PushSparse(sparse_, keys, 2, rows, 7), kWait);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("dim 4"), std::string::npos) << s;
-  EXPECT_EQ(w().Wait(w().PullSparse(sparse_, keys, 2, rows, 7), kWait).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(w().Wait(w().PullSparse(sparse_, keys, 2, rows, 7), kWait).code(),
+            StatusCode::kInvalidArgument);
   float out[8];
   ASSERT_TRUE(w().Wait(w().PullSparse(sparse_, keys, 2, out, 8), kWait).ok());
   for (float v : out) EXPECT_EQ(v, 0.0f);
@@ -339,7 +352,8 @@ TEST_F(BadInputTest, WrongKindOfCall) {
   float v[10];
   EXPECT_EQ(w().Wait(w().Push(sparse_, v, 10), kWait).code(), StatusCode::kInvalidArgument);
   Key k = 1;
-  EXPECT_EQ(w().Wait(w().PushSparse(dense_, &k, 1, v, 1), kWait).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(w().Wait(w().PushSparse(dense_, &k, 1, v, 1), kWait).code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(w().Wait(w().Push(dense_, nullptr, 10), kWait).code(), StatusCode::kInvalidArgument);
   ExpectDenseUnchanged();
 }
@@ -365,7 +379,8 @@ TEST(LifecycleTest, PushBeforeStartFails) {
   float v = 1;
   Status s = w.Wait(w.Push(0, &v, 1), 1s);
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(w.DeclareTable(TableSpec::Dense("x", 1)).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.DeclareTable(TableSpec::Dense("x", 1)).status().code(),
+            StatusCode::kFailedPrecondition);
   EXPECT_EQ(w.Barrier(Group::kWorkers, 1s).code(), StatusCode::kFailedPrecondition);
 }
 
@@ -419,7 +434,8 @@ TEST(LifecycleTest, StopMidwayFailsPendingAndShutsDown) {
   EXPECT_TRUE(c.Finish().ok());
   EXPECT_TRUE(c.server(0).Join(5s).ok());
   float v = 0;
-  EXPECT_EQ(c.worker(0).Wait(c.worker(0).Pull(0, &v, 1), 1s).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.worker(0).Wait(c.worker(0).Pull(0, &v, 1), 1s).code(),
+            StatusCode::kFailedPrecondition);
 }
 
 // A server dies (stops answering and heartbeating): waits on it fail within the
@@ -526,10 +542,11 @@ TEST_P(FusionTest, ManyTensorsInOneRequest) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FusionTest,
-                         ::testing::Values(Shape{1, 1, "tcp"}, Shape{2, 2, "inproc"}, Shape{3, 2, "tcp"}),
+                         ::testing::Values(Shape{1, 1, "tcp"}, Shape{2, 2, "inproc"},
+                                           Shape{3, 2, "tcp"}),
                          [](const ::testing::TestParamInfo<Shape>& i) {
-                           return std::to_string(i.param.servers) + "s" + std::to_string(i.param.workers) +
-                                  "w_" + i.param.transport;
+                           return std::to_string(i.param.servers) + "s" +
+                                  std::to_string(i.param.workers) + "w_" + i.param.transport;
                          });
 
 TEST(FusionErrorsTest, OneBadTensorSendsNothing) {
@@ -543,13 +560,15 @@ TEST(FusionErrorsTest, OneBadTensorSendsNothing) {
   Status s = w.Wait(w.PushMany({{*a, va.data(), 10}, {*b, vb.data(), 19}}), kWait);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("tensor 1"), std::string::npos) << s;
-  EXPECT_EQ(w.Wait(w.PushMany({{*a, va.data(), 10}, {999, vb.data(), 20}}), kWait).code(), StatusCode::kNotFound);
-  EXPECT_EQ(w.Wait(w.PushPullMany({{*a, va.data(), 10}}, {}), kWait).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(w.Wait(w.PushMany({{*a, va.data(), 10}, {999, vb.data(), 20}}), kWait).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(w.Wait(w.PushPullMany({{*a, va.data(), 10}}, {}), kWait).code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(w.Wait(w.PushPullMany({{*a, va.data(), 10}}, {{*b, vb.data(), 20}}), kWait).code(),
             StatusCode::kInvalidArgument);
   std::vector<float> out(10, -1.0f);
   ASSERT_TRUE(w.Wait(w.Pull(*a, out.data(), 10), kWait).ok());
-  for (float x : out) EXPECT_EQ(x, 0.0f);  // nothing was applied
+  for (float x : out) EXPECT_EQ(x, 0.0f);           // nothing was applied
   EXPECT_TRUE(w.Wait(w.PushMany({}), kWait).ok());  // an empty group is a no-op
   EXPECT_TRUE(c.Finish().ok());
 }

@@ -30,10 +30,14 @@ TEST(DeviceTest, WithoutAGpuTheCallsFailCleanly) {
   ASSERT_TRUE(d.ok() && s.ok());
   std::vector<float> v(8, 1.0f);
   Key k[2] = {1, 2};
-  EXPECT_EQ(w.Wait(w.PushDevice(*d, v.data(), 8, nullptr), 5s).code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(w.Wait(w.PullDevice(*d, v.data(), 8, nullptr), 5s).code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(w.Wait(w.PushSparseDevice(*s, k, 2, v.data(), 4, nullptr), 5s).code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(w.Wait(w.PullSparseDevice(*s, k, 2, v.data(), 4, nullptr), 5s).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.Wait(w.PushDevice(*d, v.data(), 8, nullptr), 5s).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.Wait(w.PullDevice(*d, v.data(), 8, nullptr), 5s).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.Wait(w.PushSparseDevice(*s, k, 2, v.data(), 4, nullptr), 5s).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.Wait(w.PullSparseDevice(*s, k, 2, v.data(), 4, nullptr), 5s).code(),
+            StatusCode::kFailedPrecondition);
   std::vector<float> out(8, -1.0f);
   ASSERT_TRUE(w.Wait(w.Pull(*d, out.data(), 8), 5s).ok());
   for (float x : out) EXPECT_EQ(x, 0.0f);  // nothing was pushed
@@ -46,7 +50,8 @@ template <typename T>
 T* ToDevice(const std::vector<T>& host) {
   void* p = nullptr;
   EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(T) + 1), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+            cudaSuccess);
   return static_cast<T*>(p);
 }
 
@@ -119,7 +124,8 @@ TEST(DeviceTest, SparsePushPullThroughGpuMemory) {
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     std::vector<float> out = ToHost(dout, n * dim);
     for (size_t i = 0; i < n; ++i) {
-      for (uint32_t j = 0; j < dim; ++j) ASSERT_EQ(out[i * dim + j], want[keys[i]][j]) << "key " << keys[i];
+      for (uint32_t j = 0; j < dim; ++j)
+        ASSERT_EQ(out[i * dim + j], want[keys[i]][j]) << "key " << keys[i];
     }
     cudaFree(dkeys);
     cudaFree(drows);

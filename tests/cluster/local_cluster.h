@@ -63,8 +63,10 @@ class LocalCluster {
     for (int i = 0; i < base_.num_servers; ++i) servers_.push_back(std::make_unique<Server>(base_));
     for (int i = 0; i < base_.num_workers; ++i) workers_.push_back(std::make_unique<Worker>(base_));
     std::vector<std::future<Status>> f;
-    for (auto& sv : servers_) f.push_back(std::async(std::launch::async, [&sv] { return sv->Start(); }));
-    for (auto& w : workers_) f.push_back(std::async(std::launch::async, [&w] { return w->Start(); }));
+    for (auto& sv : servers_)
+      f.push_back(std::async(std::launch::async, [&sv] { return sv->Start(); }));
+    for (auto& w : workers_)
+      f.push_back(std::async(std::launch::async, [&w] { return w->Start(); }));
     Status result;
     for (auto& x : f) {
       Status r = x.get();

@@ -1,10 +1,10 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // The same-host shared-memory path of the transport (ipc:// peers).
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "local_cluster.h"
 
@@ -62,8 +62,10 @@ TEST(SharedMemoryTest, SizesAroundTheWindowAndSparse) {
   std::vector<Key> keys(100000);
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 0x9E3779B97F4A7C15ull;
   std::vector<float> rows(keys.size() * 16, 1.5f), out(rows.size());
-  ASSERT_TRUE(w.Wait(w.PushSparse(*sid, keys.data(), keys.size(), rows.data(), rows.size()), kWait).ok());
-  ASSERT_TRUE(w.Wait(w.PullSparse(*sid, keys.data(), keys.size(), out.data(), out.size()), kWait).ok());
+  ASSERT_TRUE(
+      w.Wait(w.PushSparse(*sid, keys.data(), keys.size(), rows.data(), rows.size()), kWait).ok());
+  ASSERT_TRUE(
+      w.Wait(w.PullSparse(*sid, keys.data(), keys.size(), out.data(), out.size()), kWait).ok());
   EXPECT_EQ(out, rows);
   EXPECT_TRUE(c.Finish().ok());
 }

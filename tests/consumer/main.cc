@@ -18,16 +18,19 @@ int main() {
   ps::Status s = worker.Start();
   t.join();
   if (!s.ok() || !server_started.ok()) {
-    std::fprintf(stderr, "start: %s / %s\n", s.ToString().c_str(), server_started.ToString().c_str());
+    std::fprintf(stderr, "start: %s / %s\n", s.ToString().c_str(),
+                 server_started.ToString().c_str());
     return 1;
   }
   auto table = worker.DeclareTable(ps::TableSpec::Dense("weights", 1000));
   if (!table.ok()) return 1;
   std::vector<float> grad(1000, 0.5f), out(1000, 0.0f);
   for (int i = 0; i < 4; ++i) {
-    if (!worker.Wait(worker.Push(*table, grad.data(), grad.size()), std::chrono::seconds(10)).ok()) return 1;
+    if (!worker.Wait(worker.Push(*table, grad.data(), grad.size()), std::chrono::seconds(10)).ok())
+      return 1;
   }
-  if (!worker.Wait(worker.Pull(*table, out.data(), out.size()), std::chrono::seconds(10)).ok()) return 1;
+  if (!worker.Wait(worker.Pull(*table, out.data(), out.size()), std::chrono::seconds(10)).ok())
+    return 1;
   for (float v : out) {
     if (v != 2.0f) {
       std::fprintf(stderr, "wrong value %f\n", v);

@@ -5,6 +5,7 @@
 // a server's port, and the command-line contract.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -21,10 +22,8 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include <gtest/gtest.h>
-
-#include "ps/ps.h"
 #include "layerps.pb.h"
+#include "ps/ps.h"
 #include "transport/message.h"
 
 namespace ps {
@@ -117,11 +116,13 @@ std::string ReadAddress(const std::string& file, std::chrono::milliseconds timeo
 class DaemonCluster {
  public:
   DaemonCluster(int servers, const std::string& token = "tok") : token_(token) {
-    addr_file_ = "/tmp/layerps-mp-addr-" + std::to_string(getpid()) + "-" + std::to_string(counter_++);
+    addr_file_ =
+        "/tmp/layerps-mp-addr-" + std::to_string(getpid()) + "-" + std::to_string(counter_++);
     unlink(addr_file_.c_str());
     scheduler_ = std::make_unique<Process>(std::vector<std::string>{
-        kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1:0", "--num_servers=" + std::to_string(servers),
-        "--num_workers=1", "--token=" + token, "--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500",
+        kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1:0",
+        "--num_servers=" + std::to_string(servers), "--num_workers=1", "--token=" + token,
+        "--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500",
         "--address_file=" + addr_file_, "--dense_chunk_elems=100", "--run_timeout_s=120"});
     address_ = ReadAddress(addr_file_, 10s);
     for (int i = 0; i < servers; ++i) {
@@ -153,8 +154,9 @@ class DaemonCluster {
 };
 
 TEST(MultiProcessTest, LaunchTrainsTheExample) {
-  Process launch({kTools + "/layerps-launch", "--num_servers=2", "--num_workers=2", "--timeout_s=120", "--",
-                  kExamples + "/sparse_logreg", "--steps=300", "--min_accuracy=0.8"});
+  Process launch({kTools + "/layerps-launch", "--num_servers=2", "--num_workers=2",
+                  "--timeout_s=120", "--", kExamples + "/sparse_logreg", "--steps=300",
+                  "--min_accuracy=0.8"});
   const int code = launch.Wait(150s);
   const std::string out = launch.Output();
   EXPECT_EQ(code, 0) << out;
@@ -164,7 +166,8 @@ TEST(MultiProcessTest, LaunchTrainsTheExample) {
   EXPECT_NE(out.find("[launch] done"), std::string::npos) << out;
   // The i-th worker asked for rank i: its output prefix names its rank.
   for (int r = 0; r < 2; ++r) {
-    const std::string line = "[worker " + std::to_string(r) + "] worker " + std::to_string(r) + " step";
+    const std::string line =
+        "[worker " + std::to_string(r) + "] worker " + std::to_string(r) + " step";
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   }
 }
@@ -180,7 +183,8 @@ TEST(MultiProcessTest, FullPushPullRunWithDaemons) {
   ASSERT_TRUE(d.ok() && s.ok());
   std::vector<float> g(12345);
   for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 100);
-  for (int round = 0; round < 3; ++round) ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), g.size()), 30s).ok());
+  for (int round = 0; round < 3; ++round)
+    ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), g.size()), 30s).ok());
   std::vector<float> out(g.size());
   ASSERT_TRUE(w.Wait(w.Pull(*d, out.data(), out.size()), 30s).ok());
   for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(out[i], 3 * g[i]);
@@ -281,7 +285,8 @@ TEST(MultiProcessTest, GarbageFramesDoNotCrashTheServer) {
   dealer.connect(server_ep);
   auto send = [&](std::vector<std::string> frames) {
     for (size_t i = 0; i < frames.size(); ++i) {
-      dealer.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      dealer.send(zmq::buffer(frames[i]),
+                  i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
   };
   auto header = [&](MsgType t, uint64_t count, uint32_t dim, uint32_t flags, NodeId sender) {
@@ -302,13 +307,16 @@ TEST(MultiProcessTest, GarbageFramesDoNotCrashTheServer) {
     }
     send(frames);
   }
-  send({header(MsgType::kPush, 10, 0, 0, worker_id).substr(0, 20)});                  // truncated header
-  send({header(MsgType::kPush, 10, 0, 0, worker_id), std::string(39, 'x')});           // short values
-  send({header(MsgType::kPush, uint64_t{1} << 62, 0, 0, worker_id), std::string(8, 'x')});  // huge count
-  send({header(MsgType::kPush, 2, 0, kFlagSparse, worker_id), std::string(16, 'k')});   // sparse, dim 0
-  send({header(MsgType::kPull, 1u << 20, 0, 0, worker_id)});                           // range not held
-  send({header(MsgType::kPush, 10, 0, 0, 777), std::string(40, 'x')});                 // unknown sender
-  send({header(MsgType::kControl, 0, 0, 0, 0), std::string("\x08\x96\x01garbage")});   // bogus control
+  send({header(MsgType::kPush, 10, 0, 0, worker_id).substr(0, 20)});          // truncated header
+  send({header(MsgType::kPush, 10, 0, 0, worker_id), std::string(39, 'x')});  // short values
+  send({header(MsgType::kPush, uint64_t{1} << 62, 0, 0, worker_id),
+        std::string(8, 'x')});  // huge count
+  send({header(MsgType::kPush, 2, 0, kFlagSparse, worker_id),
+        std::string(16, 'k')});                                         // sparse, dim 0
+  send({header(MsgType::kPull, 1u << 20, 0, 0, worker_id)});            // range not held
+  send({header(MsgType::kPush, 10, 0, 0, 777), std::string(40, 'x')});  // unknown sender
+  send({header(MsgType::kControl, 0, 0, 0, 0),
+        std::string("\x08\x96\x01garbage")});  // bogus control
   {  // fused: a segment on an unknown table, and one out of range; nothing may be applied
     FusedSegment segs[2];
     segs[0].table = *d;
@@ -316,11 +324,13 @@ TEST(MultiProcessTest, GarbageFramesDoNotCrashTheServer) {
     segs[1].table = 4242;
     segs[1].count = 1;
     std::string h = header(MsgType::kPush, 2, 0, kFlagFused, worker_id);
-    send({h, std::string(reinterpret_cast<const char*>(segs), sizeof(segs)), std::string(404, '\x7f')});
+    send({h, std::string(reinterpret_cast<const char*>(segs), sizeof(segs)),
+          std::string(404, '\x7f')});
     segs[1].table = *d;
     segs[1].offset = 99;
     segs[1].count = 5;
-    send({h, std::string(reinterpret_cast<const char*>(segs), sizeof(segs)), std::string(420, '\x7f')});
+    send({h, std::string(reinterpret_cast<const char*>(segs), sizeof(segs)),
+          std::string(420, '\x7f')});
   }
   // 3. Well-formed control messages forged by a stranger without the token: a Shutdown
   //    and a NodeDead "from the scheduler" (sender 0) to the server, and a Leave "from
@@ -359,7 +369,8 @@ TEST(MultiProcessTest, GarbageFramesDoNotCrashTheServer) {
   for (float v : out) ASSERT_EQ(v, 2.0f);
   w.Stop();
   EXPECT_EQ(c.server(0).Wait(20s), 0) << c.server(0).Output();
-  EXPECT_EQ(c.scheduler().Wait(20s), 0) << "the forged Leave must not count: " << c.scheduler().Output();
+  EXPECT_EQ(c.scheduler().Wait(20s), 0)
+      << "the forged Leave must not count: " << c.scheduler().Output();
   const std::string log = c.server(0).Output();
   const size_t at = log.find(" bad messages)");
   ASSERT_NE(at, std::string::npos) << log;
@@ -400,16 +411,18 @@ TEST(CommandLineTest, BadFlagsExitWithCode2AndOneLine) {
 }
 
 TEST(CommandLineTest, LaunchFailsWhenAWorkerFails) {
-  Process p({kTools + "/layerps-launch", "--num_servers=1", "--num_workers=2", "--grace_s=5", "--", "/bin/false"});
+  Process p({kTools + "/layerps-launch", "--num_servers=1", "--num_workers=2", "--grace_s=5", "--",
+             "/bin/false"});
   EXPECT_EQ(p.Wait(60s), 1) << p.Output();
   EXPECT_NE(p.Output().find("FAILED"), std::string::npos) << p.Output();
-  Process missing({kTools + "/layerps-launch", "--num_servers=1", "--num_workers=1", "--grace_s=5", "--",
-                   "/nonexistent/worker"});
+  Process missing({kTools + "/layerps-launch", "--num_servers=1", "--num_workers=1", "--grace_s=5",
+                   "--", "/nonexistent/worker"});
   EXPECT_EQ(missing.Wait(60s), 1) << missing.Output();
 }
 
 TEST(CommandLineTest, ServerWithoutSchedulerTimesOut) {
-  Process p({kTools + "/layerps-server", "--scheduler=tcp://127.0.0.1:1", "--connect_timeout_ms=300"});
+  Process p(
+      {kTools + "/layerps-server", "--scheduler=tcp://127.0.0.1:1", "--connect_timeout_ms=300"});
   EXPECT_EQ(p.Wait(20s), 1);
   EXPECT_NE(p.Output().find("Timeout"), std::string::npos) << p.Output();
 }

@@ -1,10 +1,10 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "transport/message.h"
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "layerps.pb.h"
 
@@ -99,11 +99,15 @@ TEST(MessageTest, ValidateFusedFrames) {
   segs[2].count = 7;
   EXPECT_TRUE(ValidateDataFrames(Fused(MsgType::kPush, segs, 48, true), 1 << 20).ok());
   EXPECT_EQ(*FusedElements(Fused(MsgType::kPush, segs, 48, true), 1 << 20), 12u);
-  EXPECT_FALSE(ValidateDataFrames(Fused(MsgType::kPush, segs, 44, true), 1 << 20).ok());   // short values
-  EXPECT_FALSE(ValidateDataFrames(Fused(MsgType::kPush, segs, 48, false), 1 << 20).ok());  // no values
+  EXPECT_FALSE(
+      ValidateDataFrames(Fused(MsgType::kPush, segs, 44, true), 1 << 20).ok());  // short values
+  EXPECT_FALSE(
+      ValidateDataFrames(Fused(MsgType::kPush, segs, 48, false), 1 << 20).ok());  // no values
   EXPECT_TRUE(ValidateDataFrames(Fused(MsgType::kPull, segs, 0, false), 1 << 20).ok());
-  EXPECT_FALSE(ValidateDataFrames(Fused(MsgType::kPull, segs, 48, true), 1 << 20).ok());   // extra frame
-  EXPECT_FALSE(ValidateDataFrames(Fused(MsgType::kPush, segs, 48, true), 11).ok());        // over the limit
+  EXPECT_FALSE(
+      ValidateDataFrames(Fused(MsgType::kPull, segs, 48, true), 1 << 20).ok());  // extra frame
+  EXPECT_FALSE(
+      ValidateDataFrames(Fused(MsgType::kPush, segs, 48, true), 11).ok());  // over the limit
   Message wrong_count = Fused(MsgType::kPull, segs, 0, false);
   wrong_count.header.count = 4;  // the segment frame holds 3
   EXPECT_FALSE(ValidateDataFrames(wrong_count, 1 << 20).ok());

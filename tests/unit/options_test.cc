@@ -1,9 +1,9 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "ps/options.h"
 
-#include <cstdlib>
-
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include "ps/types.h"
 
@@ -17,8 +17,10 @@ class EnvGuard {
     setenv(name, value, 1);
   }
   ~EnvGuard() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
   }
 
  private:

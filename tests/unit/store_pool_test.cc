@@ -1,20 +1,20 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // The sparse index fast path and the pooled reply buffers of the store.
-#include "server/store.h"
+#include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 #include <unordered_map>
 
-#include <gtest/gtest.h>
-
 #include "common/hash.h"
+#include "server/store.h"
 
 namespace ps {
 namespace {
 
-TableInfo Sparse(TableId id, uint32_t dim, UpdateRule rule, Initializer init = Initializer::kZeros) {
+TableInfo Sparse(TableId id, uint32_t dim, UpdateRule rule,
+                 Initializer init = Initializer::kZeros) {
   TableInfo t;
   t.id = id;
   t.spec = TableSpec::Sparse("fast" + std::to_string(id), dim, rule);
@@ -91,8 +91,10 @@ TEST(StoreFastPathTest, ReadFramesComeFromThePool) {
     ASSERT_TRUE(store.ReadDenseFrame(2, 1000, 500000, &f).ok());
     ASSERT_EQ(f.size(), 500000u * 4);
     ASSERT_EQ(std::memcmp(f.data(), g.data() + 1000, f.size()), 0);
-    if (round == 0) first = f.data();
-    else EXPECT_EQ(f.data(), first);  // released frames are reused
+    if (round == 0)
+      first = f.data();
+    else
+      EXPECT_EQ(f.data(), first);  // released frames are reused
   }
   Frame bad;
   EXPECT_EQ(store.ReadDenseFrame(2, 1 << 20, 1, &bad).code(), StatusCode::kNotFound);

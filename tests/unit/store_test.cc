@@ -1,10 +1,10 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "server/store.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "common/hash.h"
 
@@ -21,7 +21,8 @@ TableInfo DenseTable(TableId id, uint64_t size, UpdateRule rule, NodeId server =
   return t;
 }
 
-TableInfo SparseTable(TableId id, uint32_t dim, UpdateRule rule, std::vector<KeyRange> ranges = {}) {
+TableInfo SparseTable(TableId id, uint32_t dim, UpdateRule rule,
+                      std::vector<KeyRange> ranges = {}) {
   TableInfo t;
   t.id = id;
   t.spec = TableSpec::Sparse("sparse" + std::to_string(id), dim, rule);
@@ -62,7 +63,8 @@ TEST(StoreTest, DenseRejectsRangesNotHeld) {
   EXPECT_EQ(store.ReadDense(0, 11, 0, buf).code(), StatusCode::kNotFound);
   EXPECT_EQ(store.ApplyDense(1, 0, 1, buf, ApplyOp::kRule).code(), StatusCode::kNotFound);
   EXPECT_EQ(store.ApplyDense(9, 0, 1, buf, ApplyOp::kRule).code(), StatusCode::kNotFound);
-  EXPECT_EQ(store.ApplySparse(0, nullptr, 0, 1, buf, ApplyOp::kRule).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.ApplySparse(0, nullptr, 0, 1, buf, ApplyOp::kRule).code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(store.ApplyDense(0, uint64_t{1} << 63, uint64_t{1} << 63, buf, ApplyOp::kRule).code(),
             StatusCode::kNotFound);
 }
@@ -81,7 +83,8 @@ TEST(StoreTest, SparseRowsCreatedOnFirstTouchAndUpdated) {
   EXPECT_EQ(rows[0], -1.0f);
   EXPECT_EQ(rows[2], -3.0f);
   EXPECT_EQ(rows[5], -0.25f);
-  EXPECT_EQ(store.ApplySparse(0, keys, 2, 4, g, ApplyOp::kRule).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.ApplySparse(0, keys, 2, 4, g, ApplyOp::kRule).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(StoreTest, SparseManyKeysInParallel) {
@@ -101,8 +104,10 @@ TEST(StoreTest, SparseManyKeysInParallel) {
 TEST(StoreTest, SparseRejectsKeysOfOtherServers) {
   Store store(1);
   // This server holds only the lower half of the hash space.
-  ASSERT_TRUE(store.Install(SparseTable(0, 1, UpdateRule::kSum,
-                                        {KeyRange{0, uint64_t{1} << 63, 1}, KeyRange{uint64_t{1} << 63, 0, 2}}))
+  ASSERT_TRUE(store
+                  .Install(SparseTable(
+                      0, 1, UpdateRule::kSum,
+                      {KeyRange{0, uint64_t{1} << 63, 1}, KeyRange{uint64_t{1} << 63, 0, 2}}))
                   .ok());
   Key theirs = 0;
   while (MixKey(theirs) < (uint64_t{1} << 63)) ++theirs;  // first key routed to server 2

@@ -58,7 +58,8 @@ void ThrowIfError(const ps::Status& s) {
 // module also loads on its own; then RuntimeError is used).
 PyObject* ErrorClassFor(ps::StatusCode code) {
   try {
-    py::object cls = py::module_::import("layerps.errors").attr("error_class")(static_cast<int>(code));
+    py::object cls =
+        py::module_::import("layerps.errors").attr("error_class")(static_cast<int>(code));
     return cls.release().ptr();  // a new reference, released by the caller
   } catch (py::error_already_set&) {
     PyErr_Clear();
@@ -71,7 +72,8 @@ void TranslateStatusError(const StatusError& e) {
   PyObject* cls = ErrorClassFor(e.status().code());
   try {
     // LayerPSError subclasses carry the code in their class; RuntimeError gets the name.
-    const std::string text = cls == PyExc_RuntimeError ? e.status().ToString() : e.status().message();
+    const std::string text =
+        cls == PyExc_RuntimeError ? e.status().ToString() : e.status().message();
     py::object exc = py::reinterpret_borrow<py::object>(cls)(text);
     PyErr_SetObject(cls, exc.ptr());
   } catch (py::error_already_set& err) {
@@ -109,9 +111,7 @@ std::string ShapeString(const py::array& a) {
 
 std::string DTypeString(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
 
-bool IsCContiguous(const py::array& a) {
-  return (a.flags() & py::array::c_style) != 0;
-}
+bool IsCContiguous(const py::array& a) { return (a.flags() & py::array::c_style) != 0; }
 
 // A float32, C-contiguous array (writable when `writable`).
 void CheckFloatArray(const py::array& a, const char* what, bool writable) {
@@ -173,7 +173,10 @@ class Handle {
  public:
   Handle(std::shared_ptr<WorkerState> state, ps::Ticket ticket, std::string what, py::object keep,
          py::object result)
-      : state_(std::move(state)), ticket_(ticket), what_(std::move(what)), keep_(std::move(keep)),
+      : state_(std::move(state)),
+        ticket_(ticket),
+        what_(std::move(what)),
+        keep_(std::move(keep)),
         result_(std::move(result)) {}
 
   Handle(const Handle&) = delete;
@@ -198,7 +201,8 @@ class Handle {
     for (;;) {
       Millis slice(200);
       if (limit != Millis::max()) {
-        const auto spent = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
+        const auto spent =
+            std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
         const Millis left = limit > spent ? limit - spent : Millis(0);
         if (left < slice) slice = left;
       }
@@ -214,10 +218,11 @@ class Handle {
         return Finish();
       }
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-      const auto spent = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
+      const auto spent =
+          std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
       if (limit != Millis::max() && spent >= limit) {
-        throw StatusError(ps::Timeout(what_ + ": still in flight after " + std::to_string(limit.count()) +
-                                      " ms (wait again)"));
+        throw StatusError(ps::Timeout(what_ + ": still in flight after " +
+                                      std::to_string(limit.count()) + " ms (wait again)"));
       }
     }
   }
@@ -330,7 +335,8 @@ class PyWorker {
     float* dst = MutableData(o);
     const size_t n = o.size();
     if (g < dst + n && dst < g + n) {
-      ThrowInvalid("pushpull to '" + spec.name + "': the gradient and the output must not share memory");
+      ThrowInvalid("pushpull to '" + spec.name +
+                   "': the gradient and the output must not share memory");
     }
     return Submit("pushpull to '" + spec.name + "'", py::make_tuple(grad, o), o,
                   [&] { return w().PushPull(table, g, dst, n); });
@@ -360,8 +366,9 @@ class PyWorker {
   Handle* PullSparse(uint32_t table, const py::array& keys, std::optional<py::array> out) {
     const ps::TableSpec spec = Sparse(table, "pull_sparse");
     CheckKeyArray(keys);
-    py::array o = out ? *out
-                      : NewFloat({static_cast<py::ssize_t>(keys.size()), static_cast<py::ssize_t>(spec.dim)});
+    py::array o =
+        out ? *out
+            : NewFloat({static_cast<py::ssize_t>(keys.size()), static_cast<py::ssize_t>(spec.dim)});
     CheckSparse(spec, keys, o, "pull_sparse", "output", true);
     const ps::Key* k = Keys(keys);
     const size_t nk = keys.size();
@@ -420,7 +427,8 @@ class PyWorker {
   ps::TableSpec Dense(uint32_t table, const char* op) const {
     ps::TableSpec spec = GetTableSpec(table);
     if (spec.kind != ps::TableKind::kDense) {
-      ThrowInvalid(std::string(op) + ": table '" + spec.name + "' is sparse; use " + op + "_sparse");
+      ThrowInvalid(std::string(op) + ": table '" + spec.name + "' is sparse; use " + op +
+                   "_sparse");
     }
     return spec;
   }
@@ -432,13 +440,14 @@ class PyWorker {
     return spec;
   }
 
-  static void CheckDense(const ps::TableSpec& spec, const py::array& a, const char* op, const char* what,
-                         bool writable) {
+  static void CheckDense(const ps::TableSpec& spec, const py::array& a, const char* op,
+                         const char* what, bool writable) {
     const std::string ctx = std::string(op) + " '" + spec.name + "' " + what;
     CheckFloatArray(a, ctx.c_str(), writable);
     if (static_cast<uint64_t>(a.size()) != spec.size) {
-      ThrowInvalid(ctx + ": the table has " + std::to_string(spec.size) + " elements, the array has " +
-                   std::to_string(a.size()) + " (shape " + ShapeString(a) + ")");
+      ThrowInvalid(ctx + ": the table has " + std::to_string(spec.size) +
+                   " elements, the array has " + std::to_string(a.size()) + " (shape " +
+                   ShapeString(a) + ")");
     }
   }
 
@@ -452,9 +461,10 @@ class PyWorker {
                            static_cast<uint64_t>(rows.shape(1)) == spec.dim) ||
                           (rows.ndim() == 1 && static_cast<uint64_t>(rows.size()) == n * spec.dim);
     if (!shape_ok) {
-      ThrowInvalid(ctx + ": expected shape (" + std::to_string(n) + ", " + std::to_string(spec.dim) +
-                   ") for " + std::to_string(n) + " keys of a table with rows of " +
-                   std::to_string(spec.dim) + ", got shape " + ShapeString(rows));
+      ThrowInvalid(ctx + ": expected shape (" + std::to_string(n) + ", " +
+                   std::to_string(spec.dim) + ") for " + std::to_string(n) +
+                   " keys of a table with rows of " + std::to_string(spec.dim) + ", got shape " +
+                   ShapeString(rows));
     }
   }
 
@@ -522,15 +532,21 @@ PYBIND11_MODULE(_core, m) {
       .value("ABORTED", ps::StatusCode::kAborted)
       .value("INTERNAL", ps::StatusCode::kInternal)
       .value("IO_ERROR", ps::StatusCode::kIoError);
-  m.def("status_code_name", [](int code) { return std::string(ps::StatusCodeName(static_cast<ps::StatusCode>(code))); });
+  m.def("status_code_name", [](int code) {
+    return std::string(ps::StatusCodeName(static_cast<ps::StatusCode>(code)));
+  });
 
   py::enum_<ps::Role>(m, "Role")
       .value("SCHEDULER", ps::Role::kScheduler)
       .value("SERVER", ps::Role::kServer)
       .value("WORKER", ps::Role::kWorker);
-  py::enum_<ps::TableKind>(m, "TableKind").value("DENSE", ps::TableKind::kDense).value("SPARSE", ps::TableKind::kSparse);
+  py::enum_<ps::TableKind>(m, "TableKind")
+      .value("DENSE", ps::TableKind::kDense)
+      .value("SPARSE", ps::TableKind::kSparse);
   py::enum_<ps::DType>(m, "DType").value("FLOAT32", ps::DType::kFloat32);
-  py::enum_<ps::UpdateRule>(m, "UpdateRule").value("SUM", ps::UpdateRule::kSum).value("SGD", ps::UpdateRule::kSgd);
+  py::enum_<ps::UpdateRule>(m, "UpdateRule")
+      .value("SUM", ps::UpdateRule::kSum)
+      .value("SGD", ps::UpdateRule::kSgd);
   py::enum_<ps::Initializer>(m, "Initializer")
       .value("ZEROS", ps::Initializer::kZeros)
       .value("UNIFORM", ps::Initializer::kUniform)
@@ -555,15 +571,19 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("dense_chunk_elems", &ps::Options::dense_chunk_elems)
       .def_readwrite("io_threads", &ps::Options::io_threads)
       .def_readwrite("max_message_bytes", &ps::Options::max_message_bytes)
-      .def_static("from_env", [] {
-        ps::StatusOr<ps::Options> o = ps::Options::FromEnv();
-        ThrowIfError(o.status());
-        return *o;
-      }, "Options from the LAYERPS_* environment variables (as layerps-launch sets them).")
+      .def_static(
+          "from_env",
+          [] {
+            ps::StatusOr<ps::Options> o = ps::Options::FromEnv();
+            ThrowIfError(o.status());
+            return *o;
+          },
+          "Options from the LAYERPS_* environment variables (as layerps-launch sets them).")
       .def("validate", [](const ps::Options& o) { ThrowIfError(o.Validate()); })
       .def("__repr__", [](const ps::Options& o) {
-        return "Options(scheduler_address='" + o.scheduler_address + "', num_servers=" +
-               std::to_string(o.num_servers) + ", num_workers=" + std::to_string(o.num_workers) + ")";
+        return "Options(scheduler_address='" + o.scheduler_address +
+               "', num_servers=" + std::to_string(o.num_servers) +
+               ", num_workers=" + std::to_string(o.num_workers) + ")";
       });
 
   py::class_<ps::TableSpec>(m, "TableSpec")
@@ -590,8 +610,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("hostname", &ps::NodeInfo::hostname)
       .def_readonly("alive", &ps::NodeInfo::alive)
       .def("__repr__", [](const ps::NodeInfo& n) {
-        return std::string("NodeInfo(") + ps::RoleName(n.role) + " rank " + std::to_string(n.rank) + " id " +
-               std::to_string(n.id) + " at " + n.endpoint + (n.alive ? "" : ", dead") + ")";
+        return std::string("NodeInfo(") + ps::RoleName(n.role) + " rank " + std::to_string(n.rank) +
+               " id " + std::to_string(n.id) + " at " + n.endpoint + (n.alive ? "" : ", dead") +
+               ")";
       });
 
   py::class_<ps::Scheduler>(m, "Scheduler")
@@ -649,12 +670,12 @@ PYBIND11_MODULE(_core, m) {
       .def("push", &PyWorker::Push, py::return_value_policy::take_ownership)
       .def("pull", &PyWorker::Pull, py::arg("table"), py::arg("out") = py::none(),
            py::return_value_policy::take_ownership)
-      .def("pushpull", &PyWorker::PushPull, py::arg("table"), py::arg("grad"), py::arg("out") = py::none(),
-           py::return_value_policy::take_ownership)
+      .def("pushpull", &PyWorker::PushPull, py::arg("table"), py::arg("grad"),
+           py::arg("out") = py::none(), py::return_value_policy::take_ownership)
       .def("assign", &PyWorker::Assign, py::return_value_policy::take_ownership)
       .def("push_sparse", &PyWorker::PushSparse, py::return_value_policy::take_ownership)
-      .def("pull_sparse", &PyWorker::PullSparse, py::arg("table"), py::arg("keys"), py::arg("out") = py::none(),
-           py::return_value_policy::take_ownership)
+      .def("pull_sparse", &PyWorker::PullSparse, py::arg("table"), py::arg("keys"),
+           py::arg("out") = py::none(), py::return_value_policy::take_ownership)
       .def("assign_sparse", &PyWorker::AssignSparse, py::return_value_policy::take_ownership)
       .def_property_readonly("id", &PyWorker::id)
       .def_property_readonly("rank", &PyWorker::rank)
