@@ -427,7 +427,7 @@ TEST(LifecycleTest, ExtraNodesAreRefused) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
-TEST(LifecycleTest, StopMidwayFailsPendingAndShutsDown) {
+TEST(LifecycleTest, LeavingWorkersShutTheClusterDownAndCallsAfterStopFail) {
   LocalCluster c(1, 2, "tcp");
   ASSERT_TRUE(c.Start().ok());
   // Both workers leave; the scheduler then shuts the servers down cleanly.
@@ -438,8 +438,9 @@ TEST(LifecycleTest, StopMidwayFailsPendingAndShutsDown) {
             StatusCode::kFailedPrecondition);
 }
 
-// A server dies (stops answering and heartbeating): waits on it fail within the
-// heartbeat timeout, not at the request timeout and never by hanging.
+// A server goes away mid-run (here it leaves; tests/multiprocess SIGKILLs one, found by
+// its silence): waits on it fail promptly with Unavailable, not at the request timeout
+// and never by hanging, and the scheduler reports the failure.
 TEST(FailureTest, DeadServerFailsWaits) {
   Options o = FastOptions();
   o.dense_chunk_elems = 1000;
