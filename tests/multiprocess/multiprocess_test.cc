@@ -115,20 +115,22 @@ std::string ReadAddress(const std::string& file, std::chrono::milliseconds timeo
 // A scheduler and M server processes; the test itself is the (only) worker.
 class DaemonCluster {
  public:
-  DaemonCluster(int servers, const std::string& token = "tok") : token_(token) {
+  DaemonCluster(int servers, const std::string& token = "tok", int heartbeat_timeout_ms = 1500)
+      : token_(token), heartbeat_timeout_ms_(heartbeat_timeout_ms) {
+    const std::string hb = "--heartbeat_timeout_ms=" + std::to_string(heartbeat_timeout_ms);
     addr_file_ =
         "/tmp/layerps-mp-addr-" + std::to_string(getpid()) + "-" + std::to_string(counter_++);
     unlink(addr_file_.c_str());
     scheduler_ = std::make_unique<Process>(std::vector<std::string>{
         kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1:0",
         "--num_servers=" + std::to_string(servers), "--num_workers=1", "--token=" + token,
-        "--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500",
+        "--heartbeat_interval_ms=100", hb,
         "--address_file=" + addr_file_, "--dense_chunk_elems=100", "--run_timeout_s=120"});
     address_ = ReadAddress(addr_file_, 10s);
     for (int i = 0; i < servers; ++i) {
       servers_.push_back(std::make_unique<Process>(std::vector<std::string>{
           kTools + "/layerps-server", "--scheduler=" + address_, "--token=" + token,
-          "--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500"}));
+          "--heartbeat_interval_ms=100", hb}));
     }
   }
   ~DaemonCluster() { unlink(addr_file_.c_str()); }
@@ -137,7 +139,7 @@ class DaemonCluster {
     o.scheduler_address = address_;
     o.token = token_;
     o.heartbeat_interval_ms = 100;
-    o.heartbeat_timeout_ms = 1500;
+    o.heartbeat_timeout_ms = heartbeat_timeout_ms_;
     o.connect_timeout_ms = 15000;
     o.request_timeout_ms = 30000;
     return o;
@@ -149,6 +151,7 @@ class DaemonCluster {
  private:
   static inline int counter_ = 0;
   std::string token_, addr_file_, address_;
+  int heartbeat_timeout_ms_;
   std::unique_ptr<Process> scheduler_;
   std::vector<std::unique_ptr<Process>> servers_;
 };
@@ -228,6 +231,44 @@ TEST(MultiProcessTest, KilledServerMakesWaitsFail) {
   w.Stop();
   EXPECT_EQ(c.scheduler().Wait(20s), 1) << "the scheduler reports the failure";
   EXPECT_EQ(c.server(0).Wait(20s), 1);
+}
+
+// A server that is alive but does not answer (frozen with SIGSTOP, still connected):
+// requests fail at request_timeout_ms with Unavailable, and their queued frames (which
+// borrow the caller's buffer) are discarded, so Wait returns. After the server thaws, the
+// next request reconnects and succeeds.
+TEST(MultiProcessTest, UnresponsiveServerHitsTheRequestDeadline) {
+  DaemonCluster c(1, "tok", /*heartbeat_timeout_ms=*/10000);  // no death: only the deadline
+  Options o = c.WorkerOptions();
+  o.request_timeout_ms = 500;
+  Worker w(o);
+  ASSERT_TRUE(w.Start().ok());
+  const size_t n = 4u << 20;  // 16 MiB: more than the socket buffers take
+  auto d = w.DeclareTable(TableSpec::Dense("d", n));
+  ASSERT_TRUE(d.ok());
+  std::vector<float> g(n, 1.0f);
+  ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), n), 30s).ok());
+  c.server(0).Kill(SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Ticket> tickets;
+  for (int i = 0; i < 3; ++i) tickets.push_back(w.Push(*d, g.data(), n));
+  for (Ticket t : tickets) {
+    Status s = w.Wait(t, 20s);
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+    EXPECT_NE(s.message().find("request_timeout_ms"), std::string::npos) << s;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
+  c.server(0).Kill(SIGCONT);
+  // The connection was dropped; the next request makes a new one and gets through.
+  Status again;
+  for (int i = 0; i < 20; ++i) {
+    again = w.Wait(w.Pull(*d, g.data(), n), 20s);
+    if (again.ok()) break;
+  }
+  ASSERT_TRUE(again.ok()) << again;
+  EXPECT_GE(g[0], 1.0f);  // the first push landed; the timed-out ones may or may not have
+  w.Stop();
+  EXPECT_EQ(c.scheduler().Wait(20s), 0) << c.scheduler().Output();
 }
 
 TEST(MultiProcessTest, WrongTokenIsRejected) {
