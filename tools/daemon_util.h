@@ -4,7 +4,11 @@
 #ifndef PS_TOOLS_DAEMON_UTIL_H_
 #define PS_TOOLS_DAEMON_UTIL_H_
 
+#include <chrono>
 #include <csignal>
+#include <string>
+
+#include "ps/status.h"
 
 namespace ps {
 namespace daemon {
@@ -20,6 +24,21 @@ inline void InstallStopHandlers() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+}
+
+// Calls join(200 ms) until it returns anything but kTimeout, a stop signal arrives
+// (kAborted) or, with limit_s > 0, limit_s seconds pass (kTimeout naming `limit_flag`).
+template <typename JoinFn>
+Status JoinUntilDone(JoinFn join, int limit_s, const char* limit_flag) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    Status s = join(std::chrono::milliseconds(200));
+    if (s.code() != StatusCode::kTimeout) return s;
+    if (g_stop_signal) return Aborted("stopped by signal " + std::to_string(g_stop_signal));
+    if (limit_s > 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(limit_s)) {
+      return Timeout(std::string("not finished within ") + limit_flag);
+    }
+  }
 }
 
 }  // namespace daemon

@@ -48,20 +48,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  const auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    s = scheduler.Join(std::chrono::milliseconds(200));
-    if (s.code() != ps::StatusCode::kTimeout) break;
-    if (ps::daemon::g_stop_signal) {
-      s = ps::Aborted("stopped by signal " + std::to_string(ps::daemon::g_stop_signal));
-      break;
-    }
-    if (FLAGS_run_timeout_s > 0 &&
-        std::chrono::steady_clock::now() - start > std::chrono::seconds(FLAGS_run_timeout_s)) {
-      s = ps::Timeout("the cluster did not finish within --run_timeout_s");
-      break;
-    }
-  }
+  s = ps::daemon::JoinUntilDone([&](auto timeout) { return scheduler.Join(timeout); },
+                                  FLAGS_run_timeout_s, "--run_timeout_s");
   scheduler.Stop();
   std::cout << "layerps-scheduler: " << (s.ok() ? "cluster finished" : s.ToString()) << std::endl;
   return s.ok() ? 0 : 1;

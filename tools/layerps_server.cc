@@ -5,7 +5,10 @@
 #include <glog/logging.h>
 #include <malloc.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "cli.h"
 #include "daemon_util.h"
@@ -38,21 +41,31 @@ int main(int argc, char** argv) {
   }
 
   ps::Server server(*options);
-  ps::Status s = server.Start();
+  // Start() waits for the whole cluster (up to --connect_timeout_ms); a stop signal must
+  // not wait that long. Nothing is established before Start succeeds, so on a signal the
+  // daemon simply leaves (without unwinding the thread still inside Start).
+  std::atomic<bool> started{false};
+  ps::Status s;
+  std::thread starter([&] {
+    s = server.Start();
+    started = true;
+  });
+  while (!started) {
+    if (ps::daemon::g_stop_signal) {
+      std::cerr << "layerps-server: stopped by signal " << ps::daemon::g_stop_signal
+                << " while joining the cluster" << std::endl;
+      std::_Exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  starter.join();
   if (!s.ok()) {
     std::cerr << "layerps-server: " << s << std::endl;
     return 1;
   }
   std::cout << "layerps-server node " << server.id() << " (rank " << server.rank()
             << ") serving at " << server.endpoint() << std::endl;
-  for (;;) {
-    s = server.Join(std::chrono::milliseconds(200));
-    if (s.code() != ps::StatusCode::kTimeout) break;
-    if (ps::daemon::g_stop_signal) {
-      s = ps::Aborted("stopped by signal " + std::to_string(ps::daemon::g_stop_signal));
-      break;
-    }
-  }
+  s = ps::daemon::JoinUntilDone([&](auto timeout) { return server.Join(timeout); }, 0, "");
   const ps::ServerStats st = server.stats();
   server.Stop();
   std::cout << "layerps-server: " << (s.ok() ? "shut down" : s.ToString()) << " after "

@@ -461,6 +461,14 @@ TEST(CommandLineTest, LaunchFailsWhenAWorkerFails) {
   EXPECT_EQ(missing.Wait(60s), 1) << missing.Output();
 }
 
+TEST(CommandLineTest, ServerStopsOnSignalWhileJoining) {
+  Process p({kTools + "/layerps-server", "--scheduler=tcp://127.0.0.1:1", "--connect_timeout_ms=60000"});
+  std::this_thread::sleep_for(300ms);
+  p.Kill(SIGTERM);
+  EXPECT_EQ(p.Wait(10s), 1) << "not waiting out the 60 s connect timeout: " << p.Output();
+  EXPECT_NE(p.Output().find("stopped by signal"), std::string::npos) << p.Output();
+}
+
 TEST(CommandLineTest, ServerWithoutSchedulerTimesOut) {
   Process p(
       {kTools + "/layerps-server", "--scheduler=tcp://127.0.0.1:1", "--connect_timeout_ms=300"});
