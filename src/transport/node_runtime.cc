@@ -137,6 +137,11 @@ Status NodeRuntime::Send(NodeId to, Message&& msg, int timeout_ms) {
   if (!running_) return FailedPrecondition("node is not running");
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // After the cluster ended (the scheduler shut it down, or was lost) nothing may be
+    // sent: the peers are gone or going, and a request would only wait for its deadline.
+    if (shutdown_ && to != kSchedulerId) {
+      return shutdown_status_.ok() ? Aborted("the cluster has shut down") : shutdown_status_;
+    }
     if (dead_.count(to)) return Unavailable("node " + std::to_string(to) + " is dead");
   }
   if (!transport_->IsConnected(to)) {

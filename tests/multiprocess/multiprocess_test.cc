@@ -271,6 +271,33 @@ TEST(MultiProcessTest, UnresponsiveServerHitsTheRequestDeadline) {
   EXPECT_EQ(c.scheduler().Wait(20s), 0) << c.scheduler().Output();
 }
 
+// The scheduler dies: every node notices its silence within the heartbeat timeout; the
+// servers exit with an error, and the worker's requests fail instead of hanging.
+TEST(MultiProcessTest, LosingTheSchedulerFailsTheCluster) {
+  DaemonCluster c(2);
+  Options o = c.WorkerOptions();
+  o.request_timeout_ms = 60000;  // the loss must be noticed by heartbeats, not deadlines
+  Worker w(o);
+  ASSERT_TRUE(w.Start().ok());
+  auto d = w.DeclareTable(TableSpec::Dense("d", 200000));
+  ASSERT_TRUE(d.ok());
+  std::vector<float> g(200000, 1.0f);
+  ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), g.size()), 30s).ok());
+  c.scheduler().Kill(SIGKILL);
+  ASSERT_EQ(c.scheduler().Wait(5s), 128 + SIGKILL);
+  const auto start = std::chrono::steady_clock::now();
+  // Servers give up on their own (heartbeat timeout 1.5 s) and exit 1.
+  EXPECT_EQ(c.server(0).Wait(20s), 1) << c.server(0).Output();
+  EXPECT_EQ(c.server(1).Wait(20s), 1) << c.server(1).Output();
+  EXPECT_NE(c.server(0).Output().find("lost the scheduler"), std::string::npos) << c.server(0).Output();
+  // The worker's requests now fail (no server is left, the cluster is over) rather than hang.
+  Status s = w.Wait(w.Push(*d, g.data(), g.size()), 20s);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.code(), StatusCode::kTimeout) << s;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 25s);
+  w.Stop();
+}
+
 TEST(MultiProcessTest, WrongTokenIsRejected) {
   DaemonCluster c(1, "right-token");
   Options o = c.WorkerOptions();
