@@ -14,8 +14,9 @@
 #include <random>
 #include <vector>
 
+#include "common/cluster_map.h"
 #include "common/hash.h"
-#include "scheduler/cluster_map.h"
+#include "placement/ranges.h"
 #include "server/store.h"
 #include "transport/message.h"
 #include "worker/packing.h"
@@ -118,7 +119,7 @@ TableInfo DenseInfo(uint64_t elems, int servers, uint64_t chunk = 65536) {
   std::vector<NodeId> ids;
   for (int i = 0; i < servers; ++i) ids.push_back(static_cast<NodeId>(i + 1));
   std::map<NodeId, uint64_t> load;
-  t.ranges = AssignRanges(t.spec, chunk, ids, &load);
+  t.ranges = placement::AssignRanges(t.spec, chunk, ids, &load);
   return t;
 }
 
@@ -151,7 +152,7 @@ void BM_SliceSparse(benchmark::State& state) {
   std::vector<NodeId> ids;
   for (int i = 0; i < servers; ++i) ids.push_back(static_cast<NodeId>(i + 1));
   std::map<NodeId, uint64_t> load;
-  const auto ranges = AssignRanges(spec, 0, ids, &load);
+  const auto ranges = placement::AssignRanges(spec, 0, ids, &load);
   std::vector<uint64_t> begins;
   for (const auto& r : ranges) begins.push_back(r.begin);
   const auto keys = RandomKeys(n, 10000000, 2);

@@ -33,8 +33,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/wire_type.h"
 #include "ps/types.h"
-#include "worker/packing.h"
 
 namespace ps {
 namespace pack {

@@ -19,8 +19,10 @@
 
 #include "common/hash.h"
 #include "layerps.pb.h"
-#include "scheduler/cluster_map.h"
-#include "transport/node_runtime.h"
+#include "common/cluster_map.h"
+#include "placement/ranges.h"
+#include "transport/map_codec.h"
+#include "node/node_runtime.h"
 #include "transport/transport.h"
 
 namespace ps {
@@ -336,7 +338,7 @@ class Scheduler::Impl {
   void BroadcastMap() {
     ++map_.epoch;
     layerps::pb::Control c;
-    map_.ToProto(c.mutable_map_update()->mutable_map());
+    MapToProto(map_, c.mutable_map_update()->mutable_map());
     for (const auto& n : map_.nodes) {
       if (n.id != kSchedulerId && n.alive) SendControl(n.id, c);
     }
@@ -391,7 +393,7 @@ class Scheduler::Impl {
     info.id = next_table_id_++;
     info.spec = spec;
     info.chunk_elems = spec.kind == TableKind::kDense ? options_.dense_chunk_elems : 0;
-    info.ranges = AssignRanges(spec, options_.dense_chunk_elems, servers, &server_load_);
+    info.ranges = placement::AssignRanges(spec, options_.dense_chunk_elems, servers, &server_load_);
     map_.tables[info.id] = info;
     BroadcastMap();
     table_epoch_[info.id] = map_.epoch;

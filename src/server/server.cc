@@ -10,8 +10,8 @@
 #include <cstring>
 #include <shared_mutex>
 
+#include "node/node_runtime.h"
 #include "server/store.h"
-#include "transport/node_runtime.h"
 
 namespace ps {
 

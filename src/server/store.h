@@ -18,10 +18,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/buffer.h"
+#include "common/cluster_map.h"
 #include "ps/status.h"
 #include "ps/types.h"
-#include "scheduler/cluster_map.h"
-#include "transport/message.h"
 
 namespace ps {
 
@@ -31,32 +31,6 @@ enum class ApplyOp { kRule, kAssign };
 // The deterministic initial value of column `col` of `key` in a table (dense tables use
 // the element index as key and column 0).
 float InitialValue(const TableSpec& spec, uint64_t name_hash, Key key, uint32_t col);
-
-// Reply buffers for pulls. A fresh std::vector per reply is zero-filled and, for large
-// replies, page-faulted in again every time (glibc serves big blocks with mmap). The pool
-// hands out uninitialized buffers from per-size-class free lists and takes them back when
-// the last reference (the transport's, once the reply is sent) is dropped.
-// Thread-safe. Buffers may outlive the pool object (they keep its state alive).
-class BufferPool {
- public:
-  // Requests below this many bytes get a plain allocation (small blocks are cheap).
-  static constexpr size_t kMinPooledBytes = size_t{64} << 10;
-  // Idle buffers kept beyond this total are freed.
-  explicit BufferPool(size_t max_idle_bytes = size_t{512} << 20);
-  ~BufferPool();
-  BufferPool(const BufferPool&) = delete;
-  BufferPool& operator=(const BufferPool&) = delete;
-
-  // A buffer of at least `bytes` bytes (64-byte aligned, contents unspecified).
-  std::shared_ptr<uint8_t> Get(size_t bytes);
-
-  // Idle bytes held now (for tests and stats).
-  size_t idle_bytes() const;
-
- private:
-  struct State;
-  std::shared_ptr<State> state_;
-};
 
 class Store {
  public:

@@ -27,16 +27,6 @@ const char* MsgTypeName(MsgType t) {
   return "unknown";
 }
 
-Frame Frame::Copy(const void* data, size_t size) {
-  auto v = std::make_shared<std::vector<char>>(size);
-  if (size) std::memcpy(v->data(), data, size);
-  return AdoptVector(std::move(v));
-}
-
-Frame Frame::Adopt(std::vector<char>&& bytes) {
-  return AdoptVector(std::make_shared<std::vector<char>>(std::move(bytes)));
-}
-
 Status ParseHeader(const void* data, size_t size, Header* out) {
   if (size != sizeof(Header)) {
     return ProtocolError("header frame is " + std::to_string(size) + " bytes, want 64");

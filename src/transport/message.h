@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/buffer.h"
 #include "ps/status.h"
 #include "ps/types.h"
 
@@ -73,38 +74,6 @@ struct Header {
   bool fused() const { return (flags & kFlagFused) != 0; }
 };
 static_assert(sizeof(Header) == 64, "the wire header is 64 bytes");
-
-// A run of bytes kept alive by `owner`. Frames built with Borrow/Adopt are sent by the
-// transport without a copy; the owner is released when the transport is done with it.
-class Frame {
- public:
-  Frame() = default;
-  // Copies the bytes.
-  static Frame Copy(const void* data, size_t size);
-  // Takes ownership of a vector's storage.
-  static Frame Adopt(std::vector<char>&& bytes);
-  template <typename T>
-  static Frame AdoptVector(std::shared_ptr<std::vector<T>> v) {
-    const void* p = v->data();
-    const size_t n = v->size() * sizeof(T);
-    return Frame(std::shared_ptr<const void>(std::move(v), p), p, n);
-  }
-  // Shares memory that `keep_alive` keeps valid (may be a no-op token for borrowed memory).
-  static Frame Borrow(const void* data, size_t size, std::shared_ptr<const void> keep_alive) {
-    return Frame(std::move(keep_alive), data, size);
-  }
-
-  const uint8_t* data() const { return static_cast<const uint8_t*>(data_); }
-  size_t size() const { return size_; }
-  const std::shared_ptr<const void>& owner() const { return owner_; }
-
- private:
-  Frame(std::shared_ptr<const void> owner, const void* data, size_t size)
-      : owner_(std::move(owner)), data_(data), size_(size) {}
-  std::shared_ptr<const void> owner_;
-  const void* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 struct Message {
   Header header;

@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <zmq.hpp>
 
+#include "common/host.h"
 #include "transport/transport.h"
 
 namespace ps {
@@ -239,11 +240,7 @@ class ZmqTransport final : public Transport {
         std::string host = bound.substr(tcp.size(), colon - tcp.size());
         if (host == "0.0.0.0" || host == "*" || host == "[::]") {
           host = advertise_host;
-          if (host.empty()) {
-            char name[256] = {0};
-            gethostname(name, sizeof(name) - 1);
-            host = name;
-          }
+          if (host.empty()) host = LocalHostname();
         }
         bound = tcp + host + bound.substr(colon);
       }

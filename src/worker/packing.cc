@@ -80,21 +80,6 @@ size_t CoalesceSorted(const std::vector<KeyPos>& sorted, const float* rows, uint
   return m;
 }
 
-uint32_t FloatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
-
-float BitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
-constexpr uint32_t kCanonicalFloatNaN = 0x7FFFFFFFu;
-constexpr uint16_t kCanonicalHalfNaN = 0x7FFF;
-
 }  // namespace
 
 size_t Coalesce(const Key* keys, const float* rows, size_t n, uint32_t dim, Key* out_keys,
@@ -182,108 +167,6 @@ void ScatterRows(const uint32_t* inverse, size_t n, const float* uniq_rows, uint
                  float* out) {
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(out + i * dim, uniq_rows + size_t{inverse[i]} * dim, dim * sizeof(float));
-  }
-}
-
-// ---- Element types ------------------------------------------------------------------------
-
-size_t WireBytes(WireType type) {
-  switch (type) {
-    case WireType::kFloat32:
-      return 4;
-    case WireType::kFloat16:
-    case WireType::kBFloat16:
-      return 2;
-  }
-  return 0;
-}
-
-uint16_t FloatToHalf(float f) {
-  const uint32_t x = FloatBits(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u) return kCanonicalHalfNaN;
-  // 65520 = 0x477FF000 is halfway between the largest half (65504) and 2^16; the tie
-  // goes to the even neighbour, which is infinity.
-  if (ax >= 0x477FF000u) return sign | 0x7C00u;
-  if (ax >= 0x38800000u) {  // >= 2^-14: a normal half
-    uint32_t h = (ax >> 13) - (uint32_t{127 - 15} << 10);
-    const uint32_t rem = ax & 0x1FFFu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // may carry into the exponent
-    return static_cast<uint16_t>(sign | h);
-  }
-  // A subnormal half (units of 2^-24) or zero. 2^-25 (0x33000000) ties to 0.
-  if (ax <= 0x33000000u) return sign;
-  const uint32_t e = ax >> 23;  // 102..112
-  const uint32_t mant = (ax & 0x7FFFFFu) | 0x800000u;
-  const uint32_t shift = 126 - e;  // 14..24
-  uint32_t h = mant >> shift;
-  const uint32_t rem = mant & ((1u << shift) - 1);
-  const uint32_t half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (h & 1u))) ++h;  // 0x400 is the smallest normal
-  return static_cast<uint16_t>(sign | h);
-}
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = uint32_t{h & 0x8000u} << 16;
-  const uint32_t e = (h >> 10) & 0x1Fu;
-  const uint32_t m = h & 0x3FFu;
-  if (e == 0x1F) return BitsFloat(m == 0 ? (sign | 0x7F800000u) : kCanonicalFloatNaN);
-  if (e == 0) {
-    // m * 2^-24, exact in float.
-    const float v = static_cast<float>(m) * 5.9604644775390625e-8f;
-    return BitsFloat(FloatBits(v) | sign);
-  }
-  return BitsFloat(sign | ((e + (127 - 15)) << 23) | (m << 13));
-}
-
-uint16_t FloatToBFloat16(float f) {
-  const uint32_t x = FloatBits(f);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return kCanonicalHalfNaN;
-  // Round to nearest even on the low 16 bits; overflow carries into infinity correctly.
-  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
-
-float BFloat16ToFloat(uint16_t b) {
-  if ((b & 0x7FFFu) > 0x7F80u) return BitsFloat(kCanonicalFloatNaN);
-  return BitsFloat(uint32_t{b} << 16);
-}
-
-void ToWire(const float* in, size_t n, WireType type, void* out) {
-  if (n == 0) return;
-  switch (type) {
-    case WireType::kFloat32:
-      std::memcpy(out, in, n * sizeof(float));
-      return;
-    case WireType::kFloat16: {
-      uint16_t* o = static_cast<uint16_t*>(out);
-      for (size_t i = 0; i < n; ++i) o[i] = FloatToHalf(in[i]);
-      return;
-    }
-    case WireType::kBFloat16: {
-      uint16_t* o = static_cast<uint16_t*>(out);
-      for (size_t i = 0; i < n; ++i) o[i] = FloatToBFloat16(in[i]);
-      return;
-    }
-  }
-}
-
-void FromWire(const void* in, size_t n, WireType type, float* out) {
-  if (n == 0) return;
-  switch (type) {
-    case WireType::kFloat32:
-      std::memcpy(out, in, n * sizeof(float));
-      return;
-    case WireType::kFloat16: {
-      const uint16_t* p = static_cast<const uint16_t*>(in);
-      for (size_t i = 0; i < n; ++i) out[i] = HalfToFloat(p[i]);
-      return;
-    }
-    case WireType::kBFloat16: {
-      const uint16_t* p = static_cast<const uint16_t*>(in);
-      for (size_t i = 0; i < n; ++i) out[i] = BFloat16ToFloat(p[i]);
-      return;
-    }
   }
 }
 

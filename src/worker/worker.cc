@@ -24,7 +24,8 @@
 #include <thread>
 #include <unordered_map>
 
-#include "transport/node_runtime.h"
+#include "common/status_wire.h"
+#include "node/node_runtime.h"
 #include "worker/packing.h"
 
 #if LAYERPS_HAVE_CUDA
@@ -471,15 +472,11 @@ class Worker::Impl {
     ++replies_;
     Status status;
     if (h.status != 0) {
-      const int code = (h.status < 0 || h.status > static_cast<int>(StatusCode::kIoError))
-                           ? static_cast<int>(StatusCode::kInternal)
-                           : h.status;
       std::string text = msg.frames.empty()
                              ? std::string("(no message)")
                              : std::string(reinterpret_cast<const char*>(msg.frames[0].data()),
                                            msg.frames[0].size());
-      status =
-          Status(static_cast<StatusCode>(code), "server " + std::to_string(h.sender) + ": " + text);
+      status = StatusFromWire(h.status, "server " + std::to_string(h.sender) + ": " + text);
     }
     if (!Claim(req.get(), index, status)) return;
     if (status.ok() && req->pulls()) {

@@ -1,9 +1,11 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
-#include "scheduler/cluster_map.h"
+#include "common/cluster_map.h"
 
 #include <gtest/gtest.h>
 
 #include "layerps.pb.h"
+#include "placement/ranges.h"
+#include "transport/map_codec.h"
 
 namespace ps {
 namespace {
@@ -12,7 +14,7 @@ TEST(AssignRangesTest, DenseCoversAndBalances) {
   std::map<NodeId, uint64_t> load;
   const std::vector<NodeId> servers = {1, 2, 3};
   TableSpec spec = TableSpec::Dense("w", 1000003);
-  auto ranges = AssignRanges(spec, 1000, servers, &load);
+  auto ranges = placement::AssignRanges(spec, 1000, servers, &load);
   ASSERT_EQ(ranges.size(), 3u);
   EXPECT_EQ(ranges.front().begin, 0u);
   EXPECT_EQ(ranges.back().end, 1001u);  // ceil(1000003 / 1000)
@@ -22,7 +24,7 @@ TEST(AssignRangesTest, DenseCoversAndBalances) {
   EXPECT_EQ(total, 1000003u * 4);
   // A second, small table goes to the server that was least loaded before it.
   std::map<NodeId, uint64_t> before = load;
-  auto small = AssignRanges(TableSpec::Dense("b", 10), 1000, servers, &load);
+  auto small = placement::AssignRanges(TableSpec::Dense("b", 10), 1000, servers, &load);
   ASSERT_EQ(small.size(), 1u);
   for (NodeId s : servers) EXPECT_LE(before[small[0].server], before[s]);
   EXPECT_EQ(load[small[0].server], before[small[0].server] + 40);
@@ -30,14 +32,14 @@ TEST(AssignRangesTest, DenseCoversAndBalances) {
 
 TEST(AssignRangesTest, FewerChunksThanServers) {
   std::map<NodeId, uint64_t> load;
-  auto ranges = AssignRanges(TableSpec::Dense("w", 1), 65536, {1, 2, 3}, &load);
+  auto ranges = placement::AssignRanges(TableSpec::Dense("w", 1), 65536, {1, 2, 3}, &load);
   ASSERT_EQ(ranges.size(), 1u);
   EXPECT_EQ(ranges[0].end, 1u);
 }
 
 TEST(AssignRangesTest, SparseSplitsHashSpace) {
   std::map<NodeId, uint64_t> load;
-  auto ranges = AssignRanges(TableSpec::Sparse("e", 8), 0, {4, 5, 6}, &load);
+  auto ranges = placement::AssignRanges(TableSpec::Sparse("e", 8), 0, {4, 5, 6}, &load);
   ASSERT_EQ(ranges.size(), 3u);
   EXPECT_EQ(ranges[0].begin, 0u);
   EXPECT_EQ(ranges[2].end, 0u);  // 2^64
@@ -56,12 +58,12 @@ ClusterMap TwoServerMap() {
   t.id = 0;
   t.spec = TableSpec::Dense("w", 100);
   t.chunk_elems = 10;
-  t.ranges = AssignRanges(t.spec, 10, {1, 2}, &load);
+  t.ranges = placement::AssignRanges(t.spec, 10, {1, 2}, &load);
   m.tables[0] = t;
   TableInfo e;
   e.id = 1;
   e.spec = TableSpec::Sparse("e", 4);
-  e.ranges = AssignRanges(e.spec, 0, {1, 2}, &load);
+  e.ranges = placement::AssignRanges(e.spec, 0, {1, 2}, &load);
   m.tables[1] = e;
   return m;
 }
@@ -69,8 +71,8 @@ ClusterMap TwoServerMap() {
 TEST(ClusterMapTest, ProtoRoundTrip) {
   ClusterMap m = TwoServerMap();
   layerps::pb::ClusterMap pb;
-  m.ToProto(&pb);
-  auto back = ClusterMap::FromProto(pb);
+  MapToProto(m, &pb);
+  auto back = MapFromProto(pb);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ((*back)->epoch, 3u);
   EXPECT_EQ((*back)->ServerIds(), (std::vector<NodeId>{1, 2}));
@@ -82,31 +84,31 @@ TEST(ClusterMapTest, ProtoRoundTrip) {
 TEST(ClusterMapTest, RejectsMalformedMaps) {
   ClusterMap m = TwoServerMap();
   layerps::pb::ClusterMap pb;
-  m.ToProto(&pb);
+  MapToProto(m, &pb);
   {
     auto bad = pb;
     bad.mutable_tables(0)->mutable_ranges(1)->set_begin(7);  // gap
-    EXPECT_FALSE(ClusterMap::FromProto(bad).ok());
+    EXPECT_FALSE(MapFromProto(bad).ok());
   }
   {
     auto bad = pb;
     bad.mutable_tables(0)->mutable_ranges(0)->set_server(3);  // a worker
-    EXPECT_FALSE(ClusterMap::FromProto(bad).ok());
+    EXPECT_FALSE(MapFromProto(bad).ok());
   }
   {
     auto bad = pb;
     bad.mutable_tables(0)->mutable_spec()->set_size(1000);  // ranges no longer cover it
-    EXPECT_FALSE(ClusterMap::FromProto(bad).ok());
+    EXPECT_FALSE(MapFromProto(bad).ok());
   }
   {
     auto bad = pb;
     bad.mutable_tables(1)->mutable_spec()->set_dim(0);
-    EXPECT_FALSE(ClusterMap::FromProto(bad).ok());
+    EXPECT_FALSE(MapFromProto(bad).ok());
   }
   {
     auto bad = pb;
     bad.add_nodes()->CopyFrom(pb.nodes(1));  // duplicate id
-    EXPECT_FALSE(ClusterMap::FromProto(bad).ok());
+    EXPECT_FALSE(MapFromProto(bad).ok());
   }
 }
 

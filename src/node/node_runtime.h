@@ -9,8 +9,8 @@
 // by Start() and joined by Stop(). Handlers run on the receive thread, one at a time,
 // except on_node_dead(kSchedulerId) (the scheduler is lost), which the heartbeat thread
 // calls: it may run concurrently with the others.
-#ifndef PS_TRANSPORT_NODE_RUNTIME_H_
-#define PS_TRANSPORT_NODE_RUNTIME_H_
+#ifndef PS_NODE_NODE_RUNTIME_H_
+#define PS_NODE_NODE_RUNTIME_H_
 
 #include <atomic>
 #include <chrono>
@@ -25,10 +25,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/cluster_map.h"
 #include "ps/options.h"
 #include "ps/status.h"
 #include "ps/types.h"
-#include "scheduler/cluster_map.h"
 #include "transport/transport.h"
 
 namespace ps {
@@ -133,4 +133,4 @@ int64_t SteadyMillis();
 
 }  // namespace ps
 
-#endif  // PS_TRANSPORT_NODE_RUNTIME_H_
+#endif  // PS_NODE_NODE_RUNTIME_H_

@@ -2,9 +2,10 @@
 //
 // The cluster map: the members of the cluster and, for every table, which server holds
 // which key range. The scheduler builds it; every node keeps an immutable snapshot and
-// replaces it when a newer epoch arrives.
-#ifndef PS_SCHEDULER_CLUSTER_MAP_H_
-#define PS_SCHEDULER_CLUSTER_MAP_H_
+// replaces it when a newer epoch arrives. Its wire form is in transport/map_codec.h; how
+// ranges are assigned is placement's business (placement/ranges.h).
+#ifndef PS_COMMON_CLUSTER_MAP_H_
+#define PS_COMMON_CLUSTER_MAP_H_
 
 #include <map>
 #include <memory>
@@ -13,13 +14,6 @@
 
 #include "ps/status.h"
 #include "ps/types.h"
-
-namespace layerps {
-namespace pb {
-class ClusterMap;
-class TableSpec;
-}  // namespace pb
-}  // namespace layerps
 
 namespace ps {
 
@@ -54,23 +48,8 @@ class ClusterMap {
   const NodeInfo* FindNode(NodeId id) const;
   std::vector<NodeId> ServerIds() const;  // alive or not, by rank
   int CountRole(Role role) const;
-
-  // Parses and checks a map that came over the network: ids unique, every table's spec
-  // valid and ranges well formed, every range's server a known server.
-  static StatusOr<std::shared_ptr<const ClusterMap>> FromProto(const layerps::pb::ClusterMap& pb);
-  void ToProto(layerps::pb::ClusterMap* pb) const;
 };
-
-void SpecToProto(const TableSpec& spec, layerps::pb::TableSpec* pb);
-TableSpec SpecFromProto(const layerps::pb::TableSpec& pb);
-
-// Splits a table over servers. `load` holds the bytes each server already stores and
-// is updated. Dense: chunks spread so that bytes balance (ranges contiguous, bigger
-// shares to less-loaded servers). Sparse: the hash space split evenly over all servers.
-std::vector<KeyRange> AssignRanges(const TableSpec& spec, uint64_t chunk_elems,
-                                   const std::vector<NodeId>& servers,
-                                   std::map<NodeId, uint64_t>* load);
 
 }  // namespace ps
 
-#endif  // PS_SCHEDULER_CLUSTER_MAP_H_
+#endif  // PS_COMMON_CLUSTER_MAP_H_

@@ -1,5 +1,5 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
-#include "scheduler/cluster_map.h"
+#include "transport/map_codec.h"
 
 #include <algorithm>
 #include <set>
@@ -7,43 +7,6 @@
 #include "layerps.pb.h"
 
 namespace ps {
-
-const TableInfo* ClusterMap::FindTable(TableId id) const {
-  auto it = tables.find(id);
-  return it == tables.end() ? nullptr : &it->second;
-}
-
-const TableInfo* ClusterMap::FindTableByName(const std::string& name) const {
-  for (const auto& kv : tables) {
-    if (kv.second.spec.name == name) return &kv.second;
-  }
-  return nullptr;
-}
-
-const NodeInfo* ClusterMap::FindNode(NodeId id) const {
-  for (const auto& n : nodes) {
-    if (n.id == id) return &n;
-  }
-  return nullptr;
-}
-
-std::vector<NodeId> ClusterMap::ServerIds() const {
-  std::vector<const NodeInfo*> s;
-  for (const auto& n : nodes) {
-    if (n.role == Role::kServer) s.push_back(&n);
-  }
-  std::sort(s.begin(), s.end(),
-            [](const NodeInfo* a, const NodeInfo* b) { return a->rank < b->rank; });
-  std::vector<NodeId> ids;
-  for (const auto* n : s) ids.push_back(n->id);
-  return ids;
-}
-
-int ClusterMap::CountRole(Role role) const {
-  int c = 0;
-  for (const auto& n : nodes) c += (n.role == role);
-  return c;
-}
 
 void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
   pb->set_name(s.name);
@@ -77,8 +40,7 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   return s;
 }
 
-StatusOr<std::shared_ptr<const ClusterMap>> ClusterMap::FromProto(
-    const layerps::pb::ClusterMap& pb) {
+StatusOr<std::shared_ptr<const ClusterMap>> MapFromProto(const layerps::pb::ClusterMap& pb) {
   auto m = std::make_shared<ClusterMap>();
   m->epoch = pb.epoch();
   std::set<NodeId> ids;
@@ -138,10 +100,10 @@ StatusOr<std::shared_ptr<const ClusterMap>> ClusterMap::FromProto(
   return std::shared_ptr<const ClusterMap>(std::move(m));
 }
 
-void ClusterMap::ToProto(layerps::pb::ClusterMap* pb) const {
+void MapToProto(const ClusterMap& map, layerps::pb::ClusterMap* pb) {
   pb->Clear();
-  pb->set_epoch(epoch);
-  for (const auto& n : nodes) {
+  pb->set_epoch(map.epoch);
+  for (const auto& n : map.nodes) {
     auto* p = pb->add_nodes();
     p->set_id(n.id);
     p->set_role(static_cast<layerps::pb::Role>(n.role));
@@ -149,10 +111,10 @@ void ClusterMap::ToProto(layerps::pb::ClusterMap* pb) const {
     p->set_endpoint(n.endpoint);
     p->set_hostname(n.hostname);
     p->set_alive(n.alive);
-    auto tag = tags.find(n.id);
-    if (tag != tags.end()) p->set_tag(tag->second);
+    auto tag = map.tags.find(n.id);
+    if (tag != map.tags.end()) p->set_tag(tag->second);
   }
-  for (const auto& kv : tables) {
+  for (const auto& kv : map.tables) {
     auto* t = pb->add_tables();
     t->set_id(kv.second.id);
     SpecToProto(kv.second.spec, t->mutable_spec());
@@ -164,42 +126,6 @@ void ClusterMap::ToProto(layerps::pb::ClusterMap* pb) const {
       pr->set_server(r.server);
     }
   }
-}
-
-std::vector<KeyRange> AssignRanges(const TableSpec& spec, uint64_t chunk_elems,
-                                   const std::vector<NodeId>& servers,
-                                   std::map<NodeId, uint64_t>* load) {
-  std::vector<KeyRange> ranges;
-  const uint64_t s = servers.size();
-  if (s == 0) return ranges;
-  if (spec.kind == TableKind::kSparse) {
-    // Even split of the hash space; begin of range i = floor(i * 2^64 / s).
-    for (uint64_t i = 0; i < s; ++i) {
-      const uint64_t begin =
-          i == 0 ? 0 : static_cast<uint64_t>((static_cast<__uint128_t>(i) << 64) / s);
-      const uint64_t end =
-          i + 1 == s ? 0 : static_cast<uint64_t>((static_cast<__uint128_t>(i + 1) << 64) / s);
-      ranges.push_back(KeyRange{begin, end, servers[i]});
-    }
-    return ranges;
-  }
-  const uint64_t chunks = (spec.size + chunk_elems - 1) / chunk_elems;
-  const uint64_t parts = std::min<uint64_t>(chunks, s);
-  // Servers by current load, least first: they receive the (possibly) larger shares.
-  std::vector<NodeId> order(servers);
-  std::stable_sort(order.begin(), order.end(),
-                   [load](NodeId a, NodeId b) { return (*load)[a] < (*load)[b]; });
-  uint64_t begin = 0;
-  for (uint64_t i = 0; i < parts; ++i) {
-    const uint64_t n = chunks / parts + (i < chunks % parts ? 1 : 0);
-    KeyRange r{begin, begin + n, order[i]};
-    const uint64_t first = r.begin * chunk_elems;
-    const uint64_t last = std::min(r.end * chunk_elems, spec.size);
-    (*load)[r.server] += (last - first) * spec.ElementBytes();
-    ranges.push_back(r);
-    begin += n;
-  }
-  return ranges;
 }
 
 }  // namespace ps

@@ -1,11 +1,14 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
-#include "transport/node_runtime.h"
+#include "node/node_runtime.h"
 
 #include <glog/logging.h>
 #include <unistd.h>
 
 #include "common/hash.h"
+#include "common/host.h"
+#include "common/status_wire.h"
 #include "layerps.pb.h"
+#include "transport/map_codec.h"
 
 namespace ps {
 
@@ -18,12 +21,6 @@ int64_t SteadyMillis() {
 namespace {
 constexpr int kRecvPollMs = 50;
 constexpr int kControlSendTimeoutMs = 5000;
-
-std::string Hostname() {
-  char name[256] = {0};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
 }  // namespace
 
 NodeRuntime::NodeRuntime(const Options& options, Role role, Handlers handlers)
@@ -52,7 +49,7 @@ Status NodeRuntime::Start() {
   reg->set_token(options_.token);
   reg->set_role(static_cast<layerps::pb::Role>(role_));
   reg->set_endpoint(endpoint_);
-  reg->set_hostname(Hostname());
+  reg->set_hostname(LocalHostname());
   reg->set_requested_rank(options_.rank);
   reg->set_session(secret_);
   Status sent =
@@ -357,7 +354,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
       break;
     }
     case layerps::pb::Control::kMapUpdate: {
-      auto parsed_map = ClusterMap::FromProto(c.map_update().map());
+      auto parsed_map = MapFromProto(c.map_update().map());
       if (!parsed_map.ok()) {
         CountBadMessage();
         LOG(ERROR) << "dropped a cluster map: " << parsed_map.status();
@@ -386,12 +383,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
       auto it = calls_.find(call_id);
       if (it == calls_.end() || it->second.done) break;  // late reply to a timed-out call
       it->second.done = true;
-      if (code != 0) {
-        const int c_clamped = (code < 0 || code > static_cast<int>(StatusCode::kIoError))
-                                  ? static_cast<int>(StatusCode::kInternal)
-                                  : code;
-        it->second.status = Status(static_cast<StatusCode>(c_clamped), error);
-      }
+      it->second.status = StatusFromWire(code, error);
       if (declare) it->second.value = c.declare_table_reply().table_id();
       cv_.notify_all();
       break;

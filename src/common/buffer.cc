@@ -1,0 +1,87 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "common/buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+
+namespace ps {
+
+Frame Frame::Copy(const void* data, size_t size) {
+  auto v = std::make_shared<std::vector<char>>(size);
+  if (size) std::memcpy(v->data(), data, size);
+  return AdoptVector(std::move(v));
+}
+
+Frame Frame::Adopt(std::vector<char>&& bytes) {
+  return AdoptVector(std::make_shared<std::vector<char>>(std::move(bytes)));
+}
+
+// ---- BufferPool ---------------------------------------------------------------------------
+
+struct BufferPool::State {
+  explicit State(size_t max) : max_idle(max) {}
+  ~State() {
+    for (auto& kv : idle)
+      for (void* p : kv.second) std::free(p);
+  }
+  const size_t max_idle;
+  std::mutex mu;
+  std::map<size_t, std::vector<void*>> idle;  // guarded by mu: size class -> buffers
+  size_t idle_bytes = 0;                      // guarded by mu
+};
+
+BufferPool::BufferPool(size_t max_idle_bytes) : state_(std::make_shared<State>(max_idle_bytes)) {}
+BufferPool::~BufferPool() = default;
+
+size_t BufferPool::idle_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->idle_bytes;
+}
+
+std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
+  if (bytes < kMinPooledBytes) {
+    return std::shared_ptr<uint8_t>(new uint8_t[bytes == 0 ? 1 : bytes],
+                                    std::default_delete<uint8_t[]>());
+  }
+  // Size classes: powers of two and the midpoints between them (waste <= 1/3).
+  size_t cls = kMinPooledBytes;
+  while (cls < bytes) {
+    const size_t mid = cls + cls / 2;
+    if (mid >= bytes) {
+      cls = mid;
+      break;
+    }
+    cls *= 2;
+  }
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto it = state_->idle.find(cls);
+    if (it != state_->idle.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      state_->idle_bytes -= cls;
+    }
+  }
+  if (p == nullptr) {
+    p = std::aligned_alloc(64, (cls + 63) / 64 * 64);
+    if (p == nullptr) throw std::bad_alloc();
+  }
+  std::shared_ptr<State> st = state_;
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [st, cls](uint8_t* q) {
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      if (st->idle_bytes + cls <= st->max_idle) {
+        st->idle[cls].push_back(q);
+        st->idle_bytes += cls;
+        return;
+      }
+    }
+    std::free(q);
+  });
+}
+
+}  // namespace ps
