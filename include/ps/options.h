@@ -9,11 +9,16 @@
 #define PS_OPTIONS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "ps/status.h"
 
 namespace ps {
+
+// Makes a node's transport (src/transport/transport.h). Internal: tests pass in-process
+// and fault-injecting factories; applications leave Options::transport_factory null.
+class TransportFactory;
 
 struct Options {
   // --- Cluster membership -----------------------------------------------------------
@@ -76,6 +81,9 @@ struct Options {
   // Largest message this node accepts, in bytes; bigger ones are dropped unread.
   // 1 KiB..16 GiB, default 4 GiB.
   int64_t max_message_bytes = int64_t{4} << 30;
+  // Where the node's transport comes from. Default null: ZeroMQ. Not read from the
+  // environment or flags; the in-process cluster tests set it.
+  std::shared_ptr<TransportFactory> transport_factory;
 
   // Reads the LAYERPS_* variables named above over the defaults; a malformed value is
   // an InvalidArgument naming the variable. The result is validated.

@@ -28,10 +28,14 @@ NodeRuntime::NodeRuntime(const Options& options, Role role, Handlers handlers)
 
 NodeRuntime::~NodeRuntime() { Stop(false); }
 
+void NodeRuntime::Handle(MsgType type, DataHandler handler) {
+  data_handlers_[static_cast<uint16_t>(type)] = std::move(handler);
+}
+
 Status NodeRuntime::Start() {
   if (running_) return FailedPrecondition("already started");
   PS_RETURN_IF_ERROR(options_.Validate());
-  transport_ = NewZmqTransport(options_);
+  transport_ = NewTransport(options_);
   StatusOr<std::string> bound =
       transport_->Bind(DefaultBindAddress(options_.bind_address, options_.scheduler_address),
                        options_.advertise_host);
@@ -249,8 +253,16 @@ void NodeRuntime::ReceiveLoop() {
         LOG_EVERY_N(WARNING, 100)
             << "dropped a data message from an unknown or dead sender (claims node "
             << msg.header.sender << ")";
-      } else if (handlers_.on_data) {
-        handlers_.on_data(std::move(msg));
+      } else {
+        auto handler = data_handlers_.find(msg.header.type);
+        if (handler == data_handlers_.end()) {
+          CountBadMessage();
+          LOG_EVERY_N(WARNING, 100)
+              << "dropped a " << MsgTypeName(msg.header.msg_type()) << " message from node "
+              << msg.header.sender << ": a " << RoleName(role_) << " does not handle that kind";
+        } else {
+          handler->second(std::move(msg));
+        }
       }
     } else if (s.code() == StatusCode::kProtocolError) {
       CountBadMessage();

@@ -1,9 +1,11 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// NodeRuntime: what every server and worker does beside its own work. It binds the
-// node's receive socket, registers with the scheduler (token, endpoint), keeps the
-// cluster map, sends heartbeats, notices a lost scheduler, and runs the control
-// exchanges (declare table, barrier). Data messages are handed to the owner.
+// NodeRuntime: what every server and worker does beside its own work (the membership
+// client). It binds the node's receive socket, registers with the scheduler (token,
+// endpoint), keeps the cluster map, sends heartbeats, notices a lost scheduler, and runs
+// the control exchanges (declare table, barrier). Data messages from members are
+// dispatched by kind to the handler the owner registered for that kind (Handle); a kind
+// nobody registered is counted as a bad message and dropped.
 //
 // Threads: a receive thread (calls the handlers) and a heartbeat thread, both started
 // by Start() and joined by Stop(). Handlers run on the receive thread, one at a time,
@@ -35,9 +37,10 @@ namespace ps {
 
 class NodeRuntime {
  public:
+  // A data message of one kind, from a live member (header checked; frames not yet).
+  using DataHandler = std::function<void(Message&&)>;
+
   struct Handlers {
-    // A data message (already header-checked; frames not yet validated).
-    std::function<void(Message&&)> on_data;
     // A newer cluster map was installed (the old one is still readable by others).
     // Returns the tables the node could not set up, with the reason, for the scheduler.
     std::function<std::vector<std::pair<TableId, Status>>(const std::shared_ptr<const ClusterMap>&)>
@@ -50,6 +53,9 @@ class NodeRuntime {
 
   NodeRuntime(const Options& options, Role role, Handlers handlers);
   ~NodeRuntime();
+
+  // Registers the handler of a data message kind (one per kind). Call before Start().
+  void Handle(MsgType type, DataHandler handler);
 
   // Bind, register, wait for the first full cluster map. Bounded by connect_timeout_ms.
   Status Start();
@@ -101,6 +107,7 @@ class NodeRuntime {
   const Options options_;
   const Role role_;
   const Handlers handlers_;
+  std::map<uint16_t, DataHandler> data_handlers_;  // fixed once Start() began
   std::unique_ptr<Transport> transport_;
   std::string endpoint_;
   std::atomic<NodeId> id_{kUnassignedId};

@@ -55,7 +55,7 @@ class Scheduler::Impl {
   Status Start() {
     if (thread_.joinable()) return FailedPrecondition("scheduler already started");
     PS_RETURN_IF_ERROR(options_.Validate());
-    transport_ = NewZmqTransport(options_);
+    transport_ = NewTransport(options_);
     StatusOr<std::string> bound =
         transport_->Bind(options_.scheduler_address, options_.advertise_host);
     if (!bound.ok()) return bound.status();

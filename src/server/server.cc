@@ -26,9 +26,11 @@ class Server::Impl {
   Status Start() {
     if (started_) return FailedPrecondition("server already started (a Server starts once)");
     NodeRuntime::Handlers h;
-    h.on_data = [this](Message&& m) { HandleData(std::move(m)); };
     h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { return InstallMap(*map); };
     runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h));
+    for (MsgType t : {MsgType::kPush, MsgType::kPull, MsgType::kPushPull, MsgType::kAssign}) {
+      runtime_->Handle(t, [this](Message&& m) { HandleData(std::move(m)); });
+    }
     Status s = runtime_->Start();
     if (!s.ok()) {
       runtime_.reset();
@@ -115,8 +117,6 @@ class Server::Impl {
     ++messages_;
     const Header& h = msg.header;
     Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);
-    if (valid.ok() && h.msg_type() == MsgType::kReply)
-      valid = ProtocolError("a server got a reply");
     if (!valid.ok()) {
       ++bad_;
       LOG_EVERY_N(WARNING, 100) << "dropped a bad request from node " << h.sender << ": " << valid;

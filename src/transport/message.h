@@ -67,7 +67,7 @@ struct Header {
   uint32_t dim = 0;     // sparse: row width; dense: 0
   int32_t status = 0;   // replies: ps::StatusCode
   uint32_t flags = 0;   // kFlagSparse
-  uint32_t reserved = 0;
+  uint32_t part = 0;    // requests: which part of the request this is; replies echo it
 
   MsgType msg_type() const { return static_cast<MsgType>(type); }
   bool sparse() const { return (flags & kFlagSparse) != 0; }

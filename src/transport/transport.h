@@ -1,8 +1,13 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // The narrow seam between LayerPS and the network: bind one receive socket, send
-// messages to numbered peers, receive messages. ZmqTransport is the implementation
-// (tcp://, ipc://, inproc://); tests may wrap it to inject faults.
+// messages to numbered peers, receive messages. Nodes get their transport from a
+// TransportFactory (Options::transport_factory; ZeroMQ when none is given):
+//  - ZmqTransportFactory(): the real one (tcp://, ipc://, inproc://);
+//  - InProcessNetwork (transport/inproc_transport.h): queues between nodes of one
+//    process, no ZeroMQ at all, for tests;
+//  - FaultInjector (transport/fault_transport.h): wraps either, and drops, delays,
+//    duplicates or reorders chosen messages, or cuts a chosen peer off.
 #ifndef PS_TRANSPORT_TRANSPORT_H_
 #define PS_TRANSPORT_TRANSPORT_H_
 
@@ -47,6 +52,20 @@ class Transport {
 
 // A ZeroMQ transport for one node. `options` supplies io_threads and max_message_bytes.
 std::unique_ptr<Transport> NewZmqTransport(const Options& options);
+
+// Makes the transport of each node. Shared by the nodes it serves, so thread-safe.
+class TransportFactory {
+ public:
+  virtual ~TransportFactory() = default;
+  // A fresh, unbound transport for a node configured by `options`.
+  virtual std::unique_ptr<Transport> Create(const Options& options) = 0;
+};
+
+// The ZeroMQ factory (what a node uses when Options::transport_factory is null).
+std::shared_ptr<TransportFactory> ZmqTransportFactory();
+
+// The transport a node configured by `options` uses: from its factory, or ZeroMQ.
+std::unique_ptr<Transport> NewTransport(const Options& options);
 
 // Fills in a bind address from the scheduler address's scheme when `bind` is empty:
 // tcp -> tcp://127.0.0.1:0, ipc -> a fresh path in /tmp, inproc -> a fresh name.

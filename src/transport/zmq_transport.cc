@@ -573,6 +573,22 @@ std::unique_ptr<Transport> NewZmqTransport(const Options& options) {
   return std::make_unique<ZmqTransport>(options);
 }
 
+namespace {
+class ZmqFactory final : public TransportFactory {
+ public:
+  std::unique_ptr<Transport> Create(const Options& options) override {
+    return NewZmqTransport(options);
+  }
+};
+}  // namespace
+
+std::shared_ptr<TransportFactory> ZmqTransportFactory() { return std::make_shared<ZmqFactory>(); }
+
+std::unique_ptr<Transport> NewTransport(const Options& options) {
+  if (options.transport_factory) return options.transport_factory->Create(options);
+  return NewZmqTransport(options);
+}
+
 std::string DefaultBindAddress(const std::string& bind, const std::string& scheduler_address) {
   if (!bind.empty()) return bind;
   const uint64_t n = g_endpoint_counter.fetch_add(1);

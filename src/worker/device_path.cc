@@ -1,0 +1,227 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The device path: Worker calls whose data lives in GPU memory.
+//
+// Pushes: pack on the caller's stream into pinned host buffers (which ZeroMQ then sends
+// as they are), wait for that stream, send. Pulls: receive on the host, then enqueue the
+// copy (and, sparse, the scatter kernel) on the caller's stream; the pinned/device
+// temporaries are released in stream order.
+#include "ps/worker.h"
+#include "worker/ps_requests.h"
+
+#if LAYERPS_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "cuda/packing_cuda.h"
+#endif
+
+namespace ps {
+
+#if LAYERPS_HAVE_CUDA
+
+namespace {
+
+std::string CudaError(const char* what, pack::gpu::Error e) {
+  return std::string("CUDA ") + what + ": " + pack::gpu::ErrorString(e);
+}
+
+// Pinned host memory as a shared owner (freed when the last frame lets go).
+StatusOr<std::shared_ptr<void>> NewPinned(size_t bytes) {
+  void* p = nullptr;
+  const pack::gpu::Error e = pack::gpu::AllocPinned(bytes == 0 ? 1 : bytes, &p);
+  if (e != pack::gpu::kOk) return ResourceExhausted(CudaError("pinned allocation", e));
+  return std::shared_ptr<void>(p, [](void* q) { pack::gpu::FreePinned(q); });
+}
+
+// Device memory allocated and freed in the order of `stream`.
+class StreamBuffer {
+ public:
+  StreamBuffer(size_t bytes, cudaStream_t stream) : stream_(stream) {
+    error_ = cudaMallocAsync(&ptr_, bytes == 0 ? 1 : bytes, stream);
+  }
+  ~StreamBuffer() {
+    if (ptr_) cudaFreeAsync(ptr_, stream_);
+  }
+  bool ok() const { return error_ == cudaSuccess; }
+  cudaError_t error() const { return error_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_;
+  cudaError_t error_;
+};
+
+// Keeps `owner` alive until `stream` reaches this point, then drops it.
+void ReleaseAfter(cudaStream_t stream, std::shared_ptr<const void> owner) {
+  auto* held = new std::shared_ptr<const void>(std::move(owner));
+  if (cudaLaunchHostFunc(
+          stream, [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); }, held) !=
+      cudaSuccess) {
+    cudaStreamSynchronize(stream);
+    delete held;
+  }
+}
+
+}  // namespace
+
+Ticket PsRequests::PushDevice(TableId table, const float* grad, size_t n, void* stream,
+                              Callback cb) {
+  if (!Worker::DeviceSupport())
+    return tracker_->Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+  auto s = static_cast<cudaStream_t>(stream);
+  auto pinned = NewPinned(n * sizeof(float));
+  if (!pinned.ok()) return tracker_->Failed(pinned.status(), std::move(cb));
+  float* host = static_cast<float*>(pinned->get());
+  pack::gpu::Error e =
+      grad ? pack::gpu::CopyAsync(host, grad, n * sizeof(float), s) : pack::gpu::kOk;
+  if (e == pack::gpu::kOk) e = cudaStreamSynchronize(s);
+  if (e != pack::gpu::kOk)
+    return tracker_->Failed(Internal(CudaError("device-to-host copy", e)), std::move(cb));
+  return Dense(MsgType::kPush, table, grad ? host : nullptr, nullptr, n, std::move(cb), *pinned);
+}
+
+Ticket PsRequests::PullDevice(TableId table, float* out, size_t n, void* stream, Callback cb) {
+  if (!Worker::DeviceSupport())
+    return tracker_->Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+  auto s = static_cast<cudaStream_t>(stream);
+  auto pinned = NewPinned(n * sizeof(float));
+  if (!pinned.ok()) return tracker_->Failed(pinned.status(), std::move(cb));
+  std::shared_ptr<const void> owner = *pinned;
+  float* host = static_cast<float*>(pinned->get());
+  return Dense(MsgType::kPull, table, nullptr, out ? host : nullptr, n, std::move(cb), owner,
+               [out, host, n, s, owner](Request&) -> Status {
+                 const pack::gpu::Error e = pack::gpu::CopyAsync(out, host, n * sizeof(float), s);
+                 if (e != pack::gpu::kOk) return Internal(CudaError("host-to-device copy", e));
+                 ReleaseAfter(s, owner);
+                 return Status::OK();
+               });
+}
+
+Ticket PsRequests::SparseDevice(MsgType type, TableId table, const Key* keys, size_t num_keys,
+                                const float* rows, float* out, size_t rows_len, void* stream,
+                                Callback cb) {
+  if (!Worker::DeviceSupport())
+    return tracker_->Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+  std::shared_ptr<const ClusterMap> map;
+  Status err;
+  const TableInfo* t = Lookup(table, TableKind::kSparse, &map, &err);
+  if (!t) return tracker_->Failed(err, std::move(cb));
+  const bool pushes = type == MsgType::kPush;
+  err = CheckSparseArgs(*t, keys, num_keys, pushes ? rows : out, rows_len);
+  if (!err.ok()) return tracker_->Failed(err, std::move(cb));
+  auto s = static_cast<cudaStream_t>(stream);
+  const uint32_t dim = t->spec.dim;
+  const size_t buckets = t->ranges.size();
+
+  if (!pushes) {
+    // Pull: the keys come to the host (8 bytes each; the rows are the bulk), are
+    // deduplicated and grouped there; the unique rows go back up and a kernel scatters
+    // them to every position on the caller's stream.
+    auto pinned_keys = NewPinned(num_keys * sizeof(Key));
+    if (!pinned_keys.ok()) return tracker_->Failed(pinned_keys.status(), std::move(cb));
+    Key* hkeys = static_cast<Key*>(pinned_keys->get());
+    pack::gpu::Error e = pack::gpu::CopyAsync(hkeys, keys, num_keys * sizeof(Key), s);
+    if (e == pack::gpu::kOk) e = cudaStreamSynchronize(s);
+    if (e != pack::gpu::kOk)
+      return tracker_->Failed(Internal(CudaError("device-to-host copy", e)), std::move(cb));
+    SparseBatch batch = PrepareSparse(MsgType::kPull, *t, hkeys, num_keys, nullptr);
+    return SendSparse(
+        MsgType::kPull, map, *t, std::move(batch), out,
+        [s, dim](Request& r) -> Status {
+          const size_t n = r.inverse.size();
+          StreamBuffer uniq(r.staging.size() * sizeof(float), s);
+          StreamBuffer inverse(n * sizeof(uint32_t), s);
+          if (!uniq.ok() || !inverse.ok())
+            return ResourceExhausted("CUDA device allocation failed");
+          // Pageable sources: these copies return once the data is staged.
+          pack::gpu::Error e = pack::gpu::CopyAsync(uniq.as<float>(), r.staging.data(),
+                                                    r.staging.size() * sizeof(float), s);
+          if (e == pack::gpu::kOk) {
+            e = pack::gpu::CopyAsync(inverse.as<uint32_t>(), r.inverse.data(), n * sizeof(uint32_t),
+                                     s);
+          }
+          if (e == pack::gpu::kOk) {
+            e = pack::gpu::ScatterRows(inverse.as<uint32_t>(), n, uniq.as<float>(), dim, r.out, s);
+          }
+          return e == pack::gpu::kOk ? Status::OK() : Internal(CudaError("scatter", e));
+        },
+        std::move(cb));
+  }
+
+  // Push: coalesce and bucket on the GPU, copy exactly the packed bytes to pinned memory.
+  std::vector<uint64_t> begins;
+  for (const KeyRange& r : t->ranges) begins.push_back(r.begin);
+  StreamBuffer d_begin(buckets * sizeof(uint64_t), s), d_keys(num_keys * sizeof(Key), s),
+      d_rows(num_keys * dim * sizeof(float), s), d_offsets((buckets + 1) * sizeof(size_t), s);
+  if (!d_begin.ok() || !d_keys.ok() || !d_rows.ok() || !d_offsets.ok()) {
+    return tracker_->Failed(ResourceExhausted("CUDA device allocation failed"), std::move(cb));
+  }
+  auto pinned_keys = NewPinned(num_keys * sizeof(Key));
+  auto pinned_rows = NewPinned(num_keys * dim * sizeof(float));
+  auto pinned_offsets = NewPinned((buckets + 1) * sizeof(size_t));
+  if (!pinned_keys.ok() || !pinned_rows.ok() || !pinned_offsets.ok()) {
+    return tracker_->Failed(ResourceExhausted("pinned allocation failed"), std::move(cb));
+  }
+  pack::gpu::Workspace ws;
+  pack::gpu::Error e =
+      pack::gpu::CopyAsync(d_begin.as<uint64_t>(), begins.data(), buckets * sizeof(uint64_t), s);
+  if (e == pack::gpu::kOk) {
+    e = pack::gpu::CoalesceAndBucket(keys, rows, num_keys, dim, d_begin.as<uint64_t>(), buckets,
+                                     d_keys.as<Key>(), d_rows.as<float>(), nullptr,
+                                     d_offsets.as<size_t>(), &ws, s);
+  }
+  const size_t* d_count = d_offsets.as<size_t>() + buckets;
+  if (e == pack::gpu::kOk) {
+    e = pack::gpu::CopyCountedAsync(pinned_keys->get(), d_keys.as<Key>(), d_count, sizeof(Key),
+                                    num_keys, s);
+  }
+  if (e == pack::gpu::kOk) {
+    e = pack::gpu::CopyCountedAsync(pinned_rows->get(), d_rows.as<float>(), d_count,
+                                    dim * sizeof(float), num_keys, s);
+  }
+  if (e == pack::gpu::kOk) {
+    e = pack::gpu::CopyAsync(pinned_offsets->get(), d_offsets.as<size_t>(),
+                             (buckets + 1) * sizeof(size_t), s);
+  }
+  if (e == pack::gpu::kOk) e = cudaStreamSynchronize(s);
+  if (e != pack::gpu::kOk)
+    return tracker_->Failed(Internal(CudaError("packing", e)), std::move(cb));
+  SparseBatch batch;
+  const size_t* offsets = static_cast<const size_t*>(pinned_offsets->get());
+  batch.offsets.assign(offsets, offsets + buckets + 1);
+  if (batch.offsets.back() > num_keys)
+    return tracker_->Failed(Internal("GPU packing returned a bad count"), std::move(cb));
+  batch.keys = static_cast<const Key*>(pinned_keys->get());
+  batch.rows = static_cast<const float*>(pinned_rows->get());
+  batch.owner = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+      *pinned_keys, *pinned_rows);
+  ++tracker_->stats().copies;
+  return SendSparse(MsgType::kPush, map, *t, std::move(batch), nullptr, nullptr, std::move(cb));
+}
+
+bool Worker::DeviceSupport() {
+  static const bool available = pack::gpu::DeviceAvailable();
+  return available;
+}
+
+#else  // !LAYERPS_HAVE_CUDA
+
+Ticket PsRequests::PushDevice(TableId, const float*, size_t, void*, Callback cb) {
+  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
+}
+Ticket PsRequests::PullDevice(TableId, float*, size_t, void*, Callback cb) {
+  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
+}
+Ticket PsRequests::SparseDevice(MsgType, TableId, const Key*, size_t, const float*, float*, size_t,
+                                void*, Callback cb) {
+  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
+}
+bool Worker::DeviceSupport() { return false; }
+
+#endif  // LAYERPS_HAVE_CUDA
+
+}  // namespace ps

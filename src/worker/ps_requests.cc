@@ -1,0 +1,296 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "worker/ps_requests.h"
+
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "worker/packing.h"
+
+namespace ps {
+namespace {
+
+// Slices below this size travel fused with the other small slices for the same server.
+constexpr uint64_t kFuseBelowBytes = 256 << 10;
+
+// The part that moves range r of dense table t; a pull's values land at out + its first
+// element (out null: nothing comes back).
+Part DensePart(const TableInfo& t, const KeyRange& r, float* out) {
+  Part p;
+  p.server = r.server;
+  p.table = t.id;
+  p.offset = t.RangeFirstElem(r);
+  p.count = t.RangeEndElem(r) - p.offset;
+  if (out != nullptr) {
+    p.dst = out + p.offset;
+    p.value_count = p.count;
+  }
+  return p;
+}
+
+}  // namespace
+
+const TableInfo* PsRequests::Lookup(TableId table, TableKind kind,
+                                    std::shared_ptr<const ClusterMap>* map, Status* error) const {
+  if (!*map) *map = map_();  // one snapshot for the whole request
+  if (!*map) {
+    *error = FailedPrecondition("the worker is not started (call Start first)");
+    return nullptr;
+  }
+  const TableInfo* t = *map ? (*map)->FindTable(table) : nullptr;
+  if (!t) {
+    *error = NotFound("unknown table id " + std::to_string(table) + " (declare it first)");
+    return nullptr;
+  }
+  if (t->spec.kind != kind) {
+    *error =
+        InvalidArgument("table '" + t->spec.name + "' is " +
+                        (t->spec.kind == TableKind::kDense ? "dense" : "sparse") + ": use the " +
+                        (t->spec.kind == TableKind::kDense ? "dense" : "sparse") + " calls");
+    return nullptr;
+  }
+  return t;
+}
+
+Ticket PsRequests::Dense(MsgType type, TableId table, const float* in, float* out, size_t n,
+                         Callback cb, std::shared_ptr<const void> keep,
+                         std::function<Status(Request&)> finish) {
+  std::shared_ptr<const ClusterMap> map;
+  Status err;
+  const TableInfo* t = Lookup(table, TableKind::kDense, &map, &err);
+  if (!t) return tracker_->Failed(err, std::move(cb));
+  if (n != t->spec.size) {
+    return tracker_->Failed(
+        InvalidArgument("table '" + t->spec.name + "' has " + std::to_string(t->spec.size) +
+                        " elements, the request has " + std::to_string(n)),
+        std::move(cb));
+  }
+  const bool pushes = type != MsgType::kPull;
+  if ((pushes && in == nullptr) ||
+      ((type == MsgType::kPull || type == MsgType::kPushPull) && out == nullptr)) {
+    return tracker_->Failed(InvalidArgument("null buffer"), std::move(cb));
+  }
+  auto req = tracker_->New(type, table, std::move(cb));
+  req->out = out;
+  req->keep = keep;
+  req->finish = std::move(finish);
+  for (const KeyRange& r : t->ranges)
+    req->parts.push_back(DensePart(*t, r, req->pulls() ? out : nullptr));
+  return tracker_->Submit(
+      req, map->epoch, /*borrows=*/pushes,
+      [&](size_t i, const std::shared_ptr<const void>& borrow) {
+        std::vector<Frame> frames;
+        if (pushes) {
+          const Part& p = req->parts[i];
+          frames.push_back(Frame::Borrow(in + p.offset, p.count * sizeof(float), borrow));
+        }
+        return frames;
+      });
+}
+
+Ticket PsRequests::Many(MsgType type, const std::vector<TableId>& tables,
+                        const std::vector<const float*>& ins, const std::vector<float*>& outs,
+                        const std::vector<size_t>& sizes, Callback cb) {
+  const bool pushes = type != MsgType::kPull;
+  const bool pulls = type == MsgType::kPull || type == MsgType::kPushPull;
+  std::shared_ptr<const ClusterMap> map = map_();
+  if (!map)
+    return tracker_->Failed(FailedPrecondition("the worker is not started (call Start first)"),
+                            std::move(cb));
+  std::vector<const TableInfo*> infos;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    Status err;
+    const TableInfo* t = Lookup(tables[i], TableKind::kDense, &map, &err);
+    if (!t) return tracker_->Failed(err.WithContext("tensor " + std::to_string(i)), std::move(cb));
+    if (sizes[i] != t->spec.size) {
+      return tracker_->Failed(
+          InvalidArgument("tensor " + std::to_string(i) + ": table '" + t->spec.name + "' has " +
+                          std::to_string(t->spec.size) + " elements, got " +
+                          std::to_string(sizes[i])),
+          std::move(cb));
+    }
+    if ((pushes && ins[i] == nullptr) || (pulls && outs[i] == nullptr)) {
+      return tracker_->Failed(InvalidArgument("tensor " + std::to_string(i) + ": null buffer"),
+                              std::move(cb));
+    }
+    infos.push_back(t);
+  }
+  auto req = tracker_->New(type, kInvalidTable, std::move(cb));
+  std::vector<const float*> part_src;  // regular parts: pushed values
+  struct Fusion {
+    std::vector<FusedSegment> segments;
+    std::vector<const float*> srcs;
+    Part part;
+  };
+  std::map<NodeId, Fusion> fusions;  // small slices, per server
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const TableInfo* t = infos[i];
+    for (const KeyRange& r : t->ranges) {
+      const uint64_t first = t->RangeFirstElem(r);
+      const uint64_t count = t->RangeEndElem(r) - first;
+      if (count * sizeof(float) >= kFuseBelowBytes) {
+        req->parts.push_back(DensePart(*t, r, pulls ? outs[i] : nullptr));
+        part_src.push_back(pushes ? ins[i] + first : nullptr);
+      } else {
+        Fusion& f = fusions[r.server];
+        FusedSegment seg;
+        seg.table = t->id;
+        seg.offset = first;
+        seg.count = count;
+        f.segments.push_back(seg);
+        f.srcs.push_back(pushes ? ins[i] + first : nullptr);
+        if (pulls) {
+          f.part.pieces.emplace_back(outs[i] + first, count);
+          f.part.value_count += count;
+        }
+      }
+    }
+  }
+  const size_t regular = req->parts.size();
+  std::vector<Fusion*> fused_of_part;
+  for (auto& kv : fusions) {
+    Part& p = kv.second.part;
+    p.server = kv.first;
+    p.table = 0;
+    p.fused = true;
+    p.count = kv.second.segments.size();
+    req->parts.push_back(p);
+    fused_of_part.push_back(&kv.second);
+  }
+  return tracker_->Submit(
+      req, map->epoch, /*borrows=*/pushes,
+      [&](size_t i, const std::shared_ptr<const void>& borrow) {
+        std::vector<Frame> frames;
+        const Part& p = req->parts[i];
+        if (i < regular) {
+          if (pushes) frames.push_back(Frame::Borrow(part_src[i], p.count * sizeof(float), borrow));
+          return frames;
+        }
+        const Fusion& f = *fused_of_part[i - regular];
+        frames.push_back(Frame::Copy(f.segments.data(), f.segments.size() * sizeof(FusedSegment)));
+        if (pushes) {  // fusion: the small slices copied once into one buffer
+          uint64_t total = 0;
+          for (const auto& seg : f.segments) total += seg.count;
+          std::shared_ptr<float[]> values(new float[total == 0 ? 1 : total]);
+          uint64_t at = 0;
+          for (size_t k = 0; k < f.segments.size(); ++k) {
+            std::memcpy(values.get() + at, f.srcs[k], f.segments[k].count * sizeof(float));
+            at += f.segments[k].count;
+          }
+          frames.push_back(Frame::Borrow(values.get(), total * sizeof(float),
+                                         std::shared_ptr<const void>(values, values.get())));
+          ++tracker_->stats().copies;
+        }
+        return frames;
+      });
+}
+
+Ticket PsRequests::Sparse(MsgType type, TableId table, const Key* keys, size_t num_keys,
+                          const float* rows, float* out, size_t rows_len, Callback cb) {
+  std::shared_ptr<const ClusterMap> map;
+  Status err;
+  const TableInfo* t = Lookup(table, TableKind::kSparse, &map, &err);
+  if (!t) return tracker_->Failed(err, std::move(cb));
+  const bool pushes = type != MsgType::kPull;
+  err = CheckSparseArgs(*t, keys, num_keys, pushes ? rows : out, rows_len);
+  if (!err.ok()) return tracker_->Failed(err, std::move(cb));
+  SparseBatch batch = PrepareSparse(type, *t, keys, num_keys, rows);
+  if (pushes) ++tracker_->stats().copies;
+  std::function<Status(Request&)> finish;
+  if (type == MsgType::kPull) {
+    finish = [](Request& r) {
+      pack::ScatterRows(r.inverse.data(), r.inverse.size(), r.staging.data(), r.dim, r.out);
+      return Status::OK();
+    };
+  }
+  return SendSparse(type, map, *t, std::move(batch), out, std::move(finish), std::move(cb));
+}
+
+Status PsRequests::CheckSparseArgs(const TableInfo& t, const Key* keys, size_t num_keys,
+                                   const float* rows, size_t rows_len) const {
+  const uint32_t dim = t.spec.dim;
+  if (rows_len != num_keys * dim) {
+    return InvalidArgument("table '" + t.spec.name + "' has dim " + std::to_string(dim) + ": " +
+                           std::to_string(num_keys) + " keys need " +
+                           std::to_string(num_keys * dim) + " values, got " +
+                           std::to_string(rows_len));
+  }
+  if (num_keys > 0xFFFFFFFFull) return InvalidArgument("more than 2^32 keys in one request");
+  if (num_keys > 0 && (keys == nullptr || rows == nullptr)) return InvalidArgument("null buffer");
+  return Status::OK();
+}
+
+SparseBatch PsRequests::PrepareSparse(MsgType type, const TableInfo& t, const Key* keys,
+                                      size_t num_keys, const float* rows) const {
+  const uint32_t dim = t.spec.dim;
+  const bool sums = type == MsgType::kPush || type == MsgType::kPushPull;
+  std::vector<uint64_t> begins;
+  for (const KeyRange& r : t.ranges) begins.push_back(r.begin);
+  SparseBatch batch;
+  batch.offsets.assign(begins.size() + 1, 0);
+  auto bkeys = std::make_shared<std::vector<Key>>(num_keys);
+  auto brows = std::make_shared<std::vector<float>>(sums ? num_keys * size_t{dim} : 0);
+  std::vector<uint32_t> inverse(sums ? 0 : num_keys);
+  // Unique keys grouped by server range (sorted within each), duplicates summed for
+  // pushes; the inverse maps every caller position to its unique key.
+  const size_t m =
+      pack::CoalesceAndBucket(keys, sums ? rows : nullptr, num_keys, sums ? dim : 0, begins.data(),
+                              begins.size(), bkeys->data(), sums ? brows->data() : nullptr,
+                              sums ? nullptr : inverse.data(), batch.offsets.data());
+  bkeys->resize(m);
+  if (type == MsgType::kAssign) {  // the last row of a duplicated key wins
+    brows->resize(m * size_t{dim});
+    for (size_t i = 0; i < num_keys; ++i) {
+      std::memcpy(brows->data() + size_t{inverse[i]} * dim, rows + i * dim, dim * sizeof(float));
+    }
+  }
+  if (type == MsgType::kPull) batch.inverse = std::move(inverse);
+  batch.keys = bkeys->data();
+  batch.rows = type == MsgType::kPull ? nullptr : brows->data();
+  batch.owner = std::make_shared<std::pair<decltype(bkeys), decltype(brows)>>(bkeys, brows);
+  return batch;
+}
+
+Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterMap>& map,
+                              const TableInfo& t, SparseBatch batch, float* out,
+                              std::function<Status(Request&)> finish, Callback cb) {
+  const uint32_t dim = t.spec.dim;
+  const bool pushes = type != MsgType::kPull;
+  auto req = tracker_->New(type, t.id, std::move(cb));
+  req->sparse = true;
+  req->dim = dim;
+  req->out = out;
+  req->finish = std::move(finish);
+  if (req->pulls()) {
+    req->inverse = std::move(batch.inverse);
+    req->staging.resize(batch.offsets.back() * size_t{dim});
+  }
+  for (size_t b = 0; b + 1 < batch.offsets.size(); ++b) {
+    if (batch.offsets[b + 1] > batch.offsets[b]) {
+      Part p;
+      p.server = t.ranges[b].server;
+      p.table = t.id;
+      p.offset = batch.offsets[b];
+      p.count = batch.offsets[b + 1] - batch.offsets[b];
+      if (req->pulls()) {
+        p.dst = req->staging.data() + p.offset * dim;
+        p.value_count = p.count * dim;
+      }
+      req->parts.push_back(std::move(p));
+    }
+  }
+  // The batch owns its buffers (no borrowed caller memory): nothing to wait for after send.
+  return tracker_->Submit(
+      req, map->epoch, /*borrows=*/false, [&](size_t i, const std::shared_ptr<const void>&) {
+        const Part& p = req->parts[i];
+        std::vector<Frame> frames;
+        frames.push_back(Frame::Borrow(batch.keys + p.offset, p.count * sizeof(Key), batch.owner));
+        if (pushes) {
+          frames.push_back(Frame::Borrow(batch.rows + p.offset * dim, p.count * dim * sizeof(float),
+                                         batch.owner));
+        }
+        return frames;
+      });
+}
+
+}  // namespace ps

@@ -1,0 +1,80 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// PsRequests: a worker's requests to the parameter servers. Each call checks its
+// arguments against one snapshot of the cluster map, slices the request into parts by
+// the table's key ranges (dense: one part per range, small slices of a multi-tensor
+// request fused per server; sparse: keys coalesced and bucketed per range), and hands the
+// parts to the RequestTracker. GPU-memory variants (device_path.cc) pack on the GPU first.
+//
+// Thread-safety: every member may be called from any thread.
+#ifndef PS_WORKER_PS_REQUESTS_H_
+#define PS_WORKER_PS_REQUESTS_H_
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/cluster_map.h"
+#include "ps/worker.h"
+#include "worker/request_tracker.h"
+
+namespace ps {
+
+// The unique keys of a sparse request grouped by server range, ready to send. Built on
+// the host by PrepareSparse, or by the GPU packing path into pinned memory.
+struct SparseBatch {
+  const Key* keys = nullptr;          // m keys, grouped by range, unique
+  const float* rows = nullptr;        // pushes: m x dim rows in the same order
+  std::shared_ptr<const void> owner;  // keeps keys and rows alive while frames are in flight
+  std::vector<size_t> offsets;        // one more than the table's ranges; range b is [b, b+1)
+  std::vector<uint32_t> inverse;      // pulls: caller position -> position in keys
+};
+
+class PsRequests {
+ public:
+  // `map` returns the current cluster map, or null while the worker is not running.
+  using MapSource = std::function<std::shared_ptr<const ClusterMap>()>;
+  using Callback = Worker::Callback;
+
+  PsRequests(RequestTracker* tracker, MapSource map) : tracker_(tracker), map_(std::move(map)) {}
+
+  // `keep` holds the memory `in`/`out` live in; `finish` runs when every part succeeded.
+  Ticket Dense(MsgType type, TableId table, const float* in, float* out, size_t n, Callback cb,
+               std::shared_ptr<const void> keep = nullptr,
+               std::function<Status(Request&)> finish = nullptr);
+  // Several dense tensors in one request (PushMany/PullMany): small slices fused.
+  Ticket Many(MsgType type, const std::vector<TableId>& tables,
+              const std::vector<const float*>& ins, const std::vector<float*>& outs,
+              const std::vector<size_t>& sizes, Callback cb);
+  Ticket Sparse(MsgType type, TableId table, const Key* keys, size_t num_keys, const float* rows,
+                float* out, size_t rows_len, Callback cb);
+
+  // GPU memory (device_path.cc); without CUDA they fail with FailedPrecondition.
+  Ticket PushDevice(TableId table, const float* grad, size_t n, void* stream, Callback cb);
+  Ticket PullDevice(TableId table, float* out, size_t n, void* stream, Callback cb);
+  Ticket SparseDevice(MsgType type, TableId table, const Key* keys, size_t num_keys,
+                      const float* rows, float* out, size_t rows_len, void* stream, Callback cb);
+
+ private:
+  // Checks common to every request; returns the table or sets *error. Takes the current
+  // map into *map if it is null, else looks up in the snapshot given (so that several
+  // lookups of one request see the same map and the returned pointers stay valid).
+  const TableInfo* Lookup(TableId table, TableKind kind, std::shared_ptr<const ClusterMap>* map,
+                          Status* error) const;
+  Status CheckSparseArgs(const TableInfo& t, const Key* keys, size_t num_keys, const float* rows,
+                         size_t rows_len) const;
+  // Host path: coalesces (pushes) or deduplicates (pulls) and groups keys by server.
+  SparseBatch PrepareSparse(MsgType type, const TableInfo& t, const Key* keys, size_t num_keys,
+                            const float* rows) const;
+  // Sends a prepared batch; `finish` runs when every part succeeded (pulls).
+  Ticket SendSparse(MsgType type, const std::shared_ptr<const ClusterMap>& map, const TableInfo& t,
+                    SparseBatch batch, float* out, std::function<Status(Request&)> finish,
+                    Callback cb);
+
+  RequestTracker* const tracker_;
+  const MapSource map_;
+};
+
+}  // namespace ps
+
+#endif  // PS_WORKER_PS_REQUESTS_H_

@@ -1,0 +1,344 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "worker/request_tracker.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "common/status_wire.h"
+
+namespace ps {
+
+// Requests by ticket. Shared with in-flight requests so that a frame released by the
+// transport after the tracker is gone finds something valid to update.
+struct TrackerState {
+  std::mutex mu;
+  std::unordered_map<Ticket, std::shared_ptr<Request>> requests;  // guarded by mu
+
+  std::mutex completion_mu;
+  std::condition_variable completion_cv;
+  std::deque<std::shared_ptr<Request>> completions;  // guarded by completion_mu
+  bool completion_thread_running = false;            // guarded by completion_mu
+};
+
+namespace {
+
+int64_t NowMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Finalize(const std::shared_ptr<Request>& req) {
+  Worker::Callback cb;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(req->mu);
+    if (req->status.ok() && req->finish) req->status = req->finish(*req);
+    req->finish = nullptr;
+    req->done = true;
+    status = req->status;
+    cb = std::move(req->callback);
+    req->cv.notify_all();
+  }
+  if (cb) {
+    if (auto st = req->tracker.lock()) {
+      std::lock_guard<std::mutex> lock(st->mu);
+      st->requests.erase(req->ticket);
+    }
+    cb(status);
+  }
+}
+
+void Release(const std::shared_ptr<Request>& req) {
+  if (req->pending.fetch_sub(1) == 1) Finalize(req);
+}
+
+// Release of the borrow unit, called from whichever thread the transport lets go of the
+// last frame on: a completion it causes is handed to the completion thread.
+void ReleaseFromTransport(const std::shared_ptr<Request>& req) {
+  if (req->pending.fetch_sub(1) != 1) return;
+  if (auto st = req->tracker.lock()) {
+    std::lock_guard<std::mutex> lock(st->completion_mu);
+    if (st->completion_thread_running) {
+      st->completions.push_back(req);
+      st->completion_cv.notify_one();
+      return;
+    }
+  }
+  Finalize(req);  // the tracker is gone or stopped: nobody else would
+}
+
+// Claims part i with `status`; returns false if it was already claimed.
+bool Claim(Request* req, size_t i, const Status& status) {
+  std::lock_guard<std::mutex> lock(req->mu);
+  if (req->parts[i].claimed) return false;
+  req->parts[i].claimed = true;
+  if (!status.ok() && req->status.ok()) req->status = status;
+  return true;
+}
+
+void CompletionLoop(std::shared_ptr<TrackerState> st) {
+  std::unique_lock<std::mutex> lock(st->completion_mu);
+  for (;;) {
+    st->completion_cv.wait(
+        lock, [&] { return !st->completions.empty() || !st->completion_thread_running; });
+    while (!st->completions.empty()) {
+      auto req = std::move(st->completions.front());
+      st->completions.pop_front();
+      lock.unlock();
+      Finalize(req);
+      lock.lock();
+    }
+    if (!st->completion_thread_running) return;
+  }
+}
+
+}  // namespace
+
+RequestTracker::RequestTracker(const Options& options, SendFn send)
+    : options_(options),
+      send_(std::move(send)),
+      state_(std::make_shared<TrackerState>()),
+      stats_(std::make_unique<TrackerStats>()) {}
+
+RequestTracker::~RequestTracker() { Stop(Aborted("the worker stopped")); }
+
+void RequestTracker::Start() {
+  std::lock_guard<std::mutex> lock(state_->completion_mu);
+  if (state_->completion_thread_running) return;
+  state_->completion_thread_running = true;
+  completion_thread_ = std::thread([st = state_] { CompletionLoop(st); });
+}
+
+void RequestTracker::Stop(const Status& why) {
+  FailMatching([](const Part&) { return true; }, why);
+  {
+    std::lock_guard<std::mutex> lock(state_->completion_mu);
+    state_->completion_thread_running = false;  // it drains the queue, then exits
+  }
+  state_->completion_cv.notify_all();
+  if (completion_thread_.joinable()) completion_thread_.join();
+}
+
+std::shared_ptr<Request> RequestTracker::New(MsgType type, TableId table, Worker::Callback cb) {
+  auto req = std::make_shared<Request>();
+  req->ticket = next_ticket_.fetch_add(1);
+  req->type = type;
+  req->table = table;
+  req->callback = std::move(cb);
+  req->tracker = state_;
+  req->deadline_ms = NowMillis() + options_.request_timeout_ms;
+  return req;
+}
+
+Ticket RequestTracker::Failed(const Status& status, Worker::Callback cb) {
+  auto req = New(MsgType::kPush, kInvalidTable, std::move(cb));
+  req->status = status;
+  req->pending = 1;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->requests[req->ticket] = req;
+  }
+  Release(req);
+  return req->ticket;
+}
+
+// pending = one unit per part + one for this call's hold + (borrows) one released when
+// the transport lets go of the last frame that borrows caller memory: such frames carry
+// copies of the token passed to frames_for(i, token).
+Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoch, bool borrows,
+                              const FramesFn& frames_for) {
+  req->pending = static_cast<int>(req->parts.size()) + 1 + (borrows ? 1 : 0);
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->requests[req->ticket] = req;
+  }
+  {
+    std::shared_ptr<const void> borrow;
+    if (borrows)
+      borrow =
+          std::shared_ptr<const void>(req.get(), [req](const void*) { ReleaseFromTransport(req); });
+    for (size_t i = 0; i < req->parts.size(); ++i) {
+      const Part p = req->parts[i];
+      Message m;
+      m.header.type = static_cast<uint16_t>(req->type);
+      m.header.table = p.table;
+      m.header.request_id = req->ticket;
+      m.header.epoch = epoch;
+      m.header.offset = p.offset;
+      m.header.count = p.count;
+      m.header.dim = req->sparse ? req->dim : 0;
+      m.header.flags = (req->sparse ? kFlagSparse : 0) | (p.fused ? kFlagFused : 0);
+      m.header.part = static_cast<uint32_t>(i);
+      m.frames = frames_for(i, borrow);
+      uint64_t bytes = 0;
+      for (const auto& f : m.frames) bytes += f.size();
+      // Either direction above max_message_bytes would be dropped by the receiving
+      // socket without a word: refuse it here, with the reason.
+      const uint64_t largest =
+          std::max<uint64_t>(bytes, p.value_count * sizeof(float)) + sizeof(Header);
+      Status s;
+      if (largest > static_cast<uint64_t>(options_.max_message_bytes)) {
+        s = ResourceExhausted("a message of " + std::to_string(largest) + " bytes to node " +
+                              std::to_string(p.server) + " exceeds max_message_bytes=" +
+                              std::to_string(options_.max_message_bytes) +
+                              " (raise it on every node, use more servers, or split the request)");
+      } else {
+        s = send_(p.server, std::move(m));  // refuses peers declared dead
+      }
+      if (s.ok()) {
+        ++stats_->sent;
+        stats_->bytes_out += bytes;
+      } else if (Claim(req.get(), i, s.WithContext("send to node " + std::to_string(p.server)))) {
+        Release(req);
+      }
+    }
+  }
+  const Ticket ticket = req->ticket;
+  Release(req);  // this call's hold
+  return ticket;
+}
+
+Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
+  std::shared_ptr<Request> req;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto it = state_->requests.find(ticket);
+    if (it == state_->requests.end()) {
+      return NotFound("unknown ticket " + std::to_string(ticket) +
+                      " (already waited, or has a callback)");
+    }
+    req = it->second;
+  }
+  Status status;
+  {
+    std::unique_lock<std::mutex> lock(req->mu);
+    if (!req->cv.wait_for(lock, timeout, [&] { return req->done; })) {
+      return Timeout("request " + std::to_string(ticket) + " still in flight after " +
+                     std::to_string(timeout.count()) + " ms");
+    }
+    status = req->status;
+  }
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->requests.erase(ticket);
+  return status;
+}
+
+void RequestTracker::OnReply(Message&& msg) {
+  const Header& h = msg.header;
+  Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);
+  std::shared_ptr<Request> req;
+  if (valid.ok()) {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto it = state_->requests.find(h.request_id);
+    if (it != state_->requests.end())
+      req = it->second;
+    else
+      valid = NotFound("reply to unknown request " + std::to_string(h.request_id));
+  }
+  const size_t index = h.part;
+  if (valid.ok()) {
+    // The reply names its part; it must also agree with what that part asked.
+    std::lock_guard<std::mutex> lock(req->mu);
+    const Part* p = index < req->parts.size() ? &req->parts[index] : nullptr;
+    if (p == nullptr || p->claimed || p->server != h.sender || p->table != h.table ||
+        p->offset != h.offset || p->count != h.count || p->fused != h.fused())
+      valid = NotFound("reply matches no outstanding part");
+    else if (h.sparse() != req->sparse || (req->sparse && h.dim != req->dim))
+      valid = ProtocolError("reply shape differs from request");
+    else if (h.status == 0 && req->pulls() &&
+             (msg.frames.empty() || msg.frames[0].size() != p->value_count * sizeof(float))) {
+      valid = ProtocolError("pull reply without the values asked for");
+    }
+  }
+  if (!valid.ok()) {
+    ++stats_->bad;
+    LOG_EVERY_N(WARNING, 100) << "worker dropped a reply from node " << h.sender << ": " << valid;
+    return;
+  }
+  ++stats_->replies;
+  Status status;
+  if (h.status != 0) {
+    std::string text = msg.frames.empty()
+                           ? std::string("(no message)")
+                           : std::string(reinterpret_cast<const char*>(msg.frames[0].data()),
+                                         msg.frames[0].size());
+    status = StatusFromWire(h.status, "server " + std::to_string(h.sender) + ": " + text);
+  }
+  if (!Claim(req.get(), index, status)) return;
+  if (status.ok() && req->pulls()) {
+    // The part is claimed: only this thread touches its destination now.
+    const Part& p = req->parts[index];
+    const Frame& f = msg.frames[0];
+    if (p.pieces.empty()) {
+      std::memcpy(p.dst, f.data(), f.size());
+    } else {
+      const uint8_t* src = f.data();
+      for (const auto& piece : p.pieces) {
+        std::memcpy(piece.first, src, piece.second * sizeof(float));
+        src += piece.second * sizeof(float);
+      }
+    }
+    stats_->bytes_in += f.size();
+  }
+  Release(req);
+}
+
+void RequestTracker::FailMatching(const std::function<bool(const Part&)>& match,
+                                  const Status& why) {
+  std::vector<std::shared_ptr<Request>> reqs;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    for (auto& kv : state_->requests) reqs.push_back(kv.second);
+  }
+  for (auto& req : reqs) {
+    std::vector<size_t> hit;
+    {
+      std::lock_guard<std::mutex> lock(req->mu);
+      for (size_t i = 0; i < req->parts.size(); ++i) {
+        if (!req->parts[i].claimed && match(req->parts[i])) hit.push_back(i);
+      }
+    }
+    for (size_t i : hit) {
+      if (Claim(req.get(), i, why)) Release(req);
+    }
+  }
+}
+
+std::vector<NodeId> RequestTracker::Expire() {
+  const int64_t now = NowMillis();
+  std::vector<std::shared_ptr<Request>> expired;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    for (auto& kv : state_->requests) {
+      if (kv.second->deadline_ms < now) expired.push_back(kv.second);
+    }
+  }
+  std::set<NodeId> silent;
+  for (auto& req : expired) {
+    std::vector<size_t> open;
+    {
+      std::lock_guard<std::mutex> lock(req->mu);
+      for (size_t i = 0; i < req->parts.size(); ++i) {
+        if (!req->parts[i].claimed) open.push_back(i);
+      }
+    }
+    for (size_t i : open) {
+      // kUnavailable, not kTimeout: from Wait, kTimeout always means "still in flight".
+      Status t =
+          Unavailable("no reply from node " + std::to_string(req->parts[i].server) +
+                      " within request_timeout_ms=" + std::to_string(options_.request_timeout_ms));
+      silent.insert(req->parts[i].server);
+      if (Claim(req.get(), i, t)) Release(req);
+    }
+  }
+  return std::vector<NodeId>(silent.begin(), silent.end());
+}
+
+}  // namespace ps

@@ -1,0 +1,143 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// RequestTracker: the life of a worker's requests, whatever they carry. A request is a
+// set of parts (one message each, to one peer); the tracker registers it under a ticket,
+// sends its parts, matches each reply to its part by the part index the reply echoes,
+// copies pulled values to their destination, fails parts whose peer died or whose
+// deadline passed, and completes the request when every part is answered AND the
+// transport released every borrowed push frame (so the caller may reuse its buffer as
+// soon as Wait returns).
+//
+// A part is "claimed" exactly once (by its reply, a failure, a timeout or Stop) under the
+// request's mutex; each claim and the release of the borrowed frames drop one unit of
+// `pending`; whoever drops the last unit finalizes the request. Requests completed by the
+// transport releasing their last frame are finalized on the tracker's completion thread,
+// so callbacks never run on a ZeroMQ I/O thread or (over inproc) a server's thread.
+//
+// Thread-safety: every public member may be called from any thread after Start().
+#ifndef PS_WORKER_REQUEST_TRACKER_H_
+#define PS_WORKER_REQUEST_TRACKER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ps/options.h"
+#include "ps/status.h"
+#include "ps/types.h"
+#include "ps/worker.h"
+#include "transport/message.h"
+
+namespace ps {
+
+// One message of a request, to one peer.
+struct Part {
+  NodeId server = kUnassignedId;  // the peer that answers it
+  TableId table = kInvalidTable;  // 0 for fused parts
+  uint64_t offset = 0;            // dense: element offset; sparse: position in the unique keys
+  uint64_t count = 0;             // elements, keys, or (fused) segments
+  bool fused = false;
+  bool claimed = false;
+  // Pulls: the reply carries value_count floats, written to dst, or (fused) split over
+  // pieces in order.
+  float* dst = nullptr;
+  uint64_t value_count = 0;
+  std::vector<std::pair<float*, uint64_t>> pieces;
+};
+
+struct TrackerState;
+
+struct Request {
+  Ticket ticket = 0;
+  MsgType type = MsgType::kPush;
+  TableId table = kInvalidTable;
+  bool sparse = false;
+  uint32_t dim = 0;
+  int64_t deadline_ms = 0;
+  Worker::Callback callback;
+  std::weak_ptr<TrackerState> tracker;
+
+  // Dense pulls write here (indexed by element). Sparse pulls stage unique rows here
+  // and scatter them into `out` through `inverse` when the last part arrives.
+  float* out = nullptr;
+  std::vector<float> staging;
+  std::vector<uint32_t> inverse;
+  // Runs once every part succeeded, before the request completes (under `mu`): moves
+  // the pulled values to their final place. Its error becomes the request's.
+  std::function<Status(Request&)> finish;
+  // Memory the request's buffers live in (e.g. pinned staging), held until it is gone.
+  std::shared_ptr<const void> keep;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Part> parts;  // guarded by mu (claimed flags)
+  Status status;            // guarded by mu: the first error
+  bool done = false;        // guarded by mu
+  std::atomic<int> pending{0};
+
+  bool pulls() const { return type == MsgType::kPull || type == MsgType::kPushPull; }
+};
+
+// Counters of a tracker (WorkerStats' source).
+struct TrackerStats {
+  std::atomic<uint64_t> sent{0}, replies{0}, bad{0}, bytes_out{0}, bytes_in{0}, copies{0};
+};
+
+class RequestTracker {
+ public:
+  // Sends one message to a peer (the node runtime's Send).
+  using SendFn = std::function<Status(NodeId, Message&&)>;
+  // Builds the payload frames of part i; `borrow` is the token that frames lending
+  // caller memory must hold (null when the request borrows nothing).
+  using FramesFn = std::function<std::vector<Frame>(size_t, const std::shared_ptr<const void>&)>;
+
+  RequestTracker(const Options& options, SendFn send);
+  ~RequestTracker();  // Stop()
+  RequestTracker(const RequestTracker&) = delete;
+  RequestTracker& operator=(const RequestTracker&) = delete;
+
+  // Starts the completion thread. Stop() fails what is outstanding with `why`, runs the
+  // completions still queued and joins the thread. Idempotent.
+  void Start();
+  void Stop(const Status& why);
+
+  // A new request (not yet registered) with its deadline set.
+  std::shared_ptr<Request> New(MsgType type, TableId table, Worker::Callback cb);
+  // A request that failed before anything was sent: completes at once with `status`.
+  Ticket Failed(const Status& status, Worker::Callback cb);
+  // Registers a request whose parts are filled in and sends them; returns its ticket.
+  // `borrows`: its frames lend caller memory, so it completes only once the transport
+  // let go of them. A part that cannot be sent is claimed with the error.
+  Ticket Submit(const std::shared_ptr<Request>& req, uint64_t epoch, bool borrows,
+                const FramesFn& frames_for);
+
+  Status Wait(Ticket ticket, std::chrono::milliseconds timeout);
+
+  // A reply (MsgType::kReply) from the receive thread.
+  void OnReply(Message&& msg);
+  // Fails every unclaimed part for which `match` holds, with `why`.
+  void FailMatching(const std::function<bool(const Part&)>& match, const Status& why);
+  // Fails the parts whose deadline passed; returns the peers that did not answer them.
+  std::vector<NodeId> Expire();
+
+  TrackerStats& stats() { return *stats_; }
+  const TrackerStats& stats() const { return *stats_; }
+
+ private:
+  const Options options_;
+  const SendFn send_;
+  std::shared_ptr<TrackerState> state_;
+  std::unique_ptr<TrackerStats> stats_;
+  std::atomic<Ticket> next_ticket_{1};
+  std::thread completion_thread_;
+};
+
+}  // namespace ps
+
+#endif  // PS_WORKER_REQUEST_TRACKER_H_
