@@ -1,7 +1,9 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// A server handles each data request on its receive thread, in arrival order; large
-// updates fan out over TBB inside the store.
+// A server handles each data request on its receive thread, in arrival order: the checks
+// every request passes (server/request.h), then the synchronization policy
+// (server/sync_policy.h), which applies it to the store (server/store.h) and answers.
+// Large updates fan out over TBB inside the store.
 #include "ps/server.h"
 
 #include <glog/logging.h>
@@ -11,7 +13,9 @@
 #include <shared_mutex>
 
 #include "node/node_runtime.h"
+#include "server/request.h"
 #include "server/store.h"
+#include "server/sync_policy.h"
 
 namespace ps {
 
@@ -115,120 +119,27 @@ class Server::Impl {
 
   void HandleDataUnguarded(Message&& msg) {
     ++messages_;
-    const Header& h = msg.header;
-    Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);
+    const Header h = msg.header;
+    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    DataRequest req;
+    Status valid = !store_
+                       ? Unavailable("this server has not received the cluster map yet")
+                       : CheckRequest(std::move(msg), *store_, epoch_,
+                                      static_cast<uint64_t>(options_.max_message_bytes) / 4, &req);
     if (!valid.ok()) {
       ++bad_;
-      LOG_EVERY_N(WARNING, 100) << "dropped a bad request from node " << h.sender << ": " << valid;
+      LOG_EVERY_N(WARNING, 100) << "refused a request from node " << h.sender << ": " << valid;
       Reply(h, valid, {});
       return;
     }
-    std::shared_lock<std::shared_mutex> lock(store_mu_);
-    // Ranges never move once assigned, so the store's own range check decides whether a
-    // request belongs here; a table this server has not installed yet is worth a retry.
-    if (!store_ || (!store_->Has(h.table) && h.epoch > epoch_)) {
-      Reply(h,
-            Unavailable("this server has not seen cluster map epoch " + std::to_string(h.epoch) +
-                        " yet"),
-            {});
-      return;
-    }
-    if (h.fused()) {
-      HandleFused(msg);
-      return;
-    }
-    const MsgType t = h.msg_type();
-    const bool pushes = t == MsgType::kPush || t == MsgType::kPushPull || t == MsgType::kAssign;
-    const bool pulls = t == MsgType::kPull || t == MsgType::kPushPull;
-    const ApplyOp op = t == MsgType::kAssign ? ApplyOp::kAssign : ApplyOp::kRule;
-    Status s;
-    std::vector<Frame> out;
-    if (pushes) ++pushes_;
-    if (pulls) ++pulls_;
-    for (const auto& f : msg.frames) bytes_in_ += f.size();
-    if (h.sparse()) {
-      const Key* keys = reinterpret_cast<const Key*>(msg.frames[0].data());
-      if (pushes) {
-        const float* rows = reinterpret_cast<const float*>(msg.frames[1].data());
-        s = store_->ApplySparse(h.table, keys, h.count, h.dim, rows, op);
-      }
-      if (s.ok() && pulls) {  // into a recycled, already faulted-in buffer
-        Frame values;
-        s = store_->ReadSparseFrame(h.table, keys, h.count, h.dim, &values);
-        out.push_back(std::move(values));
-      }
-    } else {
-      if (pushes) {
-        const float* values = reinterpret_cast<const float*>(msg.frames[0].data());
-        s = store_->ApplyDense(h.table, h.offset, h.count, values, op);
-      }
-      if (s.ok() && pulls) {  // into a recycled, already faulted-in buffer
-        Frame values;
-        s = store_->ReadDenseFrame(h.table, h.offset, h.count, &values);
-        out.push_back(std::move(values));
-      }
-    }
-    if (!s.ok()) ++bad_;
-    Reply(h, s, std::move(out));
-  }
-
-  // A fused request (many tables' slices in one message). Every segment is checked
-  // before any is applied, so a bad one changes nothing. Caller holds store_mu_.
-  void HandleFused(const Message& msg) {
-    const Header& h = msg.header;
-    const MsgType t = h.msg_type();
-    const bool pushes = t == MsgType::kPush || t == MsgType::kPushPull || t == MsgType::kAssign;
-    const bool pulls = t == MsgType::kPull || t == MsgType::kPushPull;
-    const ApplyOp op = t == MsgType::kAssign ? ApplyOp::kAssign : ApplyOp::kRule;
-    std::vector<FusedSegment> segs(h.count);  // copied out: frame bytes need not be aligned
-    std::memcpy(segs.data(), msg.frames[0].data(), segs.size() * sizeof(FusedSegment));
-    uint64_t total = 0;
-    for (const FusedSegment& seg : segs) {
-      Status c = store_->CheckDense(seg.table, seg.offset, seg.count);
-      if (!c.ok()) {
-        if (!store_->Has(seg.table) && h.epoch > epoch_) {
-          c = Unavailable("this server has not seen cluster map epoch " + std::to_string(h.epoch) +
-                          " yet");
-        }
-        ++bad_;
-        Reply(h, c, {});
-        return;
-      }
-      total += seg.count;
-    }
-    if (pushes) ++pushes_;
-    if (pulls) ++pulls_;
-    for (const auto& f : msg.frames) bytes_in_ += f.size();
-    Status s;
-    if (pushes) {
-      const uint8_t* v = msg.frames[1].data();
-      uint64_t at = 0;
-      std::vector<float> aligned;
-      for (const FusedSegment& seg : segs) {
-        const float* src = reinterpret_cast<const float*>(v + at * sizeof(float));
-        if (reinterpret_cast<uintptr_t>(src) % alignof(float) != 0) {
-          aligned.assign(seg.count, 0.0f);
-          std::memcpy(aligned.data(), src, seg.count * sizeof(float));
-          src = aligned.data();
-        }
-        s = store_->ApplyDense(seg.table, seg.offset, seg.count, src, op);
-        if (!s.ok()) break;
-        at += seg.count;
-      }
-    }
-    std::vector<Frame> out;
-    if (s.ok() && pulls) {
-      std::shared_ptr<float[]> values(new float[total == 0 ? 1 : total]);
-      uint64_t at = 0;
-      for (const FusedSegment& seg : segs) {
-        s = store_->ReadDense(seg.table, seg.offset, seg.count, values.get() + at);
-        if (!s.ok()) break;
-        at += seg.count;
-      }
-      out.push_back(Frame::Borrow(values.get(), total * sizeof(float),
-                                  std::shared_ptr<const void>(values, values.get())));
-    }
-    Reply(h, s, std::move(out));
+    if (req.pushes) ++pushes_;
+    if (req.pulls) ++pulls_;
+    for (const auto& f : req.frames) bytes_in_ += f.size();
+    policy_->Handle(std::move(req), *store_,
+                    [this](const Header& rh, const Status& s, std::vector<Frame> frames) {
+                      if (!s.ok()) ++bad_;
+                      Reply(rh, s, std::move(frames));
+                    });
   }
 
   const Options options_;
@@ -236,7 +147,8 @@ class Server::Impl {
   std::atomic<bool> started_{false};  // runtime_ is read by other threads only once set
   mutable std::shared_mutex store_mu_;
   std::unique_ptr<Store> store_;  // guarded by store_mu_ (installs exclusive, requests shared)
-  uint64_t epoch_ = 0;            // guarded by store_mu_
+  const std::unique_ptr<SyncPolicy> policy_ = NewApplyOnArrival();  // receive thread only
+  uint64_t epoch_ = 0;                                              // guarded by store_mu_
   std::atomic<uint64_t> messages_{0}, bad_{0}, pushes_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0};
 };
 

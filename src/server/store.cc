@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/hash.h"
+#include "server/optimizer.h"
 
 namespace ps {
 namespace {
@@ -18,58 +19,6 @@ constexpr uint64_t kParallelGrain = 1 << 16;
 constexpr size_t kSparseParallelKeys = 4096;
 
 double Unit(uint64_t bits) { return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0); }
-
-// The dense kernels, compiled for AVX-512, AVX2 and the baseline; the loader picks the
-// widest the CPU has (GCC function multi-versioning). Results are bit-identical across
-// versions: each element is one multiply and one add, never reassociated nor contracted
-// into a fused multiply-add (fp-contract=off).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PS_DENSE_KERNEL \
-  __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
-#else
-#define PS_DENSE_KERNEL
-#endif
-
-PS_DENSE_KERNEL void SumKernel(float* __restrict x, const float* __restrict g, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] += g[i];
-}
-
-PS_DENSE_KERNEL void SgdKernel(float* __restrict x, const float* __restrict g, size_t n, float lr) {
-  for (size_t i = 0; i < n; ++i) x[i] -= lr * g[i];
-}
-
-// Out of place (copy on write): out = x op g, same arithmetic as the in-place kernels.
-PS_DENSE_KERNEL void SumKernelTo(float* __restrict out, const float* __restrict x,
-                                 const float* __restrict g, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = x[i] + g[i];
-}
-
-PS_DENSE_KERNEL void SgdKernelTo(float* __restrict out, const float* __restrict x,
-                                 const float* __restrict g, size_t n, float lr) {
-  for (size_t i = 0; i < n; ++i) out[i] = x[i] - lr * g[i];
-}
-
-inline void ApplyRuleTo(const TableSpec& spec, ApplyOp op, float* __restrict out,
-                        const float* __restrict x, const float* __restrict g, size_t n) {
-  if (op == ApplyOp::kAssign) {
-    std::memcpy(out, g, n * sizeof(float));
-  } else if (spec.rule == UpdateRule::kSgd) {
-    SgdKernelTo(out, x, g, n, spec.learning_rate);
-  } else {
-    SumKernelTo(out, x, g, n);
-  }
-}
-
-inline void ApplyRule(const TableSpec& spec, ApplyOp op, float* __restrict x,
-                      const float* __restrict g, size_t n) {
-  if (op == ApplyOp::kAssign) {
-    std::memcpy(x, g, n * sizeof(float));
-  } else if (spec.rule == UpdateRule::kSgd) {
-    SgdKernel(x, g, n, spec.learning_rate);
-  } else {
-    SumKernel(x, g, n);
-  }
-}
 
 }  // namespace
 
@@ -102,6 +51,10 @@ Status Store::InstallUnguarded(const TableInfo& info) {
   Table t;
   t.spec = info.spec;
   t.name_hash = HashName(info.spec.name);
+  StatusOr<std::unique_ptr<Optimizer>> opt = MakeOptimizer(info.spec);
+  if (!opt.ok()) return opt.status();
+  t.optimizer = std::shared_ptr<const Optimizer>(std::move(*opt));
+  t.state_width = t.optimizer->state_width();
   for (const KeyRange& r : info.ranges) {
     if (r.server != self_) continue;
     if (info.dense()) {
@@ -110,6 +63,7 @@ Status Store::InstallUnguarded(const TableInfo& info) {
       const uint64_t n = info.RangeEndElem(r) - d.first;
       d.size = n;
       d.values = std::shared_ptr<float>(new float[n](), std::default_delete<float[]>());
+      if (t.state_width > 0) d.state.reset(new float[n * t.state_width]());
       if (t.spec.init != Initializer::kZeros) {
         float* v = d.data();
         const uint64_t first = d.first;
@@ -130,7 +84,8 @@ Status Store::InstallUnguarded(const TableInfo& info) {
   if (!info.dense()) {
     t.stripes.reset(new Stripe[kStripes]);
     // Blocks of about 64 KiB of rows (at least one row).
-    const uint64_t row_bytes = uint64_t{t.spec.dim} * sizeof(float);
+    t.row_width = t.spec.dim * (1 + t.state_width);  // values, then the rule's state
+    const uint64_t row_bytes = uint64_t{t.row_width} * sizeof(float);
     while (t.block_shift < 16 && (row_bytes << (t.block_shift + 1)) <= (uint64_t{64} << 10))
       ++t.block_shift;
     t.holds_all =
@@ -174,8 +129,9 @@ Status Store::ApplyDense(TableId table, uint64_t offset, uint64_t count, const f
   DenseRange* d = const_cast<DenseRange*>(FindDense(*t, offset, count, &err));
   if (!d) return err;
   const uint64_t at = offset - d->first;
-  const TableSpec& spec = t->spec;
+  const Optimizer& opt = *t->optimizer;
   float* x = d->data() + at;
+  float* state = d->state ? d->state.get() + at : nullptr;
   const float* src = x;  // values the update starts from
   std::shared_ptr<float> fresh;
   if (d->values.use_count() > 1) {
@@ -189,10 +145,13 @@ Status Store::ApplyDense(TableId table, uint64_t offset, uint64_t count, const f
     x = fresh.get() + at;
   }
   auto apply = [&](uint64_t b, uint64_t n) {
-    if (src == x)
-      ApplyRule(spec, op, x + b, values + b, n);
+    float* st = state ? state + b : nullptr;
+    if (op == ApplyOp::kAssign)
+      std::memcpy(x + b, values + b, n * sizeof(float));
+    else if (src == x)
+      opt.Apply(x + b, st, d->size, values + b, n);
     else
-      ApplyRuleTo(spec, op, x + b, src + b, values + b, n);
+      opt.ApplyTo(x + b, src + b, st, d->size, values + b, n);
   };
   if (count < 2 * kParallelGrain) {
     apply(0, count);
@@ -290,7 +249,7 @@ uint32_t Store::FindOrCreate(const Table& t, Stripe& s, Key key, uint64_t h) {
   const uint32_t row = s.rows++;
   const uint32_t dim = t.spec.dim;
   if ((row >> t.block_shift) >= s.blocks.size()) {
-    s.blocks.emplace_back(new float[(size_t{1} << t.block_shift) * dim]);
+    s.blocks.emplace_back(new float[(size_t{1} << t.block_shift) * t.row_width]);
   }
   float* r = RowPtr(s, row, t);
   if (t.spec.init == Initializer::kZeros) {
@@ -298,6 +257,7 @@ uint32_t Store::FindOrCreate(const Table& t, Stripe& s, Key key, uint64_t h) {
   } else {
     for (uint32_t j = 0; j < dim; ++j) r[j] = InitialValue(t.spec, t.name_hash, key, j);
   }
+  if (t.row_width > dim) std::memset(r + dim, 0, size_t{t.row_width - dim} * sizeof(float));
   s.slots[i] = Slot{key, row};
   return row;
 }
@@ -358,36 +318,26 @@ Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim
   const Table* ct = Find(table, TableKind::kSparse, &err);
   if (!ct) return err;
   Table& t = const_cast<Table&>(*ct);
-  return ForEachRow(t, keys, n, dim,
-                    [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
-                      // The rule is chosen once per stripe; the row loop is then a plain
-                      // vectorizable loop.
-                      auto each = [&](auto kernel) {
-                        for (size_t j = 0; j < count; ++j) {
-                          if (j + kPrefetchRows < count) {
-                            __builtin_prefetch(RowPtr(st, rid[j + kPrefetchRows], t), 1);
-                            __builtin_prefetch(rows + size_t{pos[j + kPrefetchRows]} * dim);
-                          }
-                          float* __restrict x = RowPtr(st, rid[j], t);
-                          const float* __restrict g = rows + size_t{pos[j]} * dim;
-                          kernel(x, g);
-                        }
-                      };
-                      if (op == ApplyOp::kAssign) {
-                        each([dim](float* __restrict x, const float* __restrict g) {
-                          std::memcpy(x, g, dim * sizeof(float));
-                        });
-                      } else if (t.spec.rule == UpdateRule::kSgd) {
-                        const float lr = t.spec.learning_rate;
-                        each([dim, lr](float* __restrict x, const float* __restrict g) {
-                          for (uint32_t k = 0; k < dim; ++k) x[k] -= lr * g[k];
-                        });
-                      } else {
-                        each([dim](float* __restrict x, const float* __restrict g) {
-                          for (uint32_t k = 0; k < dim; ++k) x[k] += g[k];
-                        });
-                      }
-                    });
+  const Optimizer& opt = *t.optimizer;
+  return ForEachRow(
+      t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
+        if (op == ApplyOp::kAssign) {
+          for (size_t j = 0; j < count; ++j) {
+            std::memcpy(RowPtr(st, rid[j], t), rows + size_t{pos[j]} * dim, dim * sizeof(float));
+          }
+          return;
+        }
+        // One call per stripe: the rule's row loop stays a plain inlined loop.
+        thread_local std::vector<float*> xs;
+        thread_local std::vector<const float*> gs;
+        xs.resize(count);
+        gs.resize(count);
+        for (size_t j = 0; j < count; ++j) {
+          xs[j] = RowPtr(st, rid[j], t);
+          gs[j] = rows + size_t{pos[j]} * dim;
+        }
+        opt.ApplyRows(xs.data(), gs.data(), count, dim);
+      });
 }
 
 Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim, float* out) {

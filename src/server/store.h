@@ -1,8 +1,9 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// Store: the shards of tables one server holds, and the update rules applied to them.
-// Dense ranges are contiguous float arrays; sparse rows live in striped hash maps and
-// are created on first touch by the table's deterministic initializer.
+// Store: the shards of tables one server holds, and the update rules (server/optimizer.h)
+// applied to them. Dense ranges are contiguous float arrays (with the rule's state planes
+// beside them); sparse rows live in striped hash maps, each row followed by its state,
+// and are created on first touch by the table's deterministic initializer.
 //
 // Thread-safety: Install* must not run concurrently with anything else. Apply/Read on
 // different tables, or on the same sparse table, may run concurrently (stripes are
@@ -25,7 +26,9 @@
 
 namespace ps {
 
-// What to do with pushed values.
+class Optimizer;
+
+// What to do with pushed values: the table's rule, or overwrite.
 enum class ApplyOp { kRule, kAssign };
 
 // The deterministic initial value of column `col` of `key` in a table (dense tables use
@@ -72,6 +75,7 @@ class Store {
     uint64_t first = 0;  // first element held
     uint64_t size = 0;   // elements held
     std::shared_ptr<float> values;
+    std::unique_ptr<float[]> state;  // the rule's state planes (size * state_width), or null
     float* data() const { return values.get(); }
   };
   static constexpr size_t kStripes = 16;
@@ -93,7 +97,10 @@ class Store {
   struct Table {
     TableSpec spec;
     uint64_t name_hash = 0;
-    std::vector<DenseRange> dense;  // ascending by first
+    std::shared_ptr<const Optimizer> optimizer;  // the table's update rule
+    uint32_t state_width = 0;                    // the rule's state floats per element
+    uint32_t row_width = 0;                      // sparse: floats per row (values + state)
+    std::vector<DenseRange> dense;               // ascending by first
     std::vector<std::pair<uint64_t, uint64_t>>
         hash_ranges;  // sparse: [begin, end) held; end 0 = 2^64
     std::unique_ptr<Stripe[]> stripes;
@@ -110,7 +117,7 @@ class Store {
   uint32_t FindOrCreate(const Table& t, Stripe& s, Key key, uint64_t h);
   static float* RowPtr(Stripe& s, uint32_t row, const Table& t) {
     return s.blocks[row >> t.block_shift].get() +
-           size_t{row & ((uint32_t{1} << t.block_shift) - 1)} * t.spec.dim;
+           size_t{row & ((uint32_t{1} << t.block_shift) - 1)} * t.row_width;
   }
   // Runs fn(stripe, positions of its keys, count) for every stripe with keys, under the
   // stripe's lock; stripes in parallel for big requests. Positions are in input order,

@@ -1,0 +1,19 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "server/optimizer.h"
+
+#include <string>
+
+namespace ps {
+
+StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TableSpec& spec) {
+  switch (spec.rule) {
+    case UpdateRule::kSum:
+      return NewSumOptimizer();
+    case UpdateRule::kSgd:
+      return NewSgdOptimizer(spec.learning_rate);
+  }
+  return InvalidArgument("table '" + spec.name + "': unknown update rule " +
+                         std::to_string(static_cast<int>(spec.rule)));
+}
+
+}  // namespace ps
