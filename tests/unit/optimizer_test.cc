@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 namespace ps {
@@ -48,7 +49,10 @@ TEST_P(OptimizerTest, InPlaceOutOfPlaceAndRowsAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Rules, OptimizerTest,
-                         ::testing::Values(UpdateRule::kSum, UpdateRule::kSgd));
+                         ::testing::Values(UpdateRule::kSum, UpdateRule::kSgd),
+                         [](const ::testing::TestParamInfo<UpdateRule>& info) {
+                           return std::string(info.param == UpdateRule::kSum ? "sum" : "sgd");
+                         });
 
 TEST(OptimizerTest, UnknownRuleIsRefused) {
   TableSpec spec = TableSpec::Dense("w", 10);
