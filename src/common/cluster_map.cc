@@ -24,6 +24,13 @@ const NodeInfo* ClusterMap::FindNode(NodeId id) const {
   return nullptr;
 }
 
+NodeInfo* ClusterMap::FindNodeMutable(NodeId id) {
+  for (auto& n : nodes) {
+    if (n.id == id) return &n;
+  }
+  return nullptr;
+}
+
 std::vector<NodeId> ClusterMap::ServerIds() const {
   std::vector<const NodeInfo*> s;
   for (const auto& n : nodes) {

@@ -46,6 +46,7 @@ class ClusterMap {
   const TableInfo* FindTable(TableId id) const;
   const TableInfo* FindTableByName(const std::string& name) const;
   const NodeInfo* FindNode(NodeId id) const;
+  NodeInfo* FindNodeMutable(NodeId id);
   std::vector<NodeId> ServerIds() const;  // alive or not, by rank
   int CountRole(Role role) const;
 };

@@ -1,8 +1,11 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// The scheduler's single thread receives every control message and runs the periodic
-// work (heartbeats out, dead-node detection). State is touched by that thread only,
-// except the snapshot fields under mu_ that the public accessors read.
+// The scheduler: membership (registration, heartbeats, leave, dead nodes, shutdown) here,
+// the table directory (declares, range assignment) in scheduler/table_directory.*, and
+// synchronization (barriers; clocks later) in scheduler/barriers.*. One thread receives
+// every control message, dispatches it to its part and runs the periodic work. State is
+// touched by that thread only, except the snapshot fields under mu_ that the public
+// accessors read.
 #include "ps/scheduler.h"
 
 #include <glog/logging.h>
@@ -17,12 +20,14 @@
 #include <set>
 #include <thread>
 
+#include "common/cluster_map.h"
 #include "common/hash.h"
 #include "layerps.pb.h"
-#include "common/cluster_map.h"
-#include "placement/ranges.h"
-#include "transport/map_codec.h"
 #include "node/node_runtime.h"
+#include "scheduler/barriers.h"
+#include "scheduler/cluster_state.h"
+#include "scheduler/table_directory.h"
+#include "transport/map_codec.h"
 #include "transport/transport.h"
 
 namespace ps {
@@ -47,7 +52,7 @@ bool TokenEquals(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-class Scheduler::Impl {
+class Scheduler::Impl final : public ClusterState {
  public:
   explicit Impl(Options options) : options_(std::move(options)) {}
   ~Impl() { Stop(); }
@@ -111,16 +116,6 @@ class Scheduler::Impl {
   struct Member {
     int64_t last_seen_ms = 0;
     bool left = false;
-  };
-  struct PendingDeclare {
-    NodeId requester;
-    uint64_t call_id;
-    TableId table;
-    uint64_t epoch;  // every alive server must have acked this epoch
-  };
-  struct BarrierWaiter {
-    NodeId node;
-    uint64_t call_id;
   };
 
   void Loop() {
@@ -198,21 +193,13 @@ class Scheduler::Impl {
       case layerps::pb::Control::kHeartbeat:
         break;
       case layerps::pb::Control::kMapAck:
-        acked_epoch_[from] = std::max(acked_epoch_[from], c.map_ack().epoch());
-        for (const auto& f : c.map_ack().failed()) {
-          if (map_.tables.count(f.table()) && !failed_tables_.count(f.table())) {
-            failed_tables_[f.table()] =
-                "server node " + std::to_string(from) + " could not set up table '" +
-                map_.tables[f.table()].spec.name + "': " + f.error().substr(0, 512);
-          }
-        }
-        ResolveDeclares();
+        tables_.OnMapAck(from, c.map_ack());
         break;
       case layerps::pb::Control::kDeclareTable:
-        HandleDeclare(from, c.declare_table());
+        tables_.HandleDeclare(from, c.declare_table());
         break;
       case layerps::pb::Control::kBarrier:
-        HandleBarrier(from, c.barrier());
+        barriers_.HandleBarrier(from, c.barrier());
         break;
       case layerps::pb::Control::kLeave:
         HandleLeave(from);
@@ -222,12 +209,12 @@ class Scheduler::Impl {
     }
   }
 
-  NodeInfo* FindNode(NodeId id) {
-    for (auto& n : map_.nodes) {
-      if (n.id == id) return &n;
-    }
-    return nullptr;
-  }
+  NodeInfo* FindNode(NodeId id) { return map_.FindNodeMutable(id); }
+
+  // ClusterState, for the table directory and the barriers.
+  ClusterMap& map() override { return map_; }
+  bool complete() const override { return complete_; }
+  void Send(NodeId to, const layerps::pb::Control& c) override { SendControl(to, c); }
 
   void HandleRegister(const layerps::pb::Register& r, const std::string& identity) {
     // The session secret names the connection the node registers from; a registration
@@ -335,7 +322,7 @@ class Scheduler::Impl {
     return false;
   }
 
-  void BroadcastMap() {
+  void BroadcastMap() override {
     ++map_.epoch;
     layerps::pb::Control c;
     MapToProto(map_, c.mutable_map_update()->mutable_map());
@@ -347,136 +334,6 @@ class Scheduler::Impl {
     stats_.map_epoch = map_.epoch;
   }
 
-  void ReplyDeclare(NodeId to, uint64_t call_id, const Status& s, TableId id) {
-    layerps::pb::Control c;
-    auto* r = c.mutable_declare_table_reply();
-    r->set_request_id(call_id);
-    r->set_code(static_cast<int>(s.code()));
-    r->set_error(s.message());
-    r->set_table_id(id);
-    SendControl(to, c);
-  }
-
-  void HandleDeclare(NodeId from, const layerps::pb::DeclareTable& d) {
-    const TableSpec spec = SpecFromProto(d.spec());
-    Status valid = spec.Validate();
-    if (!valid.ok()) {
-      ReplyDeclare(from, d.request_id(), valid, kInvalidTable);
-      return;
-    }
-    if (!complete_) {
-      ReplyDeclare(from, d.request_id(), FailedPrecondition("the cluster is not complete"),
-                   kInvalidTable);
-      return;
-    }
-    if (const TableInfo* t = map_.FindTableByName(spec.name)) {
-      if (!t->spec.SameAs(spec)) {
-        ReplyDeclare(from, d.request_id(),
-                     AlreadyExists("table '" + spec.name + "' was declared with a different spec"),
-                     kInvalidTable);
-        return;
-      }
-      pending_declares_.push_back({from, d.request_id(), t->id, table_epoch_[t->id]});
-      ResolveDeclares();
-      return;
-    }
-    std::vector<NodeId> servers;
-    for (NodeId s : map_.ServerIds()) {
-      const NodeInfo* n = FindNode(s);
-      if (n && n->alive) servers.push_back(s);
-    }
-    if (servers.empty()) {
-      ReplyDeclare(from, d.request_id(), Unavailable("no server is alive"), kInvalidTable);
-      return;
-    }
-    TableInfo info;
-    info.id = next_table_id_++;
-    info.spec = spec;
-    info.chunk_elems = spec.kind == TableKind::kDense ? options_.dense_chunk_elems : 0;
-    info.ranges = placement::AssignRanges(spec, options_.dense_chunk_elems, servers, &server_load_);
-    map_.tables[info.id] = info;
-    BroadcastMap();
-    table_epoch_[info.id] = map_.epoch;
-    LOG(INFO) << "table '" << spec.name << "' is id " << info.id << " over " << info.ranges.size()
-              << " range(s), map epoch " << map_.epoch;
-    pending_declares_.push_back({from, d.request_id(), info.id, map_.epoch});
-    ResolveDeclares();
-  }
-
-  // Answers the declares whose map every alive server has acknowledged.
-  void ResolveDeclares() {
-    for (auto it = pending_declares_.begin(); it != pending_declares_.end();) {
-      bool acked = true;
-      for (const auto& n : map_.nodes) {
-        if (n.role == Role::kServer && n.alive && acked_epoch_[n.id] < it->epoch) acked = false;
-      }
-      auto failed = failed_tables_.find(it->table);
-      if (failed != failed_tables_.end()) {
-        ReplyDeclare(it->requester, it->call_id, ResourceExhausted(failed->second), kInvalidTable);
-        it = pending_declares_.erase(it);
-      } else if (acked) {
-        ReplyDeclare(it->requester, it->call_id, Status::OK(), it->table);
-        it = pending_declares_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  std::set<NodeId> GroupMembers(Group g) {
-    std::set<NodeId> m;
-    for (const auto& n : map_.nodes) {
-      if (!n.alive || n.id == kSchedulerId) continue;
-      if ((g == Group::kWorkers || g == Group::kAll) && n.role == Role::kWorker) m.insert(n.id);
-      if ((g == Group::kServers || g == Group::kAll) && n.role == Role::kServer) m.insert(n.id);
-    }
-    return m;
-  }
-
-  void ReplyBarrier(const BarrierWaiter& w, const Status& s) {
-    const NodeInfo* n = FindNode(w.node);
-    if (n == nullptr || !n->alive) return;
-    layerps::pb::Control c;
-    auto* r = c.mutable_barrier_reply();
-    r->set_request_id(w.call_id);
-    r->set_code(static_cast<int>(s.code()));
-    r->set_error(s.message());
-    SendControl(w.node, c);
-  }
-
-  void HandleBarrier(NodeId from, const layerps::pb::Barrier& b) {
-    const Group g = static_cast<Group>(b.group());
-    if (g != Group::kWorkers && g != Group::kServers && g != Group::kAll) {
-      ReplyBarrier({from, b.request_id()}, InvalidArgument("unknown barrier group"));
-      return;
-    }
-    if (!GroupMembers(g).count(from)) {
-      ReplyBarrier({from, b.request_id()}, InvalidArgument("node is not in the barrier's group"));
-      return;
-    }
-    barriers_[g].push_back({from, b.request_id()});
-    CheckBarrier(g);
-  }
-
-  void CheckBarrier(Group g) {
-    auto& waiters = barriers_[g];
-    if (waiters.empty()) return;
-    std::set<NodeId> arrived;
-    for (const auto& w : waiters) arrived.insert(w.node);
-    for (NodeId m : GroupMembers(g)) {
-      if (!arrived.count(m)) return;
-    }
-    for (const auto& w : waiters) ReplyBarrier(w, Status::OK());
-    waiters.clear();
-  }
-
-  void FailBarriers(const Status& why) {
-    for (auto& kv : barriers_) {
-      for (const auto& w : kv.second) ReplyBarrier(w, why);
-      kv.second.clear();
-    }
-  }
-
   void HandleLeave(NodeId from) {
     NodeInfo* n = FindNode(from);
     members_[from].left = true;
@@ -486,14 +343,8 @@ class Scheduler::Impl {
       MarkDead(from, "the server left the cluster");
       return;
     }
-    for (auto& kv : barriers_) {  // a leaving node no longer waits anywhere
-      auto& w = kv.second;
-      w.erase(std::remove_if(w.begin(), w.end(),
-                             [from](const BarrierWaiter& x) { return x.node == from; }),
-              w.end());
-    }
     transport_->Disconnect(from);
-    for (auto& kv : barriers_) CheckBarrier(kv.first);
+    barriers_.Forget(from);  // a leaving node no longer waits anywhere
     MaybeFinish();
   }
 
@@ -517,8 +368,8 @@ class Scheduler::Impl {
       if (m.id != kSchedulerId && m.alive) SendControl(m.id, c);
     }
     BroadcastMap();
-    FailBarriers(Unavailable("node " + std::to_string(id) + " died during the barrier"));
-    ResolveDeclares();
+    barriers_.FailAll(Unavailable("node " + std::to_string(id) + " died during the barrier"));
+    tables_.Resolve();
     MaybeFinish();
   }
 
@@ -587,12 +438,8 @@ class Scheduler::Impl {
   std::deque<std::pair<NodeId, int64_t>> refused_;
   std::map<NodeId, Member> members_;
   std::map<std::string, NodeId> identities_;  // registration routing id -> node
-  std::map<NodeId, uint64_t> acked_epoch_;
-  std::map<NodeId, uint64_t> server_load_;
-  std::map<TableId, uint64_t> table_epoch_;
-  std::map<TableId, std::string> failed_tables_;  // a server could not allocate them
-  std::vector<PendingDeclare> pending_declares_;
-  std::map<Group, std::vector<BarrierWaiter>> barriers_;
+  TableDirectory tables_{this, options_.dense_chunk_elems};
+  Barriers barriers_{this};
   Status first_failure_;
 
   // Shared with callers of the public accessors.

@@ -1,0 +1,63 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// TableDirectory: the scheduler's part that agrees on tables. A declare gets the table an
+// id, assigns its key ranges over the live servers (placement/ranges.h; a placement plan
+// pins a layer's tables here), broadcasts the new map, and is answered only once every
+// live server acknowledged that epoch (so no worker pushes to a server that has not
+// allocated its shard), or a server reported it could not allocate the table.
+//
+// Thread-safety: the scheduler's loop thread only.
+#ifndef PS_SCHEDULER_TABLE_DIRECTORY_H_
+#define PS_SCHEDULER_TABLE_DIRECTORY_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ps/status.h"
+#include "ps/types.h"
+#include "scheduler/cluster_state.h"
+
+namespace layerps {
+namespace pb {
+class DeclareTable;
+class MapAck;
+}  // namespace pb
+}  // namespace layerps
+
+namespace ps {
+
+class TableDirectory {
+ public:
+  TableDirectory(ClusterState* state, uint64_t dense_chunk_elems)
+      : state_(state), dense_chunk_elems_(dense_chunk_elems) {}
+
+  void HandleDeclare(NodeId from, const layerps::pb::DeclareTable& d);
+  // A server acknowledged a map epoch (and named the tables it could not set up).
+  void OnMapAck(NodeId from, const layerps::pb::MapAck& ack);
+  // Answers the declares whose map every live server has acknowledged.
+  void Resolve();
+
+ private:
+  struct PendingDeclare {
+    NodeId requester;
+    uint64_t call_id;
+    TableId table;
+    uint64_t epoch;  // every alive server must have acked this epoch
+  };
+  void ReplyDeclare(NodeId to, uint64_t call_id, const Status& s, TableId id);
+
+  ClusterState* const state_;
+  const uint64_t dense_chunk_elems_;
+  TableId next_table_id_ = 0;
+  std::map<NodeId, uint64_t> acked_epoch_;
+  std::map<NodeId, uint64_t> server_load_;
+  std::map<TableId, uint64_t> table_epoch_;
+  std::map<TableId, std::string> failed_tables_;  // a server could not allocate them
+  std::vector<PendingDeclare> pending_declares_;
+};
+
+}  // namespace ps
+
+#endif  // PS_SCHEDULER_TABLE_DIRECTORY_H_
