@@ -1,7 +1,9 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// Options: everything a Scheduler, Server or Worker needs to know, in one typed struct.
-// Each field says its default and valid range. Read configuration at the edge of the
+// Options of the nodes, per role: CommonOptions (every node), MemberOptions (servers and
+// workers), ClusterShape (the scheduler's), composed into SchedulerOptions, ServerOptions
+// and WorkerOptions, and Options, which holds them all. Each field says its default and
+// valid range. Read configuration at the edge of the
 // program with Options::FromEnv() (the variables layerps-launch sets) or, in daemons,
 // with ps::OptionsFromFlags() from ps/flags.h; LayerPS never reads the environment
 // deep inside.
@@ -17,60 +19,31 @@
 namespace ps {
 
 // Makes a node's transport (src/transport/transport.h). Internal: tests pass in-process
-// and fault-injecting factories; applications leave Options::transport_factory null.
+// and fault-injecting factories; applications leave CommonOptions::transport_factory null.
 class TransportFactory;
 
-struct Options {
-  // --- Cluster membership -----------------------------------------------------------
+// --- What every node needs: the scheduler, servers and workers -------------------------
+struct CommonOptions {
   // Scheduler: where it binds ("tcp://HOST:PORT", port 0 = ephemeral, or "ipc://PATH",
   // or "inproc://NAME"). Servers and workers: where they reach the scheduler.
   // Default "tcp://127.0.0.1:0". Env: LAYERPS_SCHEDULER.
   std::string scheduler_address = "tcp://127.0.0.1:0";
 
-  // Where this node's receive socket binds. For tcp the port is usually 0 (ephemeral);
-  // the bound port is reported to the scheduler. An empty value derives one from
-  // scheduler_address's scheme: tcp -> "tcp://127.0.0.1:0", ipc -> a fresh path under
-  // /tmp, inproc -> a fresh name. Env: LAYERPS_BIND.
-  std::string bind_address;
-
-  // The host other nodes use to reach this one when bind_address binds a wildcard
-  // ("0.0.0.0" or "*"). Empty: this machine's hostname. Env: LAYERPS_ADVERTISE_HOST.
+  // The host other nodes use to reach this one when it binds a wildcard ("0.0.0.0" or
+  // "*"). Empty: this machine's hostname. Env: LAYERPS_ADVERTISE_HOST.
   std::string advertise_host;
-
-  // Scheduler only: how many servers and workers make up the cluster (1..4096 each).
-  // Defaults 1 and 1. Env: LAYERPS_NUM_SERVERS, LAYERPS_NUM_WORKERS.
-  int num_servers = 1;
-  int num_workers = 1;
 
   // The cluster's shared secret: a node registering with a different token is refused.
   // Default empty (any node with an empty token joins). Env: LAYERPS_TOKEN.
   std::string token;
 
-  // Servers and workers: the rank to ask for within the role (0..count-1), or -1 for
-  // the lowest free one. Two nodes asking for the same rank: the second is refused.
-  // layerps-launch sets it so that "[worker i]" in its output is rank i. Env: LAYERPS_RANK.
-  int rank = -1;
-
-  // --- Timing (milliseconds) -----------------------------------------------------------
-  // How often nodes and scheduler exchange heartbeats. 10..60000, default 500.
+  // How often nodes and scheduler exchange heartbeats (ms). 10..60000, default 500.
   // Env: LAYERPS_HEARTBEAT_INTERVAL_MS.
   int heartbeat_interval_ms = 500;
-  // A node silent this long is declared dead. Must exceed 2 * heartbeat_interval_ms.
+  // A node silent this long (ms) is declared dead. Must exceed 2 * heartbeat_interval_ms.
   // Default 5000. Env: LAYERPS_HEARTBEAT_TIMEOUT_MS.
   int heartbeat_timeout_ms = 5000;
-  // Start(): how long to wait for the scheduler and for the whole cluster to register.
-  // 1..3600000, default 30000. Env: LAYERPS_CONNECT_TIMEOUT_MS.
-  int connect_timeout_ms = 30000;
-  // A request without a reply this long fails with kTimeout. 1..3600000, default 60000.
-  // Env: LAYERPS_REQUEST_TIMEOUT_MS.
-  int request_timeout_ms = 60000;
 
-  // --- Data layout ---------------------------------------------------------------------
-  // Scheduler only: elements per dense chunk (one key of a dense table). The unit in
-  // which dense tables are spread over servers. 1..2^30, default 65536.
-  uint64_t dense_chunk_elems = 65536;
-
-  // --- Transport -----------------------------------------------------------------------
   // ZeroMQ I/O threads of this node's context. 1..64, default 1.
   int io_threads = 1;
   // Same-host fast path: payload frames of 64 KiB..32 MiB to peers reached over ipc://
@@ -85,12 +58,72 @@ struct Options {
   // environment or flags; the in-process cluster tests set it.
   std::shared_ptr<TransportFactory> transport_factory;
 
+  // Checks these fields; the message names the first bad one.
+  Status Validate() const;
+};
+
+// --- The shape of the cluster: the scheduler's alone ---------------------------------------
+struct ClusterShape {
+  // How many servers and workers make up the cluster (1..4096 each). Defaults 1 and 1.
+  // Env: LAYERPS_NUM_SERVERS, LAYERPS_NUM_WORKERS.
+  int num_servers = 1;
+  int num_workers = 1;
+  // Elements per dense chunk (one key of a dense table): the unit in which dense tables
+  // are spread over servers. 1..2^30, default 65536.
+  uint64_t dense_chunk_elems = 65536;
+
+  Status Validate() const;
+};
+
+// --- What servers and workers (the members of a cluster) need besides ------------------------
+struct MemberOptions : CommonOptions {
+  // Where this node's receive socket binds. For tcp the port is usually 0 (ephemeral);
+  // the bound port is reported to the scheduler. An empty value derives one from
+  // scheduler_address's scheme: tcp -> "tcp://127.0.0.1:0", ipc -> a fresh path under
+  // /tmp, inproc -> a fresh name. Env: LAYERPS_BIND.
+  std::string bind_address;
+
+  // The rank to ask for within the role (0..count-1), or -1 for the lowest free one. Two
+  // nodes asking for the same rank: the second is refused. layerps-launch sets it so
+  // that "[worker i]" in its output is rank i. Env: LAYERPS_RANK.
+  int rank = -1;
+
+  // Start(): how long (ms) to wait for the scheduler and for the whole cluster to
+  // register. 1..3600000, default 30000. Env: LAYERPS_CONNECT_TIMEOUT_MS.
+  int connect_timeout_ms = 30000;
+  // A request without a reply this long (ms) fails. 1..3600000, default 60000.
+  // Env: LAYERPS_REQUEST_TIMEOUT_MS.
+  int request_timeout_ms = 60000;
+
+  // Checks these fields and the common ones.
+  Status Validate() const;
+};
+
+// --- Per role: what ps::Scheduler, ps::Server and ps::Worker are built from -----------------
+struct SchedulerOptions : CommonOptions, ClusterShape {
+  Status Validate() const;
+};
+struct ServerOptions : MemberOptions {};
+struct WorkerOptions : MemberOptions {};
+
+// --- Every option of every role ------------------------------------------------------------
+// What a launcher hands to all the nodes it starts, what Options::FromEnv reads and what
+// the daemons' flags fill (ps/flags.h). It converts to each role's options, so
+// `ps::Worker worker(options)` takes the worker's part.
+struct Options : MemberOptions, ClusterShape {
   // Reads the LAYERPS_* variables named above over the defaults; a malformed value is
   // an InvalidArgument naming the variable. The result is validated.
   static StatusOr<Options> FromEnv();
 
   // Checks every field; the message names the first bad one.
   Status Validate() const;
+
+  SchedulerOptions scheduler() const;
+  ServerOptions server() const;
+  WorkerOptions worker() const;
+  operator SchedulerOptions() const { return scheduler(); }  // NOLINT: implicit by design
+  operator ServerOptions() const { return server(); }        // NOLINT
+  operator WorkerOptions() const { return worker(); }        // NOLINT
 };
 
 }  // namespace ps

@@ -30,7 +30,7 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  explicit Scheduler(Options options);
+  explicit Scheduler(SchedulerOptions options);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

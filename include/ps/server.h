@@ -30,7 +30,7 @@ struct ServerStats {
 
 class Server {
  public:
-  explicit Server(Options options);
+  explicit Server(ServerOptions options);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -56,7 +56,7 @@ class Worker {
  public:
   using Callback = std::function<void(const Status&)>;
 
-  explicit Worker(Options options);
+  explicit Worker(WorkerOptions options);
   ~Worker();  // Stop()s if running
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

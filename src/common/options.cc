@@ -63,23 +63,11 @@ StatusOr<Options> Options::FromEnv() {
   return o;
 }
 
-Status Options::Validate() const {
+Status CommonOptions::Validate() const {
   if (!HasScheme(scheduler_address)) {
     return InvalidArgument("scheduler_address '" + scheduler_address +
                            "' must start with tcp://, ipc:// or inproc://");
   }
-  if (!bind_address.empty() && !HasScheme(bind_address)) {
-    return InvalidArgument("bind_address '" + bind_address +
-                           "' must start with tcp://, ipc:// or inproc://");
-  }
-  if (num_servers < 1 || num_servers > 4096) {
-    return InvalidArgument("num_servers=" + std::to_string(num_servers) + " is outside [1, 4096]");
-  }
-  if (num_workers < 1 || num_workers > 4096) {
-    return InvalidArgument("num_workers=" + std::to_string(num_workers) + " is outside [1, 4096]");
-  }
-  if (rank < -1 || rank > 4095)
-    return InvalidArgument("rank=" + std::to_string(rank) + " is outside [-1, 4095]");
   if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {
     return InvalidArgument("heartbeat_interval_ms=" + std::to_string(heartbeat_interval_ms) +
                            " is outside [10, 60000]");
@@ -89,20 +77,70 @@ Status Options::Validate() const {
         "heartbeat_timeout_ms=" + std::to_string(heartbeat_timeout_ms) +
         " must exceed 2 * heartbeat_interval_ms=" + std::to_string(2 * heartbeat_interval_ms));
   }
+  if (io_threads < 1 || io_threads > 64) return InvalidArgument("io_threads is outside [1, 64]");
+  if (max_message_bytes < 1024 || max_message_bytes > (int64_t{16} << 30)) {
+    return InvalidArgument("max_message_bytes is outside [1 KiB, 16 GiB]");
+  }
+  return Status::OK();
+}
+
+Status ClusterShape::Validate() const {
+  if (num_servers < 1 || num_servers > 4096) {
+    return InvalidArgument("num_servers=" + std::to_string(num_servers) + " is outside [1, 4096]");
+  }
+  if (num_workers < 1 || num_workers > 4096) {
+    return InvalidArgument("num_workers=" + std::to_string(num_workers) + " is outside [1, 4096]");
+  }
+  if (dense_chunk_elems < 1 || dense_chunk_elems > (uint64_t{1} << 30)) {
+    return InvalidArgument("dense_chunk_elems is outside [1, 2^30]");
+  }
+  return Status::OK();
+}
+
+Status MemberOptions::Validate() const {
+  PS_RETURN_IF_ERROR(CommonOptions::Validate());
+  if (!bind_address.empty() && !HasScheme(bind_address)) {
+    return InvalidArgument("bind_address '" + bind_address +
+                           "' must start with tcp://, ipc:// or inproc://");
+  }
+  if (rank < -1 || rank > 4095)
+    return InvalidArgument("rank=" + std::to_string(rank) + " is outside [-1, 4095]");
   if (connect_timeout_ms < 1 || connect_timeout_ms > 3600000) {
     return InvalidArgument("connect_timeout_ms is outside [1, 3600000]");
   }
   if (request_timeout_ms < 1 || request_timeout_ms > 3600000) {
     return InvalidArgument("request_timeout_ms is outside [1, 3600000]");
   }
-  if (dense_chunk_elems < 1 || dense_chunk_elems > (uint64_t{1} << 30)) {
-    return InvalidArgument("dense_chunk_elems is outside [1, 2^30]");
-  }
-  if (io_threads < 1 || io_threads > 64) return InvalidArgument("io_threads is outside [1, 64]");
-  if (max_message_bytes < 1024 || max_message_bytes > (int64_t{16} << 30)) {
-    return InvalidArgument("max_message_bytes is outside [1 KiB, 16 GiB]");
-  }
   return Status::OK();
+}
+
+Status SchedulerOptions::Validate() const {
+  PS_RETURN_IF_ERROR(CommonOptions::Validate());
+  return ClusterShape::Validate();
+}
+
+Status Options::Validate() const {
+  PS_RETURN_IF_ERROR(MemberOptions::Validate());
+  return ClusterShape::Validate();
+}
+
+SchedulerOptions Options::scheduler() const {
+  SchedulerOptions s;
+  static_cast<CommonOptions&>(s) = *this;
+  static_cast<ClusterShape&>(s) = *this;
+  return s;
+}
+
+ServerOptions Options::server() const {
+  ServerOptions s;
+  static_cast<MemberOptions&>(s) = *this;
+  return s;
+}
+
+WorkerOptions Options::worker() const {
+  WorkerOptions w;
+  static_cast<MemberOptions&>(w) = *this;
+  return w;
 }
 
 }  // namespace ps

@@ -23,7 +23,7 @@ constexpr int kRecvPollMs = 50;
 constexpr int kControlSendTimeoutMs = 5000;
 }  // namespace
 
-NodeRuntime::NodeRuntime(const Options& options, Role role, Handlers handlers)
+NodeRuntime::NodeRuntime(const MemberOptions& options, Role role, Handlers handlers)
     : options_(options), role_(role), handlers_(std::move(handlers)) {}
 
 NodeRuntime::~NodeRuntime() { Stop(false); }

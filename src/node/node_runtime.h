@@ -51,7 +51,7 @@ class NodeRuntime {
     std::function<void()> on_tick;
   };
 
-  NodeRuntime(const Options& options, Role role, Handlers handlers);
+  NodeRuntime(const MemberOptions& options, Role role, Handlers handlers);
   ~NodeRuntime();
 
   // Registers the handler of a data message kind (one per kind). Call before Start().
@@ -82,7 +82,7 @@ class NodeRuntime {
   uint32_t rank() const { return rank_.load(); }
   std::string endpoint() const { return endpoint_; }
   bool running() const { return running_.load(); }
-  const Options& options() const { return options_; }
+  const MemberOptions& options() const { return options_; }
   uint64_t bad_messages() const { return bad_messages_.load(); }
   void CountBadMessage() { bad_messages_.fetch_add(1); }
 
@@ -104,7 +104,7 @@ class NodeRuntime {
   StatusOr<uint32_t> CallScheduler(const std::function<void(uint64_t, void*)>& fill,
                                    std::chrono::milliseconds timeout, const char* what);
 
-  const Options options_;
+  const MemberOptions options_;
   const Role role_;
   const Handlers handlers_;
   std::map<uint16_t, DataHandler> data_handlers_;  // fixed once Start() began

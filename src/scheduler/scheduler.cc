@@ -54,7 +54,7 @@ bool TokenEquals(const std::string& a, const std::string& b) {
 
 class Scheduler::Impl final : public ClusterState {
  public:
-  explicit Impl(Options options) : options_(std::move(options)) {}
+  explicit Impl(SchedulerOptions options) : options_(std::move(options)) {}
   ~Impl() { Stop(); }
 
   Status Start() {
@@ -423,7 +423,7 @@ class Scheduler::Impl final : public ClusterState {
     }
   }
 
-  const Options options_;
+  const SchedulerOptions options_;
   std::unique_ptr<Transport> transport_;
   std::thread thread_;
   std::atomic<bool> stop_requested_{false};
@@ -452,7 +452,7 @@ class Scheduler::Impl final : public ClusterState {
   Status result_;                         // guarded by mu_
 };
 
-Scheduler::Scheduler(Options options) : impl_(new Impl(std::move(options))) {}
+Scheduler::Scheduler(SchedulerOptions options) : impl_(new Impl(std::move(options))) {}
 Scheduler::~Scheduler() = default;
 Status Scheduler::Start() { return impl_->Start(); }
 std::string Scheduler::address() const { return impl_->address(); }

@@ -25,7 +25,7 @@ constexpr int kReplySendTimeoutMs = 1000;
 
 class Server::Impl {
  public:
-  explicit Impl(Options options) : options_(std::move(options)) {}
+  explicit Impl(ServerOptions options) : options_(std::move(options)) {}
 
   Status Start() {
     if (started_) return FailedPrecondition("server already started (a Server starts once)");
@@ -142,7 +142,7 @@ class Server::Impl {
                     });
   }
 
-  const Options options_;
+  const ServerOptions options_;
   std::unique_ptr<NodeRuntime> runtime_;
   std::atomic<bool> started_{false};  // runtime_ is read by other threads only once set
   mutable std::shared_mutex store_mu_;
@@ -152,7 +152,7 @@ class Server::Impl {
   std::atomic<uint64_t> messages_{0}, bad_{0}, pushes_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0};
 };
 
-Server::Server(Options options) : impl_(new Impl(std::move(options))) {}
+Server::Server(ServerOptions options) : impl_(new Impl(std::move(options))) {}
 Server::~Server() { impl_->Stop(); }
 Status Server::Start() { return impl_->Start(); }
 Status Server::Join(std::chrono::milliseconds timeout) { return impl_->Join(timeout); }

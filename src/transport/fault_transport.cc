@@ -214,7 +214,7 @@ class FaultTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> FaultInjector::Create(const Options& options) {
+std::unique_ptr<Transport> FaultInjector::Create(const CommonOptions& options) {
   return std::make_unique<FaultTransport>(shared_from_this(), inner_->Create(options));
 }
 

@@ -44,7 +44,7 @@ class FaultInjector final : public TransportFactory,
  public:
   explicit FaultInjector(std::shared_ptr<TransportFactory> inner) : inner_(std::move(inner)) {}
 
-  std::unique_ptr<Transport> Create(const Options& options) override;
+  std::unique_ptr<Transport> Create(const CommonOptions& options) override;
 
   // Adds a rule (checked in the order added; the first that matches acts) and returns its id.
   int AddRule(FaultRule rule);

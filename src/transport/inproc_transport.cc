@@ -54,7 +54,7 @@ namespace {
 
 class InProcessTransport final : public Transport {
  public:
-  InProcessTransport(std::shared_ptr<InProcessNetwork> net, const Options& options)
+  InProcessTransport(std::shared_ptr<InProcessNetwork> net, const CommonOptions& options)
       : net_(std::move(net)), max_message_bytes_(options.max_message_bytes) {}
   ~InProcessTransport() override { Close(); }
 
@@ -194,7 +194,7 @@ class InProcessTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> InProcessNetwork::Create(const Options& options) {
+std::unique_ptr<Transport> InProcessNetwork::Create(const CommonOptions& options) {
   return std::make_unique<InProcessTransport>(shared_from_this(), options);
 }
 

@@ -29,7 +29,7 @@ class InProcessNetwork final : public TransportFactory,
 
   // Addresses must be inproc://NAME; "inproc://" alone, or a name ending in ":0", gets a
   // fresh unique name.
-  std::unique_ptr<Transport> Create(const Options& options) override;
+  std::unique_ptr<Transport> Create(const CommonOptions& options) override;
 
   // Implementation details shared with the transports of this network.
   struct Endpoint;

@@ -51,21 +51,21 @@ class Transport {
 };
 
 // A ZeroMQ transport for one node. `options` supplies io_threads and max_message_bytes.
-std::unique_ptr<Transport> NewZmqTransport(const Options& options);
+std::unique_ptr<Transport> NewZmqTransport(const CommonOptions& options);
 
 // Makes the transport of each node. Shared by the nodes it serves, so thread-safe.
 class TransportFactory {
  public:
   virtual ~TransportFactory() = default;
   // A fresh, unbound transport for a node configured by `options`.
-  virtual std::unique_ptr<Transport> Create(const Options& options) = 0;
+  virtual std::unique_ptr<Transport> Create(const CommonOptions& options) = 0;
 };
 
 // The ZeroMQ factory (what a node uses when Options::transport_factory is null).
 std::shared_ptr<TransportFactory> ZmqTransportFactory();
 
 // The transport a node configured by `options` uses: from its factory, or ZeroMQ.
-std::unique_ptr<Transport> NewTransport(const Options& options);
+std::unique_ptr<Transport> NewTransport(const CommonOptions& options);
 
 // Fills in a bind address from the scheduler address's scheme when `bind` is empty:
 // tcp -> tcp://127.0.0.1:0, ipc -> a fresh path in /tmp, inproc -> a fresh name.

@@ -217,7 +217,7 @@ zmq::message_t ToZmq(const Frame& f) {
 
 class ZmqTransport final : public Transport {
  public:
-  explicit ZmqTransport(const Options& options) : options_(options) {}
+  explicit ZmqTransport(const CommonOptions& options) : options_(options) {}
   ~ZmqTransport() override { Close(); }
 
   StatusOr<std::string> Bind(const std::string& address,
@@ -545,7 +545,7 @@ class ZmqTransport final : public Transport {
     p->socket.reset();
   }
 
-  const Options options_;
+  const CommonOptions options_;
   std::mutex setup_mu_;
   std::shared_ptr<zmq::context_t> ctx_;
   std::unique_ptr<zmq::socket_t> router_;
@@ -569,14 +569,14 @@ std::atomic<uint64_t> g_endpoint_counter{0};
 
 }  // namespace
 
-std::unique_ptr<Transport> NewZmqTransport(const Options& options) {
+std::unique_ptr<Transport> NewZmqTransport(const CommonOptions& options) {
   return std::make_unique<ZmqTransport>(options);
 }
 
 namespace {
 class ZmqFactory final : public TransportFactory {
  public:
-  std::unique_ptr<Transport> Create(const Options& options) override {
+  std::unique_ptr<Transport> Create(const CommonOptions& options) override {
     return NewZmqTransport(options);
   }
 };
@@ -584,7 +584,7 @@ class ZmqFactory final : public TransportFactory {
 
 std::shared_ptr<TransportFactory> ZmqTransportFactory() { return std::make_shared<ZmqFactory>(); }
 
-std::unique_ptr<Transport> NewTransport(const Options& options) {
+std::unique_ptr<Transport> NewTransport(const CommonOptions& options) {
   if (options.transport_factory) return options.transport_factory->Create(options);
   return NewZmqTransport(options);
 }

@@ -101,7 +101,7 @@ void CompletionLoop(std::shared_ptr<TrackerState> st) {
 
 }  // namespace
 
-RequestTracker::RequestTracker(const Options& options, SendFn send)
+RequestTracker::RequestTracker(const MemberOptions& options, SendFn send)
     : options_(options),
       send_(std::move(send)),
       state_(std::make_shared<TrackerState>()),

@@ -97,7 +97,7 @@ class RequestTracker {
   // caller memory must hold (null when the request borrows nothing).
   using FramesFn = std::function<std::vector<Frame>(size_t, const std::shared_ptr<const void>&)>;
 
-  RequestTracker(const Options& options, SendFn send);
+  RequestTracker(const MemberOptions& options, SendFn send);
   ~RequestTracker();  // Stop()
   RequestTracker(const RequestTracker&) = delete;
   RequestTracker& operator=(const RequestTracker&) = delete;
@@ -130,7 +130,7 @@ class RequestTracker {
   const TrackerStats& stats() const { return *stats_; }
 
  private:
-  const Options options_;
+  const MemberOptions options_;
   const SendFn send_;
   std::shared_ptr<TrackerState> state_;
   std::unique_ptr<TrackerStats> stats_;

@@ -19,7 +19,7 @@ namespace ps {
 
 class Worker::Impl {
  public:
-  explicit Impl(Options options)
+  explicit Impl(WorkerOptions options)
       : options_(std::move(options)),
         tracker_(options_,
                  [this](NodeId to, Message&& m) { return runtime_->Send(to, std::move(m)); }),
@@ -115,7 +115,7 @@ class Worker::Impl {
     for (NodeId silent : tracker_.Expire()) runtime_->DropConnection(silent);
   }
 
-  const Options options_;
+  const WorkerOptions options_;
   std::unique_ptr<NodeRuntime> runtime_;
   std::atomic<bool> started_{false};
   std::atomic<bool> ever_started_{false};
@@ -123,7 +123,7 @@ class Worker::Impl {
   PsRequests ps_;
 };
 
-Worker::Worker(Options options) : impl_(new Impl(std::move(options))) {}
+Worker::Worker(WorkerOptions options) : impl_(new Impl(std::move(options))) {}
 Worker::~Worker() { impl_->Stop(); }
 Status Worker::Start() { return impl_->Start(); }
 void Worker::Stop() { impl_->Stop(); }
