@@ -290,7 +290,8 @@ class StrategyRegistry {
 StrategyRegistry DefaultStrategies();
 
 // Every strategy of `names` (all of the registry's when empty), and the one picked: the
-// shortest predicted step among the plans that fit in memory (ties: fewer bytes at the
+// shortest predicted step among the plans that fit in memory, where a plan with a cut
+// must beat the plans without one by options.min_cut_gain (ties: fewer bytes at the
 // busiest NIC, then the earlier strategy).
 // A strategy that does not apply to the model (stanza without an fc layer: its
 // FailedPrecondition) is listed in `skipped`; any other error fails the comparison.
