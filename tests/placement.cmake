@@ -8,3 +8,10 @@ if(TARGET layerps_placement)
   target_compile_options(placement_test PRIVATE -Wall -Wextra -Wno-unused-parameter)
   gtest_discover_tests(placement_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
 endif()
+
+# layerps-plan from the outside: its choices, its files, and exit 2 on every bad input.
+if(TARGET layerps-plan)
+  add_test(NAME placement_plan_cli
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/placement/plan_cli_test.sh $<TARGET_FILE:layerps-plan>)
+  set_tests_properties(placement_plan_cli PROPERTIES TIMEOUT 120)
+endif()

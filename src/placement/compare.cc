@@ -65,7 +65,8 @@ StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec
         out.skipped.push_back(name + ": " + plan.status().message());
         continue;
       }
-      return plan.status().WithContext(name);
+      const std::string& msg = plan.status().message();
+      return msg.rfind(name + ":", 0) == 0 ? plan.status() : plan.status().WithContext(name);
     }
     out.plans.push_back(std::move(plan).value());
   }
