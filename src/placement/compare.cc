@@ -113,8 +113,13 @@ StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec
              "% gain a split step must bring";
   } else if (second >= 0) {
     const Plan& q = out.plans[second];
-    reason += " vs " + HumanSeconds(q.prediction.step_s) + " for " + q.strategy + " (" +
-              Ratio(q.prediction.step_s / p.prediction.step_s) + ")";
+    if (q.prediction.step_s == p.prediction.step_s) {
+      reason +=
+          ", tied with " + q.strategy + " (the same traffic; " + p.strategy + " is listed first)";
+    } else {
+      reason += " vs " + HumanSeconds(q.prediction.step_s) + " for " + q.strategy + " (" +
+                Ratio(q.prediction.step_s / p.prediction.step_s) + ")";
+    }
   }
   reason += "; busiest NIC " + std::string(busy.is_server ? "server " : "worker ") +
             std::to_string(busy.rank) + " with " +
