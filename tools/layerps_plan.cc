@@ -221,11 +221,11 @@ void PrintLayers(const pl::ModelProfile& m, const pl::Plan& plan) {
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const pl::LayerProfile& l = m.layers[i];
     if (plan.cut == static_cast<int>(i)) {
-      std::printf("%4s  ---- cut: the suffix reads %s floats per sample ----\n", "",
-                  Commas(m.layers[i].inputs.empty()
-                             ? 0
-                             : m.layers[m.LayerIndex(l.inputs[0])].activation_bytes / 4)
-                      .c_str());
+      for (const pl::CutPoint& c : pl::FindCutPoints(m)) {
+        if (c.index != plan.cut) continue;
+        std::printf("%4s  ---- cut: the suffix reads %s's %s floats per sample ----\n", "",
+                    m.layers[c.producer].name.c_str(), Commas(c.activation_bytes / 4).c_str());
+      }
     }
     std::printf("%4zu  %-28s %-6s %12s %10s %12s  %s\n", i, l.name.c_str(),
                 pl::LayerKindName(l.kind), Commas(l.param_bytes / 4).c_str(),

@@ -16,7 +16,8 @@ namespace ps {
 namespace placement {
 namespace {
 
-using json = nlohmann::json;
+// Keys keep the order they are written in, so that files read like the docs.
+using json = nlohmann::ordered_json;
 
 constexpr int kFormatVersion = 1;
 
