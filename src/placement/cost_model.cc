@@ -194,6 +194,16 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
   const int S = c.servers;
   const uint64_t b = plan->batch;
   const double train = 1.0 + options.backward_factor;  // forward + backward FLOPs factor
+  // Every byte count below is at most 4 (W + S + 1)(b + 1)(sum M + sum A): refuse inputs
+  // for which that does not fit in 63 bits rather than wrap around.
+  long double sizes = 1;
+  for (const LayerProfile& l : profile.layers) {
+    sizes += static_cast<long double>(l.param_bytes) + l.activation_bytes;
+  }
+  if (4.0L * (W + S + 1) * (b + 1) * sizes > 9.2e18L) {
+    return InvalidArgument("plan: the bytes per step of model '" + profile.name +
+                           "' with this batch and cluster exceed 2^63");
+  }
 
   PlanPrediction pred;
   pred.nodes.resize(W + S);

@@ -44,7 +44,13 @@ StatusOr<LayerKind> ParseLayerKind(const std::string& name) {
 }
 
 Status ModelProfile::Validate() const {
+  // Bounds that keep every total and every per-step byte count far from overflow.
+  constexpr size_t kMaxLayers = size_t{1} << 20;
+  constexpr uint64_t kMaxLayerBytes = uint64_t{1} << 40;  // 1 TiB
   if (layers.empty()) return InvalidArgument("model '" + name + "' has no layers");
+  if (layers.size() > kMaxLayers) {
+    return InvalidArgument("model '" + name + "' has more than 2^20 layers");
+  }
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerProfile& l = layers[i];
@@ -55,6 +61,9 @@ Status ModelProfile::Validate() const {
     for (LayerKind k : kAllKinds) known_kind |= (k == l.kind);
     if (!known_kind) {
       return InvalidArgument(where + ": unknown kind " + std::to_string(static_cast<int>(l.kind)));
+    }
+    if (l.param_bytes > kMaxLayerBytes || l.activation_bytes > kMaxLayerBytes) {
+      return InvalidArgument(where + ": param_bytes and activation_bytes must be <= 2^40");
     }
     if (!std::isfinite(l.flops_per_sample) || l.flops_per_sample < 0) {
       return InvalidArgument(where + ": flops_per_sample must be finite and >= 0");

@@ -352,6 +352,18 @@ TEST(PlanTest, InvalidInputsAreStatuses) {
   EXPECT_EQ(ParkPlan(m, Slow(2, 2), Batch(1)).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(PlanTest, HugeSizesAreRefusedNotWrapped) {
+  ModelProfile m = Tiny();
+  m.layers[0].activation_bytes = uint64_t{1} << 40;  // the largest a layer may have
+  ClusterSpec c = Slow(65536, 2);
+  PlanOptions o = Batch(1 << 24);
+  Status s = UniformPlan(m, c, o).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("2^63"), std::string::npos) << s;
+  m.layers[0].activation_bytes = (uint64_t{1} << 40) + 1;
+  EXPECT_NE(m.Validate().message().find("2^40"), std::string::npos);
+}
+
 TEST(PlanTest, ValidatePlanCatchesInconsistencies) {
   ModelProfile m = Tiny();
   PlanOptions o = Batch(10);
