@@ -158,14 +158,18 @@ StatusOr<Plan> ParkPlan(const ModelProfile& profile, const ClusterSpec& cluster,
                         ? "no cut: every cut point leaves conv layers in the suffix"
                         : "no cut: no cut fits in memory";
     } else {
+      const bool slower = best->prediction.step_s >= t_none;
       plan.reason =
           "no cut: the best cut (before '" + best->cut_layer + "') predicts " +
           HumanSeconds(best->prediction.step_s) + " per step vs " + HumanSeconds(t_none) +
-          " without (PS bytes " +
-          Ratio(static_cast<double>(plan.prediction.worker_bytes) / best->prediction.worker_bytes) +
-          " fewer), short of the " +
-          std::to_string(static_cast<int>(options.min_cut_gain * 100 + 0.5)) +
-          "% gain a cut must bring";
+          " without" +
+          (slower ? " (its PS bytes are " +
+                        Ratio(static_cast<double>(plan.prediction.worker_bytes) /
+                              best->prediction.worker_bytes) +
+                        " fewer, but the remaining servers carry more)"
+                  : ", less than the " +
+                        std::to_string(static_cast<int>(options.min_cut_gain * 100 + 0.5)) +
+                        "% gain a cut must bring");
     }
     return plan;
   }

@@ -1,6 +1,7 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "placement/plan_util.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace ps {
@@ -70,6 +71,7 @@ std::string HumanSeconds(double s) {
 }
 
 std::string Ratio(double r) {
+  if (!std::isfinite(r)) return "n/a";
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2fx", r);
   return buf;
