@@ -24,7 +24,8 @@ struct Tensor {
   uint64_t Elements() const { return uint64_t{c} * h * w; }
 };
 
-// Appends layers to a profile while tracking shapes. Every Add* returns the output.
+// Appends layers to a profile while tracking shapes; each call returns its output. Every
+// layer's shape has its input and output geometry (a join's input: its first operand).
 class Builder {
  public:
   Builder(std::string name, uint32_t c, uint32_t h, uint32_t w) {
@@ -105,6 +106,7 @@ class Builder {
     for (const Tensor& x : xs) l.inputs.push_back(x.layer);
     l.activation_bytes = y.Elements() * kFloat;
     l.flops_per_sample = static_cast<double>(y.Elements()) * xs.size();
+    SetInOut(xs[0], y, &l.shape);
     profile_.layers.push_back(std::move(l));
     return y;
   }
@@ -120,6 +122,7 @@ class Builder {
       l.inputs.push_back(x.layer);
     }
     l.activation_bytes = y.Elements() * kFloat;
+    SetInOut(xs[0], y, &l.shape);  // in: the first branch's geometry
     profile_.layers.push_back(std::move(l));
     return y;
   }
@@ -127,18 +130,22 @@ class Builder {
   ModelProfile Take() { return std::move(profile_); }
 
  private:
+  static void SetInOut(const Tensor& x, const Tensor& y, LayerShape* shape) {
+    shape->in_channels = x.c;
+    shape->in_height = x.h;
+    shape->in_width = x.w;
+    shape->out_channels = y.c;
+    shape->out_height = y.h;
+    shape->out_width = y.w;
+  }
+
   LayerProfile Layer(const std::string& name, LayerKind kind, const Tensor& x, const Tensor& y) {
     LayerProfile l;
     l.name = name;
     l.kind = kind;
     if (!x.layer.empty()) l.inputs.push_back(x.layer);
     l.activation_bytes = y.Elements() * kFloat;
-    l.shape.in_channels = x.c;
-    l.shape.in_height = x.h;
-    l.shape.in_width = x.w;
-    l.shape.out_channels = y.c;
-    l.shape.out_height = y.h;
-    l.shape.out_width = y.w;
+    SetInOut(x, y, &l.shape);
     return l;
   }
 
