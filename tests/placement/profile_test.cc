@@ -199,6 +199,29 @@ INSTANTIATE_TEST_SUITE_P(
                       Reference{"bigfc", 5308874, 0.99, 0.005, 4096, 0.5}),
     [](const ::testing::TestParamInfo<Reference>& info) { return std::string(info.param.name); });
 
+TEST(BuiltinTest, ShapesChain) {
+  // A layer's input geometry is its (first) input's output; fc layers see it flattened.
+  for (const std::string& name : BuiltinProfileNames()) {
+    ModelProfile m = *BuiltinProfile(name);
+    for (const LayerProfile& l : m.layers) {
+      if (l.inputs.empty()) continue;
+      const LayerShape& in = m.layers[m.LayerIndex(l.inputs[0])].shape;
+      const uint64_t elems = uint64_t{in.out_channels} * in.out_height * in.out_width;
+      if (l.kind == LayerKind::kFc) {
+        EXPECT_EQ(l.shape.in_channels, elems) << name << " " << l.name;
+      } else {
+        EXPECT_EQ(l.shape.in_channels, in.out_channels) << name << " " << l.name;
+        EXPECT_EQ(l.shape.in_height, in.out_height) << name << " " << l.name;
+        EXPECT_EQ(l.shape.in_width, in.out_width) << name << " " << l.name;
+      }
+      for (const std::string& other : l.inputs) {  // joined tensors agree in H x W
+        const LayerShape& o = m.layers[m.LayerIndex(other)].shape;
+        EXPECT_EQ(o.out_height, in.out_height) << name << " " << l.name;
+      }
+    }
+  }
+}
+
 TEST(BuiltinTest, AlexNetFcFlopShareIsAboutEightPercent) {
   ModelProfile m = *BuiltinProfile("alexnet");
   EXPECT_NEAR(m.FlopsOfKind(LayerKind::kFc) / m.TotalFlopsPerSample(), 0.08, 0.01);
