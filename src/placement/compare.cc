@@ -1,6 +1,7 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // The strategy registry and the comparison that picks the fastest predicted plan.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,9 +57,13 @@ StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec
                                   const std::vector<std::string>& names) {
   std::vector<std::string> wanted = names.empty() ? registry.Names() : names;
   Comparison out;
-  for (const std::string& name : wanted) {
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const std::string& name = wanted[i];
     const Strategy* s = registry.Find(name);
     if (s == nullptr) return InvalidArgument("unknown strategy '" + name + "'");
+    if (std::find(wanted.begin(), wanted.begin() + i, name) != wanted.begin() + i) {
+      return InvalidArgument("strategy '" + name + "' named twice");
+    }
     StatusOr<Plan> plan = s->make(profile, cluster, options);
     if (!plan.ok()) {
       if (plan.status().code() == StatusCode::kFailedPrecondition) {
@@ -96,8 +101,10 @@ StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec
   out.chosen = best;
   const Plan& p = out.plans[best];
   const NodeLoad& busy = p.prediction.nodes[p.prediction.busiest];
-  std::string reason =
-      p.strategy + ": fastest predicted step, " + HumanSeconds(p.prediction.step_s);
+  std::string reason = out.plans.size() == 1 ? p.strategy + ": the only strategy compared, " +
+                                                   HumanSeconds(p.prediction.step_s) + " per step"
+                                             : p.strategy + ": fastest predicted step, " +
+                                                   HumanSeconds(p.prediction.step_s);
   const Plan* faster_cut = nullptr;  // a split step predicted faster, but not by enough
   for (const Plan& q : out.plans) {
     if (q.cut >= 0 && q.prediction.fits_memory && q.prediction.step_s < p.prediction.step_s &&

@@ -472,7 +472,10 @@ TEST(CompareTest, RegistryIsTheExtensionPoint) {
   StatusOr<Comparison> one = ComparePlans(Tiny(), Slow(2, 2), Batch(10), r, {"park"});
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->plans.size(), 1u);
+  EXPECT_NE(one->reason.find("only strategy"), std::string::npos) << one->reason;
   EXPECT_EQ(ComparePlans(Tiny(), Slow(2, 2), Batch(10), r, {"optcnn"}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ComparePlans(Tiny(), Slow(2, 2), Batch(10), r, {"park", "park"}).status().code(),
             StatusCode::kInvalidArgument);
 }
 
