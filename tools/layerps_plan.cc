@@ -41,6 +41,9 @@ DEFINE_string(dedicated_servers, "",
 DEFINE_int32(fc_nodes, 0, "stanza: number of FC nodes; 0: from the link-bottleneck rule");
 DEFINE_double(min_cut_gain, 0.10,
               "park: a cut must predict a step this fraction shorter than no cut");
+DEFINE_bool(park_conv_suffix, false,
+            "park: also search cuts that leave conv layers in the suffix (run by the PS worker)");
+DEFINE_double(backward_factor, 2.0, "Training FLOPs = (1 + this) x forward FLOPs");
 DEFINE_bool(json, false, "Print JSON (the comparison, or the one plan) instead of tables");
 DEFINE_string(write_plan, "", "Write the chosen plan as JSON to this file");
 DEFINE_string(write_profile, "", "Write the model profile as JSON to this file");
@@ -162,6 +165,8 @@ pl::PlanOptions LoadOptions() {
   if (FLAGS_fc_nodes < 0) Bad("--fc_nodes must be >= 0");
   o.fc_nodes = FLAGS_fc_nodes;
   o.min_cut_gain = FLAGS_min_cut_gain;
+  o.park_conv_suffix = FLAGS_park_conv_suffix;
+  o.backward_factor = FLAGS_backward_factor;
   std::stringstream ss(FLAGS_dedicated_servers);
   std::string item;
   while (std::getline(ss, item, ',')) {

@@ -43,6 +43,7 @@ expect_ok "vgg16 picks a cut at fc6" "^\* park +fc6" --model=vgg16 --workers=4 -
 expect_ok "resnet50 picks no cut" "^Chosen: (uniform|balanced)" --model=resnet50 --workers=4 --batch=32 --servers=2 --bandwidth=1Gbit
 expect_ok "resnet50 park row has no cut" "^ +park +none" --model=resnet50 --nolayers
 expect_ok "forced cut ratio" "park +fc +.* 1\.0[89]x" --model=resnet50 --cut=fc --strategy=park --nolayers
+expect_ok "conv suffixes on request" "^[ *] park +layer" --model=resnet50 --bandwidth=1Gbit --park_conv_suffix --nolayers
 expect_ok "per-layer table" "fc6 +fc +102,764,544" --model=vgg16 --strategy=park
 expect_ok "json comparison" "\"chosen\": \"park\"" --model=alexnet --json
 expect_ok "json single plan" "\"strategy\": \"stanza\"" --model=alexnet --json --strategy=stanza
@@ -87,6 +88,8 @@ expect_bad "unreadable cluster" --model=vgg16 --cluster="$work/missing.json"
 expect_bad "bad cluster" --model=vgg16 --cluster="$work/badcluster.json"
 expect_bad "unknown flag" --model=vgg16 --wrokers=4
 expect_bad "non-integer flag" --model=vgg16 --workers=four
+expect_bad "bad min_cut_gain" --model=vgg16 --min_cut_gain=1.5
+expect_bad "bad backward_factor" --model=vgg16 --backward_factor=-1
 expect_bad "stray argument" --model=vgg16 extra
 
 if [ $fails -ne 0 ]; then
