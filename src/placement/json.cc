@@ -285,9 +285,11 @@ Status ClusterFromJsonValue(const json& j, const std::string& where, ClusterSpec
   PS_RETURN_IF_ERROR(r.Int("workers", false, 1, 65536, &v));
   c->workers = static_cast<int>(v);
   auto bw = [](const std::string& s) { return ParseBandwidth(s); };
-  double both = 0;
-  PS_RETURN_IF_ERROR(r.Quantity("bandwidth", bw, &both));
-  if (both > 0) c->server_bandwidth_bps = c->worker_bandwidth_bps = both;
+  if (r.Has("bandwidth")) {
+    double both = 0;
+    PS_RETURN_IF_ERROR(r.Quantity("bandwidth", bw, &both));
+    c->server_bandwidth_bps = c->worker_bandwidth_bps = both;  // 0 fails Validate below
+  }
   PS_RETURN_IF_ERROR(r.Quantity("server_bandwidth_bps", bw, &c->server_bandwidth_bps));
   PS_RETURN_IF_ERROR(r.Quantity("worker_bandwidth_bps", bw, &c->worker_bandwidth_bps));
   PS_RETURN_IF_ERROR(r.Quantity(

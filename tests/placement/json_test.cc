@@ -133,6 +133,7 @@ TEST(ClusterJsonTest, RoundTripAndUnits) {
 
   ExpectBad(ClusterSpecFromJson(R"({"workers": 0})").status(), {"workers"});
   ExpectBad(ClusterSpecFromJson(R"({"bandwidth": "fast"})").status(), {"bandwidth", "fast"});
+  ExpectBad(ClusterSpecFromJson(R"({"bandwidth": 0})").status(), {"bandwidth"});
   ExpectBad(ClusterSpecFromJson(R"({"latency_s": -1})").status(), {"latency_s"});
   ExpectBad(ClusterSpecFromJson(R"({"nodes": 3})").status(), {"nodes", "unknown key"});
   ExpectBad(ClusterSpecFromJson("servers: 2").status(), {"bad JSON"});
