@@ -79,7 +79,8 @@ struct ModelProfile {
   std::vector<LayerProfile> layers;
 
   // Unique non-empty names, inputs that name earlier layers (so no cycle), known kinds,
-  // finite non-negative sizes. The message names the first bad layer.
+  // finite non-negative FLOPs, byte sizes <= 2^40, at most 2^20 layers. The message names
+  // the first bad layer.
   Status Validate() const;
   uint64_t TotalParamBytes() const;
   double TotalFlopsPerSample() const;
@@ -117,8 +118,8 @@ StatusOr<double> ParseBandwidth(const std::string& text);
 // Parses a duration into seconds: "50us", "0.2ms", "1s", "100ns", or a bare number of
 // seconds. Must be finite and >= 0.
 StatusOr<double> ParseDuration(const std::string& text);
-// Parses a count with an optional SI suffix: "5T", "5e12", "900G", "2.5TFLOPS" -> 5e12...
-// Must be finite and > 0.
+// Parses a rate with an optional SI prefix and FLOPS unit: "5T" and "5e12" -> 5e12,
+// "900G", "2.5TFLOPS". Must be finite and > 0.
 StatusOr<double> ParseSiValue(const std::string& text);
 // Parses a size in bytes: "64GiB", "16GB", "512MiB", "1048576". Must be > 0.
 StatusOr<uint64_t> ParseBytes(const std::string& text);
