@@ -6,11 +6,12 @@
 // asks for (JSON in and out). docs/placement.md describes the formats and the formulas.
 //
 // Thread-safety: the types here are plain values; const functions may be called from any
-// number of threads.
+// number of threads. StrategyRegistry is a value too: build one, then only read it.
 #ifndef PS_PLACEMENT_H_
 #define PS_PLACEMENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,13 +23,14 @@ namespace placement {
 // What a layer computes. Conv, pool and fc layers have parallelizable output dimensions
 // (see LayerShape); embedding tables are sparse; the others are carried along.
 enum class LayerKind : int { kConv = 0, kFc = 1, kPool = 2, kEmbedding = 3, kNorm = 4, kOther = 5 };
-const char* LayerKindName(LayerKind kind);           // "conv", "fc", ...
+const char* LayerKindName(LayerKind kind);                    // "conv", "fc", ...
 StatusOr<LayerKind> ParseLayerKind(const std::string& name);  // InvalidArgument when unknown
 
 // The geometry of a layer, per sample (NCHW without N). All zero when unknown; the
 // strategies that need it (optcnn) say so with a clear error.
 //  - conv / pool: input in_channels x in_height x in_width, output out_channels x
-//    out_height x out_width, a kernel_h x kernel_w window moved by `stride` with `padding`.
+//    out_height x out_width, a kernel_h x kernel_w window moved by `stride` with `padding`
+//    zero rows (and columns, unless padding_w says otherwise) on each side.
 //  - fc: in_features = in_channels (in_height = in_width = 1 after the flatten),
 //    out_features = out_channels, out_height = out_width = 1.
 struct LayerShape {
@@ -41,19 +43,33 @@ struct LayerShape {
   uint32_t kernel_h = 0;
   uint32_t kernel_w = 0;
   uint32_t stride = 1;
-  uint32_t padding = 0;
+  uint32_t padding = 0;  // rows of zeros above and below (and columns, see padding_w)
+  // Columns of zeros left and right when they differ from `padding` (Inception's 1x7 and
+  // 7x1 kernels); -1 means "the same as padding". Read it through PaddingW().
+  int32_t padding_w = -1;
+
+  uint32_t PaddingW() const { return padding_w < 0 ? padding : static_cast<uint32_t>(padding_w); }
 };
 
 // One layer of a model. Sizes are fp32 bytes and forward FLOPs (a multiply-add is 2).
 struct LayerProfile {
   std::string name;  // unique in the model
   LayerKind kind = LayerKind::kOther;
-  uint64_t param_bytes = 0;         // weights and biases
+  uint64_t param_bytes = 0;         // weights and biases (and batch-norm scale and shift)
   double flops_per_sample = 0;      // forward pass
   uint64_t activation_bytes = 0;    // output activation, per sample
   std::vector<std::string> inputs;  // layers whose outputs feed this one; empty: the model input
   std::vector<std::string> tables;  // the parameter tables it owns (TableSpec::layer == name)
   LayerShape shape;
+};
+
+// A point where the model can be split in two: the prefix [0, index) and the suffix
+// [index, n) are connected only through the output of one prefix layer, `producer`
+// (and the suffix does not read the model input).
+struct CutPoint {
+  int index = 0;                  // first suffix layer, 1 <= index < n
+  int producer = 0;               // the one prefix layer whose output the suffix reads
+  uint64_t activation_bytes = 0;  // that output, per sample (A_{k-1} of PAPERS.md §1)
 };
 
 // A model as a DAG of layers listed in a topological order (every input before its user).
@@ -66,13 +82,53 @@ struct ModelProfile {
   // finite non-negative sizes. The message names the first bad layer.
   Status Validate() const;
   uint64_t TotalParamBytes() const;
+  double TotalFlopsPerSample() const;
+  // Bytes of the layers of this kind (fc: the "in FC" column of PAPERS.md's table).
+  uint64_t ParamBytesOfKind(LayerKind kind) const;
+  double FlopsOfKind(LayerKind kind) const;
+  // Index of the layer with this name, or -1.
+  int LayerIndex(const std::string& name) const;
 };
 
+// Every single-tensor cut point of a valid profile, by increasing index. A chain of n
+// layers has n - 1; a block with branches (Inception, a residual) has none inside it.
+// Precondition: profile.Validate() is OK (otherwise the result is empty).
+std::vector<CutPoint> FindCutPoints(const ModelProfile& profile);
+
+// The cut at the conv/fc boundary: the last cut point whose index is at most that of the
+// first fc layer. NotFound when the model has no fc layer or no such cut.
+StatusOr<CutPoint> FcBoundaryCut(const ModelProfile& profile);
+
+// Built-in analytic profiles, computed from the layer shapes of the standard
+// architectures (torchvision's, fp32, ImageNet heads): "alexnet" (224x224),
+// "vgg16" (224), "resnet50" (224), "inception_v3" (299, no auxiliary head) and "bigfc"
+// (BigFcProfile(3)). docs/placement.md lists their layers.
+std::vector<std::string> BuiltinProfileNames();
+StatusOr<ModelProfile> BuiltinProfile(const std::string& name);  // NotFound when unknown
+// The big-FC-head CNN of PAPERS.md, on in_channels x 32 x 32 input: conv 5x5 (->32, pad 2)
+// + relu, maxpool 2, conv 5x5 (32->64, pad 2) + relu, maxpool 2, flatten (64x8x8 = 4096),
+// fc 4096->1024 + relu, fc 1024->1024 + relu, fc 1024->10.
+ModelProfile BigFcProfile(uint32_t in_channels = 3);
+
+// Parses a bandwidth in bits per second: "1Gbit", "100Mbit", "10Gbit", "25Gbps",
+// "1.5Gb", "800Kbit", "1e9" (a bare number is bits/s); "...Bps"/"...GB/s"/"MiB/s" are
+// bytes and are multiplied by 8. InvalidArgument for anything else or a value <= 0.
+StatusOr<double> ParseBandwidth(const std::string& text);
+// Parses a duration into seconds: "50us", "0.2ms", "1s", "100ns", or a bare number of
+// seconds. Must be finite and >= 0.
+StatusOr<double> ParseDuration(const std::string& text);
+// Parses a count with an optional SI suffix: "5T", "5e12", "900G", "2.5TFLOPS" -> 5e12...
+// Must be finite and > 0.
+StatusOr<double> ParseSiValue(const std::string& text);
+// Parses a size in bytes: "64GiB", "16GB", "512MiB", "1048576". Must be > 0.
+StatusOr<uint64_t> ParseBytes(const std::string& text);
+
 // The machines a plan is made for. Bandwidths are bits per second of each node's NIC
-// (each direction), compute rates FLOP/s a node sustains on the model's layers.
+// (each direction: NICs are full duplex), compute rates FLOP/s a node sustains on the
+// model's layers.
 struct ClusterSpec {
-  int servers = 1;
-  int workers = 1;
+  int servers = 1;  // >= 1
+  int workers = 1;  // >= 1
   double server_bandwidth_bps = 10e9;
   double worker_bandwidth_bps = 10e9;
   double latency_s = 50e-6;  // one message, one way
@@ -81,8 +137,174 @@ struct ClusterSpec {
   uint64_t server_memory_bytes = uint64_t{64} << 30;
   uint64_t worker_memory_bytes = uint64_t{16} << 30;
 
+  // Counts >= 1 (and <= 65536), bandwidths and compute rates finite and > 0, latency
+  // finite and >= 0, memories > 0. The message names the first bad field.
   Status Validate() const;
 };
+
+// How a layer is trained under a plan.
+enum class TrainMode : int {
+  kPs = 0,         // workers run it; its gradients are pushed to and pulled from servers
+  kOnServer = 1,   // park: runs on the "PS worker" beside its dedicated server(s)
+  kFcNode = 2,     // stanza: runs on FC nodes; its parameters never reach a worker
+  kAllReduce = 3,  // workers run it and sum its gradients by ring all-reduce (hybrid)
+};
+const char* TrainModeName(TrainMode mode);  // "ps", "on_server", "fc_node", "allreduce"
+StatusOr<TrainMode> ParseTrainMode(const std::string& name);
+
+// Where one layer's tables live and how the layer is trained.
+struct LayerPlacement {
+  std::string layer;
+  TrainMode mode = TrainMode::kPs;
+  // Server ranks holding the layer's parameters and the bytes on each (same length).
+  // kFcNode: the FC nodes' ranks, each holding a full replica.
+  std::vector<int> servers;
+  std::vector<uint64_t> server_bytes;
+};
+
+// Which ranks play which part. Worker ranks are 0..workers-1, server ranks 0..servers-1;
+// FC nodes and the PS worker run on server machines (their ranks are server ranks).
+struct PlanRoles {
+  std::vector<int> conv_workers;       // workers that run the prefix (all of them)
+  std::vector<int> ps_servers;         // servers holding the worker-trained layers
+  std::vector<int> dedicated_servers;  // park: servers holding the suffix's tables
+  int ps_worker = -1;                  // park: the server rank running the suffix, or -1
+  std::vector<int> fc_nodes;           // stanza: server ranks running the FC layers
+  // stanza: fc_node_of_worker[w] is the index in fc_nodes that worker w talks to.
+  std::vector<int> fc_node_of_worker;
+};
+
+// What one machine does per training step, as the cost model predicts it.
+struct NodeLoad {
+  bool is_server = false;
+  int rank = 0;
+  std::string duty;        // "worker", "server", "dedicated server + PS worker", "FC node"...
+  uint64_t bytes_in = 0;   // received per step
+  uint64_t bytes_out = 0;  // sent per step
+  double nic_s = 0;        // max(bytes_in, bytes_out) * 8 / its bandwidth
+  double compute_s = 0;    // forward + backward of the layers it runs
+  uint64_t memory_bytes = 0;
+  uint64_t memory_limit_bytes = 0;
+};
+
+struct PlanPrediction {
+  std::vector<NodeLoad> nodes;  // workers by rank, then servers by rank
+  int busiest = -1;             // index in `nodes` of the NIC with the longest nic_s
+  uint64_t busiest_nic_bytes = 0;
+  // Bytes through the workers' NICs (in + out, summed over workers): bytes_PS of
+  // PAPERS.md §1, the number the park/uniform ratio compares.
+  uint64_t worker_bytes = 0;
+  uint64_t network_bytes = 0;  // every byte sent on the network, all nodes together
+  double worker_compute_s = 0;
+  double server_compute_s = 0;  // the suffix on the PS worker / an FC node
+  double comm_s = 0;            // the busiest NIC's time
+  double latency_s = 0;         // sequential message rounds x their latency
+  double step_s = 0;            // worker_compute_s + server_compute_s + comm_s + latency_s
+  uint64_t max_worker_memory = 0;
+  uint64_t max_server_memory = 0;
+  bool fits_memory = true;
+  std::string memory_note;  // which node does not fit, when one does not
+};
+
+// A plan: the strategy's decision for a model on a cluster, with its predictions.
+struct Plan {
+  std::string strategy;
+  std::string model;
+  ClusterSpec cluster;
+  uint32_t batch = 0;     // samples per worker per step
+  int cut = -1;           // CutPoint::index of the cut; -1: no cut (every layer on workers)
+  std::string cut_layer;  // name of the first suffix layer; empty when no cut
+  std::vector<LayerPlacement> layers;  // one per model layer, in the model's order
+  PlanRoles roles;
+  PlanPrediction prediction;
+  std::string reason;  // one line: why this strategy made this choice
+};
+
+// Choices the strategies take from the caller.
+struct PlanOptions {
+  uint32_t batch = 32;  // samples per worker per step, >= 1
+  // park: "" searches the cut; "none" forces no cut; a layer name forces the cut before
+  // that layer (it must be a cut point).
+  std::string cut_layer;
+  // park: server ranks that hold the suffix; empty: the last rank (the only one when
+  // servers == 1).
+  std::vector<int> dedicated_servers;
+  // stanza: the number of FC nodes; 0: the smallest that keeps an FC node's link from
+  // being the bottleneck (docs/placement.md).
+  int fc_nodes = 0;
+  // balanced: the granularity of a table's ranges (Options::dense_chunk_elems x 4 bytes).
+  uint64_t chunk_bytes = uint64_t{65536} * 4;
+  // Training FLOPs = (1 + backward_factor) x forward FLOPs.
+  double backward_factor = 2.0;
+  // park: a cut must beat "no cut" by this fraction of the predicted step time; a smaller
+  // gain is within the cost model's error and does not pay for the split step.
+  double min_cut_gain = 0.10;
+
+  Status Validate() const;
+};
+
+// Checks that a plan fits the model and its cluster: one placement per layer in order,
+// server ranks that exist, byte counts that add up to each layer's parameters, modes
+// consistent with the cut and the roles. The message names the first bad layer or rank.
+Status ValidatePlan(const Plan& plan, const ModelProfile& profile);
+
+// The cost model: fills plan->prediction from the plan's placements, roles and cut
+// (docs/placement.md gives every formula). Validates the plan first.
+Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan* plan);
+
+// The strategies. Each validates its inputs and returns a predicted plan.
+StatusOr<Plan> UniformPlan(const ModelProfile& profile, const ClusterSpec& cluster,
+                           const PlanOptions& options);
+StatusOr<Plan> BalancedPlan(const ModelProfile& profile, const ClusterSpec& cluster,
+                            const PlanOptions& options);
+StatusOr<Plan> ParkPlan(const ModelProfile& profile, const ClusterSpec& cluster,
+                        const PlanOptions& options);
+StatusOr<Plan> StanzaPlan(const ModelProfile& profile, const ClusterSpec& cluster,
+                          const PlanOptions& options);
+
+// Named strategies, in the order they are listed and compared.
+using StrategyFn =
+    std::function<StatusOr<Plan>(const ModelProfile&, const ClusterSpec&, const PlanOptions&)>;
+struct Strategy {
+  std::string name;
+  std::string summary;  // one line, for --help
+  StrategyFn make;
+};
+class StrategyRegistry {
+ public:
+  // AlreadyExists when the name is taken; InvalidArgument when empty or without `make`.
+  Status Register(Strategy strategy);
+  const Strategy* Find(const std::string& name) const;  // null when unknown
+  std::vector<std::string> Names() const;
+  const std::vector<Strategy>& strategies() const { return strategies_; }
+
+ private:
+  std::vector<Strategy> strategies_;
+};
+// uniform, balanced, park, stanza (and whatever src/placement adds to this list).
+StrategyRegistry DefaultStrategies();
+
+// Every strategy of `names` (all of the registry's when empty), and the one picked: the
+// shortest predicted step among the plans that fit in memory (ties: fewer bytes at the
+// busiest NIC, then the earlier strategy).
+struct Comparison {
+  std::vector<Plan> plans;
+  int chosen = -1;     // index in plans
+  std::string reason;  // one line
+};
+StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec& cluster,
+                                  const PlanOptions& options, const StrategyRegistry& registry,
+                                  const std::vector<std::string>& names = {});
+
+// JSON (docs/placement.md). The readers check everything the Validate functions check and
+// reject unknown keys; errors are InvalidArgument naming the field (and layer).
+StatusOr<ModelProfile> ModelProfileFromJson(const std::string& text);
+std::string ModelProfileToJson(const ModelProfile& profile);
+StatusOr<ClusterSpec> ClusterSpecFromJson(const std::string& text);
+std::string ClusterSpecToJson(const ClusterSpec& cluster);
+StatusOr<Plan> PlanFromJson(const std::string& text);
+std::string PlanToJson(const Plan& plan);
+std::string ComparisonToJson(const Comparison& comparison);
 
 }  // namespace placement
 }  // namespace ps

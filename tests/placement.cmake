@@ -1,0 +1,8 @@
+# Placement unit tests: a pure library, so they link layerps_placement and GoogleTest only.
+if(TARGET layerps_placement)
+  add_executable(placement_test
+    placement/profile_test.cc)
+  target_link_libraries(placement_test PRIVATE layerps_placement GTest::gtest GTest::gtest_main)
+  target_compile_options(placement_test PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  gtest_discover_tests(placement_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+endif()
