@@ -5,9 +5,10 @@
 // VGG-16 and Inception-v3 profiles on 4 and 16 devices. Prints a table (median and min
 // over --repeats runs) and checks every search against the cost of its own assignment.
 //
-//   layerps-optcnn-bench [--repeats=N] [--models=a,b] [--devices=4,16] [--report]
+//   layerps-optcnn-bench [--repeats=N] [--models=a,b] [--devices=4,16] [--gbps=G] [--report]
 //
-// --report also prints each plan (FormatReport). Exit 1 when a check fails, 2 on bad flags.
+// --gbps sets the per-device link bandwidth (default: ClusterSpec's, 10 Gb/s); --report
+// also prints each plan (FormatReport). Exit 1 when a check fails, 2 on bad flags.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models = {"alexnet", "vgg16", "inception_v3"};
   std::vector<int> devices = {4, 16};
   bool report = false;
+  double gbps = 0;  // 0: ClusterSpec's default worker bandwidth
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--repeats=", 0) == 0) {
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--devices=", 0) == 0) {
       devices.clear();
       for (const std::string& d : Split(a.substr(10))) devices.push_back(std::atoi(d.c_str()));
+    } else if (a.rfind("--gbps=", 0) == 0) {
+      gbps = std::atof(a.c_str() + 7);
     } else if (a == "--report") {
       report = true;
     } else {
@@ -80,6 +84,7 @@ int main(int argc, char** argv) {
     for (int d : devices) {
       ClusterSpec cluster;
       cluster.workers = d;
+      if (gbps > 0) cluster.worker_bandwidth_bps = gbps * 1e9;
       optcnn::Options opt;
       std::vector<double> search_s, tables_s;
       optcnn::SearchResult last;
