@@ -287,10 +287,13 @@ StrategyRegistry DefaultStrategies();
 // Every strategy of `names` (all of the registry's when empty), and the one picked: the
 // shortest predicted step among the plans that fit in memory (ties: fewer bytes at the
 // busiest NIC, then the earlier strategy).
+// A strategy that does not apply to the model (stanza without an fc layer: its
+// FailedPrecondition) is listed in `skipped`; any other error fails the comparison.
 struct Comparison {
   std::vector<Plan> plans;
-  int chosen = -1;     // index in plans
-  std::string reason;  // one line
+  int chosen = -1;                   // index in plans
+  std::string reason;                // one line
+  std::vector<std::string> skipped;  // "name: why"
 };
 StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec& cluster,
                                   const PlanOptions& options, const StrategyRegistry& registry,

@@ -1,0 +1,109 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The strategy registry and the comparison that picks the fastest predicted plan.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "placement/plan_util.h"
+#include "ps/placement.h"
+
+namespace ps {
+namespace placement {
+
+using internal::HumanBytes;
+using internal::HumanSeconds;
+using internal::Ratio;
+
+Status StrategyRegistry::Register(Strategy strategy) {
+  if (strategy.name.empty()) return InvalidArgument("strategy without a name");
+  if (!strategy.make) return InvalidArgument("strategy '" + strategy.name + "' has no function");
+  if (Find(strategy.name) != nullptr) {
+    return AlreadyExists("strategy '" + strategy.name + "' is registered already");
+  }
+  strategies_.push_back(std::move(strategy));
+  return Status::OK();
+}
+
+const Strategy* StrategyRegistry::Find(const std::string& name) const {
+  for (const Strategy& s : strategies_) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> StrategyRegistry::Names() const {
+  std::vector<std::string> names;
+  for (const Strategy& s : strategies_) names.push_back(s.name);
+  return names;
+}
+
+StrategyRegistry DefaultStrategies() {
+  StrategyRegistry r;
+  // The names are distinct and the functions set: Register cannot fail here.
+  (void)r.Register({"uniform", "every table split evenly over all servers (ps-lite)", UniformPlan});
+  (void)r.Register(
+      {"balanced", "tables in chunks, largest first, on the least-loaded servers", BalancedPlan});
+  (void)r.Register(
+      {"park", "FC suffix on dedicated server(s), run there by a PS worker (RALP)", ParkPlan});
+  (void)r.Register({"stanza", "conv nodes and N_f FC nodes (layer separation)", StanzaPlan});
+  // Further strategies (optcnn) register here.
+  return r;
+}
+
+StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec& cluster,
+                                  const PlanOptions& options, const StrategyRegistry& registry,
+                                  const std::vector<std::string>& names) {
+  std::vector<std::string> wanted = names.empty() ? registry.Names() : names;
+  Comparison out;
+  for (const std::string& name : wanted) {
+    const Strategy* s = registry.Find(name);
+    if (s == nullptr) return InvalidArgument("unknown strategy '" + name + "'");
+    StatusOr<Plan> plan = s->make(profile, cluster, options);
+    if (!plan.ok()) {
+      if (plan.status().code() == StatusCode::kFailedPrecondition) {
+        out.skipped.push_back(name + ": " + plan.status().message());
+        continue;
+      }
+      return plan.status().WithContext(name);
+    }
+    out.plans.push_back(std::move(plan).value());
+  }
+  if (out.plans.empty()) {
+    return FailedPrecondition("no strategy applies to model '" + profile.name + "'");
+  }
+  // The shortest predicted step among the plans that fit; ties: fewer bytes at the
+  // busiest NIC, then the earlier strategy.
+  auto better = [](const Plan& a, const Plan& b) {
+    if (a.prediction.fits_memory != b.prediction.fits_memory) return a.prediction.fits_memory;
+    if (a.prediction.step_s != b.prediction.step_s)
+      return a.prediction.step_s < b.prediction.step_s;
+    return a.prediction.busiest_nic_bytes < b.prediction.busiest_nic_bytes;
+  };
+  int best = 0, second = -1;
+  for (int i = 1; i < static_cast<int>(out.plans.size()); ++i) {
+    if (better(out.plans[i], out.plans[best])) best = i;
+  }
+  for (int i = 0; i < static_cast<int>(out.plans.size()); ++i) {
+    if (i != best && (second < 0 || better(out.plans[i], out.plans[second]))) second = i;
+  }
+  out.chosen = best;
+  const Plan& p = out.plans[best];
+  const NodeLoad& busy = p.prediction.nodes[p.prediction.busiest];
+  std::string reason =
+      p.strategy + ": fastest predicted step, " + HumanSeconds(p.prediction.step_s);
+  if (second >= 0) {
+    const Plan& q = out.plans[second];
+    reason += " vs " + HumanSeconds(q.prediction.step_s) + " for " + q.strategy + " (" +
+              Ratio(q.prediction.step_s / p.prediction.step_s) + ")";
+  }
+  reason += "; busiest NIC " + std::string(busy.is_server ? "server " : "worker ") +
+            std::to_string(busy.rank) + " with " +
+            HumanBytes(static_cast<double>(p.prediction.busiest_nic_bytes)) + " per step";
+  if (!p.prediction.fits_memory) reason += "; NO plan fits in memory: " + p.prediction.memory_note;
+  out.reason = reason;
+  return out;
+}
+
+}  // namespace placement
+}  // namespace ps

@@ -1,0 +1,96 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// stanza: layer separation (PAPERS.md §3). The model is cut at the conv/fc boundary; the
+// workers ("conv nodes") train the prefix through the PS; N_f FC nodes (on server
+// machines) each hold a replica of the FC layers and train them on their conv nodes'
+// activations. FC parameters never cross the network except among the replicas.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "placement/plan_util.h"
+#include "ps/placement.h"
+
+namespace ps {
+namespace placement {
+
+using internal::HumanBytes;
+using internal::HumanSeconds;
+
+StatusOr<Plan> StanzaPlan(const ModelProfile& profile, const ClusterSpec& cluster,
+                          const PlanOptions& options) {
+  StatusOr<Plan> made = internal::NewPlan("stanza", profile, cluster, options);
+  if (!made.ok()) return made.status();
+  Plan plan = std::move(made).value();
+  StatusOr<CutPoint> boundary = FcBoundaryCut(profile);
+  if (!boundary.ok()) {
+    return FailedPrecondition("stanza does not apply: " + boundary.status().message());
+  }
+  const int W = cluster.workers;
+  const int S = cluster.servers;
+  const uint64_t b = options.batch;
+  const int cut = boundary->index;
+  const uint64_t act = boundary->activation_bytes;
+  double prefix_flops = 0;
+  for (int i = 0; i < cut; ++i) prefix_flops += profile.layers[i].flops_per_sample;
+  const double t_conv = (1.0 + options.backward_factor) * b * prefix_flops / cluster.worker_flops;
+  // The FC node's link time for n nodes: 2 (activations in, their gradients out) x the
+  // conv nodes it serves x b x A, at the server NIC's bandwidth.
+  auto t_link = [&](int n) {
+    const uint64_t served = (W + n - 1) / n;
+    return 2.0 * served * b * act * 8.0 / cluster.server_bandwidth_bps;
+  };
+  const int limit = std::min(W, S);
+  int nf = options.fc_nodes;
+  std::string why;
+  if (nf > 0) {
+    if (nf > limit) {
+      return InvalidArgument(
+          "stanza: " + std::to_string(nf) +
+          " FC nodes asked, at most min(workers, servers) = " + std::to_string(limit));
+    }
+    why = "N_f = " + std::to_string(nf) + " (given)";
+  } else {
+    nf = limit;
+    for (int n = 1; n <= limit; ++n) {
+      if (t_link(n) <= t_conv) {
+        nf = n;
+        break;
+      }
+    }
+    why = "N_f = " + std::to_string(nf) + ": an FC node's link moves " + HumanSeconds(t_link(nf)) +
+          (t_link(nf) <= t_conv ? " <= " : " > ") + "the conv compute " + HumanSeconds(t_conv) +
+          (t_link(nf) <= t_conv ? "" : " (still the bottleneck: no more servers)");
+  }
+  plan.roles.fc_nodes = internal::Range(S - nf, S);
+  std::vector<int> others = internal::Range(0, S - nf);
+  if (others.empty()) others = internal::Range(0, S);
+  plan.roles.ps_servers = others;
+  plan.roles.fc_node_of_worker.resize(W);
+  for (int w = 0; w < W; ++w) plan.roles.fc_node_of_worker[w] = w * nf / W;
+  plan.cut = cut;
+  plan.cut_layer = profile.layers[cut].name;
+  uint64_t fc_bytes = 0;
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    LayerPlacement& p = plan.layers[i];
+    const uint64_t m = profile.layers[i].param_bytes;
+    if (static_cast<int>(i) < cut) {
+      internal::SpreadEven(m, others, &p);
+    } else {
+      p.mode = TrainMode::kFcNode;
+      fc_bytes += m;
+      if (m > 0) {
+        p.servers = plan.roles.fc_nodes;
+        p.server_bytes.assign(nf, m);
+      }
+    }
+  }
+  PS_RETURN_IF_ERROR(PredictPlan(profile, options, &plan));
+  plan.reason = "layers from '" + plan.cut_layer + "' on (" + HumanBytes(fc_bytes) +
+                ") train on FC node(s) " + std::to_string(S - nf) +
+                (nf > 1 ? ".." + std::to_string(S - 1) : "") + "; " + why;
+  return plan;
+}
+
+}  // namespace placement
+}  // namespace ps
