@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
                   *std::min_element(search_s.begin(), search_s.end()) * 1e3, Median(tables_s) * 1e3,
                   paper);
       if (report) {
-        auto rep = optcnn::Plan(*model, cluster, opt);
+        auto rep = optcnn::Optimize(*model, cluster, opt);
         if (rep.ok()) std::printf("%s\n", optcnn::FormatReport(*rep).c_str());
       }
     }

@@ -12,7 +12,7 @@
 // Two levels:
 //  - CostGraph / Search / BruteForce: the search over an abstract graph whose nodes carry
 //    a cost per configuration and whose edges carry a cost matrix. Knows nothing of layers.
-//  - BuildCostTables / Plan: the configurations and cost tables of a ModelProfile on a
+//  - BuildCostTables / Optimize: the configurations and cost tables of a ModelProfile on a
 //    ClusterSpec, the search's strategy next to data, model and OWT parallelism.
 //
 // Errors the caller can cause (bad graph, bad profile, no devices, a cycle) come back as
@@ -211,7 +211,7 @@ struct LayerChoice {
   double sync_s = 0;
   double sync_bytes = 0;
 };
-struct Strategy {
+struct ParallelStrategy {
   std::string name;               // "optcnn", "data", "model", "owt"
   std::vector<int> config_index;  // per layer, into CostTables::configs
   std::vector<LayerChoice> layers;
@@ -226,8 +226,8 @@ struct Strategy {
 };
 
 // The cost of an assignment (config_index per layer). InvalidArgument when it is malformed.
-StatusOr<Strategy> EvaluateStrategy(const CostTables& tables, const std::string& name,
-                                    const std::vector<int>& config_index);
+StatusOr<ParallelStrategy> EvaluateStrategy(const CostTables& tables, const std::string& name,
+                                            const std::vector<int>& config_index);
 
 // The baselines, as assignments:
 //  - data: every layer sample degree = devices (or the largest divisor of the batch that
@@ -244,16 +244,16 @@ struct Report {
   std::string model;
   int num_devices = 0;
   int batch_size = 0;
-  Strategy optcnn;
-  std::vector<Strategy> baselines;  // data, model, owt
+  ParallelStrategy optcnn;
+  std::vector<ParallelStrategy> baselines;  // data, model, owt
   SearchResult search;
   double tables_seconds = 0;  // wall time of BuildCostTables
   double search_seconds = 0;  // wall time of Search (eliminations, enumeration, undo)
 };
 
 // BuildCostTables, Search, the baselines. Errors as theirs.
-StatusOr<Report> Plan(const ModelProfile& model, const ClusterSpec& cluster,
-                      const Options& options = {});
+StatusOr<Report> Optimize(const ModelProfile& model, const ClusterSpec& cluster,
+                          const Options& options = {});
 
 // A human-readable table (per-layer strategy; step time and bytes next to the
 // baselines) and a JSON object with the same content.

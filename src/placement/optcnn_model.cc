@@ -609,11 +609,11 @@ StatusOr<CostTables> BuildCostTables(const ModelProfile& model, const ClusterSpe
   return t;
 }
 
-StatusOr<Strategy> EvaluateStrategy(const CostTables& t, const std::string& name,
-                                    const std::vector<int>& x) {
+StatusOr<ParallelStrategy> EvaluateStrategy(const CostTables& t, const std::string& name,
+                                            const std::vector<int>& x) {
   auto total = t.graph.Evaluate(x);
   if (!total.ok()) return total.status();
-  Strategy s;
+  ParallelStrategy s;
   s.name = name;
   s.config_index = x;
   s.step_time_s = *total;
@@ -716,8 +716,8 @@ StatusOr<std::vector<int>> OneWeirdTrick(const CostTables& t) {
   return x;
 }
 
-StatusOr<Report> Plan(const ModelProfile& model, const ClusterSpec& cluster,
-                      const Options& options) {
+StatusOr<Report> Optimize(const ModelProfile& model, const ClusterSpec& cluster,
+                          const Options& options) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto tables = BuildCostTables(model, cluster, options);
@@ -790,7 +790,7 @@ std::string JsonNumber(double v) {
   return buf;
 }
 
-std::string StrategyJson(const Strategy& s, bool with_layers) {
+std::string StrategyJson(const ParallelStrategy& s, bool with_layers) {
   std::string j =
       "{\"name\": " + JsonString(s.name) + ", \"step_time_s\": " + JsonNumber(s.step_time_s) +
       ", \"compute_s\": " + JsonNumber(s.compute_s) + ", \"sync_s\": " + JsonNumber(s.sync_s) +
@@ -841,9 +841,9 @@ std::string FormatReport(const Report& rep) {
                 "step ms", "compute ms", "sync ms", "transfer ms", "MB per step", "speedup",
                 "LayerPS runs it");
   out += line;
-  std::vector<const Strategy*> all = {&rep.optcnn};
-  for (const Strategy& b : rep.baselines) all.push_back(&b);
-  for (const Strategy* s : all) {
+  std::vector<const ParallelStrategy*> all = {&rep.optcnn};
+  for (const ParallelStrategy& b : rep.baselines) all.push_back(&b);
+  for (const ParallelStrategy* s : all) {
     std::snprintf(line, sizeof(line), "  %-8s %12.3f %12.3f %12.3f %12.3f %14.2f %9.2fx %s\n",
                   s->name.c_str(), s->step_time_s * 1e3, s->compute_s * 1e3, s->sync_s * 1e3,
                   s->transfer_s * 1e3, s->bytes_per_step / 1e6,

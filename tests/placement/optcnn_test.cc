@@ -622,7 +622,7 @@ int FcDegreeSum(const Report& r) {
 TEST(OptcnnModels, Vgg16OnFourDevicesFollowsThePaper) {
   auto model = BuiltinProfile("vgg16");
   ASSERT_TRUE(model.ok());
-  auto rep = Plan(*model, Devices(4));
+  auto rep = Optimize(*model, Devices(4));
   ASSERT_TRUE(rep.ok()) << rep.status();
   for (const LayerChoice& c : rep->optcnn.layers) {
     if (c.layer.rfind("conv1_", 0) == 0 || c.layer.rfind("conv2_", 0) == 0 ||
@@ -644,7 +644,7 @@ TEST(OptcnnModels, Vgg16OnFourDevicesFollowsThePaper) {
   for (double gbps : {100.0, 40.0, 10.0, 1.0, 0.1}) {
     ClusterSpec cl = Devices(4);
     cl.worker_bandwidth_bps = gbps * 1e9;
-    auto r = Plan(*model, cl);
+    auto r = Optimize(*model, cl);
     ASSERT_TRUE(r.ok()) << r.status();
     const int fc = FcDegreeSum(*r);
     EXPECT_LE(fc, previous) << gbps << " Gb/s";
@@ -670,7 +670,7 @@ TEST(OptcnnErrors, BadInputIsInvalidArgument) {
   zero.num_devices = 0;
   expect_error(BuildCostTables(TwoConvs(), Devices(4), zero), "device count");
   expect_error(BuildCostTables(TwoConvs(), Devices(0), Options{}), "workers");
-  EXPECT_EQ(Plan(TwoConvs(), Devices(4), zero).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Optimize(TwoConvs(), Devices(4), zero).status().code(), StatusCode::kInvalidArgument);
 
   // Dimensions that divide no allowed degree: 5 channels of 7x7, batch 6, only 4-way.
   ModelProfile odd;
@@ -727,7 +727,7 @@ TEST(OptcnnErrors, BadInputIsInvalidArgument) {
 TEST(OptcnnModels, ReportListsEveryLayerAndTheBaselines) {
   auto model = BuiltinProfile("alexnet");
   ASSERT_TRUE(model.ok());
-  auto rep = Plan(*model, Devices(4));
+  auto rep = Optimize(*model, Devices(4));
   ASSERT_TRUE(rep.ok()) << rep.status();
   ASSERT_EQ(rep->optcnn.layers.size(), model->layers.size());
   const std::string table = FormatReport(*rep);
@@ -740,7 +740,7 @@ TEST(OptcnnModels, ReportListsEveryLayerAndTheBaselines) {
     EXPECT_NE(table.find(s), std::string::npos) << s;
     EXPECT_NE(json.find(std::string("\"name\": \"") + s + "\""), std::string::npos) << s;
   }
-  const Strategy& d = rep->baselines[0];
+  const ParallelStrategy& d = rep->baselines[0];
   EXPECT_TRUE(d.executable);
   EXPECT_DOUBLE_EQ(d.step_time_s, d.compute_s + d.sync_s + d.transfer_s);
   EXPECT_EQ(d.transfer_s, 0.0);  // data parallel everywhere: nothing between layers
