@@ -414,8 +414,16 @@ class TransferModel {
     bwd_.assign(devices, 0);
   }
 
-  EdgeCost Cost(const Degrees& sd, const std::vector<int>& sdev, const Degrees& dd,
-                const std::vector<int>& ddev) {
+  // The cost between source configuration sd (tile s on device sdev[s]) and destination
+  // configuration dd. s_on / d_on: the tile each device holds (-1: none), or empty when
+  // some device holds several tiles of the configuration; then the pairwise loop runs.
+  EdgeCost Cost(const Degrees& sd, const std::vector<int>& sdev, const std::vector<int>& s_on,
+                const std::vector<TileCoord>& scoord, const Degrees& dd,
+                const std::vector<int>& ddev, const std::vector<int>& d_on,
+                const std::vector<TileCoord>& dcoord) {
+    scoord_ = &scoord;
+    dcoord_ = &dcoord;
+    if (!s_on.empty() && !d_on.empty()) return OneTilePerDevice(sd, sdev, s_on, dd, ddev, d_on);
     std::fill(fwd_.begin(), fwd_.end(), 0);
     std::fill(bwd_.begin(), bwd_.end(), 0);
     uint64_t total = 0;
@@ -425,7 +433,7 @@ class TransferModel {
     const int64_t sw_len = static_cast<int64_t>(src_.w) / sd.w;
     const int p = dd.Product();
     for (int t = 0; t < p; ++t) {
-      const TileCoord x = Coord(dd, t);
+      const TileCoord x = (*dcoord_)[t];
       const Interval in = n_.needs[dd.n][x.n];
       const Interval ic = c_.needs[whole_c_ ? 1 : dd.c][whole_c_ ? 0 : x.c];
       const Interval ih = h_.needs[whole_h_ ? 1 : dd.h][whole_h_ ? 0 : x.h];
@@ -452,20 +460,105 @@ class TransferModel {
         }
       }
     }
-    EdgeCost ec;
-    if (total == 0) return ec;
-    const uint64_t max_f = *std::max_element(fwd_.begin(), fwd_.end());
-    const uint64_t max_b = *std::max_element(bwd_.begin(), bwd_.end());
-    const double eb = static_cast<double>(src_.elem_bytes);
-    ec.bytes = 2.0 * static_cast<double>(total) * eb;
-    ec.seconds = static_cast<double>(max_f + max_b) * eb * 8.0 / bits_per_s_ + 2.0 * latency_;
-    return ec;
+    if (total == 0) return EdgeCost{};
+    return Finish(total, *std::max_element(fwd_.begin(), fwd_.end()),
+                  *std::max_element(bwd_.begin(), bwd_.end()));
   }
 
  private:
   static int64_t Overlap(const Interval& i, int64_t lo, int64_t len) {
     return std::min(i.hi, lo + len) - std::max(i.lo, lo);
   }
+  static int64_t Clipped(const Interval& i, int64_t lo, int64_t len) {
+    return std::max<int64_t>(0, Overlap(i, lo, len));
+  }
+
+  // The needed box of destination tile t, per dimension.
+  void Box(const Degrees& dd, int t, Interval box[4]) const {
+    const TileCoord x = (*dcoord_)[t];
+    box[0] = n_.needs[dd.n][x.n];
+    box[1] = c_.needs[whole_c_ ? 1 : dd.c][whole_c_ ? 0 : x.c];
+    box[2] = h_.needs[whole_h_ ? 1 : dd.h][whole_h_ ? 0 : x.h];
+    box[3] = w_.needs[whole_w_ ? 1 : dd.w][whole_w_ ? 0 : x.w];
+  }
+
+  // sums[k] = sum over the destination tiles' needed intervals along one dimension of
+  // their overlap with source tile k of that dimension.
+  static void DimSums(const DimNeeds& dn, int ddeg, int64_t repeat, int64_t slen, int sdeg,
+                      std::vector<int64_t>* sums) {
+    sums->assign(sdeg, 0);
+    for (const Interval& iv : dn.needs[ddeg]) {
+      if (iv.hi <= iv.lo) continue;
+      for (int64_t k = iv.lo / slen; k * slen < iv.hi; ++k)
+        (*sums)[k] += repeat * Overlap(iv, k * slen, slen);
+    }
+  }
+
+  // With at most one tile of each configuration per device, what device d receives
+  // forward is its tile's needed box minus the part of it the device already holds, and
+  // what source device s receives backward is the sum over all destination tiles of their
+  // overlap with its tile (which factorizes over the dimensions, because the destination
+  // tiles form a grid) minus the local part. O(tiles) per pair instead of O(tile pairs).
+  EdgeCost OneTilePerDevice(const Degrees& sd, const std::vector<int>& sdev,
+                            const std::vector<int>& s_on, const Degrees& dd,
+                            const std::vector<int>& ddev, const std::vector<int>& d_on) {
+    const int64_t len[4] = {batch_ / sd.n, static_cast<int64_t>(src_.c) / sd.c,
+                            static_cast<int64_t>(src_.h) / sd.h,
+                            static_cast<int64_t>(src_.w) / sd.w};
+    auto local = [&](const Interval box[4], int s) {
+      const TileCoord y = (*scoord_)[s];
+      const int64_t k[4] = {y.n, y.c, y.h, y.w};
+      int64_t v = 1;
+      for (int d = 0; d < 4; ++d) v *= Clipped(box[d], k[d] * len[d], len[d]);
+      return static_cast<uint64_t>(v);
+    };
+    uint64_t total = 0, max_f = 0, max_b = 0;
+    Interval box[4];
+    for (int t = 0; t < dd.Product(); ++t) {
+      Box(dd, t, box);
+      int64_t need = 1;
+      for (const Interval& iv : box) need *= std::max<int64_t>(0, iv.hi - iv.lo);
+      if (need == 0) continue;
+      const int s = s_on[ddev[t]];
+      const uint64_t in = static_cast<uint64_t>(need) - (s >= 0 ? local(box, s) : 0);
+      total += in;
+      max_f = std::max(max_f, in);
+    }
+    if (total == 0) return EdgeCost{};
+    // A dimension read whole is needed by every destination tile along it: its sum
+    // counts each of them (repeat = the destination's degree there).
+    DimSums(n_, dd.n, 1, len[0], sd.n, &sums_[0]);
+    DimSums(c_, whole_c_ ? 1 : dd.c, whole_c_ ? dd.c : 1, len[1], sd.c, &sums_[1]);
+    DimSums(h_, whole_h_ ? 1 : dd.h, whole_h_ ? dd.h : 1, len[2], sd.h, &sums_[2]);
+    DimSums(w_, whole_w_ ? 1 : dd.w, whole_w_ ? dd.w : 1, len[3], sd.w, &sums_[3]);
+    for (int s = 0; s < sd.Product(); ++s) {
+      const TileCoord y = (*scoord_)[s];
+      const uint64_t all =
+          static_cast<uint64_t>(sums_[0][y.n] * sums_[1][y.c] * sums_[2][y.h] * sums_[3][y.w]);
+      if (all == 0) continue;
+      const int t = d_on[sdev[s]];
+      uint64_t mine = 0;
+      if (t >= 0) {
+        Box(dd, t, box);
+        mine = local(box, s);
+      }
+      max_b = std::max(max_b, all - mine);
+    }
+    return Finish(total, max_f, max_b);
+  }
+
+  EdgeCost Finish(uint64_t total, uint64_t max_f, uint64_t max_b) const {
+    EdgeCost ec;
+    if (total == 0) return ec;
+    const double eb = static_cast<double>(src_.elem_bytes);
+    ec.bytes = 2.0 * static_cast<double>(total) * eb;
+    ec.seconds = static_cast<double>(max_f + max_b) * eb * 8.0 / bits_per_s_ + 2.0 * latency_;
+    return ec;
+  }
+
+  std::vector<int64_t> sums_[4];
+  const std::vector<TileCoord>* scoord_ = nullptr;  // tile coordinates of the current pair
+  const std::vector<TileCoord>* dcoord_ = nullptr;
 
   Geometry src_;
   double bits_per_s_, latency_;
@@ -515,6 +608,10 @@ StatusOr<CostTables> BuildCostTables(const ModelProfile& model, const ClusterSpe
   t.sync_s.resize(n);
   t.sync_bytes.resize(n);
   std::vector<std::vector<std::vector<int>>> devs(n);  // devs[layer][config][tile]
+  // on[layer][config][device]: the tile the device holds, -1 for none; empty when a
+  // device holds several tiles (a non-injective hook).
+  std::vector<std::vector<std::vector<int>>> on(n);
+  std::vector<std::vector<std::vector<TileCoord>>> coords(n);  // coords[layer][config][tile]
 
   for (int i = 0; i < n; ++i) {
     const LayerProfile& l = model.layers[i];
@@ -541,6 +638,14 @@ StatusOr<CostTables> BuildCostTables(const ModelProfile& model, const ClusterSpe
       std::vector<int> count(r.devices, 0);
       int busiest = 0;
       for (int dev : *dv) busiest = std::max(busiest, ++count[dev]);
+      std::vector<int> inverse(r.devices, -1);
+      for (size_t tile = 0; tile < dv->size(); ++tile)
+        inverse[(*dv)[tile]] = static_cast<int>(tile);
+      if (busiest > 1) inverse.clear();
+      on[i].push_back(std::move(inverse));
+      std::vector<TileCoord> xy(d.Product());
+      for (int tile = 0; tile < d.Product(); ++tile) xy[tile] = Coord(d, tile);
+      coords[i].push_back(std::move(xy));
       devs[i].push_back(std::move(*dv));
       // t_c: forward FLOPs of one tile (an equal share of the layer's outputs) times
       // backward_factor, over the device rate.
@@ -597,7 +702,8 @@ StatusOr<CostTables> BuildCostTables(const ModelProfile& model, const ClusterSpe
       std::vector<double> cost(ni * nj), bytes(ni * nj);
       for (size_t ci = 0; ci < ni; ++ci) {
         for (size_t cj = 0; cj < nj; ++cj) {
-          const EdgeCost ec = tm.Cost(t.configs[i][ci], devs[i][ci], t.configs[j][cj], devs[j][cj]);
+          const EdgeCost ec = tm.Cost(t.configs[i][ci], devs[i][ci], on[i][ci], coords[i][ci],
+                                      t.configs[j][cj], devs[j][cj], on[j][cj], coords[j][cj]);
           cost[ci * nj + cj] = ec.seconds;
           bytes[ci * nj + cj] = ec.bytes;
         }

@@ -470,10 +470,23 @@ TEST(OptcnnTables, TransferBytesFromTileOverlaps) {
     EXPECT_EQ(EdgeBytes(*t, 0, n2a, h2b), 2.0 * (2 * 2 * 8 * (8 + k / 2) * 16) * 4);
     // Everything onto device 0: half the samples move.
     EXPECT_EQ(EdgeBytes(*t, 0, n2a, one), 2.0 * (2 * 8 * 16 * 16) * 4);
-    // More bytes, more time.
+    // Time: the busiest device's inbound bytes forward plus backward over the link, plus
+    // one latency each way.
+    const ClusterSpec cl = Devices(2);
     const int nb = t->graph.NumConfigs(1);
-    EXPECT_GT(t->graph.edges[0].cost[static_cast<size_t>(h2a) * nb + h2b], 0.0);
+    const double per_device = 4 * 8 * 16 * (k / 2) * 4;  // halo rows into each device
+    EXPECT_DOUBLE_EQ(t->graph.edges[0].cost[static_cast<size_t>(h2a) * nb + h2b],
+                     2 * per_device * 8 / cl.worker_bandwidth_bps + 2 * cl.latency_s);
     EXPECT_EQ(t->graph.edges[0].cost[static_cast<size_t>(n2a) * nb + n2b], 0.0);
+    // Channels split on both: every tile of b needs all 8 input channels, so each device
+    // receives the other's 4 channels forward and sends its gradient of them backward.
+    const int c2a = IndexOf(*t, 0, {1, 2, 1, 1}), c2b = IndexOf(*t, 1, {1, 2, 1, 1});
+    ASSERT_GE(c2a, 0);
+    ASSERT_GE(c2b, 0);
+    const double half = 4 * 4 * 16 * 16 * 4;
+    EXPECT_EQ(EdgeBytes(*t, 0, c2a, c2b), 2.0 * 2 * half);
+    EXPECT_DOUBLE_EQ(t->graph.edges[0].cost[static_cast<size_t>(c2a) * nb + c2b],
+                     2 * half * 8 / cl.worker_bandwidth_bps + 2 * cl.latency_s);
   }
 
   // conv -> fc: every FC tile needs the whole (C, H, W) slice of its samples.
