@@ -239,6 +239,11 @@ struct PlanOptions {
   // park: a cut must beat "no cut" by this fraction of the predicted step time; a smaller
   // gain is within the cost model's error and does not pay for the split step.
   double min_cut_gain = 0.10;
+  // park: also search cuts whose suffix holds conv layers. Off by default: RALP moves the
+  // parameter-heavy, compute-light head (fc, pools) and leaves conv parameters on the
+  // other servers; a conv suffix would make one PS worker compute for all W workers.
+  // A forced cut_layer may be any cut point either way.
+  bool park_conv_suffix = false;
 
   Status Validate() const;
 };
@@ -285,7 +290,8 @@ class StrategyRegistry {
 StrategyRegistry DefaultStrategies();
 
 // Every strategy of `names` (all of the registry's when empty), and the one picked: the
-// shortest predicted step among the plans that fit in memory (ties: fewer bytes at the
+// shortest predicted step among the plans that fit in memory, where a plan with a cut
+// must beat the plans without one by options.min_cut_gain (ties: fewer bytes at the
 // busiest NIC, then the earlier strategy).
 // A strategy that does not apply to the model (stanza without an fc layer: its
 // FailedPrecondition) is listed in `skipped`; any other error fails the comparison.

@@ -73,11 +73,16 @@ StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec
     return FailedPrecondition("no strategy applies to model '" + profile.name + "'");
   }
   // The shortest predicted step among the plans that fit; ties: fewer bytes at the
-  // busiest NIC, then the earlier strategy.
-  auto better = [](const Plan& a, const Plan& b) {
+  // busiest NIC, then the earlier strategy. A plan with a cut (a split step) competes
+  // with its step time inflated by 1 / (1 - min_cut_gain): it must beat the plans
+  // without a cut by that margin, as park's own search requires.
+  const double cut_penalty = 1.0 / (1.0 - options.min_cut_gain);
+  auto score = [cut_penalty](const Plan& p) {
+    return p.cut >= 0 ? p.prediction.step_s * cut_penalty : p.prediction.step_s;
+  };
+  auto better = [&score](const Plan& a, const Plan& b) {
     if (a.prediction.fits_memory != b.prediction.fits_memory) return a.prediction.fits_memory;
-    if (a.prediction.step_s != b.prediction.step_s)
-      return a.prediction.step_s < b.prediction.step_s;
+    if (score(a) != score(b)) return score(a) < score(b);
     return a.prediction.busiest_nic_bytes < b.prediction.busiest_nic_bytes;
   };
   int best = 0, second = -1;
@@ -92,7 +97,20 @@ StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec
   const NodeLoad& busy = p.prediction.nodes[p.prediction.busiest];
   std::string reason =
       p.strategy + ": fastest predicted step, " + HumanSeconds(p.prediction.step_s);
-  if (second >= 0) {
+  const Plan* faster_cut = nullptr;  // a split step predicted faster, but not by enough
+  for (const Plan& q : out.plans) {
+    if (q.cut >= 0 && q.prediction.fits_memory && q.prediction.step_s < p.prediction.step_s &&
+        (faster_cut == nullptr || q.prediction.step_s < faster_cut->prediction.step_s)) {
+      faster_cut = &q;
+    }
+  }
+  if (faster_cut != nullptr) {
+    reason = p.strategy + ": " + HumanSeconds(p.prediction.step_s) + " per step; " +
+             faster_cut->strategy + "'s cut before '" + faster_cut->cut_layer + "' predicts " +
+             HumanSeconds(faster_cut->prediction.step_s) + ", less than the " +
+             std::to_string(static_cast<int>(options.min_cut_gain * 100 + 0.5)) +
+             "% gain a split step must bring";
+  } else if (second >= 0) {
     const Plan& q = out.plans[second];
     reason += " vs " + HumanSeconds(q.prediction.step_s) + " for " + q.strategy + " (" +
               Ratio(q.prediction.step_s / p.prediction.step_s) + ")";

@@ -3,8 +3,9 @@
 // park: resource-aware layer placement (PAPERS.md §1). The model is cut at a single-tensor
 // cut point k; the suffix's tables live on dedicated server(s) and the suffix runs there
 // (the "PS worker"), so its gradients never cross the network: the workers send b x A_{k-1}
-// activations instead. k* = argmin of the predicted step time over every cut point and
-// "no cut" (a cut must win by PlanOptions::min_cut_gain), unless the caller forces one.
+// activations instead. k* = argmin of the predicted step time over the cut points whose
+// suffix has no conv layer (PlanOptions::park_conv_suffix widens this to all) and "no cut"
+// (a cut must win by PlanOptions::min_cut_gain), unless the caller forces one.
 #include <algorithm>
 #include <set>
 #include <string>
@@ -125,7 +126,16 @@ StatusOr<Plan> ParkPlan(const ModelProfile& profile, const ClusterSpec& cluster,
   const Plan* best = nullptr;
   std::vector<Plan> tried;
   tried.reserve(cuts.size());
+  // The cuts RALP considers: those whose suffix has no conv layer (unless asked).
+  std::vector<CutPoint> candidates;
+  int last_conv = -1;
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    if (profile.layers[i].kind == LayerKind::kConv) last_conv = static_cast<int>(i);
+  }
   for (const CutPoint& c : cuts) {
+    if (options.park_conv_suffix || c.index > last_conv) candidates.push_back(c);
+  }
+  for (const CutPoint& c : candidates) {
     StatusOr<Plan> p = ParkAt(base, profile, options, c.index, dedicated, others);
     if (!p.ok()) return p.status();
     tried.push_back(std::move(p).value());
@@ -142,7 +152,9 @@ StatusOr<Plan> ParkPlan(const ModelProfile& profile, const ClusterSpec& cluster,
     Plan plan = std::move(none).value();
     if (best == nullptr) {
       plan.reason = cuts.empty() ? "no cut: the model has no single-tensor cut point"
-                                 : "no cut: no cut fits in memory";
+                    : candidates.empty()
+                        ? "no cut: every cut point leaves conv layers in the suffix"
+                        : "no cut: no cut fits in memory";
     } else {
       plan.reason =
           "no cut: the best cut (before '" + best->cut_layer + "') predicts " +

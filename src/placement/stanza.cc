@@ -34,11 +34,15 @@ StatusOr<Plan> StanzaPlan(const ModelProfile& profile, const ClusterSpec& cluste
   double prefix_flops = 0;
   for (int i = 0; i < cut; ++i) prefix_flops += profile.layers[i].flops_per_sample;
   const double t_conv = (1.0 + options.backward_factor) * b * prefix_flops / cluster.worker_flops;
-  // The FC node's link time for n nodes: 2 (activations in, their gradients out) x the
-  // conv nodes it serves x b x A, at the server NIC's bandwidth.
+  uint64_t fc_bytes = 0;
+  for (size_t i = cut; i < profile.layers.size(); ++i) fc_bytes += profile.layers[i].param_bytes;
+  // An FC node's link time with n FC nodes (PAPERS.md §3): 2 (activations in, their
+  // gradients out) x the conv nodes it serves x b x A, plus, when n > 1, the ring
+  // all-reduce of the FC gradients among the replicas, 2 (n - 1) / n x their bytes.
   auto t_link = [&](int n) {
     const uint64_t served = (W + n - 1) / n;
-    return 2.0 * served * b * act * 8.0 / cluster.server_bandwidth_bps;
+    const double sync = n > 1 ? 2.0 * (n - 1) / n * static_cast<double>(fc_bytes) : 0.0;
+    return (2.0 * served * b * act + sync) * 8.0 / cluster.server_bandwidth_bps;
   };
   const int limit = std::min(W, S);
   int nf = options.fc_nodes;
@@ -51,16 +55,22 @@ StatusOr<Plan> StanzaPlan(const ModelProfile& profile, const ClusterSpec& cluste
     }
     why = "N_f = " + std::to_string(nf) + " (given)";
   } else {
-    nf = limit;
+    // The smallest n whose link time is within the conv compute; when none is, the n
+    // with the shortest link time (the smallest of equals).
+    nf = 0;
+    int fastest = 1;
     for (int n = 1; n <= limit; ++n) {
       if (t_link(n) <= t_conv) {
         nf = n;
         break;
       }
+      if (t_link(n) < t_link(fastest)) fastest = n;
     }
+    const bool within = nf > 0;
+    if (!within) nf = fastest;
     why = "N_f = " + std::to_string(nf) + ": an FC node's link moves " + HumanSeconds(t_link(nf)) +
-          (t_link(nf) <= t_conv ? " <= " : " > ") + "the conv compute " + HumanSeconds(t_conv) +
-          (t_link(nf) <= t_conv ? "" : " (still the bottleneck: no more servers)");
+          (within ? " <= " : " > ") + "the conv compute " + HumanSeconds(t_conv) +
+          (within ? "" : " (the link stays the bottleneck)");
   }
   plan.roles.fc_nodes = internal::Range(S - nf, S);
   std::vector<int> others = internal::Range(0, S - nf);
@@ -70,7 +80,6 @@ StatusOr<Plan> StanzaPlan(const ModelProfile& profile, const ClusterSpec& cluste
   for (int w = 0; w < W; ++w) plan.roles.fc_node_of_worker[w] = w * nf / W;
   plan.cut = cut;
   plan.cut_layer = profile.layers[cut].name;
-  uint64_t fc_bytes = 0;
   for (size_t i = 0; i < profile.layers.size(); ++i) {
     LayerPlacement& p = plan.layers[i];
     const uint64_t m = profile.layers[i].param_bytes;
@@ -78,7 +87,6 @@ StatusOr<Plan> StanzaPlan(const ModelProfile& profile, const ClusterSpec& cluste
       internal::SpreadEven(m, others, &p);
     } else {
       p.mode = TrainMode::kFcNode;
-      fc_bytes += m;
       if (m > 0) {
         p.servers = plan.roles.fc_nodes;
         p.server_bytes.assign(nf, m);

@@ -1,0 +1,322 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// layerps-plan: prints a placement plan for a model on a cluster, and every strategy's
+// predictions side by side (docs/placement.md). Exit 0 on success, 2 on any bad input
+// (one line on stderr), 1 when a file cannot be written.
+#include <gflags/gflags.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "ps/placement.h"
+
+DEFINE_string(model, "",
+              "Model: alexnet, vgg16, resnet50, inception_v3, bigfc, or a profile FILE.json "
+              "(docs/placement.md)");
+DEFINE_int32(workers, 4, "Workers W (>= 1)");
+DEFINE_int32(servers, 2, "Servers S (>= 1)");
+DEFINE_int32(batch, 32, "Samples per worker per step b (>= 1)");
+DEFINE_string(bandwidth, "10Gbit",
+              "Every NIC's bandwidth, each direction: 1Gbit, 100Mbit, 25Gbps, 1.25GB/s...");
+DEFINE_string(server_bandwidth, "", "Servers' NIC bandwidth; default: --bandwidth");
+DEFINE_string(worker_bandwidth, "", "Workers' NIC bandwidth; default: --bandwidth");
+DEFINE_string(latency, "50us", "One-way message latency: 50us, 0.2ms, 1s...");
+DEFINE_string(worker_flops, "5T", "FLOP/s a worker sustains: 5T, 900G, 2.5e12...");
+DEFINE_string(server_flops, "5T", "FLOP/s a server sustains (park's PS worker, FC nodes)");
+DEFINE_string(worker_memory, "16GiB", "Memory of a worker: 16GiB, 512MB...");
+DEFINE_string(server_memory, "64GiB", "Memory of a server");
+DEFINE_string(cluster, "",
+              "Cluster spec FILE.json; flags given explicitly on the command line override it");
+DEFINE_string(strategy, "all", "all, or one of the strategies listed below");
+DEFINE_string(cut, "",
+              "park: cut before this layer (it must be a cut point), or 'none'; default: "
+              "searched");
+DEFINE_string(dedicated_servers, "",
+              "park: comma-separated server ranks holding the suffix; default: the last one");
+DEFINE_int32(fc_nodes, 0, "stanza: number of FC nodes; 0: from the link-bottleneck rule");
+DEFINE_double(min_cut_gain, 0.10,
+              "park: a cut must predict a step this fraction shorter than no cut");
+DEFINE_bool(json, false, "Print JSON (the comparison, or the one plan) instead of tables");
+DEFINE_string(write_plan, "", "Write the chosen plan as JSON to this file");
+DEFINE_string(write_profile, "", "Write the model profile as JSON to this file");
+DEFINE_bool(layers, true, "Print the per-layer table");
+
+namespace {
+
+namespace pl = ps::placement;
+const char* kProg = "layerps-plan";
+
+[[noreturn]] void Bad(const std::string& line) { ps::cli::Fail(kProg, line); }
+
+bool Given(const char* flag) {
+  gflags::CommandLineFlagInfo info;
+  return gflags::GetCommandLineFlagInfo(flag, &info) && !info.is_default;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return false;
+  *out = ss.str();
+  return true;
+}
+
+void WriteFileOrDie(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) {
+      std::fprintf(stderr, "%s: cannot write %s\n", kProg, path.c_str());
+      std::exit(1);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::fprintf(stderr, "%s: cannot write %s\n", kProg, path.c_str());
+    std::exit(1);
+  }
+}
+
+pl::ModelProfile LoadModel(const std::string& name) {
+  if (name.empty()) Bad("--model is required");
+  for (const std::string& b : pl::BuiltinProfileNames()) {
+    if (b == name) return *pl::BuiltinProfile(name);
+  }
+  std::string text;
+  if (!ReadFile(name, &text)) {
+    std::string known;
+    for (const std::string& b : pl::BuiltinProfileNames()) known += (known.empty() ? "" : ", ") + b;
+    Bad("unknown model '" + name + "': not a built-in (" + known + ") nor a readable file");
+  }
+  ps::StatusOr<pl::ModelProfile> m = pl::ModelProfileFromJson(text);
+  if (!m.ok()) Bad(name + ": " + m.status().message());
+  return *m;
+}
+
+template <typename T>
+T ParseOrBad(const ps::StatusOr<T>& v, const char* flag) {
+  if (!v.ok()) Bad("--" + std::string(flag) + ": " + v.status().message());
+  return *v;
+}
+
+pl::ClusterSpec LoadCluster() {
+  pl::ClusterSpec c;
+  if (!FLAGS_cluster.empty()) {
+    std::string text;
+    if (!ReadFile(FLAGS_cluster, &text)) Bad("cannot read --cluster file '" + FLAGS_cluster + "'");
+    ps::StatusOr<pl::ClusterSpec> parsed = pl::ClusterSpecFromJson(text);
+    if (!parsed.ok()) Bad(FLAGS_cluster + ": " + parsed.status().message());
+    c = *parsed;
+  }
+  const bool base = FLAGS_cluster.empty();  // without a file, every flag's value applies
+  if (base || Given("workers")) c.workers = FLAGS_workers;
+  if (base || Given("servers")) c.servers = FLAGS_servers;
+  if (base || Given("bandwidth")) {
+    c.server_bandwidth_bps = c.worker_bandwidth_bps =
+        ParseOrBad(pl::ParseBandwidth(FLAGS_bandwidth), "bandwidth");
+  }
+  if (!FLAGS_server_bandwidth.empty()) {
+    c.server_bandwidth_bps = ParseOrBad(pl::ParseBandwidth(FLAGS_server_bandwidth), "server_bandwidth");
+  }
+  if (!FLAGS_worker_bandwidth.empty()) {
+    c.worker_bandwidth_bps = ParseOrBad(pl::ParseBandwidth(FLAGS_worker_bandwidth), "worker_bandwidth");
+  }
+  if (base || Given("latency")) c.latency_s = ParseOrBad(pl::ParseDuration(FLAGS_latency), "latency");
+  if (base || Given("worker_flops")) {
+    c.worker_flops = ParseOrBad(pl::ParseSiValue(FLAGS_worker_flops), "worker_flops");
+  }
+  if (base || Given("server_flops")) {
+    c.server_flops = ParseOrBad(pl::ParseSiValue(FLAGS_server_flops), "server_flops");
+  }
+  if (base || Given("worker_memory")) {
+    c.worker_memory_bytes = ParseOrBad(pl::ParseBytes(FLAGS_worker_memory), "worker_memory");
+  }
+  if (base || Given("server_memory")) {
+    c.server_memory_bytes = ParseOrBad(pl::ParseBytes(FLAGS_server_memory), "server_memory");
+  }
+  if (c.workers < 1) Bad("--workers must be >= 1, got " + std::to_string(c.workers));
+  if (c.servers < 1) Bad("--servers must be >= 1, got " + std::to_string(c.servers));
+  ps::Status s = c.Validate();
+  if (!s.ok()) Bad(s.message());
+  return c;
+}
+
+pl::PlanOptions LoadOptions() {
+  pl::PlanOptions o;
+  if (FLAGS_batch < 1) Bad("--batch must be >= 1, got " + std::to_string(FLAGS_batch));
+  o.batch = static_cast<uint32_t>(FLAGS_batch);
+  o.cut_layer = FLAGS_cut;
+  if (FLAGS_fc_nodes < 0) Bad("--fc_nodes must be >= 0");
+  o.fc_nodes = FLAGS_fc_nodes;
+  o.min_cut_gain = FLAGS_min_cut_gain;
+  std::stringstream ss(FLAGS_dedicated_servers);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long r = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || r < 0 || r > 65535) {
+      Bad("--dedicated_servers: '" + item + "' is not a server rank");
+    }
+    o.dedicated_servers.push_back(static_cast<int>(r));
+  }
+  ps::Status s = o.Validate();
+  if (!s.ok()) Bad(s.message());
+  return o;
+}
+
+std::string Commas(uint64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(i, ",");
+  return s;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::string Mb(double bytes) { return Fixed(bytes / 1e6, 2); }
+
+std::string Ms(double s) { return Fixed(s * 1e3, 2); }
+
+std::string Ranks(const std::vector<int>& v) {
+  if (v.empty()) return "-";
+  // Contiguous runs as a..b.
+  std::string out;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(v[i]);
+    if (j > i) out += ".." + std::to_string(v[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string Where(const pl::LayerPlacement& p) {
+  std::string mode = pl::TrainModeName(p.mode);
+  if (p.servers.empty()) return mode;
+  return mode + " @ s" + Ranks(p.servers);
+}
+
+void PrintLayers(const pl::ModelProfile& m, const pl::Plan& plan) {
+  std::printf("\nLayers, placed by %s:\n", plan.strategy.c_str());
+  std::printf("%4s  %-28s %-6s %12s %10s %12s  %s\n", "#", "layer", "kind", "params", "MFLOPs",
+              "act floats", "where");
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const pl::LayerProfile& l = m.layers[i];
+    if (plan.cut == static_cast<int>(i)) {
+      std::printf("%4s  ---- cut: the suffix reads %s floats per sample ----\n", "",
+                  Commas(m.layers[i].inputs.empty()
+                             ? 0
+                             : m.layers[m.LayerIndex(l.inputs[0])].activation_bytes / 4)
+                      .c_str());
+    }
+    std::printf("%4zu  %-28s %-6s %12s %10s %12s  %s\n", i, l.name.c_str(), pl::LayerKindName(l.kind),
+                Commas(l.param_bytes / 4).c_str(), Fixed(l.flops_per_sample / 1e6, 1).c_str(),
+                Commas(l.activation_bytes / 4).c_str(), Where(plan.layers[i]).c_str());
+  }
+}
+
+void PrintComparison(const pl::ModelProfile& m, const pl::Comparison& cmp) {
+  const pl::Plan* uniform = nullptr;
+  for (const pl::Plan& p : cmp.plans) {
+    if (p.strategy == "uniform") uniform = &p;
+  }
+  std::printf("\nStrategies (per step; MB = 10^6 bytes):\n");
+  std::printf("  %-9s %-16s %-13s %10s %12s %9s %10s %9s %9s %10s %10s\n", "strategy", "cut",
+              "busiest NIC", "NIC MB", "PS MB", "PS vs uni", "step ms", "comm ms", "comp ms",
+              "worker MB", "server MB");
+  for (size_t i = 0; i < cmp.plans.size(); ++i) {
+    const pl::Plan& p = cmp.plans[i];
+    const pl::PlanPrediction& d = p.prediction;
+    const pl::NodeLoad& busy = d.nodes[d.busiest];
+    const std::string nic = std::string(busy.is_server ? "server " : "worker ") +
+                            std::to_string(busy.rank);
+    const std::string ratio =
+        uniform ? Fixed(static_cast<double>(uniform->prediction.worker_bytes) / d.worker_bytes, 2) +
+                      "x"
+                : "-";
+    std::printf("%s %-9s %-16s %-13s %10s %12s %9s %10s %9s %9s %10s %10s%s\n",
+                static_cast<int>(i) == cmp.chosen ? "*" : " ", p.strategy.c_str(),
+                p.cut < 0 ? "none" : p.cut_layer.c_str(), nic.c_str(),
+                Mb(static_cast<double>(d.busiest_nic_bytes)).c_str(),
+                Mb(static_cast<double>(d.worker_bytes)).c_str(), ratio.c_str(), Ms(d.step_s).c_str(),
+                Ms(d.comm_s).c_str(), Ms(d.worker_compute_s + d.server_compute_s).c_str(),
+                Mb(static_cast<double>(d.max_worker_memory)).c_str(),
+                Mb(static_cast<double>(d.max_server_memory)).c_str(),
+                d.fits_memory ? "" : "  (does not fit)");
+  }
+  for (const pl::Plan& p : cmp.plans) std::printf("  %-9s %s\n", p.strategy.c_str(), p.reason.c_str());
+  for (const std::string& s : cmp.skipped) std::printf("  skipped: %s\n", s.c_str());
+  std::printf("\nChosen: %s\n", cmp.reason.c_str());
+  (void)m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const pl::StrategyRegistry registry = pl::DefaultStrategies();
+  std::string usage =
+      "layerps-plan: a layer placement plan for a model on a cluster, and the strategies'\n"
+      "predictions side by side (bytes per step at the busiest NIC, PS bytes, step time,\n"
+      "memory). Formulas and formats: docs/placement.md.\n\n"
+      "Usage: layerps-plan --model=vgg16 --workers=4 --servers=2 --batch=32 --bandwidth=1Gbit\n"
+      "       [--strategy=all|NAME] [--cut=LAYER|none] [--json] [--write_plan=FILE]\n\n"
+      "Strategies:\n";
+  for (const pl::Strategy& s : registry.strategies()) {
+    usage += "  " + s.name + std::string(s.name.size() < 10 ? 10 - s.name.size() : 1, ' ') +
+             s.summary + "\n";
+  }
+  usage += "\nExit status: 0 ok, 2 bad input (one line on stderr), 1 a file could not be written.";
+  ps::cli::ParseOrExit(argc, argv, usage.c_str());
+
+  const pl::ModelProfile model = LoadModel(FLAGS_model);
+  const pl::ClusterSpec cluster = LoadCluster();
+  const pl::PlanOptions options = LoadOptions();
+  std::vector<std::string> names;
+  if (FLAGS_strategy != "all") {
+    if (registry.Find(FLAGS_strategy) == nullptr) {
+      std::string known;
+      for (const std::string& n : registry.Names()) known += (known.empty() ? "" : ", ") + n;
+      Bad("unknown --strategy '" + FLAGS_strategy + "' (all, " + known + ")");
+    }
+    names.push_back(FLAGS_strategy);
+  }
+  ps::StatusOr<pl::Comparison> cmp = pl::ComparePlans(model, cluster, options, registry, names);
+  if (!cmp.ok()) Bad(cmp.status().ToString());
+  const pl::Plan& chosen = cmp->plans[cmp->chosen];
+
+  if (!FLAGS_write_profile.empty()) WriteFileOrDie(FLAGS_write_profile, pl::ModelProfileToJson(model));
+  if (!FLAGS_write_plan.empty()) WriteFileOrDie(FLAGS_write_plan, pl::PlanToJson(chosen));
+  if (FLAGS_json) {
+    std::cout << (names.size() == 1 ? pl::PlanToJson(chosen) : pl::ComparisonToJson(*cmp));
+    return 0;
+  }
+
+  const std::vector<pl::CutPoint> cuts = pl::FindCutPoints(model);
+  std::printf("Model %s: %zu layers, %s parameters (%s MB), %s GFLOPs per sample, %zu cut points\n",
+              model.name.c_str(), model.layers.size(), Commas(model.TotalParamBytes() / 4).c_str(),
+              Mb(static_cast<double>(model.TotalParamBytes())).c_str(),
+              Fixed(model.TotalFlopsPerSample() / 1e9, 2).c_str(), cuts.size());
+  std::printf(
+      "Cluster: %d workers (%s Gbit/s, %s TFLOP/s), %d servers (%s Gbit/s, %s TFLOP/s), latency "
+      "%s us; batch %u per worker\n",
+      cluster.workers, Fixed(cluster.worker_bandwidth_bps / 1e9, 3).c_str(),
+      Fixed(cluster.worker_flops / 1e12, 2).c_str(), cluster.servers,
+      Fixed(cluster.server_bandwidth_bps / 1e9, 3).c_str(),
+      Fixed(cluster.server_flops / 1e12, 2).c_str(), Fixed(cluster.latency_s * 1e6, 1).c_str(),
+      options.batch);
+  if (FLAGS_layers) PrintLayers(model, chosen);
+  PrintComparison(model, *cmp);
+  return 0;
+}
