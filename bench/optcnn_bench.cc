@@ -5,10 +5,12 @@
 // VGG-16 and Inception-v3 profiles on 4 and 16 devices. Prints a table (median and min
 // over --repeats runs) and checks every search against the cost of its own assignment.
 //
-//   layerps-optcnn-bench [--repeats=N] [--models=a,b] [--devices=4,16] [--gbps=G] [--report]
+//   layerps-optcnn-bench [--repeats=N] [--models=a,b] [--devices=4,16] [--gbps=G]
+//                        [--elimination=paper|extended] [--report]
 //
-// --gbps sets the per-device link bandwidth (default: ClusterSpec's, 10 Gb/s); --report
-// also prints each plan (FormatReport). Exit 1 when a check fails, 2 on bad flags.
+// --elimination picks the search's node-elimination rule (default extended). --gbps sets the
+// per-device link bandwidth (default: ClusterSpec's, 10 Gb/s); --report also prints each plan
+// (FormatReport). Exit 1 when a check fails, 2 on bad flags.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
   std::vector<int> devices = {4, 16};
   bool report = false;
   double gbps = 0;  // 0: ClusterSpec's default worker bandwidth
+  optcnn::Elimination elimination = optcnn::Elimination::kExtended;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--repeats=", 0) == 0) {
@@ -60,6 +63,10 @@ int main(int argc, char** argv) {
       for (const std::string& d : Split(a.substr(10))) devices.push_back(std::atoi(d.c_str()));
     } else if (a.rfind("--gbps=", 0) == 0) {
       gbps = std::atof(a.c_str() + 7);
+    } else if (a == "--elimination=paper") {
+      elimination = optcnn::Elimination::kPaper;
+    } else if (a == "--elimination=extended") {
+      elimination = optcnn::Elimination::kExtended;
     } else if (a == "--report") {
       report = true;
     } else {
@@ -86,6 +93,7 @@ int main(int argc, char** argv) {
       cluster.workers = d;
       if (gbps > 0) cluster.worker_bandwidth_bps = gbps * 1e9;
       optcnn::Options opt;
+      opt.search.elimination = elimination;
       std::vector<double> search_s, tables_s;
       optcnn::SearchResult last;
       size_t configs = 0;
