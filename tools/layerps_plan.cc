@@ -91,7 +91,10 @@ pl::ModelProfile LoadModel(const std::string& name) {
     if (b == name) return *pl::BuiltinProfile(name);
   }
   std::string text;
-  if (!ReadFile(name, &text)) {
+  const bool looks_like_path = name.find('/') != std::string::npos ||
+                               (name.size() > 5 && name.substr(name.size() - 5) == ".json");
+  if (!ReadFile(name, &text) && looks_like_path) Bad("cannot read model file '" + name + "'");
+  if (text.empty() && !looks_like_path) {
     std::string known;
     for (const std::string& b : pl::BuiltinProfileNames()) known += (known.empty() ? "" : ", ") + b;
     Bad("unknown model '" + name + "': not a built-in (" + known + ") nor a readable file");
@@ -124,12 +127,15 @@ pl::ClusterSpec LoadCluster() {
         ParseOrBad(pl::ParseBandwidth(FLAGS_bandwidth), "bandwidth");
   }
   if (!FLAGS_server_bandwidth.empty()) {
-    c.server_bandwidth_bps = ParseOrBad(pl::ParseBandwidth(FLAGS_server_bandwidth), "server_bandwidth");
+    c.server_bandwidth_bps =
+        ParseOrBad(pl::ParseBandwidth(FLAGS_server_bandwidth), "server_bandwidth");
   }
   if (!FLAGS_worker_bandwidth.empty()) {
-    c.worker_bandwidth_bps = ParseOrBad(pl::ParseBandwidth(FLAGS_worker_bandwidth), "worker_bandwidth");
+    c.worker_bandwidth_bps =
+        ParseOrBad(pl::ParseBandwidth(FLAGS_worker_bandwidth), "worker_bandwidth");
   }
-  if (base || Given("latency")) c.latency_s = ParseOrBad(pl::ParseDuration(FLAGS_latency), "latency");
+  if (base || Given("latency"))
+    c.latency_s = ParseOrBad(pl::ParseDuration(FLAGS_latency), "latency");
   if (base || Given("worker_flops")) {
     c.worker_flops = ParseOrBad(pl::ParseSiValue(FLAGS_worker_flops), "worker_flops");
   }
@@ -222,17 +228,17 @@ void PrintLayers(const pl::ModelProfile& m, const pl::Plan& plan) {
                              : m.layers[m.LayerIndex(l.inputs[0])].activation_bytes / 4)
                       .c_str());
     }
-    std::printf("%4zu  %-28s %-6s %12s %10s %12s  %s\n", i, l.name.c_str(), pl::LayerKindName(l.kind),
-                Commas(l.param_bytes / 4).c_str(), Fixed(l.flops_per_sample / 1e6, 1).c_str(),
-                Commas(l.activation_bytes / 4).c_str(), Where(plan.layers[i]).c_str());
+    std::printf("%4zu  %-28s %-6s %12s %10s %12s  %s\n", i, l.name.c_str(),
+                pl::LayerKindName(l.kind), Commas(l.param_bytes / 4).c_str(),
+                Fixed(l.flops_per_sample / 1e6, 1).c_str(), Commas(l.activation_bytes / 4).c_str(),
+                Where(plan.layers[i]).c_str());
   }
 }
 
-void PrintComparison(const pl::ModelProfile& m, const pl::Comparison& cmp) {
-  const pl::Plan* uniform = nullptr;
-  for (const pl::Plan& p : cmp.plans) {
-    if (p.strategy == "uniform") uniform = &p;
-  }
+// `uniform` is the baseline of the "PS vs uni" column (computed even when the uniform
+// strategy is not among those compared).
+void PrintComparison(const pl::Comparison& cmp, const pl::Plan& uniform_plan) {
+  const pl::Plan* uniform = &uniform_plan;
   std::printf("\nStrategies (per step; MB = 10^6 bytes):\n");
   std::printf("  %-9s %-16s %-13s %10s %12s %9s %10s %9s %9s %10s %10s\n", "strategy", "cut",
               "busiest NIC", "NIC MB", "PS MB", "PS vs uni", "step ms", "comm ms", "comp ms",
@@ -241,26 +247,27 @@ void PrintComparison(const pl::ModelProfile& m, const pl::Comparison& cmp) {
     const pl::Plan& p = cmp.plans[i];
     const pl::PlanPrediction& d = p.prediction;
     const pl::NodeLoad& busy = d.nodes[d.busiest];
-    const std::string nic = std::string(busy.is_server ? "server " : "worker ") +
-                            std::to_string(busy.rank);
+    const std::string nic =
+        std::string(busy.is_server ? "server " : "worker ") + std::to_string(busy.rank);
     const std::string ratio =
-        uniform ? Fixed(static_cast<double>(uniform->prediction.worker_bytes) / d.worker_bytes, 2) +
-                      "x"
-                : "-";
+        uniform
+            ? Fixed(static_cast<double>(uniform->prediction.worker_bytes) / d.worker_bytes, 2) + "x"
+            : "-";
     std::printf("%s %-9s %-16s %-13s %10s %12s %9s %10s %9s %9s %10s %10s%s\n",
                 static_cast<int>(i) == cmp.chosen ? "*" : " ", p.strategy.c_str(),
                 p.cut < 0 ? "none" : p.cut_layer.c_str(), nic.c_str(),
                 Mb(static_cast<double>(d.busiest_nic_bytes)).c_str(),
-                Mb(static_cast<double>(d.worker_bytes)).c_str(), ratio.c_str(), Ms(d.step_s).c_str(),
-                Ms(d.comm_s).c_str(), Ms(d.worker_compute_s + d.server_compute_s).c_str(),
+                Mb(static_cast<double>(d.worker_bytes)).c_str(), ratio.c_str(),
+                Ms(d.step_s).c_str(), Ms(d.comm_s).c_str(),
+                Ms(d.worker_compute_s + d.server_compute_s).c_str(),
                 Mb(static_cast<double>(d.max_worker_memory)).c_str(),
                 Mb(static_cast<double>(d.max_server_memory)).c_str(),
                 d.fits_memory ? "" : "  (does not fit)");
   }
-  for (const pl::Plan& p : cmp.plans) std::printf("  %-9s %s\n", p.strategy.c_str(), p.reason.c_str());
+  for (const pl::Plan& p : cmp.plans)
+    std::printf("  %-9s %s\n", p.strategy.c_str(), p.reason.c_str());
   for (const std::string& s : cmp.skipped) std::printf("  skipped: %s\n", s.c_str());
   std::printf("\nChosen: %s\n", cmp.reason.c_str());
-  (void)m;
 }
 
 // --strategy=optcnn (docs/optcnn.md): per-layer parallel configurations over the workers
@@ -313,10 +320,13 @@ int main(int argc, char** argv) {
     names.push_back(FLAGS_strategy);
   }
   ps::StatusOr<pl::Comparison> cmp = pl::ComparePlans(model, cluster, options, registry, names);
-  if (!cmp.ok()) Bad(cmp.status().ToString());
+  if (!cmp.ok()) Bad(cmp.status().message());
+  ps::StatusOr<pl::Plan> uniform = pl::UniformPlan(model, cluster, options);
+  if (!uniform.ok()) Bad(uniform.status().message());
   const pl::Plan& chosen = cmp->plans[cmp->chosen];
 
-  if (!FLAGS_write_profile.empty()) WriteFileOrDie(FLAGS_write_profile, pl::ModelProfileToJson(model));
+  if (!FLAGS_write_profile.empty())
+    WriteFileOrDie(FLAGS_write_profile, pl::ModelProfileToJson(model));
   if (!FLAGS_write_plan.empty()) WriteFileOrDie(FLAGS_write_plan, pl::PlanToJson(chosen));
   if (FLAGS_json) {
     std::cout << (names.size() == 1 ? pl::PlanToJson(chosen) : pl::ComparisonToJson(*cmp));
@@ -337,6 +347,6 @@ int main(int argc, char** argv) {
       Fixed(cluster.server_flops / 1e12, 2).c_str(), Fixed(cluster.latency_s * 1e6, 1).c_str(),
       options.batch);
   if (FLAGS_layers) PrintLayers(model, chosen);
-  PrintComparison(model, *cmp);
+  PrintComparison(*cmp, *uniform);
   return 0;
 }

@@ -65,7 +65,8 @@ StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec
         out.skipped.push_back(name + ": " + plan.status().message());
         continue;
       }
-      return plan.status().WithContext(name);
+      const std::string& msg = plan.status().message();
+      return msg.rfind(name + ":", 0) == 0 ? plan.status() : plan.status().WithContext(name);
     }
     out.plans.push_back(std::move(plan).value());
   }
@@ -112,8 +113,13 @@ StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec
              "% gain a split step must bring";
   } else if (second >= 0) {
     const Plan& q = out.plans[second];
-    reason += " vs " + HumanSeconds(q.prediction.step_s) + " for " + q.strategy + " (" +
-              Ratio(q.prediction.step_s / p.prediction.step_s) + ")";
+    if (q.prediction.step_s == p.prediction.step_s) {
+      reason +=
+          ", tied with " + q.strategy + " (the same traffic; " + p.strategy + " is listed first)";
+    } else {
+      reason += " vs " + HumanSeconds(q.prediction.step_s) + " for " + q.strategy + " (" +
+                Ratio(q.prediction.step_s / p.prediction.step_s) + ")";
+    }
   }
   reason += "; busiest NIC " + std::string(busy.is_server ? "server " : "worker ") +
             std::to_string(busy.rank) + " with " +

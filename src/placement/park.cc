@@ -112,12 +112,14 @@ StatusOr<Plan> ParkPlan(const ModelProfile& profile, const ClusterSpec& cluster,
     }
     StatusOr<Plan> plan = ParkAt(base, profile, options, forced, dedicated, others);
     if (!plan.ok()) return plan.status();
-    plan->reason = forced < 0
-                       ? "no cut (forced): every layer trained by the workers through the PS"
-                       : "cut forced before '" + options.cut_layer + "': layers " +
-                             std::to_string(forced) + ".." +
-                             std::to_string(profile.layers.size() - 1) + " run on " + servers_text +
-                             ", predicted " + HumanSeconds(plan->prediction.step_s) + " per step";
+    plan->reason = forced < 0 ? "no cut (forced): every layer trained by the workers through the PS"
+                              : "cut forced before '" + options.cut_layer + "': " +
+                                    (forced + 1 == static_cast<int>(profile.layers.size())
+                                         ? "layer " + std::to_string(forced)
+                                         : "layers " + std::to_string(forced) + ".." +
+                                               std::to_string(profile.layers.size() - 1)) +
+                                    " run on " + servers_text + ", predicted " +
+                                    HumanSeconds(plan->prediction.step_s) + " per step";
     return plan;
   }
 

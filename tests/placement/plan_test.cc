@@ -1,0 +1,484 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The cost model (by hand on a two-layer model, and against PAPERS.md §1's formula on the
+// built-in models), each strategy, plan validation, the registry and the comparison.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "ps/placement.h"
+
+namespace ps {
+namespace placement {
+namespace {
+
+// conv (400 B of parameters, 1000 FLOPs, 40 B out) -> fc (4000 B, 200 FLOPs, 8 B out).
+ModelProfile Tiny() {
+  ModelProfile m;
+  m.name = "tiny";
+  LayerProfile conv;
+  conv.name = "conv";
+  conv.kind = LayerKind::kConv;
+  conv.param_bytes = 400;
+  conv.flops_per_sample = 1000;
+  conv.activation_bytes = 40;
+  LayerProfile fc;
+  fc.name = "fc";
+  fc.kind = LayerKind::kFc;
+  fc.param_bytes = 4000;
+  fc.flops_per_sample = 200;
+  fc.activation_bytes = 8;
+  fc.inputs = {"conv"};
+  m.layers = {conv, fc};
+  return m;
+}
+
+// 1000 bytes per second on every NIC, 1 ms latency, 1 MFLOP/s.
+ClusterSpec Slow(int workers, int servers) {
+  ClusterSpec c;
+  c.workers = workers;
+  c.servers = servers;
+  c.server_bandwidth_bps = c.worker_bandwidth_bps = 8000;
+  c.latency_s = 1e-3;
+  c.worker_flops = c.server_flops = 1e6;
+  return c;
+}
+
+PlanOptions Batch(uint32_t b) {
+  PlanOptions o;
+  o.batch = b;
+  return o;
+}
+
+TEST(CostModelTest, UniformByHand) {
+  StatusOr<Plan> p = UniformPlan(Tiny(), Slow(2, 2), Batch(10));
+  ASSERT_TRUE(p.ok()) << p.status();
+  const PlanPrediction& d = p->prediction;
+  ASSERT_EQ(d.nodes.size(), 4u);
+  for (int w = 0; w < 2; ++w) {  // pushes and pulls every parameter
+    EXPECT_EQ(d.nodes[w].bytes_out, 4400u);
+    EXPECT_EQ(d.nodes[w].bytes_in, 4400u);
+  }
+  for (int s = 2; s < 4; ++s) {  // half of each layer, from and to 2 workers
+    EXPECT_TRUE(d.nodes[s].is_server);
+    EXPECT_EQ(d.nodes[s].bytes_in, 2u * 2200);
+    EXPECT_EQ(d.nodes[s].memory_bytes, 2200u);
+  }
+  EXPECT_EQ(d.worker_bytes, 2u * 2 * 4400);  // 2 W sum M
+  EXPECT_EQ(d.busiest_nic_bytes, 4400u);
+  EXPECT_DOUBLE_EQ(d.comm_s, 4.4);
+  EXPECT_DOUBLE_EQ(d.worker_compute_s, 3.0 * 10 * 1200 / 1e6);
+  EXPECT_DOUBLE_EQ(d.latency_s, 2e-3);
+  EXPECT_DOUBLE_EQ(d.step_s, d.worker_compute_s + 4.4 + 2e-3);
+  // Workers hold values and gradients of every layer plus b activations.
+  EXPECT_EQ(d.max_worker_memory, 2u * 4400 + 10 * 48);
+  EXPECT_TRUE(d.fits_memory);
+}
+
+TEST(CostModelTest, ParkByHand) {
+  PlanOptions o = Batch(10);
+  o.cut_layer = "fc";
+  StatusOr<Plan> p = ParkPlan(Tiny(), Slow(2, 2), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->cut, 1);
+  EXPECT_EQ(p->cut_layer, "fc");
+  EXPECT_EQ(p->layers[0].mode, TrainMode::kPs);
+  EXPECT_EQ(p->layers[0].servers, std::vector<int>{0});
+  EXPECT_EQ(p->layers[1].mode, TrainMode::kOnServer);
+  EXPECT_EQ(p->layers[1].servers, std::vector<int>{1});
+  EXPECT_EQ(p->roles.ps_worker, 1);
+  const PlanPrediction& d = p->prediction;
+  EXPECT_EQ(d.nodes[0].bytes_out, 400u + 10 * 40);  // prefix gradients + activations
+  EXPECT_EQ(d.nodes[0].bytes_in, 400u + 10 * 40);
+  EXPECT_EQ(d.nodes[2].bytes_in, 2u * 400);      // server 0: the prefix
+  EXPECT_EQ(d.nodes[3].bytes_in, 2u * 10 * 40);  // server 1: W b A
+  EXPECT_EQ(d.nodes[3].duty, "dedicated server + PS worker");
+  // PAPERS.md §1: 2 W sum_{l<k} M_l + 2 W b A_{k-1}.
+  EXPECT_EQ(d.worker_bytes, 2u * 2 * 400 + 2u * 2 * 10 * 40);
+  EXPECT_DOUBLE_EQ(d.worker_compute_s, 3.0 * 10 * 1000 / 1e6);
+  EXPECT_DOUBLE_EQ(d.server_compute_s, 3.0 * 2 * 10 * 200 / 1e6);
+  EXPECT_DOUBLE_EQ(d.latency_s, 4e-3);
+  EXPECT_EQ(d.nodes[3].memory_bytes, 4000u + 4000 + 2 * 10 * 8);
+}
+
+TEST(CostModelTest, StanzaByHand) {
+  StatusOr<Plan> p = StanzaPlan(Tiny(), Slow(2, 2), Batch(10));
+  ASSERT_TRUE(p.ok()) << p.status();
+  // The replicas' all-reduce (4000 B) would cost more than the activations saved: N_f = 1.
+  EXPECT_EQ(p->roles.fc_nodes, std::vector<int>{1});
+  EXPECT_EQ(p->roles.fc_node_of_worker, (std::vector<int>{0, 0}));
+  EXPECT_EQ(p->layers[1].mode, TrainMode::kFcNode);
+  EXPECT_EQ(p->prediction.nodes[3].duty, "FC node");
+  EXPECT_EQ(p->prediction.nodes[3].bytes_in, 2u * 10 * 40);
+  EXPECT_EQ(p->prediction.worker_bytes, 2u * 2 * 400 + 2u * 2 * 10 * 40);
+}
+
+TEST(CostModelTest, StanzaAddsFcNodesWhenTheLinkIsTheBottleneck) {
+  // Big activations, tiny FC: one FC node's link (2 x 4 workers x 10 x 4000 B = 0.32 s)
+  // exceeds the conv compute (0.2 s); two halve it (0.16 s).
+  ModelProfile m = Tiny();
+  m.layers[0].activation_bytes = 4000;
+  m.layers[0].flops_per_sample = 20000;
+  m.layers[1].param_bytes = 4;
+  ClusterSpec c = Slow(4, 4);
+  c.server_bandwidth_bps = c.worker_bandwidth_bps = 8e6;
+  c.worker_flops = 3e6;
+  StatusOr<Plan> p = StanzaPlan(m, c, Batch(10));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->roles.fc_nodes, (std::vector<int>{2, 3}));
+  EXPECT_EQ(p->roles.fc_node_of_worker, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(p->layers[1].server_bytes, (std::vector<uint64_t>{4, 4}));  // a replica each
+  EXPECT_EQ(p->prediction.nodes[4 + 2].bytes_in, 2u * 10 * 4000 + 2 * 1 * 4 / 2);
+  // Slower conv compute: one FC node is enough.
+  c.worker_flops = 1e6;
+  p = StanzaPlan(m, c, Batch(10));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->roles.fc_nodes, std::vector<int>{3});
+  // A forced count is taken, within min(workers, servers).
+  PlanOptions o = Batch(10);
+  o.fc_nodes = 4;
+  EXPECT_EQ(StanzaPlan(m, c, o)->roles.fc_nodes.size(), 4u);
+  o.fc_nodes = 5;
+  EXPECT_EQ(StanzaPlan(m, c, o).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CostModelTest, StanzaNeedsAnFcLayer) {
+  ModelProfile m = Tiny();
+  m.layers[1].kind = LayerKind::kConv;
+  EXPECT_EQ(StanzaPlan(m, Slow(2, 2), Batch(10)).status().code(), StatusCode::kFailedPrecondition);
+}
+
+// PAPERS.md §1 on the built-in models, W = 4, b = 32: the park (cut at the conv/fc
+// boundary) / uniform PS-bytes ratio, computed by the cost model, must equal the formula
+// computed here from the profile, and the figures of PAPERS.md / the issue within 2%.
+struct RatioCase {
+  const char* model;
+  double paper_ratio;
+};
+class ParkRatioTest : public ::testing::TestWithParam<RatioCase> {};
+
+TEST_P(ParkRatioTest, MatchesFormulaAndPaper) {
+  const RatioCase& rc = GetParam();
+  ModelProfile m = *BuiltinProfile(rc.model);
+  StatusOr<CutPoint> cut = FcBoundaryCut(m);
+  ASSERT_TRUE(cut.ok());
+  ClusterSpec c;
+  c.workers = 4;
+  c.servers = 2;
+  PlanOptions o = Batch(32);
+  o.cut_layer = m.layers[cut->index].name;
+  StatusOr<Plan> park = ParkPlan(m, c, o);
+  StatusOr<Plan> uniform = UniformPlan(m, c, o);
+  ASSERT_TRUE(park.ok()) << park.status();
+  ASSERT_TRUE(uniform.ok()) << uniform.status();
+  const uint64_t W = 4, b = 32;
+  uint64_t prefix = 0;
+  for (int i = 0; i < cut->index; ++i) prefix += m.layers[i].param_bytes;
+  EXPECT_EQ(uniform->prediction.worker_bytes, 2 * W * m.TotalParamBytes());
+  EXPECT_EQ(park->prediction.worker_bytes, 2 * W * prefix + 2 * W * b * cut->activation_bytes);
+  const double ratio = static_cast<double>(uniform->prediction.worker_bytes) /
+                       static_cast<double>(park->prediction.worker_bytes);
+  EXPECT_NEAR(ratio / rc.paper_ratio, 1.0, 0.02) << rc.model << " ratio " << ratio;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ParkRatioTest,
+                         ::testing::Values(RatioCase{"vgg16", 8.9}, RatioCase{"alexnet", 22.0},
+                                           RatioCase{"resnet50", 1.08},
+                                           RatioCase{"inception_v3", 1.09},
+                                           RatioCase{"bigfc", 28.7}),
+                         [](const ::testing::TestParamInfo<RatioCase>& info) {
+                           return std::string(info.param.model);
+                         });
+
+ClusterSpec Default(int workers, int servers, const std::string& bandwidth = "10Gbit") {
+  ClusterSpec c;
+  c.workers = workers;
+  c.servers = servers;
+  c.server_bandwidth_bps = c.worker_bandwidth_bps = *ParseBandwidth(bandwidth);
+  return c;
+}
+
+TEST(ParkTest, CutsAtTheFcHeadOfVggAndAlexNet) {
+  for (const char* name : {"vgg16", "alexnet", "bigfc"}) {
+    ModelProfile m = *BuiltinProfile(name);
+    for (const char* bw : {"1Gbit", "10Gbit"}) {
+      StatusOr<Plan> p = ParkPlan(m, Default(4, 2, bw), Batch(32));
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_EQ(p->cut, FcBoundaryCut(m)->index) << name << " " << bw << ": " << p->reason;
+      EXPECT_NE(p->reason.find("cut before"), std::string::npos);
+    }
+  }
+}
+
+TEST(ParkTest, NoCutForResNetAndInception) {
+  for (const char* name : {"resnet50", "inception_v3"}) {
+    ModelProfile m = *BuiltinProfile(name);
+    for (int servers : {1, 2, 4}) {
+      for (const char* bw : {"100Mbit", "1Gbit", "10Gbit"}) {
+        StatusOr<Plan> p = ParkPlan(m, Default(4, servers, bw), Batch(32));
+        ASSERT_TRUE(p.ok()) << p.status();
+        EXPECT_EQ(p->cut, -1) << name << " S=" << servers << " " << bw << ": " << p->reason;
+        EXPECT_NE(p->reason.find("no cut"), std::string::npos);
+      }
+    }
+  }
+}
+
+TEST(ParkTest, MinCutGainDecidesTheSingleServerCase) {
+  // One server: the fc cut saves ~8% of ResNet-50's bytes; it is taken only when no
+  // minimum gain is asked.
+  ModelProfile m = *BuiltinProfile("resnet50");
+  PlanOptions o = Batch(32);
+  o.min_cut_gain = 0;
+  StatusOr<Plan> p = ParkPlan(m, Default(4, 1, "1Gbit"), o);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->cut, FcBoundaryCut(m)->index) << p->reason;
+  EXPECT_EQ(ParkPlan(m, Default(4, 1, "1Gbit"), Batch(32))->cut, -1);
+}
+
+TEST(ParkTest, ConvSuffixSearchIsOptIn) {
+  // On a slow link with servers as fast as workers, moving late conv blocks onto the PS
+  // worker is predicted to pay; only park_conv_suffix lets the search consider it.
+  ModelProfile m = *BuiltinProfile("resnet50");
+  PlanOptions o = Batch(32);
+  o.park_conv_suffix = true;
+  StatusOr<Plan> p = ParkPlan(m, Default(4, 2, "1Gbit"), o);
+  ASSERT_TRUE(p.ok());
+  ASSERT_GE(p->cut, 0) << p->reason;
+  bool conv_in_suffix = false;
+  for (size_t i = p->cut; i < m.layers.size(); ++i) {
+    conv_in_suffix |= m.layers[i].kind == LayerKind::kConv;
+  }
+  EXPECT_TRUE(conv_in_suffix);
+}
+
+TEST(ParkTest, ForcedCutAndDedicatedServers) {
+  ModelProfile m = *BuiltinProfile("vgg16");
+  PlanOptions o = Batch(32);
+  o.cut_layer = "conv5_1";  // a conv suffix, forced
+  o.dedicated_servers = {0, 1};
+  StatusOr<Plan> p = ParkPlan(m, Default(4, 3), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->cut_layer, "conv5_1");
+  EXPECT_EQ(p->roles.dedicated_servers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(p->roles.ps_worker, 0);
+  EXPECT_EQ(p->roles.ps_servers, std::vector<int>{2});
+  const LayerPlacement& fc6 = p->layers[m.LayerIndex("fc6")];
+  EXPECT_EQ(fc6.servers, (std::vector<int>{0, 1}));
+  // Server 1 holds half the suffix; the PS worker on server 0 pulls and pushes it.
+  uint64_t on_1 = 0;
+  for (const LayerPlacement& l : p->layers) {
+    for (size_t j = 0; j < l.servers.size(); ++j) {
+      if (l.servers[j] == 1) on_1 += l.server_bytes[j];
+    }
+  }
+  EXPECT_EQ(p->prediction.nodes[4 + 1].bytes_in, on_1);
+  EXPECT_EQ(p->prediction.nodes[4 + 1].duty, "dedicated server");
+  EXPECT_TRUE(ValidatePlan(*p, m).ok()) << ValidatePlan(*p, m);
+
+  o.cut_layer = "none";
+  EXPECT_EQ(ParkPlan(m, Default(4, 3), o)->cut, -1);
+  o.cut_layer = "fc9";
+  Status s = ParkPlan(m, Default(4, 3), o).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("fc9"), std::string::npos);
+  o.cut_layer = "";
+  o.dedicated_servers = {3};
+  s = ParkPlan(m, Default(4, 3), o).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("server 3"), std::string::npos) << s;
+}
+
+TEST(ParkTest, CutInsideABranchIsRefused) {
+  ModelProfile m = *BuiltinProfile("inception_v3");
+  PlanOptions o = Batch(32);
+  o.cut_layer = "Mixed_5b.branch5x5_2";
+  Status s = ParkPlan(m, Default(4, 2), o).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("cut point"), std::string::npos) << s;
+  o.cut_layer = "Mixed_6a";  // the block's output is a cut point: cut before Mixed_6b...
+  s = ParkPlan(m, Default(4, 2), o).status();
+  EXPECT_FALSE(s.ok());  // ...but before the concat itself the branches are live
+  o.cut_layer = "Mixed_6b.branch1x1";
+  EXPECT_TRUE(ParkPlan(m, Default(4, 2), o).ok());
+}
+
+TEST(BalancedTest, ChunksLargestFirst) {
+  ModelProfile m = *BuiltinProfile("vgg16");
+  PlanOptions o = Batch(32);
+  StatusOr<Plan> p = BalancedPlan(m, Default(4, 3), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<uint64_t> load(3, 0);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerPlacement& l = p->layers[i];
+    uint64_t sum = 0;
+    for (size_t j = 0; j < l.servers.size(); ++j) {
+      sum += l.server_bytes[j];
+      load[l.servers[j]] += l.server_bytes[j];
+    }
+    EXPECT_EQ(sum, m.layers[i].param_bytes) << m.layers[i].name;
+    const uint64_t chunks = (m.layers[i].param_bytes + o.chunk_bytes - 1) / o.chunk_bytes;
+    EXPECT_EQ(l.servers.size(), std::min<uint64_t>(chunks, 3)) << m.layers[i].name;
+  }
+  const auto [lo, hi] = std::minmax_element(load.begin(), load.end());
+  EXPECT_LE(*hi - *lo, 2 * o.chunk_bytes);
+}
+
+TEST(UniformTest, EveryLayerOnEveryServer) {
+  ModelProfile m = *BuiltinProfile("alexnet");
+  StatusOr<Plan> p = UniformPlan(m, Default(2, 3), Batch(8));
+  ASSERT_TRUE(p.ok());
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (m.layers[i].param_bytes == 0) {
+      EXPECT_TRUE(p->layers[i].servers.empty());
+      continue;
+    }
+    EXPECT_EQ(p->layers[i].servers, (std::vector<int>{0, 1, 2}));
+    const auto [lo, hi] =
+        std::minmax_element(p->layers[i].server_bytes.begin(), p->layers[i].server_bytes.end());
+    EXPECT_LE(*hi - *lo, 1u);
+  }
+}
+
+TEST(PlanTest, InvalidInputsAreStatuses) {
+  ModelProfile m = Tiny();
+  ClusterSpec c = Slow(2, 2);
+  c.workers = 0;
+  EXPECT_EQ(UniformPlan(m, c, Batch(1)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(UniformPlan(m, Slow(2, 2), Batch(0)).status().code(), StatusCode::kInvalidArgument);
+  m.layers[1].inputs = {"fc"};
+  EXPECT_EQ(ParkPlan(m, Slow(2, 2), Batch(1)).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PlanTest, ValidatePlanCatchesInconsistencies) {
+  ModelProfile m = Tiny();
+  PlanOptions o = Batch(10);
+  o.cut_layer = "fc";
+  const Plan good = *ParkPlan(m, Slow(2, 2), o);
+  ASSERT_TRUE(ValidatePlan(good, m).ok());
+  auto expect_bad = [&m](Plan p, const std::string& needle) {
+    Status s = ValidatePlan(p, m);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s;
+  };
+  Plan p = good;
+  p.layers[0].servers = {5};
+  expect_bad(p, "rank 5");
+  p = good;
+  p.layers[0].server_bytes = {399};
+  expect_bad(p, "399");
+  p = good;
+  p.layers[1].layer = "head";
+  expect_bad(p, "head");
+  p = good;
+  p.layers[0].mode = TrainMode::kOnServer;
+  expect_bad(p, "worker side");
+  p = good;
+  p.roles.ps_worker = 0;  // not a dedicated server
+  expect_bad(p, "ps_worker");
+  p = good;
+  p.layers.pop_back();
+  expect_bad(p, "layers");
+  p = good;
+  p.cut_layer = "conv";
+  expect_bad(p, "cut_layer");
+  p = good;
+  p.roles.dedicated_servers = {1, 1};
+  expect_bad(p, "twice");
+  Plan s = *StanzaPlan(m, Slow(2, 2), Batch(10));
+  ASSERT_TRUE(ValidatePlan(s, m).ok());
+  s.roles.fc_node_of_worker = {0};
+  expect_bad(s, "fc_node_of_worker");
+}
+
+TEST(PlanTest, MemoryLimitsSteerTheChoice) {
+  // VGG-16's FC head (495 MB) does not fit a 300 MB server; its even half (277 MB) does.
+  ModelProfile m = *BuiltinProfile("vgg16");
+  ClusterSpec c = Default(4, 2);
+  c.server_memory_bytes = 300'000'000;
+  StatusOr<Plan> forced = [&] {
+    PlanOptions o = Batch(32);
+    o.cut_layer = "fc6";
+    return ParkPlan(m, c, o);
+  }();
+  ASSERT_TRUE(forced.ok());
+  EXPECT_FALSE(forced->prediction.fits_memory);
+  EXPECT_NE(forced->prediction.memory_note.find("server 1"), std::string::npos)
+      << forced->prediction.memory_note;
+  StatusOr<Comparison> cmp = ComparePlans(m, c, Batch(32), DefaultStrategies());
+  ASSERT_TRUE(cmp.ok()) << cmp.status();
+  const Plan& chosen = cmp->plans[cmp->chosen];
+  EXPECT_TRUE(chosen.prediction.fits_memory);
+  EXPECT_EQ(chosen.cut, -1);
+}
+
+TEST(CompareTest, PicksACutWhereItPaysAndNoneWhereItDoesNot) {
+  for (const char* name : {"alexnet", "vgg16", "bigfc"}) {
+    StatusOr<Comparison> cmp =
+        ComparePlans(*BuiltinProfile(name), Default(4, 2), Batch(32), DefaultStrategies());
+    ASSERT_TRUE(cmp.ok()) << cmp.status();
+    EXPECT_EQ(cmp->plans.size(), 4u);
+    const Plan& chosen = cmp->plans[cmp->chosen];
+    EXPECT_GE(chosen.cut, 0) << name << ": " << cmp->reason;
+    for (const Plan& p : cmp->plans) {
+      EXPECT_LE(chosen.prediction.step_s, p.prediction.step_s) << name;
+    }
+    EXPECT_NE(cmp->reason.find(chosen.strategy), std::string::npos);
+  }
+  for (const char* name : {"resnet50", "inception_v3"}) {
+    for (int servers : {1, 2, 4}) {
+      StatusOr<Comparison> cmp =
+          ComparePlans(*BuiltinProfile(name), Default(4, servers), Batch(32), DefaultStrategies());
+      ASSERT_TRUE(cmp.ok()) << cmp.status();
+      EXPECT_EQ(cmp->plans[cmp->chosen].cut, -1) << name << " S=" << servers << ": " << cmp->reason;
+    }
+  }
+}
+
+TEST(CompareTest, RegistryIsTheExtensionPoint) {
+  StrategyRegistry r = DefaultStrategies();
+  EXPECT_EQ(r.Names(), (std::vector<std::string>{"uniform", "balanced", "park", "stanza"}));
+  EXPECT_EQ(r.Register({"park", "again", ParkPlan}).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(r.Register({"", "nameless", ParkPlan}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Register({"nothing", "no function", nullptr}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Find("optcnn"), nullptr);
+  // A new strategy: uniform with a (pretended) step of 1 ns, so it must win.
+  ASSERT_TRUE(r.Register({"fast", "test strategy",
+                          [](const ModelProfile& m, const ClusterSpec& c, const PlanOptions& o) {
+                            StatusOr<Plan> p = UniformPlan(m, c, o);
+                            if (!p.ok()) return p;
+                            p->strategy = "fast";
+                            p->prediction.step_s = 1e-9;
+                            return p;
+                          }})
+                  .ok());
+  StatusOr<Comparison> cmp = ComparePlans(Tiny(), Slow(2, 2), Batch(10), r);
+  ASSERT_TRUE(cmp.ok()) << cmp.status();
+  EXPECT_EQ(cmp->plans[cmp->chosen].strategy, "fast");
+  StatusOr<Comparison> one = ComparePlans(Tiny(), Slow(2, 2), Batch(10), r, {"park"});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->plans.size(), 1u);
+  EXPECT_EQ(ComparePlans(Tiny(), Slow(2, 2), Batch(10), r, {"optcnn"}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(CompareTest, InapplicableStrategiesAreSkipped) {
+  ModelProfile m = Tiny();
+  m.layers[1].kind = LayerKind::kConv;  // no fc layer: stanza does not apply
+  StatusOr<Comparison> cmp = ComparePlans(m, Slow(2, 2), Batch(10), DefaultStrategies());
+  ASSERT_TRUE(cmp.ok()) << cmp.status();
+  EXPECT_EQ(cmp->plans.size(), 3u);
+  ASSERT_EQ(cmp->skipped.size(), 1u);
+  EXPECT_EQ(cmp->skipped[0].rfind("stanza:", 0), 0u);
+  // A user error is not skipped.
+  PlanOptions o = Batch(10);
+  o.cut_layer = "nope";
+  EXPECT_EQ(ComparePlans(m, Slow(2, 2), o, DefaultStrategies()).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace placement
+}  // namespace ps
