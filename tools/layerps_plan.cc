@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "ps/optcnn.h"
 #include "ps/placement.h"
 
 DEFINE_string(model, "",
@@ -274,6 +275,22 @@ void PrintComparison(const pl::Comparison& cmp, const pl::Plan& uniform_plan) {
   std::printf("\nChosen: %s\n", cmp.reason.c_str());
 }
 
+// --strategy=optcnn (docs/optcnn.md): per-layer parallel configurations over the workers
+// as devices, next to data, model and OWT parallelism. Not part of "all": its plan splits
+// layers over devices rather than placing tables on servers.
+int RunOptcnn(const pl::ModelProfile& model, const pl::ClusterSpec& cluster,
+              const pl::PlanOptions& options) {
+  pl::optcnn::Options o;
+  o.num_devices = cluster.workers;
+  o.batch_size = static_cast<int>(options.batch) * cluster.workers;
+  o.backward_factor = 1.0 + options.backward_factor;
+  ps::StatusOr<pl::optcnn::Report> rep = pl::optcnn::Optimize(model, cluster, o);
+  if (!rep.ok()) Bad(rep.status().ToString());
+  std::cout << (FLAGS_json ? pl::optcnn::ReportToJson(*rep) + "\n"
+                           : pl::optcnn::FormatReport(*rep));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -289,18 +306,21 @@ int main(int argc, char** argv) {
     usage += "  " + s.name + std::string(s.name.size() < 10 ? 10 - s.name.size() : 1, ' ') +
              s.summary + "\n";
   }
+  usage += "  optcnn    per-layer sample/channel/height/width degrees over the workers (OptCNN),\n"
+           "            next to data, model and OWT parallelism; only with --strategy=optcnn\n";
   usage += "\nExit status: 0 ok, 2 bad input (one line on stderr), 1 a file could not be written.";
   ps::cli::ParseOrExit(argc, argv, usage.c_str());
 
   const pl::ModelProfile model = LoadModel(FLAGS_model);
   const pl::ClusterSpec cluster = LoadCluster();
   const pl::PlanOptions options = LoadOptions();
+  if (FLAGS_strategy == "optcnn") return RunOptcnn(model, cluster, options);
   std::vector<std::string> names;
   if (FLAGS_strategy != "all") {
     if (registry.Find(FLAGS_strategy) == nullptr) {
       std::string known;
       for (const std::string& n : registry.Names()) known += (known.empty() ? "" : ", ") + n;
-      Bad("unknown --strategy '" + FLAGS_strategy + "' (all, " + known + ")");
+      Bad("unknown --strategy '" + FLAGS_strategy + "' (all, " + known + ", optcnn)");
     }
     names.push_back(FLAGS_strategy);
   }
