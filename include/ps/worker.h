@@ -131,6 +131,19 @@ class Worker {
   // True when this build has the CUDA path and a GPU is usable by this process.
   static bool DeviceSupport();
 
+  // --- Worker to worker ---------------------------------------------------------------------
+  // A tensor of n floats sent to the worker of rank `to` under `tag`, and received from
+  // the worker of rank `from` under a tag into a caller buffer of exactly n floats (a
+  // different size fails the receive with kInvalidArgument). Tensors of one sender and
+  // tag match receives in the order both were issued; different tags never mix. A send
+  // goes without a copy and completes when the receiver holds the values (delivered, or
+  // kept for a receive not posted yet, within a budget of 1 GiB of such tensors per
+  // receiver: past it the send fails with kResourceExhausted). Either side fails with
+  // kUnavailable when the other dies, or when nothing came within request_timeout_ms.
+  // The rank is a worker rank (0..num_workers()-1), not this worker's own.
+  Ticket SendTo(uint32_t to, uint64_t tag, const float* data, size_t n, Callback cb = nullptr);
+  Ticket RecvFrom(uint32_t from, uint64_t tag, float* out, size_t n, Callback cb = nullptr);
+
   // The request's Status; kTimeout if it is still in flight after timeout (Wait again),
   // kNotFound for an unknown or already-waited ticket.
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout);

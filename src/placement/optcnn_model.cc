@@ -170,6 +170,10 @@ StatusOr<std::vector<Geometry>> Geometries(const ModelProfile& model,
           g.c = s.out_channels;
           g.h = s.out_height;
           g.w = s.out_width;
+          // Several inputs whose channels add up to the output's: a concatenation.
+          uint64_t in_c = 0;
+          for (int j : inputs[i]) in_c += geo[j].c;
+          g.concat = inputs[i].size() > 1 && in_c == s.out_channels;
           break;
         }
         // No shape: an element-wise join (add) or a channel concatenation when the inputs'

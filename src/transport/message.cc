@@ -23,6 +23,8 @@ const char* MsgTypeName(MsgType t) {
       return "assign";
     case MsgType::kReply:
       return "reply";
+    case MsgType::kPeerTensor:
+      return "peer tensor";
   }
   return "unknown";
 }
@@ -38,7 +40,7 @@ Status ParseHeader(const void* data, size_t size, Header* out) {
                          ", this node speaks " + std::to_string(kProtocolVersion));
   }
   if (out->type < static_cast<uint16_t>(MsgType::kControl) ||
-      out->type > static_cast<uint16_t>(MsgType::kReply)) {
+      out->type > static_cast<uint16_t>(kLastMsgType)) {
     return ProtocolError("unknown message type " + std::to_string(out->type));
   }
   return Status::OK();
@@ -158,6 +160,11 @@ Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
         PS_RETURN_IF_ERROR(want(0, key_bytes, "keys"));
         expected_frames = 1;
       }
+      break;
+    case MsgType::kPeerTensor:
+      if (sparse) return ProtocolError("peer tensors are dense");
+      PS_RETURN_IF_ERROR(want(0, value_bytes, "values"));
+      expected_frames = 1;
       break;
     case MsgType::kReply:
       // A reply carries values (pulls), nothing (pushes or errors), or an error text.

@@ -34,7 +34,9 @@ enum class MsgType : uint16_t {
   kPushPull = 4,  // as kPush; the reply carries the values after the push
   kAssign = 5,    // as kPush, but overwrites
   kReply = 6,     // to a data request: status, and values for pulls
+  kPeerTensor = 7,  // worker to worker: frame 0 values (count floats); offset is the tag
 };
+constexpr MsgType kLastMsgType = MsgType::kPeerTensor;
 const char* MsgTypeName(MsgType t);
 
 constexpr uint32_t kFlagSparse = 1u << 0;

@@ -205,6 +205,43 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
   return ticket;
 }
 
+Ticket RequestTracker::Expect(const std::shared_ptr<Request>& req) {
+  req->pending = static_cast<int>(req->parts.size()) + 1;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->requests[req->ticket] = req;
+  }
+  const Ticket ticket = req->ticket;
+  Release(req);  // this call's hold
+  return ticket;
+}
+
+bool RequestTracker::Deliver(Ticket ticket, size_t part, const Status& status, const void* data,
+                             size_t bytes) {
+  std::shared_ptr<Request> req;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto it = state_->requests.find(ticket);
+    if (it == state_->requests.end()) return false;
+    req = it->second;
+  }
+  if (part >= req->parts.size()) return false;
+  Status s = status;
+  const uint64_t want = req->parts[part].value_count * sizeof(float);
+  if (s.ok() && bytes != want) {
+    s = InvalidArgument("received " + std::to_string(bytes / sizeof(float)) + " values where " +
+                        std::to_string(want / sizeof(float)) + " were expected");
+  }
+  if (!Claim(req.get(), part, s)) return false;
+  // The part is claimed: only this thread touches its destination now.
+  if (s.ok() && bytes > 0) {
+    std::memcpy(req->parts[part].dst, data, bytes);
+    stats_->bytes_in += bytes;
+  }
+  Release(req);
+  return true;
+}
+
 Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   std::shared_ptr<Request> req;
   {

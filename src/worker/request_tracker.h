@@ -117,6 +117,16 @@ class RequestTracker {
   Ticket Submit(const std::shared_ptr<Request>& req, uint64_t epoch, bool borrows,
                 const FramesFn& frames_for);
 
+  // Registers a request whose parts are answered locally (Deliver), not by replies to
+  // messages it sends: a posted receive. Its parts still fail when their peer dies or
+  // their deadline passes.
+  Ticket Expect(const std::shared_ptr<Request>& req);
+  // Answers part `part` of request `ticket` with `status` and, when OK, `bytes` of values
+  // copied to the part's destination (they must be value_count floats, else the part
+  // fails with kInvalidArgument). False when the request is gone or the part already
+  // claimed (it expired, or its peer died): the caller may offer the data elsewhere.
+  bool Deliver(Ticket ticket, size_t part, const Status& status, const void* data, size_t bytes);
+
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout);
 
   // A reply (MsgType::kReply) from the receive thread.

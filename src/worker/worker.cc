@@ -12,6 +12,7 @@
 #include <string>
 
 #include "node/node_runtime.h"
+#include "worker/peer_messages.h"
 #include "worker/ps_requests.h"
 #include "worker/request_tracker.h"
 
@@ -23,9 +24,13 @@ class Worker::Impl {
       : options_(std::move(options)),
         tracker_(options_,
                  [this](NodeId to, Message&& m) { return runtime_->Send(to, std::move(m)); }),
-        ps_(&tracker_, [this]() -> std::shared_ptr<const ClusterMap> {
-          return started_ ? runtime_->map() : nullptr;
-        }) {}
+        ps_(&tracker_,
+            [this]() -> std::shared_ptr<const ClusterMap> {
+              return started_ ? runtime_->map() : nullptr;
+            }),
+        peers_(
+            &tracker_, [this](NodeId to, Message&& m) { return runtime_->Send(to, std::move(m)); },
+            kPeerBufferBytes) {}
 
   Status Start() {
     if (ever_started_) return FailedPrecondition("worker already started (a Worker starts once)");
@@ -34,6 +39,7 @@ class Worker::Impl {
     h.on_tick = [this] { Expire(); };
     auto rt = std::make_unique<NodeRuntime>(options_, Role::kWorker, std::move(h));
     rt->Handle(MsgType::kReply, [this](Message&& m) { tracker_.OnReply(std::move(m)); });
+    rt->Handle(MsgType::kPeerTensor, [this](Message&& m) { peers_.OnMessage(std::move(m)); });
     // Handlers may run as soon as Start begins receiving: publish runtime_ first.
     runtime_ = std::move(rt);
     Status s = runtime_->Start();
@@ -98,6 +104,32 @@ class Worker::Impl {
   RequestTracker& tracker() { return tracker_; }
   PsRequests& ps() { return ps_; }
 
+  // Worker to worker: the peer's node id from its rank, checked.
+  Ticket PeerRequest(uint32_t rank, bool send, uint64_t tag, const float* in, float* out, size_t n,
+                     Callback cb) {
+    auto m = started_ ? runtime_->map() : nullptr;
+    if (!m) return tracker_.Failed(FailedPrecondition("the worker is not started"), std::move(cb));
+    const NodeInfo* peer = nullptr;
+    for (const auto& node : m->nodes) {
+      if (node.role == Role::kWorker && node.rank == rank) peer = &node;
+    }
+    if (peer == nullptr) {
+      return tracker_.Failed(NotFound("no worker of rank " + std::to_string(rank) + " (there are " +
+                                      std::to_string(m->CountRole(Role::kWorker)) + ")"),
+                             std::move(cb));
+    }
+    if (peer->id == runtime_->id()) {
+      return tracker_.Failed(InvalidArgument("a worker cannot send to or receive from itself"),
+                             std::move(cb));
+    }
+    if (!peer->alive) {
+      return tracker_.Failed(Unavailable("worker " + std::to_string(rank) + " is dead"),
+                             std::move(cb));
+    }
+    return send ? peers_.Send(peer->id, tag, in, n, m->epoch, std::move(cb))
+                : peers_.Recv(peer->id, tag, out, n, std::move(cb));
+  }
+
  private:
   void OnNodeDead(NodeId id, const Status& why) {
     if (id == kSchedulerId) {
@@ -119,8 +151,12 @@ class Worker::Impl {
   std::unique_ptr<NodeRuntime> runtime_;
   std::atomic<bool> started_{false};
   std::atomic<bool> ever_started_{false};
+  // Tensors received before their RecvFrom are kept up to this many bytes.
+  static constexpr uint64_t kPeerBufferBytes = uint64_t{1} << 30;
+
   RequestTracker tracker_;
   PsRequests ps_;
+  PeerMessages peers_;
 };
 
 Worker::Worker(WorkerOptions options) : impl_(new Impl(std::move(options))) {}
@@ -228,6 +264,12 @@ Ticket Worker::PullSparseDevice(TableId table, const Key* keys, size_t num_keys,
                                 size_t rows_len, void* stream, Callback cb) {
   return impl_->ps().SparseDevice(MsgType::kPull, table, keys, num_keys, nullptr, rows, rows_len,
                                   stream, std::move(cb));
+}
+Ticket Worker::SendTo(uint32_t to, uint64_t tag, const float* data, size_t n, Callback cb) {
+  return impl_->PeerRequest(to, /*send=*/true, tag, data, nullptr, n, std::move(cb));
+}
+Ticket Worker::RecvFrom(uint32_t from, uint64_t tag, float* out, size_t n, Callback cb) {
+  return impl_->PeerRequest(from, /*send=*/false, tag, nullptr, out, n, std::move(cb));
 }
 Status Worker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   return impl_->tracker().Wait(ticket, timeout);

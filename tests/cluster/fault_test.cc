@@ -120,9 +120,9 @@ TEST_F(FaultTest, DuplicatedPullCompletesOnceAndTheExtraReplyIsDropped) {
   const std::vector<float> g = {1, 2, 3, 4};
   ASSERT_TRUE(w.Wait(w.Assign(*table, g.data(), 4), milliseconds(5000)).ok());
   const uint64_t bad_before = w.stats().bad_messages;
-  const int rule = injector_->AddRule(
-      {[](NodeId, const Message& m) { return IsType(m, MsgType::kPull); }, FaultAction::kDuplicate,
-       0, /*times=*/1});
+  const int rule =
+      injector_->AddRule({[](NodeId, const Message& m) { return IsType(m, MsgType::kPull); },
+                          FaultAction::kDuplicate, 0, /*times=*/1});
   std::vector<float> out(4);
   ASSERT_TRUE(w.Wait(w.Pull(*table, out.data(), 4), milliseconds(5000)).ok());
   EXPECT_EQ(out, g);
@@ -143,9 +143,9 @@ TEST_F(FaultTest, ReorderedRequestsCompleteWithTheirOwnReplies) {
   auto a = w.DeclareTable(TableSpec::Dense("a", 2));
   auto b = w.DeclareTable(TableSpec::Dense("b", 3));
   ASSERT_TRUE(a.ok() && b.ok());
-  const int rule = injector_->AddRule(
-      {[](NodeId, const Message& m) { return IsType(m, MsgType::kAssign); }, FaultAction::kReorder,
-       0, /*times=*/1});
+  const int rule =
+      injector_->AddRule({[](NodeId, const Message& m) { return IsType(m, MsgType::kAssign); },
+                          FaultAction::kReorder, 0, /*times=*/1});
   const std::vector<float> va = {5, 6}, vb = {7, 8, 9};
   Ticket ta = w.Assign(*a, va.data(), 2);  // held back...
   Ticket tb = w.Assign(*b, vb.data(), 3);  // ...until this one went

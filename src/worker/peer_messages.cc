@@ -1,0 +1,129 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+#include "worker/peer_messages.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace ps {
+
+Ticket PeerMessages::Send(NodeId peer, uint64_t tag, const float* data, size_t n, uint64_t epoch,
+                          Worker::Callback cb) {
+  if (data == nullptr && n > 0)
+    return tracker_->Failed(InvalidArgument("null buffer"), std::move(cb));
+  auto req = tracker_->New(MsgType::kPeerTensor, 0, std::move(cb));
+  Part p;
+  p.server = peer;
+  p.table = 0;
+  p.offset = tag;
+  p.count = n;
+  req->parts.push_back(p);
+  return tracker_->Submit(req, epoch, /*borrows=*/n > 0,
+                          [&](size_t, const std::shared_ptr<const void>& borrow) {
+                            std::vector<Frame> frames;
+                            frames.push_back(Frame::Borrow(data, n * sizeof(float), borrow));
+                            return frames;
+                          });
+}
+
+Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb) {
+  if (out == nullptr && n > 0)
+    return tracker_->Failed(InvalidArgument("null buffer"), std::move(cb));
+  auto req = tracker_->New(MsgType::kPeerTensor, 0, std::move(cb));
+  Part p;
+  p.server = peer;  // its death fails the receive
+  p.table = 0;
+  p.offset = tag;
+  p.count = n;
+  p.dst = out;
+  p.value_count = n;
+  req->parts.push_back(p);
+  const Ticket ticket = req->ticket;
+  // Registered before it is offered a tensor, so a quick delivery finds it.
+  Frame waiting;
+  bool have = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = arrived_.find({peer, tag});
+    if (it != arrived_.end() && !it->second.empty()) {
+      waiting = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) arrived_.erase(it);
+      buffered_ -= waiting.size();
+      have = true;
+    }
+  }
+  tracker_->Expect(req);
+  if (have) {
+    tracker_->Deliver(ticket, 0, Status::OK(), waiting.data(), waiting.size());
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    posted_[{peer, tag}].push_back(ticket);
+  }
+  return ticket;
+}
+
+void PeerMessages::OnMessage(Message&& msg) {
+  const Header& h = msg.header;
+  Status valid = ValidateDataFrames(msg, ~uint64_t{0} / 8);
+  if (!valid.ok()) {
+    ++tracker_->stats().bad;
+    LOG_EVERY_N(WARNING, 100) << "dropped a peer tensor from node " << h.sender << ": " << valid;
+    Ack(h, valid);
+    return;
+  }
+  const Frame& values = msg.frames[0];
+  const Key key{h.sender, h.offset};
+  for (;;) {
+    Ticket ticket = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = posted_.find(key);
+      if (it == posted_.end() || it->second.empty()) {
+        // Nobody waits yet: keep a copy within the budget. (The frame itself may be the
+        // sender's memory, in process or in a shared-memory ring: holding it would keep
+        // the sender's request, or a ring slot, waiting for a receive that may come late.)
+        if (buffered_ + values.size() > max_buffered_bytes_) break;
+        buffered_ += values.size();
+        arrived_[key].push_back(Frame::Copy(values.data(), values.size()));
+        Ack(h, Status::OK());
+        return;
+      }
+      ticket = it->second.front();
+      it->second.pop_front();
+      if (it->second.empty()) posted_.erase(it);
+    }
+    // A receive that expired meanwhile declines; offer the tensor to the next one.
+    if (tracker_->Deliver(ticket, 0, Status::OK(), values.data(), values.size())) {
+      Ack(h, Status::OK());
+      return;
+    }
+  }
+  Ack(h, ResourceExhausted(
+             "node " + std::to_string(h.sender) + "'s tensor does not fit: the receiver holds " +
+             std::to_string(max_buffered_bytes_) + " bytes of tensors nobody received yet"));
+}
+
+void PeerMessages::Ack(const Header& h, const Status& status) {
+  Message r;
+  r.header = h;
+  r.header.type = static_cast<uint16_t>(MsgType::kReply);
+  r.header.status = static_cast<int32_t>(status.code());
+  if (!status.ok()) {
+    const std::string& text = status.message();
+    r.frames.push_back(Frame::Copy(text.data(), std::min<size_t>(text.size(), 4096)));
+  }
+  Status s = send_(h.sender, std::move(r));
+  if (!s.ok()) {
+    LOG_EVERY_N(WARNING, 100) << "ack to node " << h.sender << " failed: " << s;
+  }
+}
+
+uint64_t PeerMessages::buffered_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return buffered_;
+}
+
+}  // namespace ps

@@ -1,0 +1,65 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// PeerMessages: tensors sent from one worker to another under a tag (Worker::SendTo and
+// Worker::RecvFrom), the primitive under collectives, gossip, pairwise averaging and the
+// activations of layer placement.
+//
+// A send is a one-part request to the peer: its values go in place (zero-copy, as pushes)
+// and it completes when the peer acknowledged them. A receive is a posted request
+// (RequestTracker::Expect) that the matching tensor completes. Tensors from one peer under
+// one tag match receives in the order both were issued. A tensor that arrives before its
+// receive is copied and kept until one is posted, within a byte budget;
+// past it the sender's request fails with kResourceExhausted. Both sides fail when the
+// other dies (kUnavailable) or at request_timeout_ms.
+//
+// Thread-safety: every member may be called from any thread; OnMessage runs on the
+// receive thread.
+#ifndef PS_WORKER_PEER_MESSAGES_H_
+#define PS_WORKER_PEER_MESSAGES_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "ps/worker.h"
+#include "worker/request_tracker.h"
+
+namespace ps {
+
+class PeerMessages {
+ public:
+  // Sends a message to a node (the node runtime's Send).
+  using SendFn = std::function<Status(NodeId, Message&&)>;
+
+  PeerMessages(RequestTracker* tracker, SendFn send, uint64_t max_buffered_bytes)
+      : tracker_(tracker), send_(std::move(send)), max_buffered_bytes_(max_buffered_bytes) {}
+
+  Ticket Send(NodeId peer, uint64_t tag, const float* data, size_t n, uint64_t epoch,
+              Worker::Callback cb);
+  Ticket Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb);
+
+  // A kPeerTensor message from a live member (receive thread).
+  void OnMessage(Message&& msg);
+
+  // Bytes of tensors received and not yet claimed by a receive.
+  uint64_t buffered_bytes() const;
+
+ private:
+  using Key = std::pair<NodeId, uint64_t>;  // (sender, tag)
+  void Ack(const Header& h, const Status& status);
+
+  RequestTracker* const tracker_;
+  const SendFn send_;
+  const uint64_t max_buffered_bytes_;
+  mutable std::mutex mu_;
+  std::map<Key, std::deque<Ticket>> posted_;  // guarded by mu_: receives waiting
+  std::map<Key, std::deque<Frame>> arrived_;  // guarded by mu_: tensors waiting
+  uint64_t buffered_ = 0;                     // guarded by mu_
+};
+
+}  // namespace ps
+
+#endif  // PS_WORKER_PEER_MESSAGES_H_

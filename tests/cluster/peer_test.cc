@@ -1,0 +1,111 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Worker-to-worker tensors (Worker::SendTo / RecvFrom): delivery in either order, order
+// within a tag, tags kept apart, size mismatches, bad ranks, and a peer that dies.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "local_cluster.h"
+#include "transport/fault_transport.h"
+#include "transport/inproc_transport.h"
+
+namespace ps {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::LocalCluster;
+
+constexpr auto kWait = milliseconds(10000);
+
+std::vector<float> Iota(size_t n, float first) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+class PeerTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PeerTest, TensorsArriveWhicheverSideComesFirstInOrderPerTag) {
+  LocalCluster c(1, 2, GetParam());
+  ASSERT_TRUE(c.Start().ok());
+  Worker& a = c.worker(0);
+  Worker& b = c.worker(1);
+  // Receive posted first.
+  std::vector<float> got(1000);
+  Ticket r = b.RecvFrom(0, /*tag=*/7, got.data(), got.size());
+  const std::vector<float> x = Iota(1000, 1.0f);
+  ASSERT_TRUE(a.Wait(a.SendTo(1, 7, x.data(), x.size()), kWait).ok());
+  ASSERT_TRUE(b.Wait(r, kWait).ok());
+  EXPECT_EQ(got, x);
+  // Sends first, three under one tag and one under another: order kept, tags apart.
+  std::vector<std::vector<float>> sent;
+  for (int i = 0; i < 3; ++i) sent.push_back(Iota(64 << 10, 100.0f * i));  // 256 KiB each
+  const std::vector<float> other = Iota(5, -5.0f);
+  std::vector<Ticket> sends;
+  for (const auto& s : sent) sends.push_back(a.SendTo(1, 1, s.data(), s.size()));
+  sends.push_back(a.SendTo(1, 2, other.data(), other.size()));
+  for (Ticket t : sends) ASSERT_TRUE(a.Wait(t, kWait).ok());
+  std::vector<float> o(5);
+  ASSERT_TRUE(b.Wait(b.RecvFrom(0, 2, o.data(), o.size()), kWait).ok());
+  EXPECT_EQ(o, other);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float> g(64 << 10);
+    ASSERT_TRUE(b.Wait(b.RecvFrom(0, 1, g.data(), g.size()), kWait).ok());
+    EXPECT_EQ(g, sent[i]) << "tensor " << i;
+  }
+  // Both directions at once.
+  std::vector<float> back(3);
+  const std::vector<float> y = {9, 8, 7};
+  Ticket rb = a.RecvFrom(1, 3, back.data(), 3);
+  ASSERT_TRUE(b.Wait(b.SendTo(0, 3, y.data(), 3), kWait).ok());
+  ASSERT_TRUE(a.Wait(rb, kWait).ok());
+  EXPECT_EQ(back, y);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+TEST_P(PeerTest, BadRanksAndSizesAreClearErrors) {
+  LocalCluster c(1, 2, GetParam());
+  ASSERT_TRUE(c.Start().ok());
+  Worker& a = c.worker(0);
+  Worker& b = c.worker(1);
+  const std::vector<float> x = Iota(4, 0.0f);
+  EXPECT_EQ(a.Wait(a.SendTo(5, 0, x.data(), 4), kWait).code(), StatusCode::kNotFound);
+  EXPECT_EQ(a.Wait(a.SendTo(0, 0, x.data(), 4), kWait).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.Wait(a.SendTo(1, 0, nullptr, 4), kWait).code(), StatusCode::kInvalidArgument);
+  std::vector<float> small(3);
+  Ticket r = b.RecvFrom(0, 9, small.data(), small.size());
+  EXPECT_TRUE(a.Wait(a.SendTo(1, 9, x.data(), 4), kWait).ok());
+  Status s = b.Wait(r, kWait);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("4 values where 3"), std::string::npos) << s;
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, PeerTest, ::testing::Values("tcp", "inproc"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// A receive waiting on a worker that is cut off fails within the heartbeat timeout.
+TEST(PeerFaultTest, ReceiveFromADeadWorkerFailsUnavailable) {
+  auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
+  Options o = testing::FastOptions();
+  o.heartbeat_interval_ms = 50;
+  o.heartbeat_timeout_ms = 1000;
+  o.transport_factory = injector;
+  LocalCluster c(1, 2, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  std::vector<float> got(8);
+  const auto start = std::chrono::steady_clock::now();
+  Ticket r = c.worker(1).RecvFrom(0, 1, got.data(), got.size());
+  injector->Isolate(c.worker(0).id());
+  Status s = c.worker(1).Wait(r, milliseconds(20000));
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(15000));
+}
+
+}  // namespace
+}  // namespace ps
