@@ -72,5 +72,9 @@ int main(int argc, char** argv) {
             << st.push_requests << " push and " << st.pull_requests << " pull requests ("
             << st.bytes_received << " bytes in, " << st.bytes_sent << " bytes out, "
             << st.bad_messages << " bad messages)" << std::endl;
+  const ps::TrafficStats traffic = server.traffic();
+  std::cout << "layerps-server: traffic: " << traffic.bytes_sent() << " bytes sent, "
+            << traffic.bytes_received() << " received\n"
+            << traffic.ToString() << std::flush;
   return s.ok() ? 0 : 1;
 }

@@ -51,6 +51,8 @@ class Server {
   // The endpoint this server's receive socket is bound to.
   std::string endpoint() const;
   ServerStats stats() const;
+  // Bytes and messages exchanged with each peer and per table since Start (also after Stop).
+  TrafficStats traffic() const;
 
  private:
   class Impl;

@@ -5,6 +5,7 @@
 #define PS_TYPES_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,31 @@ struct DenseOut {
   TableId table = kInvalidTable;
   float* data = nullptr;
   size_t size = 0;
+};
+
+// What one node exchanged with one peer: every message counted, header (64 bytes) and
+// payload frames, control messages included. Logical bytes: a frame that travelled through
+// shared memory counts as if it had crossed the socket.
+struct PeerTraffic {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+};
+// The payload bytes of one table's data messages (requests and replies; no headers).
+struct TableTraffic {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+// A node's traffic since it started: per peer (by node id) and per table.
+struct TrafficStats {
+  std::map<NodeId, PeerTraffic> peers;
+  std::map<TableId, TableTraffic> tables;
+
+  uint64_t bytes_sent() const;      // over every peer
+  uint64_t bytes_received() const;  // over every peer
+  // One line per peer and per table, for logs.
+  std::string ToString() const;
 };
 
 // Which nodes a barrier waits for.

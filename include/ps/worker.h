@@ -152,6 +152,8 @@ class Worker {
   Status Barrier(Group group, std::chrono::milliseconds timeout);
 
   WorkerStats stats() const;
+  // Bytes and messages exchanged with each peer and per table since Start (also after Stop).
+  TrafficStats traffic() const;
 
  private:
   class Impl;

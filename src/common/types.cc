@@ -8,6 +8,33 @@
 
 namespace ps {
 
+uint64_t TrafficStats::bytes_sent() const {
+  uint64_t n = 0;
+  for (const auto& kv : peers) n += kv.second.bytes_sent;
+  return n;
+}
+
+uint64_t TrafficStats::bytes_received() const {
+  uint64_t n = 0;
+  for (const auto& kv : peers) n += kv.second.bytes_received;
+  return n;
+}
+
+std::string TrafficStats::ToString() const {
+  std::string out;
+  for (const auto& kv : peers) {
+    out += "node " + std::to_string(kv.first) + ": sent " + std::to_string(kv.second.bytes_sent) +
+           " bytes in " + std::to_string(kv.second.messages_sent) + " messages, received " +
+           std::to_string(kv.second.bytes_received) + " bytes in " +
+           std::to_string(kv.second.messages_received) + " messages\n";
+  }
+  for (const auto& kv : tables) {
+    out += "table " + std::to_string(kv.first) + ": sent " + std::to_string(kv.second.bytes_sent) +
+           " payload bytes, received " + std::to_string(kv.second.bytes_received) + "\n";
+  }
+  return out;
+}
+
 const char* RoleName(Role role) {
   switch (role) {
     case Role::kScheduler:

@@ -4,6 +4,8 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "common/hash.h"
 #include "common/host.h"
 #include "common/status_wire.h"
@@ -56,8 +58,7 @@ Status NodeRuntime::Start() {
   reg->set_hostname(LocalHostname());
   reg->set_requested_rank(options_.rank);
   reg->set_session(secret_);
-  Status sent =
-      transport_->Send(kSchedulerId, MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
+  Status sent = SendToScheduler(MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
 
   Status result = sent;
   if (sent.ok()) {
@@ -100,7 +101,7 @@ void NodeRuntime::Stop(bool send_leave) {
   if (send_leave && registered && !cluster_over) {
     layerps::pb::Control c;
     c.mutable_leave();
-    transport_->Send(kSchedulerId, MakeControl(id(), c), kControlSendTimeoutMs);
+    SendToScheduler(MakeControl(id(), c), kControlSendTimeoutMs);
   }
   stopping_ = true;
   cv_.notify_all();
@@ -127,6 +128,44 @@ Status NodeRuntime::WaitShutdown(std::chrono::milliseconds timeout) {
     return Timeout("the cluster is still running");
   }
   return shutdown_status_;
+}
+
+void NodeRuntime::Count(NodeId peer, const Message& msg, bool sent) {
+  uint64_t payload = 0;
+  for (const auto& f : msg.frames) payload += f.size();
+  const Header& h = msg.header;
+  const MsgType type = h.msg_type();
+  std::lock_guard<std::mutex> lock(traffic_mu_);
+  PeerTraffic& p = traffic_.peers[peer];
+  (sent ? p.bytes_sent : p.bytes_received) += sizeof(Header) + payload;
+  ++(sent ? p.messages_sent : p.messages_received);
+  if (type == MsgType::kControl || type == MsgType::kPeerTensor) return;
+  if (h.fused()) {
+    // A fused push lists its segments in frame 0 and their values in frame 1; a fused
+    // reply carries values only, so it is not attributed to tables.
+    if (type == MsgType::kReply || msg.frames.size() < 2) return;
+    const Frame& segs = msg.frames[0];
+    for (size_t i = 0; i < segs.size() / sizeof(FusedSegment); ++i) {
+      FusedSegment seg;
+      std::memcpy(&seg, segs.data() + i * sizeof(FusedSegment), sizeof(seg));
+      TableTraffic& t = traffic_.tables[seg.table];
+      (sent ? t.bytes_sent : t.bytes_received) += seg.count * sizeof(float);
+    }
+    return;
+  }
+  if (h.table == kInvalidTable) return;
+  TableTraffic& t = traffic_.tables[h.table];
+  (sent ? t.bytes_sent : t.bytes_received) += payload;
+}
+
+Status NodeRuntime::SendToScheduler(Message&& msg, int timeout_ms) {
+  Count(kSchedulerId, msg, /*sent=*/true);
+  return transport_->Send(kSchedulerId, std::move(msg), timeout_ms);
+}
+
+TrafficStats NodeRuntime::traffic() const {
+  std::lock_guard<std::mutex> lock(traffic_mu_);
+  return traffic_;
 }
 
 std::shared_ptr<const ClusterMap> NodeRuntime::map() const {
@@ -158,6 +197,7 @@ Status NodeRuntime::Send(NodeId to, Message&& msg, int timeout_ms) {
     PS_RETURN_IF_ERROR(transport_->Connect(to, n->endpoint, "n" + tag));
   }
   msg.header.sender = id();
+  Count(to, msg, /*sent=*/true);
   Status sent = transport_->Send(to, std::move(msg),
                                  timeout_ms >= 0 ? timeout_ms : options_.request_timeout_ms);
   // The peer may have been declared dead (and disconnected) between the check above and
@@ -182,7 +222,7 @@ StatusOr<uint32_t> NodeRuntime::CallScheduler(const std::function<void(uint64_t,
   }
   layerps::pb::Control c;
   fill(call_id, &c);
-  Status sent = transport_->Send(kSchedulerId, MakeControl(id(), c), kControlSendTimeoutMs);
+  Status sent = SendToScheduler(MakeControl(id(), c), kControlSendTimeoutMs);
   std::unique_lock<std::mutex> lock(mu_);
   if (!sent.ok()) {
     calls_.erase(call_id);
@@ -246,6 +286,7 @@ void NodeRuntime::ReceiveLoop() {
           LOG_EVERY_N(WARNING, 100) << "dropped a control message not from the scheduler";
         } else {
           last_scheduler_contact_ms_ = SteadyMillis();
+          Count(kSchedulerId, msg, /*sent=*/false);
           HandleControl(std::move(msg));
         }
       } else if (!FromMember(msg)) {
@@ -261,6 +302,7 @@ void NodeRuntime::ReceiveLoop() {
               << "dropped a " << MsgTypeName(msg.header.msg_type()) << " message from node "
               << msg.header.sender << ": a " << RoleName(role_) << " does not handle that kind";
         } else {
+          Count(msg.header.sender, msg, /*sent=*/false);
           handler->second(std::move(msg));
         }
       }
@@ -298,7 +340,7 @@ void NodeRuntime::HeartbeatLoop() {
     }
     layerps::pb::Control c;
     c.mutable_heartbeat();
-    transport_->Send(kSchedulerId, MakeControl(id(), c), options_.heartbeat_interval_ms);
+    SendToScheduler(MakeControl(id(), c), options_.heartbeat_interval_ms);
     if (SteadyMillis() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
       Status lost = Unavailable("lost the scheduler: silent for more than " +
                                 std::to_string(options_.heartbeat_timeout_ms) + " ms");
@@ -380,7 +422,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
         tf->set_table(f.first);
         tf->set_error(f.second.ToString());
       }
-      transport_->Send(kSchedulerId, MakeControl(id(), ack), kControlSendTimeoutMs);
+      SendToScheduler(MakeControl(id(), ack), kControlSendTimeoutMs);
       break;
     }
     case layerps::pb::Control::kDeclareTableReply:

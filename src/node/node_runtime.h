@@ -84,6 +84,8 @@ class NodeRuntime {
   bool running() const { return running_.load(); }
   const MemberOptions& options() const { return options_; }
   uint64_t bad_messages() const { return bad_messages_.load(); }
+  // Bytes and messages per peer and per table since Start (see ps::TrafficStats).
+  TrafficStats traffic() const;
   void CountBadMessage() { bad_messages_.fetch_add(1); }
 
  private:
@@ -94,6 +96,10 @@ class NodeRuntime {
   };
 
   void ReceiveLoop();
+  // Counts a message about to be sent to (or just received from) `peer`.
+  void Count(NodeId peer, const Message& msg, bool sent);
+  // A control message to the scheduler, counted.
+  Status SendToScheduler(Message&& msg, int timeout_ms);
   // True when a data message comes from a live member: the header's sender is in the
   // map and the message arrived on that node's identity ("n" + its tag).
   bool FromMember(const Message& msg) const;
@@ -129,6 +135,8 @@ class NodeRuntime {
   uint64_t next_call_id_ = 1;              // guarded by mu_
   std::map<uint64_t, PendingCall> calls_;  // guarded by mu_
   std::set<NodeId> dead_;                  // guarded by mu_: declared dead, never reconnected
+  mutable std::mutex traffic_mu_;
+  TrafficStats traffic_;  // guarded by traffic_mu_
   // This node's secret with the scheduler (fixed by Start) and its data identity
   // (received at registration, before any data is sent).
   std::string secret_;

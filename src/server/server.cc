@@ -57,6 +57,8 @@ class Server::Impl {
   uint32_t rank() const { return started_ ? runtime_->rank() : 0; }
   std::string endpoint() const { return started_ ? runtime_->endpoint() : ""; }
 
+  TrafficStats traffic() const { return started_ ? runtime_->traffic() : TrafficStats{}; }
+
   ServerStats stats() const {
     ServerStats s;
     s.messages_received = messages_.load();
@@ -161,5 +163,6 @@ NodeId Server::id() const { return impl_->id(); }
 uint32_t Server::rank() const { return impl_->rank(); }
 std::string Server::endpoint() const { return impl_->endpoint(); }
 ServerStats Server::stats() const { return impl_->stats(); }
+TrafficStats Server::traffic() const { return impl_->traffic(); }
 
 }  // namespace ps

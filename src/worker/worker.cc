@@ -101,6 +101,8 @@ class Worker::Impl {
     return s;
   }
 
+  TrafficStats traffic() const { return ever_started_ ? runtime_->traffic() : TrafficStats{}; }
+
   RequestTracker& tracker() { return tracker_; }
   PsRequests& ps() { return ps_; }
 
@@ -278,5 +280,6 @@ Status Worker::Barrier(Group group, std::chrono::milliseconds timeout) {
   return impl_->Barrier(group, timeout);
 }
 WorkerStats Worker::stats() const { return impl_->stats(); }
+TrafficStats Worker::traffic() const { return impl_->traffic(); }
 
 }  // namespace ps

@@ -89,6 +89,49 @@ TEST_P(PeerTest, BadRanksAndSizesAreClearErrors) {
 INSTANTIATE_TEST_SUITE_P(Transports, PeerTest, ::testing::Values("tcp", "inproc"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
+// Byte counters: every message counted exactly, per peer and per table.
+TEST(TrafficTest, CountsEveryByteToEachPeerAndTable) {
+  LocalCluster c(1, 2, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& a = c.worker(0);
+  Worker& b = c.worker(1);
+  auto table = a.DeclareTable(TableSpec::Dense("w", 1000));
+  ASSERT_TRUE(table.ok());
+  const NodeId server = c.server(0).id();
+  const TrafficStats before = a.traffic();
+  const TrafficStats server_before = c.server(0).traffic();
+  const std::vector<float> g = Iota(1000, 0.0f);
+  std::vector<float> out(1000);
+  ASSERT_TRUE(a.Wait(a.Push(*table, g.data(), 1000), kWait).ok());
+  ASSERT_TRUE(a.Wait(a.Pull(*table, out.data(), 1000), kWait).ok());
+  const TrafficStats after = a.traffic();
+  const PeerTraffic& p0 = before.peers.count(server) ? before.peers.at(server) : PeerTraffic{};
+  const PeerTraffic& p1 = after.peers.at(server);
+  EXPECT_EQ(p1.messages_sent - p0.messages_sent, 2u);          // push, pull
+  EXPECT_EQ(p1.bytes_sent - p0.bytes_sent, 2 * 64 + 4000u);    // headers + pushed values
+  EXPECT_EQ(p1.messages_received - p0.messages_received, 2u);  // two replies
+  EXPECT_EQ(p1.bytes_received - p0.bytes_received, 2 * 64 + 4000u);
+  EXPECT_EQ(after.tables.at(*table).bytes_sent, 4000u);
+  EXPECT_EQ(after.tables.at(*table).bytes_received, 4000u);
+  const TrafficStats st = c.server(0).traffic();
+  EXPECT_EQ(
+      st.tables.at(*table).bytes_received -
+          (server_before.tables.count(*table) ? server_before.tables.at(*table).bytes_received : 0),
+      4000u);
+  // A peer tensor: one message each way (the tensor, its acknowledgement).
+  std::vector<float> got(10);
+  Ticket r = b.RecvFrom(0, 1, got.data(), 10);
+  ASSERT_TRUE(a.Wait(a.SendTo(1, 1, g.data(), 10), kWait).ok());
+  ASSERT_TRUE(b.Wait(r, kWait).ok());
+  const PeerTraffic to_b = a.traffic().peers.at(b.id());
+  EXPECT_EQ(to_b.messages_sent, 1u);
+  EXPECT_EQ(to_b.bytes_sent, 64 + 40u);
+  EXPECT_EQ(to_b.messages_received, 1u);
+  EXPECT_EQ(to_b.bytes_received, 64u);
+  EXPECT_GT(a.traffic().peers.at(kSchedulerId).messages_sent, 0u);  // register, declare...
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 // A receive waiting on a worker that is cut off fails within the heartbeat timeout.
 TEST(PeerFaultTest, ReceiveFromADeadWorkerFailsUnavailable) {
   auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
