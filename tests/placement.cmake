@@ -15,3 +15,11 @@ if(TARGET layerps-plan)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/placement/plan_cli_test.sh $<TARGET_FILE:layerps-plan>)
   set_tests_properties(placement_plan_cli PROPERTIES TIMEOUT 120)
 endif()
+
+# layerps-scheduler --plan: the plan put in force, and its bad inputs.
+if(TARGET layerps-plan AND TARGET layerps-scheduler)
+  add_test(NAME scheduler_plan_cli
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/placement/scheduler_plan_test.sh
+            $<TARGET_FILE:layerps-plan> $<TARGET_FILE:layerps-scheduler>)
+  set_tests_properties(scheduler_plan_cli PROPERTIES TIMEOUT 60)
+endif()

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ps/status.h"
+#include "ps/types.h"
 
 namespace ps {
 namespace placement {
@@ -313,6 +314,14 @@ std::string ModelProfileToJson(const ModelProfile& profile);
 StatusOr<ClusterSpec> ClusterSpecFromJson(const std::string& text);
 std::string ClusterSpecToJson(const ClusterSpec& cluster);
 StatusOr<Plan> PlanFromJson(const std::string& text);
+// Reads a plan from a JSON file: kIoError when it cannot be read, else as PlanFromJson.
+StatusOr<Plan> ReadPlanFile(const std::string& path);
+
+// What the scheduler applies of a plan: for every layer the plan puts on servers, the
+// server ranks its tables are pinned to (Scheduler::InstallPlacement,
+// Worker::InstallPlacement). Layers the plan keeps off the servers (an FC node's) are
+// pinned where the plan says their replicas live.
+std::vector<LayerServers> TablePlacementOf(const Plan& plan);
 std::string PlanToJson(const Plan& plan);
 std::string ComparisonToJson(const Comparison& comparison);
 

@@ -38,6 +38,10 @@ class Scheduler {
   // Binds options.scheduler_address and starts serving. Fails on bad options or when
   // the address cannot be bound.
   Status Start();
+  // Pins the tables of the listed layers to the listed server ranks (a placement plan's
+  // decision, see ps/placement.h TablePlacementOf). Call before Start; kInvalidArgument
+  // for a rank outside [0, num_servers), a duplicate or an empty list.
+  Status InstallPlacement(const std::vector<LayerServers>& placement);
   // The address nodes should connect to (the bound port replaces port 0).
   std::string address() const;
   // Blocks until every worker has left (OK), the cluster failed (the error), or the

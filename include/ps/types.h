@@ -106,6 +106,14 @@ struct DenseOut {
   size_t size = 0;
 };
 
+// A placement directive: the tables of `layer` (TableSpec::layer) live on these server
+// ranks only. Layers without one are spread over every server. A placement plan
+// (ps/placement.h, TablePlacementOf) gives one per layer.
+struct LayerServers {
+  std::string layer;
+  std::vector<uint32_t> servers;  // server ranks, 0..num_servers-1, no duplicates
+};
+
 // What one node exchanged with one peer: every message counted, header (64 bytes) and
 // payload frames, control messages included. Logical bytes: a frame that travelled through
 // shared memory counts as if it had crossed the socket.

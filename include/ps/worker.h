@@ -148,6 +148,18 @@ class Worker {
   // kNotFound for an unknown or already-waited ticket.
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout);
 
+  // --- Placement ----------------------------------------------------------------------------
+  // Makes `placement` the one in force for the whole cluster: tables of the listed layers
+  // declared from now on live on the listed server ranks only (a new cluster-map epoch,
+  // seen by every node). Refused with kFailedPrecondition when a table already declared
+  // would have to move, kInvalidArgument for a bad rank or list.
+  Status InstallPlacement(const std::vector<LayerServers>& placement,
+                          std::chrono::milliseconds timeout);
+  // The placement in force (as of the last cluster map this worker saw), by layer name.
+  std::vector<LayerServers> Placement() const;
+  // The server ranks holding a table's ranges, in key order (empty for an unknown table).
+  std::vector<uint32_t> TableServers(TableId table) const;
+
   // Blocks until every node of the group reached the barrier, or the timeout passes.
   Status Barrier(Group group, std::chrono::milliseconds timeout);
 

@@ -42,6 +42,8 @@ class ClusterMap {
   std::map<TableId, TableInfo> tables;
   // Each node's data identity: its data arrives from the routing id "n" + tag.
   std::map<NodeId, std::string> tags;
+  // The placement in force: layer -> the server ranks its tables are pinned to.
+  std::map<std::string, std::vector<uint32_t>> placement;
 
   const TableInfo* FindTable(TableId id) const;
   const TableInfo* FindTableByName(const std::string& name) const;
@@ -49,6 +51,12 @@ class ClusterMap {
   NodeInfo* FindNodeMutable(NodeId id);
   std::vector<NodeId> ServerIds() const;  // alive or not, by rank
   int CountRole(Role role) const;
+  // The server node ids a new table of `layer` is spread over: the live servers of its
+  // placement, or every live server (by rank).
+  std::vector<NodeId> ServersForLayer(const std::string& layer) const;
+  // Checks a placement for a cluster of `num_servers` servers: ranks below it, no
+  // duplicates, every layer named once and with at least one server.
+  static Status CheckPlacement(const std::vector<LayerServers>& placement, int num_servers);
 };
 
 }  // namespace ps

@@ -273,6 +273,34 @@ Status NodeRuntime::Barrier(Group group, std::chrono::milliseconds timeout) {
   return r.status();
 }
 
+Status NodeRuntime::InstallPlacement(const std::vector<LayerServers>& placement,
+                                     std::chrono::milliseconds timeout) {
+  StatusOr<uint32_t> r = CallScheduler(
+      [&](uint64_t call_id, void* msg) {
+        auto* p = static_cast<layerps::pb::Control*>(msg)->mutable_install_placement();
+        p->set_request_id(call_id);
+        for (const auto& l : placement) {
+          auto* pl = p->add_layers();
+          pl->set_layer(l.layer);
+          for (uint32_t rank : l.servers) pl->add_server_ranks(rank);
+        }
+      },
+      timeout, "install placement");
+  if (!r.ok()) return r.status();
+  // The scheduler broadcast the map before answering; wait until it is installed here.
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool have = cv_.wait_for(lock, timeout, [&] {
+    if (shutdown_ || !map_) return shutdown_;
+    for (const auto& l : placement) {
+      auto it = map_->placement.find(l.layer);
+      if (it == map_->placement.end() || it->second != l.servers) return false;
+    }
+    return map_->placement.size() == placement.size();
+  });
+  if (!have || shutdown_) return Unavailable("installed a placement but its map did not arrive");
+  return Status::OK();
+}
+
 void NodeRuntime::ReceiveLoop() {
   int64_t last_tick = SteadyMillis();
   while (!stopping_) {
@@ -426,13 +454,19 @@ void NodeRuntime::HandleControl(Message&& msg) {
       break;
     }
     case layerps::pb::Control::kDeclareTableReply:
-    case layerps::pb::Control::kBarrierReply: {
+    case layerps::pb::Control::kBarrierReply:
+    case layerps::pb::Control::kCallReply: {
       const bool declare = c.body_case() == layerps::pb::Control::kDeclareTableReply;
-      const uint64_t call_id =
-          declare ? c.declare_table_reply().request_id() : c.barrier_reply().request_id();
-      const int code = declare ? c.declare_table_reply().code() : c.barrier_reply().code();
-      const std::string& error =
-          declare ? c.declare_table_reply().error() : c.barrier_reply().error();
+      const bool barrier = c.body_case() == layerps::pb::Control::kBarrierReply;
+      const uint64_t call_id = declare   ? c.declare_table_reply().request_id()
+                               : barrier ? c.barrier_reply().request_id()
+                                         : c.call_reply().request_id();
+      const int code = declare   ? c.declare_table_reply().code()
+                       : barrier ? c.barrier_reply().code()
+                                 : c.call_reply().code();
+      const std::string& error = declare   ? c.declare_table_reply().error()
+                                 : barrier ? c.barrier_reply().error()
+                                           : c.call_reply().error();
       std::lock_guard<std::mutex> lock(mu_);
       auto it = calls_.find(call_id);
       if (it == calls_.end() || it->second.done) break;  // late reply to a timed-out call

@@ -76,6 +76,9 @@ class NodeRuntime {
   void DropConnection(NodeId peer) { transport_->Disconnect(peer); }
   StatusOr<TableId> DeclareTable(const TableSpec& spec, std::chrono::milliseconds timeout);
   Status Barrier(Group group, std::chrono::milliseconds timeout);
+  // Asks the scheduler to install a placement; returns once this node's map shows it.
+  Status InstallPlacement(const std::vector<LayerServers>& placement,
+                          std::chrono::milliseconds timeout);
 
   std::shared_ptr<const ClusterMap> map() const;
   NodeId id() const { return id_.load(); }

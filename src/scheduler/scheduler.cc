@@ -76,6 +76,18 @@ class Scheduler::Impl final : public ClusterState {
     return Status::OK();
   }
 
+  Status InstallPlacement(const std::vector<LayerServers>& placement) {
+    if (thread_.joinable()) {
+      return FailedPrecondition(
+          "Scheduler::InstallPlacement: call it before Start (at run time a worker installs "
+          "one with Worker::InstallPlacement)");
+    }
+    PS_RETURN_IF_ERROR(ClusterMap::CheckPlacement(placement, options_.num_servers));
+    map_.placement.clear();
+    for (const auto& l : placement) map_.placement[l.layer] = l.servers;
+    return Status::OK();
+  }
+
   std::string address() const {
     std::lock_guard<std::mutex> lock(mu_);
     return address_;
@@ -200,6 +212,17 @@ class Scheduler::Impl final : public ClusterState {
         break;
       case layerps::pb::Control::kBarrier:
         barriers_.HandleBarrier(from, c.barrier());
+        break;
+      case layerps::pb::Control::kInstallPlacement:
+        if (!complete_) {
+          layerps::pb::Control r;
+          r.mutable_call_reply()->set_request_id(c.install_placement().request_id());
+          r.mutable_call_reply()->set_code(static_cast<int>(StatusCode::kFailedPrecondition));
+          r.mutable_call_reply()->set_error("the cluster is not complete");
+          SendControl(from, r);
+          break;
+        }
+        tables_.HandleInstallPlacement(from, c.install_placement());
         break;
       case layerps::pb::Control::kLeave:
         HandleLeave(from);
@@ -455,6 +478,9 @@ class Scheduler::Impl final : public ClusterState {
 Scheduler::Scheduler(SchedulerOptions options) : impl_(new Impl(std::move(options))) {}
 Scheduler::~Scheduler() = default;
 Status Scheduler::Start() { return impl_->Start(); }
+Status Scheduler::InstallPlacement(const std::vector<LayerServers>& placement) {
+  return impl_->InstallPlacement(placement);
+}
 std::string Scheduler::address() const { return impl_->address(); }
 Status Scheduler::Join(std::chrono::milliseconds timeout) { return impl_->Join(timeout); }
 void Scheduler::Stop() { impl_->Stop(); }

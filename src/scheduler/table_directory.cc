@@ -12,6 +12,50 @@
 
 namespace ps {
 
+void TableDirectory::HandleInstallPlacement(NodeId from, const layerps::pb::InstallPlacement& p) {
+  std::vector<LayerServers> placement;
+  for (const auto& l : p.layers()) {
+    placement.push_back(
+        LayerServers{l.layer(), {l.server_ranks().begin(), l.server_ranks().end()}});
+  }
+  Status s = InstallPlacement(placement);
+  layerps::pb::Control c;
+  auto* r = c.mutable_call_reply();
+  r->set_request_id(p.request_id());
+  r->set_code(static_cast<int>(s.code()));
+  r->set_error(s.message());
+  state_->Send(from, c);
+}
+
+Status TableDirectory::InstallPlacement(const std::vector<LayerServers>& placement) {
+  ClusterMap& map = state_->map();
+  PS_RETURN_IF_ERROR(ClusterMap::CheckPlacement(placement, map.CountRole(Role::kServer)));
+  std::map<std::string, std::vector<uint32_t>> next;
+  for (const auto& l : placement) next[l.layer] = l.servers;
+  // Tables already declared stay where they are (moving them needs their values to move
+  // too): a placement that would put one elsewhere is refused.
+  for (const auto& kv : map.tables) {
+    const TableInfo& t = kv.second;
+    auto pinned = next.find(t.spec.layer);
+    if (t.spec.layer.empty() || pinned == next.end()) continue;
+    for (const KeyRange& r : t.ranges) {
+      const NodeInfo* n = map.FindNode(r.server);
+      const uint32_t rank = n ? n->rank : ~0u;
+      if (std::find(pinned->second.begin(), pinned->second.end(), rank) == pinned->second.end()) {
+        return FailedPrecondition("table '" + t.spec.name + "' of layer '" + t.spec.layer +
+                                  "' is already on server rank " + std::to_string(rank) +
+                                  ", which the new placement does not list; install the "
+                                  "placement before declaring the layer's tables");
+      }
+    }
+  }
+  map.placement = std::move(next);
+  state_->BroadcastMap();
+  LOG(INFO) << "placement installed for " << placement.size() << " layer(s), map epoch "
+            << map.epoch;
+  return Status::OK();
+}
+
 void TableDirectory::OnMapAck(NodeId from, const layerps::pb::MapAck& ack) {
   acked_epoch_[from] = std::max(acked_epoch_[from], ack.epoch());
   ClusterMap& map = state_->map();
@@ -58,13 +102,14 @@ void TableDirectory::HandleDeclare(NodeId from, const layerps::pb::DeclareTable&
     Resolve();
     return;
   }
-  std::vector<NodeId> servers;
-  for (NodeId s : state_->map().ServerIds()) {
-    const NodeInfo* n = state_->map().FindNode(s);
-    if (n && n->alive) servers.push_back(s);
-  }
+  // The placement in force pins a layer's tables to its servers; others go everywhere.
+  std::vector<NodeId> servers = state_->map().ServersForLayer(spec.layer);
   if (servers.empty()) {
-    ReplyDeclare(from, d.request_id(), Unavailable("no server is alive"), kInvalidTable);
+    ReplyDeclare(from, d.request_id(),
+                 Unavailable(state_->map().placement.count(spec.layer)
+                                 ? "no server of layer '" + spec.layer + "' placement is alive"
+                                 : std::string("no server is alive")),
+                 kInvalidTable);
     return;
   }
   TableInfo info;

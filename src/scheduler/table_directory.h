@@ -22,6 +22,7 @@
 namespace layerps {
 namespace pb {
 class DeclareTable;
+class InstallPlacement;
 class MapAck;
 }  // namespace pb
 }  // namespace layerps
@@ -34,6 +35,11 @@ class TableDirectory {
       : state_(state), dense_chunk_elems_(dense_chunk_elems) {}
 
   void HandleDeclare(NodeId from, const layerps::pb::DeclareTable& d);
+  // A worker installs a placement (answered with a CallReply).
+  void HandleInstallPlacement(NodeId from, const layerps::pb::InstallPlacement& p);
+  // Makes `placement` the one in force and broadcasts the map (a new epoch). Refused when
+  // a table already declared would have to move.
+  Status InstallPlacement(const std::vector<LayerServers>& placement);
   // A server acknowledged a map epoch (and named the tables it could not set up).
   void OnMapAck(NodeId from, const layerps::pb::MapAck& ack);
   // Answers the declares whose map every live server has acknowledged.

@@ -64,6 +64,14 @@ StatusOr<std::shared_ptr<const ClusterMap>> MapFromProto(const layerps::pb::Clus
   }
   std::sort(m->nodes.begin(), m->nodes.end(),
             [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; });
+  std::vector<LayerServers> placement;
+  for (const auto& l : pb.placement()) {
+    placement.push_back(
+        LayerServers{l.layer(), {l.server_ranks().begin(), l.server_ranks().end()}});
+  }
+  Status placed = ClusterMap::CheckPlacement(placement, m->CountRole(Role::kServer));
+  if (!placed.ok()) return ProtocolError("cluster map: " + placed.message());
+  for (auto& l : placement) m->placement[l.layer] = std::move(l.servers);
   for (const auto& t : pb.tables()) {
     TableInfo info;
     info.id = t.id();
@@ -113,6 +121,11 @@ void MapToProto(const ClusterMap& map, layerps::pb::ClusterMap* pb) {
     p->set_alive(n.alive);
     auto tag = map.tags.find(n.id);
     if (tag != map.tags.end()) p->set_tag(tag->second);
+  }
+  for (const auto& kv : map.placement) {
+    auto* l = pb->add_placement();
+    l->set_layer(kv.first);
+    for (uint32_t r : kv.second) l->add_server_ranks(r);
   }
   for (const auto& kv : map.tables) {
     auto* t = pb->add_tables();

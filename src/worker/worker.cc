@@ -84,6 +84,34 @@ class Worker::Impl {
     return t->spec;
   }
 
+  Status InstallPlacement(const std::vector<LayerServers>& placement,
+                          std::chrono::milliseconds timeout) {
+    if (!started_) return FailedPrecondition("InstallPlacement: the worker is not started");
+    return runtime_->InstallPlacement(placement, timeout);
+  }
+
+  std::vector<LayerServers> Placement() const {
+    auto m = ever_started_ ? runtime_->map() : nullptr;
+    std::vector<LayerServers> out;
+    if (m) {
+      for (const auto& kv : m->placement) out.push_back(LayerServers{kv.first, kv.second});
+    }
+    return out;
+  }
+
+  std::vector<uint32_t> TableServers(TableId table) const {
+    auto m = ever_started_ ? runtime_->map() : nullptr;
+    const TableInfo* t = m ? m->FindTable(table) : nullptr;
+    std::vector<uint32_t> out;
+    if (t) {
+      for (const KeyRange& r : t->ranges) {
+        const NodeInfo* n = m->FindNode(r.server);
+        if (n) out.push_back(n->rank);
+      }
+    }
+    return out;
+  }
+
   Status Barrier(Group group, std::chrono::milliseconds timeout) {
     if (!started_) return FailedPrecondition("Barrier: the worker is not started");
     return runtime_->Barrier(group, timeout);
@@ -281,5 +309,13 @@ Status Worker::Barrier(Group group, std::chrono::milliseconds timeout) {
 }
 WorkerStats Worker::stats() const { return impl_->stats(); }
 TrafficStats Worker::traffic() const { return impl_->traffic(); }
+Status Worker::InstallPlacement(const std::vector<LayerServers>& placement,
+                                std::chrono::milliseconds timeout) {
+  return impl_->InstallPlacement(placement, timeout);
+}
+std::vector<LayerServers> Worker::Placement() const { return impl_->Placement(); }
+std::vector<uint32_t> Worker::TableServers(TableId table) const {
+  return impl_->TableServers(table);
+}
 
 }  // namespace ps
