@@ -301,6 +301,41 @@ class Worker(_Node):
     def stats(self):
         return self._node.stats()
 
+    def traffic(self):
+        """Bytes and messages exchanged since start: {'peers': {node_id: {...}}, 'tables':
+        {table_id: {'bytes_sent', 'bytes_received'}}} (headers counted per peer, payload
+        per table)."""
+        return self._node.traffic()
+
+    # --- worker to worker ------------------------------------------------------------------
+    def send_to(self, rank, tag, values):
+        """Sends a float32 tensor to the worker of ``rank`` under an integer ``tag``
+        (zero-copy; keep ``values`` unchanged until the Handle completes)."""
+        return Handle(self._node.send_to(int(rank), int(tag), as_input(values, "send_to values")))
+
+    def recv_from(self, rank, tag, out):
+        """Receives the tensor the worker of ``rank`` sends under ``tag`` into ``out``
+        (float32, exactly as many elements as were sent). ``wait()`` returns ``out``."""
+        o = as_output(out, "recv_from output")
+        return Handle(self._node.recv_from(int(rank), int(tag), o), out if is_tensor(out) else None)
+
+    # --- placement ---------------------------------------------------------------------------
+    def install_placement(self, layers, timeout=None):
+        """Pins the tables of each layer to server ranks for the whole cluster:
+        ``layers`` maps a layer name (TableSpec.layer) to a list of server ranks. Install
+        it before declaring the layers' tables: declared tables never move."""
+        if isinstance(layers, dict):
+            layers = list(layers.items())
+        self._node.install_placement([(str(k), [int(r) for r in v]) for k, v in layers], timeout)
+
+    def placement(self):
+        """The placement in force: {layer: [server ranks]}."""
+        return self._node.placement()
+
+    def table_servers(self, table):
+        """The server ranks a table's key ranges live on, in key order."""
+        return self._node.table_servers(self._id(table))
+
     def barrier(self, group="workers", timeout=None):
         """Blocks until every node of the group ('workers', 'servers', 'all') is here."""
         if group not in _GROUPS:

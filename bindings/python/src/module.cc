@@ -389,6 +389,73 @@ class PyWorker {
                   [&] { return w().AssignSparse(table, k, nk, r, nr); });
   }
 
+  // --- Worker to worker ---------------------------------------------------------------
+  Handle* SendTo(uint32_t to, uint64_t tag, const py::array& values) {
+    if (values.dtype().kind() != 'f' || values.itemsize() != 4 ||
+        !(values.flags() & py::array::c_style)) {
+      ThrowInvalid("send_to: values must be a C-contiguous float32 array");
+    }
+    const float* v = Data(values);
+    const size_t n = values.size();
+    return Submit("send to worker " + std::to_string(to), py::make_tuple(values), py::none(),
+                  [&] { return w().SendTo(to, tag, v, n); });
+  }
+
+  Handle* RecvFrom(uint32_t from, uint64_t tag, const py::array& out) {
+    if (out.dtype().kind() != 'f' || out.itemsize() != 4 || !(out.flags() & py::array::c_style) ||
+        !out.writeable()) {
+      ThrowInvalid("recv_from: out must be a writable C-contiguous float32 array");
+    }
+    py::array o = out;
+    float* dst = MutableData(o);
+    const size_t n = o.size();
+    return Submit("receive from worker " + std::to_string(from), py::make_tuple(o), o,
+                  [&] { return w().RecvFrom(from, tag, dst, n); });
+  }
+
+  py::dict Traffic() const {
+    const ps::TrafficStats t = w().traffic();
+    py::dict peers, tables, d;
+    for (const auto& kv : t.peers) {
+      py::dict p;
+      p["bytes_sent"] = kv.second.bytes_sent;
+      p["bytes_received"] = kv.second.bytes_received;
+      p["messages_sent"] = kv.second.messages_sent;
+      p["messages_received"] = kv.second.messages_received;
+      peers[py::int_(kv.first)] = p;
+    }
+    for (const auto& kv : t.tables) {
+      py::dict p;
+      p["bytes_sent"] = kv.second.bytes_sent;
+      p["bytes_received"] = kv.second.bytes_received;
+      tables[py::int_(kv.first)] = p;
+    }
+    d["peers"] = peers;
+    d["tables"] = tables;
+    return d;
+  }
+
+  void InstallPlacement(const std::vector<std::pair<std::string, std::vector<uint32_t>>>& layers,
+                        std::optional<double> timeout_s) {
+    std::vector<ps::LayerServers> placement;
+    for (const auto& l : layers) placement.push_back(ps::LayerServers{l.first, l.second});
+    const Millis t = ToMillis(timeout_s, kNoLimit);
+    ps::Status s;
+    {
+      py::gil_scoped_release release;
+      s = w().InstallPlacement(placement, t);
+    }
+    ThrowIfError(s);
+  }
+
+  py::dict Placement() const {
+    py::dict d;
+    for (const auto& l : w().Placement()) d[py::str(l.layer)] = l.servers;
+    return d;
+  }
+
+  std::vector<uint32_t> TableServers(uint32_t table) const { return w().TableServers(table); }
+
   uint32_t id() const { return w().id(); }
   uint32_t rank() const { return w().rank(); }
   int num_workers() const { return w().num_workers(); }
@@ -683,5 +750,12 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("num_servers", &PyWorker::num_servers)
       .def_property_readonly("parked_requests", &PyWorker::parked)
       .def("nodes", &PyWorker::Nodes)
-      .def("stats", &PyWorker::Stats);
+      .def("stats", &PyWorker::Stats)
+      .def("send_to", &PyWorker::SendTo, py::return_value_policy::take_ownership)
+      .def("recv_from", &PyWorker::RecvFrom, py::return_value_policy::take_ownership)
+      .def("traffic", &PyWorker::Traffic)
+      .def("install_placement", &PyWorker::InstallPlacement, py::arg("layers"),
+           py::arg("timeout") = py::none())
+      .def("placement", &PyWorker::Placement)
+      .def("table_servers", &PyWorker::TableServers);
 }
