@@ -13,10 +13,10 @@ Ticket PeerMessages::Send(NodeId peer, uint64_t tag, const float* data, size_t n
                           Worker::Callback cb) {
   if (data == nullptr && n > 0)
     return tracker_->Failed(InvalidArgument("null buffer"), std::move(cb));
-  auto req = tracker_->New(MsgType::kPeerTensor, 0, std::move(cb));
+  auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
   Part p;
   p.server = peer;
-  p.table = 0;
+  p.table = kInvalidTable;  // not a table: traffic counters skip it
   p.offset = tag;
   p.count = n;
   req->parts.push_back(p);
@@ -31,10 +31,10 @@ Ticket PeerMessages::Send(NodeId peer, uint64_t tag, const float* data, size_t n
 Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb) {
   if (out == nullptr && n > 0)
     return tracker_->Failed(InvalidArgument("null buffer"), std::move(cb));
-  auto req = tracker_->New(MsgType::kPeerTensor, 0, std::move(cb));
+  auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
   Part p;
-  p.server = peer;  // its death fails the receive
-  p.table = 0;
+  p.server = peer;          // its death fails the receive
+  p.table = kInvalidTable;  // not a table: traffic counters skip it
   p.offset = tag;
   p.count = n;
   p.dst = out;

@@ -1,0 +1,130 @@
+"""The split training step of layer placement (Park's PS worker, Stanza's FC node): the
+same losses and weights as data-parallel SGD on the global batch, and the bytes it moves."""
+
+import collections
+import copy
+import json
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import layerps
+from layerps.placement import SplitTrainer, profile, split_sequential
+from conftest import FAST, run_parallel
+
+STEPS = 30
+BATCH = 8
+LR = 0.2
+
+
+def small_cnn():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(collections.OrderedDict([
+        ("conv", torch.nn.Conv2d(1, 4, 3)),
+        ("relu1", torch.nn.ReLU()),
+        ("flat", torch.nn.Flatten()),
+        ("fc1", torch.nn.Linear(4 * 6 * 6, 32)),
+        ("relu2", torch.nn.ReLU()),
+        ("fc2", torch.nn.Linear(32, 10)),
+    ]))
+
+
+def batches(workers):
+    g = torch.Generator().manual_seed(1)
+    out = []
+    for _ in range(STEPS):
+        step = []
+        for _ in range(workers):
+            x = torch.randn(BATCH, 1, 8, 8, generator=g)
+            # A rule the model can learn: two bits of the input decide among 4 classes.
+            y = (x.mean(dim=(1, 2, 3)) > 0).long() * 2 + (x[:, 0, :4, :4].mean(dim=(1, 2)) > 0).long()
+            step.append((x, y))
+        out.append(step)
+    return out
+
+
+def reference(model, data):
+    """Data-parallel SGD on the global batch, in one process."""
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    losses = []
+    for step in data:
+        x = torch.cat([b[0] for b in step])
+        y = torch.cat([b[1] for b in step])
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return losses
+
+
+def test_split_step_equals_data_parallel_sgd_and_counts_its_bytes():
+    base = small_cnn()
+    data = batches(2)
+    ref_model = copy.deepcopy(base)
+    ref_losses = reference(ref_model, data)
+    models = [copy.deepcopy(base) for _ in range(3)]
+    example = torch.zeros(BATCH, 1, 8, 8)
+    with layerps.LocalCluster(num_servers=1, num_workers=3, transport="inproc", **FAST) as c:
+        def role(w):
+            t = SplitTrainer(w, models[w.rank], "fc1", torch.nn.functional.cross_entropy, lr=LR,
+                             conv_workers=[0, 1], suffix_rank=2, batch=BATCH, example_input=example)
+            losses = [t.step(*(data[s][w.rank] if w.rank < 2 else (None, None))) for s in range(STEPS)]
+            prefix = t.prefix_parameters() if w.rank == 0 else None
+            return losses, prefix, t.suffix if w.rank == 2 else None
+
+        results = run_parallel(role, [(w,) for w in c.workers], timeout=120)
+        losses = results[2][0]
+        assert len(losses) == STEPS
+        np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+        assert losses[-1] < losses[0]
+        ref_prefix, ref_suffix = split_sequential(ref_model, "fc1")
+        for got, want in zip(results[0][1], ref_prefix.parameters()):
+            np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+        for got, want in zip(results[2][2].parameters(), ref_suffix.parameters()):
+            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+        # Bytes: each conv worker sends its activations and labels to the suffix rank and
+        # gets the activation gradients back; only the prefix's parameters meet the servers.
+        act_bytes = BATCH * 4 * 6 * 6 * 4
+        suffix_id = c.workers[2].id
+        server_id = [n.id for n in c.workers[0].nodes() if n.role == layerps._core.Role.SERVER][0]
+        for w in c.workers[:2]:
+            t = w.traffic()
+            to_suffix = t["peers"][suffix_id]
+            payload_sent = to_suffix["bytes_sent"] - 64 * to_suffix["messages_sent"]
+            payload_received = to_suffix["bytes_received"] - 64 * to_suffix["messages_received"]
+            assert payload_sent == STEPS * (act_bytes + BATCH * 4)
+            assert payload_received == STEPS * act_bytes
+            prefix_bytes = sum(p.numel() * 4 for p in base.conv.parameters())
+            ps_tables = sum(v["bytes_sent"] for v in t["tables"].values())
+            assert ps_tables == STEPS * prefix_bytes + (prefix_bytes if w.rank == 0 else 0)  # + the initial assign
+        assert c.workers[2].traffic()["tables"] == {}  # the suffix never touches the servers
+
+
+def test_split_trainer_refuses_bad_roles():
+    with layerps.LocalCluster(num_servers=1, num_workers=1, transport="inproc", **FAST) as c:
+        w = c.workers[0]
+        with pytest.raises(layerps.InvalidArgumentError, match="no role"):
+            SplitTrainer(w, small_cnn(), "fc1", torch.nn.functional.cross_entropy, lr=LR,
+                         conv_workers=[1], suffix_rank=2, batch=BATCH, example_input=torch.zeros(BATCH, 1, 8, 8))
+    with pytest.raises(layerps.InvalidArgumentError, match="no layer 'fc9'"):
+        split_sequential(small_cnn(), "fc9")
+
+
+def test_profile_of_a_torch_model_is_read_by_layerps_plan(tmp_path):
+    p = profile(small_cnn(), torch.zeros(2, 1, 8, 8), name="small")
+    assert [l["name"] for l in p["layers"]] == ["conv", "relu1", "flat", "fc1", "relu2", "fc2"]
+    assert p["layers"][0]["param_bytes"] == (4 * 9 + 4) * 4
+    assert p["layers"][3]["param_bytes"] == (144 * 32 + 32) * 4
+    assert p["layers"][3]["shape"]["in_channels"] == 144
+    assert p["layers"][2]["activation_bytes"] == 144 * 4
+    f = tmp_path / "small.json"
+    f.write_text(json.dumps(p))
+    out = subprocess.run([layerps.tool_path("layerps-plan"), f"--model={f}", "--workers=2", "--servers=1",
+                          "--batch=8", "--strategy=park", "--cut=fc1"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "fc1" in out.stdout
