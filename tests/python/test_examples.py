@@ -47,3 +47,43 @@ def test_ctr_embedding_loss_falls_and_rows_match(tmp_path):
     assert r["last_loss"] < r["first_loss"] - 0.1
     assert r["rows_match"]
     assert r["rows_pulled"] < r["ids_seen"]  # only unique rows travel
+
+
+def test_placement_cnn_park_stanza_and_uniform_train_as_one_process(tmp_path):
+    """The big-FC-head CNN: park and stanza (the split step) and uniform (data parallel
+    through the servers) compute the same SGD steps as one process, and the bytes the
+    workers count per step are what the placement formulas of docs/placement.md say."""
+    script = str(EXAMPLES / "placement_cnn.py")
+    batch = 32
+    common = ["--epochs", "1", "--batch", str(batch), "--limit", "192", "--lr", "0.1", "--seed", "1"]
+    local = subprocess.run([sys.executable, script, "--local", "--json", str(tmp_path / "local.json")] + common,
+                           capture_output=True, text=True, timeout=300, cwd=str(HERE))
+    assert local.returncode == 0, local.stdout + local.stderr
+    one = json.loads((tmp_path / "local.json").read_text())["history"][0]
+    runs = {}
+    for strategy, workers in (("park", 3), ("stanza", 3), ("uniform", 2)):
+        out = str(tmp_path / (strategy + "-{rank}.json"))
+        p = run_launched(["-s", "2", "-w", str(workers), "--quiet_daemons", "--timeout_s=300", "--",
+                          sys.executable, script, "--strategy", strategy, "--json", out] + common)
+        assert p.returncode == 0, p.stdout + p.stderr
+        runs[strategy] = [json.loads((tmp_path / f"{strategy}-{r}.json").read_text()) for r in range(workers)]
+    for strategy in ("park", "stanza"):
+        h = runs[strategy][-1]["history"][0]  # the suffix rank evaluates the whole model
+        assert abs(h["loss"] - one["loss"]) <= 1e-4 * abs(one["loss"]), (strategy, h, one)
+        assert abs(h["accuracy"] - one["accuracy"]) <= 1e-3, (strategy, h, one)
+    assert abs(runs["uniform"][0]["history"][0]["accuracy"] - one["accuracy"]) <= 1e-3
+    # Bytes per step, payload counted by the two workers that hold the data (W = 2): uniform
+    # moves every parameter twice per worker; the split step the conv parameters twice and
+    # the activations (and their gradients) of b = 16 samples, plus the 16 labels.
+    params = 5_307_274 * 4  # bigfc with one input channel
+    prefix = (32 * 1 * 25 + 32 + 64 * 32 * 25 + 64) * 4
+    act = (batch // 2) * 4096 * 4
+    uniform = sum(r["ps_payload_bytes_per_step"] for r in runs["uniform"])
+    assert abs(uniform - 2 * 2 * params) <= 0.02 * uniform
+    for strategy in ("park", "stanza"):
+        conv = runs[strategy][:2]
+        counted = sum(r["ps_payload_bytes_per_step"] + r["peer_payload_bytes_per_step"] for r in conv)
+        predicted = 2 * 2 * prefix + 2 * 2 * act
+        print(f"{strategy}: {counted / 1e6:.3f} MB counted vs {predicted / 1e6:.3f} MB predicted per step; "
+              f"uniform {uniform / 1e6:.3f} MB ({uniform / counted:.1f}x)")
+        assert abs(counted - predicted) <= 0.02 * predicted, (strategy, counted, predicted)

@@ -1,0 +1,219 @@
+"""The big-FC-head CNN of layer placement, trained on scikit-learn's digits (upsampled to
+32x32), with the strategy chosen by one flag.
+
+    python -m layerps.launch -s 2 -w 3 -- python examples/python/placement_cnn.py --strategy=park
+    python -m layerps.launch -s 2 -w 3 -- python examples/python/placement_cnn.py --strategy=stanza
+    python -m layerps.launch -s 2 -w 2 -- python examples/python/placement_cnn.py --strategy=uniform
+    python examples/python/placement_cnn.py --local          # the same training in one process
+
+- uniform: every worker trains the whole model; all of its 5.3 M parameters go through the
+  parameter servers every step (data parallelism, server-side SGD).
+- park: the last worker rank is the PS worker that runs the FC head (it belongs beside the
+  dedicated server, the last server rank); the others are conv workers whose two conv
+  layers' tables are pinned to the other servers. Only conv parameters and activations
+  cross the network.
+- stanza: the same split step with the last worker rank as the FC node; the conv tables
+  are spread over every server.
+
+The global batch (--batch samples, split evenly over the conv workers) and the seed are
+the same in every mode, so each mode computes the same SGD steps as --local (within float
+rounding). Prints the loss and test accuracy per epoch and, at the end, the bytes each
+worker counted per step; --json FILE writes them.
+"""
+
+import argparse
+import collections
+import json
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+
+
+def big_fc_cnn(seed):
+    torch.manual_seed(seed)
+    return nn.Sequential(collections.OrderedDict([
+        ("conv1", nn.Conv2d(1, 32, 5, padding=2)), ("relu1", nn.ReLU()), ("pool1", nn.MaxPool2d(2)),
+        ("conv2", nn.Conv2d(32, 64, 5, padding=2)), ("relu2", nn.ReLU()), ("pool2", nn.MaxPool2d(2)),
+        ("flat", nn.Flatten()),
+        ("fc1", nn.Linear(4096, 1024)), ("relu3", nn.ReLU()),
+        ("fc2", nn.Linear(1024, 1024)), ("relu4", nn.ReLU()),
+        ("fc3", nn.Linear(1024, 10)),
+    ]))
+
+
+def load_data(seed, limit):
+    digits = load_digits()
+    x = torch.from_numpy((digits.images / 16.0).astype(np.float32))[:, None]
+    x = F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=False)
+    y = torch.from_numpy(digits.target.astype(np.int64))
+    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
+    if limit:
+        x_tr, y_tr = x_tr[:limit], y_tr[:limit]
+    return x_tr, y_tr, x_te, y_te
+
+
+def accuracy(model, x, y):
+    with torch.no_grad():
+        return (model(x).argmax(1) == y).float().mean().item()
+
+
+def batches(x, y, batch, epoch, seed):
+    g = torch.Generator().manual_seed(seed * 1000 + epoch)
+    order = torch.randperm(len(x), generator=g)
+    for i in range(0, len(x) - batch + 1, batch):  # whole global batches only
+        idx = order[i:i + batch]
+        yield x[idx], y[idx]
+
+
+def train_local(args, data):
+    x_tr, y_tr, x_te, y_te = data
+    model = big_fc_cnn(args.seed)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    history = []
+    for epoch in range(args.epochs):
+        t0, losses = time.time(), []
+        for x, y in batches(x_tr, y_tr, args.batch, epoch, args.seed):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss))
+        history.append(dict(epoch=epoch, loss=float(np.mean(losses)), accuracy=accuracy(model, x_te, y_te),
+                            seconds=time.time() - t0))
+        print(f"epoch {epoch}: loss {history[-1]['loss']:.4f}  test accuracy {history[-1]['accuracy']:.4f}",
+              flush=True)
+    return dict(strategy="local", history=history)
+
+
+def train_uniform(args, data, w):
+    import layerps.torch as lt
+    x_tr, y_tr, x_te, y_te = data
+    model = big_fc_cnn(args.seed)
+    opt = lt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr), model.named_parameters(),
+                                  worker=w, mode="server", name="placement_cnn")
+    n, r = w.num_workers, w.rank
+    if args.batch % n:
+        raise SystemExit(f"--batch={args.batch} must be a multiple of the {n} workers")
+    per = args.batch // n
+    history, steps = [], 0
+    start = w.traffic()  # what setting up cost is not a training step's
+    for epoch in range(args.epochs):
+        t0, losses = time.time(), []
+        for x, y in batches(x_tr, y_tr, args.batch, epoch, args.seed):
+            opt.zero_grad()
+            # Each worker's mean over its share; the optimizer pushes gradient / n, so the
+            # servers apply the mean over the global batch.
+            loss = F.cross_entropy(model(x[r * per:(r + 1) * per]), y[r * per:(r + 1) * per])
+            loss.backward()
+            opt.step()
+            losses.append(float(loss))
+            steps += 1
+        history.append(dict(epoch=epoch, accuracy=accuracy(model, x_te, y_te), seconds=time.time() - t0))
+        if r == 0:
+            print(f"epoch {epoch}: test accuracy {history[-1]['accuracy']:.4f}  ({history[-1]['seconds']:.2f} s)",
+                  flush=True)
+    return dict(strategy="uniform", history=history, steps=steps), start
+
+
+def train_split(args, data, w):
+    from layerps.placement import SplitTrainer
+    x_tr, y_tr, x_te, y_te = data
+    model = big_fc_cnn(args.seed)
+    n = w.num_workers
+    if n < 2:
+        raise SystemExit(f"--strategy={args.strategy} needs at least 2 workers (conv workers + the suffix rank)")
+    conv, suffix = list(range(n - 1)), n - 1
+    if args.batch % len(conv):
+        raise SystemExit(f"--batch={args.batch} must be a multiple of the {len(conv)} conv workers")
+    per = args.batch // len(conv)
+    if args.strategy == "park" and w.num_servers > 1 and w.rank == 0:
+        # The last server is the dedicated one (the PS worker runs beside it): the conv
+        # layers' tables go to the others.
+        others = list(range(w.num_servers - 1))
+        w.install_placement({"conv1": others, "conv2": others})
+    w.barrier()
+    trainer = SplitTrainer(w, model, "fc1", F.cross_entropy, lr=args.lr, conv_workers=conv, suffix_rank=suffix,
+                           batch=per, example_input=x_tr[:per], name="placement_cnn")
+    history, steps = [], 0
+    start = w.traffic()  # what setting up cost is not a training step's
+    for epoch in range(args.epochs):
+        t0, losses = time.time(), []
+        for x, y in batches(x_tr, y_tr, args.batch, epoch, args.seed):
+            if w.rank == suffix:
+                losses.append(trainer.step())
+            else:
+                k = conv.index(w.rank)
+                trainer.step(x[k * per:(k + 1) * per], y[k * per:(k + 1) * per])
+            steps += 1
+        entry = dict(epoch=epoch, seconds=time.time() - t0)
+        if w.rank == suffix:
+            # The whole model: the prefix as the servers hold it, the suffix as trained here.
+            with torch.no_grad():
+                for p, v in zip(trainer.prefix.parameters(), trainer.prefix_parameters()):
+                    p.copy_(v)
+            entry.update(loss=float(np.mean(losses)), accuracy=accuracy(model, x_te, y_te))
+            print(f"epoch {epoch}: loss {entry['loss']:.4f}  test accuracy {entry['accuracy']:.4f}  "
+                  f"({entry['seconds']:.2f} s)", flush=True)
+        w.barrier()  # conv workers start the next epoch once the suffix rank has evaluated
+        history.append(entry)
+    return dict(strategy=args.strategy, history=history, steps=steps), start
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--strategy", default="park", choices=["uniform", "park", "stanza"])
+    p.add_argument("--local", action="store_true", help="train in this process, without a cluster")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch", type=int, default=64, help="global batch per step")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=int, default=0, help="use only the first N training samples (0: all)")
+    p.add_argument("--json", help="write the results here (rank 0, or the suffix rank; every rank when the "
+                                  "name holds {rank})")
+    args = p.parse_args()
+    if args.epochs < 1 or args.batch < 1 or args.lr <= 0 or args.limit < 0:
+        raise SystemExit("--epochs, --batch and --lr must be positive, --limit >= 0")
+    torch.set_num_threads(1)
+    data = load_data(args.seed, args.limit)
+    if args.local:
+        result = train_local(args, data)
+        writer = True
+    else:
+        import layerps
+        w = layerps.init()
+        t0 = time.time()
+        result, start = (train_uniform if args.strategy == "uniform" else train_split)(args, data, w)
+        traffic = w.traffic()
+        steps = max(result["steps"], 1)
+        workers = {n.id for n in w.nodes() if n.role == layerps._core.Role.WORKER}
+
+        def moved(now, before, keys):
+            return sum(v[k] - before.get(key, {}).get(k, 0) for key, v in now.items() for k in keys)
+
+        both = ("bytes_sent", "bytes_received")
+        ps = moved(traffic["tables"], start["tables"], both)
+        to_workers = {k: v for k, v in traffic["peers"].items() if k in workers}
+        peer = moved(to_workers, start["peers"], both) - 64 * moved(to_workers, start["peers"],
+                                                                    ("messages_sent", "messages_received"))
+        total = moved(traffic["peers"], start["peers"], both)
+        result.update(rank=w.rank, seconds=time.time() - t0, ps_payload_bytes_per_step=ps / steps,
+                      peer_payload_bytes_per_step=peer / steps, all_bytes_per_step=total / steps)
+        print(f"[rank {w.rank}] per step: {ps / steps / 1e6:.3f} MB of table payload to/from the servers, "
+              f"{peer / steps / 1e6:.3f} MB of activations to/from workers, {total / steps / 1e6:.3f} MB in all "
+              "(with headers and control)", flush=True)
+        writer = (w.rank == 0) if args.strategy == "uniform" else (w.rank == w.num_workers - 1)
+        if args.json and "{rank}" in args.json:
+            writer = True
+        layerps.shutdown()
+    if args.json and writer:
+        with open(args.json.format(rank=result.get("rank", 0)), "w") as f:
+            json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()
