@@ -128,3 +128,71 @@ def test_profile_of_a_torch_model_is_read_by_layerps_plan(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "fc1" in out.stdout
+
+
+FAULT_SCRIPT = r'''
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+import torch
+import layerps
+from layerps.placement import SplitTrainer
+from test_split import small_cnn, batches, BATCH, LR
+
+w = layerps.init()
+t = SplitTrainer(w, small_cnn(), "fc1", torch.nn.functional.cross_entropy, lr=LR, conv_workers=[0, 1],
+                 suffix_rank=2, batch=BATCH, example_input=torch.zeros(BATCH, 1, 8, 8), timeout=60)
+data = batches(2)
+last = time.time()
+for s in range(20):
+    if w.rank == 2 and s == 5:
+        os.kill(os.getpid(), signal.SIGKILL)  # the FC node dies in the middle of training
+    try:
+        t.step(*(data[s][w.rank] if w.rank < 2 else (None, None)))
+    except layerps.UnavailableError as e:
+        print(f"conv worker {w.rank}: UnavailableError {time.time() - last:.2f} s after its last step: {e}",
+              flush=True)
+        sys.exit(4)
+    last = time.time()
+print(f"rank {w.rank}: finished without noticing", flush=True)
+'''
+
+
+def test_a_killed_fc_node_fails_the_conv_workers_within_the_heartbeat_timeout(tmp_path):
+    """Real daemons and three worker processes; the FC node SIGKILLs itself at step 5: the
+    scheduler declares it dead and both conv workers' requests fail with UnavailableError
+    within the heartbeat timeout (1 s here), not the 60 s request timeout."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from conftest import HERE
+    script = tmp_path / "fault.py"
+    script.write_text(FAULT_SCRIPT)
+    addr_file = tmp_path / "addr"
+    beat = ["--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1000"]
+    daemons = [subprocess.Popen([layerps.tool_path("layerps-scheduler"), "--scheduler=tcp://127.0.0.1:0",
+                                 "--num_servers=1", "--num_workers=3", f"--address_file={addr_file}",
+                                 "--run_timeout_s=120"] + beat, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(100):
+            if addr_file.exists() and addr_file.read_text().strip():
+                break
+            time.sleep(0.1)
+        addr = addr_file.read_text().strip()
+        daemons.append(subprocess.Popen([layerps.tool_path("layerps-server"), f"--scheduler={addr}"] + beat,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        env = dict(os.environ, LAYERPS_SCHEDULER=addr, LAYERPS_HEARTBEAT_INTERVAL_MS="100",
+                   LAYERPS_HEARTBEAT_TIMEOUT_MS="1000", GLOG_minloglevel="2")
+        workers = [subprocess.Popen([sys.executable, str(script), str(HERE)], env=dict(env, LAYERPS_RANK=str(r)),
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(3)]
+        outs = [w.communicate(timeout=120)[0] for w in workers]
+    finally:
+        for d in daemons:
+            d.kill()
+            d.wait()
+    assert workers[2].returncode == -9, outs[2]  # the FC node died of SIGKILL
+    for r in (0, 1):
+        assert workers[r].returncode == 4, outs[r]
+        line = [l for l in outs[r].splitlines() if "UnavailableError" in l][0]
+        seconds = float(line.split("UnavailableError ")[1].split(" s after")[0])
+        assert seconds < 10.0, line
