@@ -368,6 +368,14 @@ class Scheduler::Impl final : public ClusterState {
     }
     transport_->Disconnect(from);
     barriers_.Forget(from);  // a leaving node no longer waits anywhere
+    // Nothing more will come from it: peers waiting on it (worker-to-worker receives)
+    // fail now rather than at their deadline.
+    layerps::pb::Control gone;
+    gone.mutable_node_dead()->set_id(from);
+    gone.mutable_node_dead()->set_reason("the worker left the cluster");
+    for (const auto& m : map_.nodes) {
+      if (m.id != kSchedulerId && m.alive) SendControl(m.id, gone);
+    }
     MaybeFinish();
   }
 

@@ -132,6 +132,23 @@ TEST(TrafficTest, CountsEveryByteToEachPeerAndTable) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
+// A receive waiting on a worker that leaves fails at once, not at its deadline.
+TEST(PeerLeaveTest, ReceiveFromAWorkerThatLeftFailsUnavailable) {
+  LocalCluster c(1, 2, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  std::vector<float> got(8);
+  const auto start = std::chrono::steady_clock::now();
+  Ticket r = c.worker(1).RecvFrom(0, 1, got.data(), got.size());
+  c.worker(0).Stop();
+  Status s = c.worker(1).Wait(r, milliseconds(20000));
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("left"), std::string::npos) << s;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(15000));  // deadline: 60 s
+  // And sending to it is refused at once.
+  EXPECT_EQ(c.worker(1).Wait(c.worker(1).SendTo(0, 1, got.data(), 8), kWait).code(),
+            StatusCode::kUnavailable);
+}
+
 // A receive waiting on a worker that is cut off fails within the heartbeat timeout.
 TEST(PeerFaultTest, ReceiveFromADeadWorkerFailsUnavailable) {
   auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
