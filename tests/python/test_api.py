@@ -285,3 +285,29 @@ def test_init_without_a_launcher_says_what_to_do(monkeypatch):
     monkeypatch.delenv("LAYERPS_SCHEDULER", raising=False)
     with pytest.raises(layerps.FailedPreconditionError, match="layerps.launch"):
         layerps.init()
+
+
+def test_every_option_field_of_the_binding_is_an_option_and_round_trips(monkeypatch):
+    """Python takes its option fields from the binding: rank and shared_memory included
+    (before, they were missing and LAYERPS_RANK from the launcher was dropped)."""
+    assert {"rank", "shared_memory", "scheduler_address", "num_workers"} <= set(layerps.cluster.OPTION_FIELDS)
+    o = layerps.make_options(rank=1, shared_memory=False)
+    assert o.rank == 1 and o.shared_memory is False
+    copy = layerps.make_options(o)
+    for f in layerps.cluster.OPTION_FIELDS:
+        assert getattr(copy, f) == getattr(o, f), f
+    monkeypatch.setenv("LAYERPS_RANK", "2")
+    monkeypatch.setenv("LAYERPS_SHARED_MEMORY", "0")
+    e = layerps.make_options(from_env=True)
+    assert e.rank == 2 and e.shared_memory is False
+
+
+def test_launched_python_workers_have_the_launchers_ranks(tmp_path):
+    from conftest import run_launched
+    import sys
+    script = tmp_path / "rank.py"
+    script.write_text("import layerps\nw = layerps.init()\nprint(f'rank={w.rank}', flush=True)\nlayerps.shutdown()\n")
+    p = run_launched(["-s", "1", "-w", "3", "--quiet_daemons", "--timeout_s=120", "--", sys.executable, str(script)])
+    assert p.returncode == 0, p.stdout + p.stderr
+    for i in range(3):
+        assert f"[worker {i}] rank={i}" in p.stdout, p.stdout

@@ -24,11 +24,10 @@ __all__ = [
 
 Options = _core.Options
 
-OPTION_FIELDS = (
-    "scheduler_address", "bind_address", "advertise_host", "num_servers", "num_workers",
-    "token", "heartbeat_interval_ms", "heartbeat_timeout_ms", "connect_timeout_ms",
-    "request_timeout_ms", "dense_chunk_elems", "io_threads", "max_message_bytes",
-)
+# The option fields are those the binding exposes (one source of truth: the C++ struct as
+# bound in src/module.cc), in declaration order.
+OPTION_FIELDS = tuple(name for name, value in vars(_core.Options).items()
+                      if isinstance(value, property))
 
 _RULES = {"sum": _core.UpdateRule.SUM, "sgd": _core.UpdateRule.SGD}
 _INITS = {"zeros": _core.Initializer.ZEROS, "uniform": _core.Initializer.UNIFORM,
