@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Step time of the big-FC-head CNN under uniform, park and stanza on a limited link.
+#
+# Two hosts made of network namespaces joined by a veth pair whose both ends are shaped
+# with tc tbf to RATE (the server host's link, both directions):
+#   server host (10.233.0.1): layerps-scheduler, 2 layerps-server, and for park/stanza the
+#                             suffix rank (the PS worker / FC node, beside the servers)
+#   worker host (10.233.0.2): the W conv workers (uniform: the W data-parallel workers)
+# Each strategy trains examples/python/placement_cnn.py for one epoch of STEPS global
+# batches and reports seconds per step (the first step, which includes setting up, is left
+# out by the example's per-epoch timer only when STEPS > 1; see the printed lines).
+#
+# Usage (root): bench/placement_netns.sh [RATE=100mbit] [W=4] [BATCH=32] [STEPS=4]
+# Needs the Python package installed in .venv (bash scripts/test-python.sh does it).
+set -u
+rate=${1:-100mbit}
+workers=${2:-4}
+batch=${3:-32}
+steps=${4:-4}
+here=$(cd "$(dirname "$0")/.." && pwd)
+py=$here/.venv/bin/python
+if [ "$(id -u)" -ne 0 ] || ! command -v tc >/dev/null || [ ! -x "$py" ]; then
+  echo "placement_netns: needs root, tc and $py"
+  exit 2
+fi
+bin=$("$py" -c 'import layerps; print(layerps.bin_dir())')
+s=lpsS$$
+w=lpsW$$
+work=$(mktemp -d /tmp/layerps-pnetns-XXXXXX)
+cleanup() {
+  for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
+  ip netns del "$s" 2>/dev/null
+  ip netns del "$w" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ip netns add "$s" && ip netns add "$w" || exit 1
+ip link add "vs$$" type veth peer name "vw$$" || exit 1
+ip link set "vs$$" netns "$s" && ip link set "vw$$" netns "$w" || exit 1
+ip -n "$s" addr add 10.233.0.1/24 dev "vs$$" && ip -n "$s" link set "vs$$" up && ip -n "$s" link set lo up
+ip -n "$w" addr add 10.233.0.2/24 dev "vw$$" && ip -n "$w" link set "vw$$" up && ip -n "$w" link set lo up
+for ns_dev in "$s vs$$" "$w vw$$"; do
+  set -- $ns_dev
+  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst 256kb latency 400ms || exit 1
+done
+
+common=(--token=bench --heartbeat_interval_ms=500 --heartbeat_timeout_ms=20000 --connect_timeout_ms=60000)
+
+run() {  # run STRATEGY: prints the suffix rank's or rank 0's epoch line
+  local strategy=$1 ranks=$workers
+  [ "$strategy" != uniform ] && ranks=$((workers + 1))
+  rm -f "$work/addr"
+  ip netns exec "$s" "$bin/layerps-scheduler" --scheduler=tcp://0.0.0.0:0 --advertise_host=10.233.0.1 \
+    --num_servers=2 --num_workers="$ranks" --address_file="$work/addr" --run_timeout_s=1800 \
+    "${common[@]}" >"$work/scheduler-$strategy.log" 2>&1 &
+  for _ in $(seq 100); do [ -s "$work/addr" ] && break; sleep 0.1; done
+  local addr
+  addr=$(cat "$work/addr")
+  for i in 0 1; do
+    ip netns exec "$s" "$bin/layerps-server" --scheduler="$addr" --bind=tcp://0.0.0.0:0 \
+      --advertise_host=10.233.0.1 --rank="$i" "${common[@]}" >"$work/server$i-$strategy.log" 2>&1 &
+  done
+  local env=(LAYERPS_SCHEDULER="$addr" LAYERPS_TOKEN=bench LAYERPS_BIND=tcp://0.0.0.0:0
+             LAYERPS_HEARTBEAT_INTERVAL_MS=500 LAYERPS_HEARTBEAT_TIMEOUT_MS=20000
+             LAYERPS_CONNECT_TIMEOUT_MS=60000 LAYERPS_REQUEST_TIMEOUT_MS=600000 GLOG_minloglevel=2)
+  local args=(--strategy "$strategy" --epochs 1 --batch $((batch * workers)) --limit $((batch * workers * steps))
+              --lr 0.05 --json "$work/$strategy-{rank}.json")
+  local pids=()
+  for r in $(seq 0 $((workers - 1))); do
+    ip netns exec "$w" env "${env[@]}" LAYERPS_ADVERTISE_HOST=10.233.0.2 LAYERPS_RANK="$r" \
+      "$py" "$here/examples/python/placement_cnn.py" "${args[@]}" >"$work/worker$r-$strategy.log" 2>&1 &
+    pids+=($!)
+  done
+  if [ "$strategy" != uniform ]; then
+    ip netns exec "$s" env "${env[@]}" LAYERPS_ADVERTISE_HOST=10.233.0.1 LAYERPS_RANK="$workers" \
+      "$py" "$here/examples/python/placement_cnn.py" "${args[@]}" >"$work/suffix-$strategy.log" 2>&1 &
+    pids+=($!)
+  fi
+  local status=0
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  wait
+  if [ $status -ne 0 ]; then
+    echo "placement_netns: $strategy failed"
+    tail -n 5 "$work"/*-"$strategy".log
+    exit 1
+  fi
+  local report=0
+  [ "$strategy" != uniform ] && report=$workers
+  "$py" - "$work/$strategy-$report.json" "$strategy" "$steps" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+h = r["history"][0]
+steps = int(sys.argv[3])
+print(f"{sys.argv[2]:8} {h['seconds']:8.2f} s for {steps} steps = {h['seconds'] / steps:7.3f} s/step"
+      + (f"  loss {h['loss']:.4f}" if "loss" in h else ""))
+EOF
+}
+
+echo "big-FC-head CNN, W=$workers workers x batch $batch, 2 servers, link $rate (tbf, both directions), $steps steps"
+for strategy in uniform park stanza; do run "$strategy"; done
