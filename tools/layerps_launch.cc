@@ -33,6 +33,9 @@ DEFINE_int32(grace_s, 10,
              "After the workers finish (or on failure), how long the others get to "
              "exit before they are killed");
 DEFINE_bool(quiet_daemons, false, "Do not forward the scheduler's and servers' output");
+DEFINE_string(plan, "",
+              "A placement plan (JSON from layerps-plan --write_plan) for the scheduler to put "
+              "in force (layerps-scheduler --plan)");
 
 namespace {
 
@@ -257,10 +260,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> sched_env = common_env;
   sched_env.push_back("LAYERPS_SCHEDULER=" + o.scheduler_address);
   sched_env.push_back("LAYERPS_ROLE=scheduler");
-  if (!Spawn(&g_children.back(),
-             {bin + "/layerps-scheduler", "--address_file=" + address_file,
-              "--dense_chunk_elems=" + std::to_string(o.dense_chunk_elems)},
-             sched_env)) {
+  std::vector<std::string> sched_args = {bin + "/layerps-scheduler",
+                                         "--address_file=" + address_file,
+                                         "--dense_chunk_elems=" + std::to_string(o.dense_chunk_elems)};
+  if (!FLAGS_plan.empty()) {
+    if (!std::ifstream(FLAGS_plan)) ps::cli::Fail(prog, "cannot read --plan " + FLAGS_plan);
+    sched_args.push_back("--plan=" + FLAGS_plan);
+  }
+  if (!Spawn(&g_children.back(), sched_args, sched_env)) {
     ps::cli::Fail(prog, "cannot start layerps-scheduler");
   }
 

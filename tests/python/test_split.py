@@ -14,7 +14,7 @@ import layerps
 from layerps.placement import SplitTrainer, profile, split_sequential
 from conftest import FAST, run_parallel
 
-STEPS = 30
+STEPS = 100
 BATCH = 8
 LR = 0.2
 
@@ -200,3 +200,43 @@ def test_a_killed_fc_node_fails_the_conv_workers_within_the_heartbeat_timeout(tm
         line = [l for l in out.splitlines() if "UnavailableError" in l][0]
         seconds = float(line.split("UnavailableError ")[1].split(" s after")[0])
         assert seconds < 10.0, line
+
+
+PLAN_SCRIPT = r'''
+import sys
+import layerps
+w = layerps.init()
+placement = w.placement()
+fc = w.declare_dense("fc1.weight", 1000, layer="fc1")
+conv = w.declare_dense("conv.weight", 1000, layer="conv")
+print(f"rank {w.rank}: placement {sorted(placement.items())}; fc1 on {w.table_servers(fc)}; "
+      f"conv on {sorted(set(w.table_servers(conv)))}", flush=True)
+layerps.shutdown()
+'''
+
+
+def test_a_plan_from_layerps_plan_is_put_in_force_by_the_launcher(tmp_path):
+    """layerps-plan writes a park plan for a profiled PyTorch model; layerps.launch --plan
+    gives it to the scheduler, and the workers' tables land where the plan says."""
+    import subprocess
+    import sys
+    from conftest import run_launched
+    prof = tmp_path / "small.json"
+    prof.write_text(json.dumps(profile(small_cnn(), torch.zeros(2, 1, 8, 8), name="small")))
+    plan = tmp_path / "plan.json"
+    p = subprocess.run([layerps.tool_path("layerps-plan"), f"--model={prof}", "--workers=2", "--servers=2",
+                        "--batch=8", "--strategy=park", "--cut=fc1", f"--write_plan={plan}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    layers = {l["layer"]: l["servers"] for l in json.loads(plan.read_text())["layers"]}
+    assert layers["fc1"] == [1] and layers["conv"] == [0], layers  # the suffix on the dedicated server
+    script = tmp_path / "plan_worker.py"
+    script.write_text(PLAN_SCRIPT)
+    p = run_launched(["-s", "2", "-w", "2", "--quiet_daemons", "--timeout_s=120", f"--plan={plan}", "--",
+                      sys.executable, str(script)])
+    assert p.returncode == 0, p.stdout + p.stderr
+    for r in range(2):
+        assert f"rank {r}: placement [" in p.stdout, p.stdout
+        assert f"rank {r}: placement" in p.stdout and "fc1 on [1]; conv on [0]" in p.stdout, p.stdout
+    bad = run_launched(["-s", "2", "-w", "2", f"--plan={tmp_path / 'missing.json'}", "--", sys.executable, "-c", "0"])
+    assert bad.returncode == 2 and "cannot read --plan" in bad.stderr + bad.stdout
