@@ -37,10 +37,21 @@ enum class TableKind : int { kDense = 0, kSparse = 1 };
 enum class DType : int { kFloat32 = 0 };
 
 // What a server does with a pushed gradient g.
+// The stateful rules keep their state beside every value on the servers (sparse: beside
+// every row, created with it; only the rows a push touches are updated: lazy updates).
+// Formulas in docs/algorithms.md; dense tables match torch.optim's.
 enum class UpdateRule : int {
-  kSum = 0,  // aggregate: x += g; a pull returns the running sum
-  kSgd = 1,  // x -= learning_rate * g
+  kSum = 0,       // aggregate: x += g; a pull returns the running sum
+  kSgd = 1,       // x -= learning_rate * g
+  kMomentum = 2,  // b = momentum * b + g; x -= learning_rate * b (torch SGD(momentum))
+  kNesterov = 3,  // b = momentum * b + g; x -= learning_rate * (g + momentum * b)
+  kAdagrad = 4,   // s += g^2; x -= learning_rate * g / (sqrt(s) + epsilon)
+  kAdam = 5,      // bias-corrected moments (beta1, beta2, epsilon), per-element step count
+  kFtrl = 6,      // FTRL-proximal: alpha = learning_rate, beta = ftrl_beta, l1, l2
 };
+// The rule's name ("sum", "sgd", "momentum", ...); ParseUpdateRule is its inverse.
+const char* UpdateRuleName(UpdateRule rule);
+StatusOr<UpdateRule> ParseUpdateRule(const std::string& name);
 
 // How a server fills a value the first time it is touched. Seeded initializers depend
 // only on (seed, table name, key, column): every run and every server agrees.
@@ -58,7 +69,15 @@ struct TableSpec {
   uint32_t dim = 0;   // sparse: row width (>= 1); ignored for dense
   DType dtype = DType::kFloat32;
   UpdateRule rule = UpdateRule::kSum;
-  float learning_rate = 0.01f;  // used by kSgd; must be finite and > 0
+  float learning_rate = 0.01f;  // every rule but kSum; must be finite and > 0
+  // Hyperparameters of the stateful rules (ignored by the others; checked when used).
+  float momentum = 0.9f;   // kMomentum, kNesterov: [0, 1)
+  float beta1 = 0.9f;      // kAdam: [0, 1)
+  float beta2 = 0.999f;    // kAdam: [0, 1)
+  float epsilon = 1e-8f;   // kAdam, kAdagrad: > 0 (torch's Adagrad uses 1e-10)
+  float l1 = 0.0f;         // kFtrl: >= 0
+  float l2 = 0.0f;         // kFtrl: >= 0
+  float ftrl_beta = 1.0f;  // kFtrl: >= 0
   Initializer init = Initializer::kZeros;
   float init_a = 0.0f;
   float init_b = 0.0f;

@@ -82,12 +82,28 @@ Status TableSpec::Validate() const {
   if (dtype != DType::kFloat32) {
     return InvalidArgument(where + ": only dtype float32 is supported");
   }
-  if (rule != UpdateRule::kSum && rule != UpdateRule::kSgd) {
+  if (static_cast<int>(rule) < 0 || static_cast<int>(rule) > static_cast<int>(UpdateRule::kFtrl)) {
     return InvalidArgument(where + ": unknown update rule " +
                            std::to_string(static_cast<int>(rule)));
   }
-  if (rule == UpdateRule::kSgd && !(std::isfinite(learning_rate) && learning_rate > 0)) {
-    return InvalidArgument(where + ": sgd needs a finite learning_rate > 0");
+  const std::string r = std::string(" (rule ") + UpdateRuleName(rule) + ")";
+  if (rule != UpdateRule::kSum && !(std::isfinite(learning_rate) && learning_rate > 0)) {
+    return InvalidArgument(where + ": needs a finite learning_rate > 0" + r);
+  }
+  auto in_unit = [](float v) { return std::isfinite(v) && v >= 0 && v < 1; };
+  if ((rule == UpdateRule::kMomentum || rule == UpdateRule::kNesterov) && !in_unit(momentum)) {
+    return InvalidArgument(where + ": momentum must be in [0, 1)" + r);
+  }
+  if (rule == UpdateRule::kAdam && (!in_unit(beta1) || !in_unit(beta2))) {
+    return InvalidArgument(where + ": beta1 and beta2 must be in [0, 1)" + r);
+  }
+  if ((rule == UpdateRule::kAdam || rule == UpdateRule::kAdagrad) &&
+      !(std::isfinite(epsilon) && epsilon > 0)) {
+    return InvalidArgument(where + ": epsilon must be finite and > 0" + r);
+  }
+  if (rule == UpdateRule::kFtrl && !(std::isfinite(l1) && l1 >= 0 && std::isfinite(l2) && l2 >= 0 &&
+                                     std::isfinite(ftrl_beta) && ftrl_beta >= 0)) {
+    return InvalidArgument(where + ": l1, l2 and ftrl_beta must be finite and >= 0" + r);
   }
   switch (init) {
     case Initializer::kZeros:
@@ -112,7 +128,37 @@ Status TableSpec::Validate() const {
 bool TableSpec::SameAs(const TableSpec& o) const {
   return name == o.name && kind == o.kind && size == o.size && dim == o.dim && dtype == o.dtype &&
          rule == o.rule && learning_rate == o.learning_rate && init == o.init &&
-         init_a == o.init_a && init_b == o.init_b && seed == o.seed && layer == o.layer;
+         init_a == o.init_a && init_b == o.init_b && seed == o.seed && layer == o.layer &&
+         momentum == o.momentum && beta1 == o.beta1 && beta2 == o.beta2 && epsilon == o.epsilon &&
+         l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta;
+}
+
+const char* UpdateRuleName(UpdateRule rule) {
+  switch (rule) {
+    case UpdateRule::kSum:
+      return "sum";
+    case UpdateRule::kSgd:
+      return "sgd";
+    case UpdateRule::kMomentum:
+      return "momentum";
+    case UpdateRule::kNesterov:
+      return "nesterov";
+    case UpdateRule::kAdagrad:
+      return "adagrad";
+    case UpdateRule::kAdam:
+      return "adam";
+    case UpdateRule::kFtrl:
+      return "ftrl";
+  }
+  return "unknown";
+}
+
+StatusOr<UpdateRule> ParseUpdateRule(const std::string& name) {
+  for (int r = 0; r <= static_cast<int>(UpdateRule::kFtrl); ++r) {
+    if (name == UpdateRuleName(static_cast<UpdateRule>(r))) return static_cast<UpdateRule>(r);
+  }
+  return InvalidArgument("unknown update rule '" + name +
+                         "' (sum, sgd, momentum, nesterov, adagrad, adam, ftrl)");
 }
 
 std::string RandomHex(size_t bytes) {

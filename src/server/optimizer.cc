@@ -11,6 +11,15 @@ StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TableSpec& spec) {
       return NewSumOptimizer();
     case UpdateRule::kSgd:
       return NewSgdOptimizer(spec.learning_rate);
+    case UpdateRule::kMomentum:
+    case UpdateRule::kNesterov:
+      return NewMomentumOptimizer(spec);
+    case UpdateRule::kAdagrad:
+      return NewAdagradOptimizer(spec);
+    case UpdateRule::kAdam:
+      return NewAdamOptimizer(spec);
+    case UpdateRule::kFtrl:
+      return NewFtrlOptimizer(spec);
   }
   return InvalidArgument("table '" + spec.name + "': unknown update rule " +
                          std::to_string(static_cast<int>(spec.rule)));

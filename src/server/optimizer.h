@@ -54,6 +54,34 @@ StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TableSpec& spec);
 // One factory per rule (server/optimizers/).
 std::unique_ptr<Optimizer> NewSumOptimizer();
 std::unique_ptr<Optimizer> NewSgdOptimizer(float learning_rate);
+std::unique_ptr<Optimizer> NewMomentumOptimizer(const TableSpec& spec);  // kMomentum, kNesterov
+std::unique_ptr<Optimizer> NewAdagradOptimizer(const TableSpec& spec);
+std::unique_ptr<Optimizer> NewAdamOptimizer(const TableSpec& spec);
+std::unique_ptr<Optimizer> NewFtrlOptimizer(const TableSpec& spec);
+
+// A rule whose update of one element depends only on that element (and its state): its
+// out-of-place and row-wise forms follow from one element-wise update `Step`, called as
+// Step(x_in, &x_out, state planes at the element, stride, g). Rules derive from
+// ElementwiseOptimizer<Derived> and define
+//   void Step(float x, float* out, float* state, size_t stride, float g) const;
+template <typename Derived>
+class ElementwiseOptimizer : public Optimizer {
+ public:
+  void Apply(float* x, float* state, size_t stride, const float* g, size_t n) const override {
+    const Derived& d = static_cast<const Derived&>(*this);
+    for (size_t i = 0; i < n; ++i) d.Step(x[i], &x[i], state + i, stride, g[i]);
+  }
+  void ApplyTo(float* out, const float* x, float* state, size_t stride, const float* g,
+               size_t n) const override {
+    const Derived& d = static_cast<const Derived&>(*this);
+    for (size_t i = 0; i < n; ++i) d.Step(x[i], &out[i], state + i, stride, g[i]);
+  }
+  // A row's state planes follow its dim values (stride dim).
+  void ApplyRows(float* const* rows, const float* const* grads, size_t count,
+                 uint32_t dim) const override {
+    for (size_t j = 0; j < count; ++j) Apply(rows[j], rows[j] + dim, dim, grads[j], dim);
+  }
+};
 
 }  // namespace ps
 

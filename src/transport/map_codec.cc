@@ -21,6 +21,13 @@ void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
   pb->set_init_b(s.init_b);
   pb->set_seed(s.seed);
   pb->set_layer(s.layer);
+  pb->set_momentum(s.momentum);
+  pb->set_beta1(s.beta1);
+  pb->set_beta2(s.beta2);
+  pb->set_epsilon(s.epsilon);
+  pb->set_l1(s.l1);
+  pb->set_l2(s.l2);
+  pb->set_ftrl_beta(s.ftrl_beta);
 }
 
 TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
@@ -37,6 +44,13 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   s.init_b = pb.init_b();
   s.seed = pb.seed();
   s.layer = pb.layer();
+  s.momentum = pb.momentum();
+  s.beta1 = pb.beta1();
+  s.beta2 = pb.beta2();
+  s.epsilon = pb.epsilon();
+  s.l1 = pb.l1();
+  s.l2 = pb.l2();
+  s.ftrl_beta = pb.ftrl_beta();
   return s;
 }
 

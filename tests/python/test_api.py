@@ -170,7 +170,7 @@ def test_bad_outputs_and_keys(worker):
         (lambda: worker.pull_sparse(t, [1]), "is dense"),
         (lambda: worker.push(t, np.ones(10, np.float32)).wait(timeout=-1), "timeout must be >= 0"),
         (lambda: worker.barrier("nobody"), "barrier group"),
-        (lambda: worker.declare_dense("bad", 4, rule="adam"), "rule must be one of"),
+        (lambda: worker.declare_dense("bad", 4, rule="rmsprop"), "rule must be one of"),
         (lambda: worker.declare_dense("bad", 4, init="ones"), "init must be one of"),
         (lambda: worker.declare_dense("", 4), "name"),
         (lambda: worker.declare_dense("bad", 4, "sgd", lr=-1.0), "learning_rate"),

@@ -29,7 +29,11 @@ Options = _core.Options
 OPTION_FIELDS = tuple(name for name, value in vars(_core.Options).items()
                       if isinstance(value, property))
 
-_RULES = {"sum": _core.UpdateRule.SUM, "sgd": _core.UpdateRule.SGD}
+_RULES = {"sum": _core.UpdateRule.SUM, "sgd": _core.UpdateRule.SGD,
+          "momentum": _core.UpdateRule.MOMENTUM, "nesterov": _core.UpdateRule.NESTEROV,
+          "adagrad": _core.UpdateRule.ADAGRAD, "adam": _core.UpdateRule.ADAM, "ftrl": _core.UpdateRule.FTRL}
+# Hyperparameters of the stateful rules, as keyword arguments of declare_dense/declare_sparse.
+_HYPER = ("momentum", "beta1", "beta2", "epsilon", "l1", "l2", "ftrl_beta")
 _INITS = {"zeros": _core.Initializer.ZEROS, "uniform": _core.Initializer.UNIFORM,
           "normal": _core.Initializer.NORMAL}
 _GROUPS = {"workers": _core.Group.WORKERS, "servers": _core.Group.SERVERS, "all": _core.Group.ALL}
@@ -343,21 +347,21 @@ class Worker(_Node):
 
     # --- tables --------------------------------------------------------------------------
     def declare_dense(self, name, size, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
-                      init_b=0.0, seed=0, layer=""):
+                      init_b=0.0, seed=0, layer="", **hyper):
         """Declares (or finds, when another worker declared the same spec) a dense table
         of ``size`` float32 elements. ``rule``: 'sum' (x += g) or 'sgd' (x -= lr * g)."""
         return self._declare(name, _core.TableKind.DENSE, int(size), 0, rule, lr, init, init_a,
-                             init_b, seed, layer)
+                             init_b, seed, layer, hyper)
 
     def declare_sparse(self, name, dim, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
-                       init_b=0.0, seed=0, layer=""):
+                       init_b=0.0, seed=0, layer="", **hyper):
         """Declares a sparse table whose rows (any uint64 id) have ``dim`` float32 values,
         created on first touch by ``init`` ('zeros', 'uniform' in [init_a, init_b),
         'normal' with mean init_a and std init_b), seeded by (seed, name, key)."""
         return self._declare(name, _core.TableKind.SPARSE, 0, int(dim), rule, lr, init, init_a,
-                             init_b, seed, layer)
+                             init_b, seed, layer, hyper)
 
-    def _declare(self, name, kind, size, dim, rule, lr, init, init_a, init_b, seed, layer):
+    def _declare(self, name, kind, size, dim, rule, lr, init, init_a, init_b, seed, layer, hyper):
         if rule not in _RULES:
             raise InvalidArgumentError(f"rule must be one of {sorted(_RULES)}, not {rule!r}")
         if init not in _INITS:
@@ -376,6 +380,10 @@ class Worker(_Node):
         spec.init_b = float(init_b)
         spec.seed = int(seed)
         spec.layer = layer
+        for k, v in hyper.items():
+            if k not in _HYPER:
+                raise InvalidArgumentError(f"unknown table option {k!r} (known: {', '.join(_HYPER)})")
+            setattr(spec, k, float(v))
         spec.validate()
         table_id = self._node.declare_table(spec)
         t = Table(self, table_id, self._node.table_spec(table_id))

@@ -613,7 +613,12 @@ PYBIND11_MODULE(_core, m) {
   py::enum_<ps::DType>(m, "DType").value("FLOAT32", ps::DType::kFloat32);
   py::enum_<ps::UpdateRule>(m, "UpdateRule")
       .value("SUM", ps::UpdateRule::kSum)
-      .value("SGD", ps::UpdateRule::kSgd);
+      .value("SGD", ps::UpdateRule::kSgd)
+      .value("MOMENTUM", ps::UpdateRule::kMomentum)
+      .value("NESTEROV", ps::UpdateRule::kNesterov)
+      .value("ADAGRAD", ps::UpdateRule::kAdagrad)
+      .value("ADAM", ps::UpdateRule::kAdam)
+      .value("FTRL", ps::UpdateRule::kFtrl);
   py::enum_<ps::Initializer>(m, "Initializer")
       .value("ZEROS", ps::Initializer::kZeros)
       .value("UNIFORM", ps::Initializer::kUniform)
@@ -664,6 +669,13 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("dtype", &ps::TableSpec::dtype)
       .def_readwrite("rule", &ps::TableSpec::rule)
       .def_readwrite("learning_rate", &ps::TableSpec::learning_rate)
+      .def_readwrite("momentum", &ps::TableSpec::momentum)
+      .def_readwrite("beta1", &ps::TableSpec::beta1)
+      .def_readwrite("beta2", &ps::TableSpec::beta2)
+      .def_readwrite("epsilon", &ps::TableSpec::epsilon)
+      .def_readwrite("l1", &ps::TableSpec::l1)
+      .def_readwrite("l2", &ps::TableSpec::l2)
+      .def_readwrite("ftrl_beta", &ps::TableSpec::ftrl_beta)
       .def_readwrite("init", &ps::TableSpec::init)
       .def_readwrite("init_a", &ps::TableSpec::init_a)
       .def_readwrite("init_b", &ps::TableSpec::init_b)
