@@ -10,10 +10,11 @@
 namespace ps {
 
 Ticket PeerMessages::Send(NodeId peer, uint64_t tag, const float* data, size_t n, uint64_t epoch,
-                          Worker::Callback cb) {
+                          Worker::Callback cb, int64_t deadline_ms) {
   if (data == nullptr && n > 0)
     return tracker_->Failed(InvalidArgument("null buffer"), std::move(cb));
   auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
+  if (deadline_ms != 0) req->deadline_ms = deadline_ms;
   Part p;
   p.server = peer;
   p.table = kInvalidTable;  // not a table: traffic counters skip it
@@ -28,10 +29,12 @@ Ticket PeerMessages::Send(NodeId peer, uint64_t tag, const float* data, size_t n
                           });
 }
 
-Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb) {
+Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb,
+                          int64_t deadline_ms, bool accumulate) {
   if (out == nullptr && n > 0)
     return tracker_->Failed(InvalidArgument("null buffer"), std::move(cb));
   auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
+  if (deadline_ms != 0) req->deadline_ms = deadline_ms;
   Part p;
   p.server = peer;          // its death fails the receive
   p.table = kInvalidTable;  // not a table: traffic counters skip it
@@ -39,6 +42,7 @@ Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worke
   p.count = n;
   p.dst = out;
   p.value_count = n;
+  p.accumulate = accumulate;
   req->parts.push_back(p);
   const Ticket ticket = req->ticket;
   // Registered before it is offered a tensor, so a quick delivery finds it.
