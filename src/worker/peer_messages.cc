@@ -45,7 +45,11 @@ Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worke
   p.accumulate = accumulate;
   req->parts.push_back(p);
   const Ticket ticket = req->ticket;
-  // Registered before it is offered a tensor, so a quick delivery finds it.
+  // Registered before it is offered a tensor, so a quick delivery finds it. Taking a
+  // tensor that arrived and posting the receive happen under one hold of mu_: a tensor
+  // arriving in between would otherwise be buffered after we looked, and sit there
+  // beside a posted receive that never sees it.
+  tracker_->Expect(req);
   Frame waiting;
   bool have = false;
   {
@@ -57,15 +61,11 @@ Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worke
       if (it->second.empty()) arrived_.erase(it);
       buffered_ -= waiting.size();
       have = true;
+    } else {
+      posted_[{peer, tag}].push_back(ticket);
     }
   }
-  tracker_->Expect(req);
-  if (have) {
-    tracker_->Deliver(ticket, 0, Status::OK(), waiting.data(), waiting.size());
-  } else {
-    std::lock_guard<std::mutex> lock(mu_);
-    posted_[{peer, tag}].push_back(ticket);
-  }
+  if (have) tracker_->Deliver(ticket, 0, Status::OK(), waiting.data(), waiting.size());
   return ticket;
 }
 
