@@ -415,10 +415,9 @@ class PyWorker {
 
   // In place, blocking, GIL released: every participant calls it with the same size.
   void AllReduce(py::array& data, std::optional<double> timeout_s,
-                 std::optional<std::vector<uint32_t>> ranks,
-                 std::optional<size_t> segment_bytes) {
-    if (data.dtype().kind() != 'f' || data.itemsize() != 4 || !(data.flags() & py::array::c_style) ||
-        !data.writeable()) {
+                 std::optional<std::vector<uint32_t>> ranks, std::optional<size_t> segment_bytes) {
+    if (data.dtype().kind() != 'f' || data.itemsize() != 4 ||
+        !(data.flags() & py::array::c_style) || !data.writeable()) {
       ThrowInvalid("allreduce: the values must be a writable C-contiguous float32 array");
     }
     ps::AllReduceOptions options;
