@@ -52,6 +52,17 @@ struct WorkerStats {
   uint64_t payload_copies = 0;  // pushes whose payload had to be copied (sparse coalescing)
 };
 
+// How an all-reduce runs (Worker::AllReduce). Every participant must pass the same values.
+struct AllReduceOptions {
+  // The worker ranks taking part, each once, this worker among them; their ascending
+  // order is the ring. Empty (default): every worker of the cluster.
+  std::vector<uint32_t> ranks;
+  // Pipelining unit: each of the W chunks travels as messages of at most this many bytes,
+  // so that receiving, summing and forwarding overlap. At least 4 (one float) and below
+  // max_message_bytes; default 1 MiB (docs/collectives.md has the measurements).
+  size_t segment_bytes = size_t{1} << 20;
+};
+
 class Worker {
  public:
   using Callback = std::function<void(const Status&)>;
@@ -140,9 +151,29 @@ class Worker {
   // kept for a receive not posted yet, within a budget of 1 GiB of such tensors per
   // receiver: past it the send fails with kResourceExhausted). Either side fails with
   // kUnavailable when the other dies, or when nothing came within request_timeout_ms.
-  // The rank is a worker rank (0..num_workers()-1), not this worker's own.
+  // The rank is a worker rank (0..num_workers()-1), not this worker's own. Tags with the
+  // top bit set (>= 2^63) are reserved for collectives: SendTo refuses them.
   Ticket SendTo(uint32_t to, uint64_t tag, const float* data, size_t n, Callback cb = nullptr);
   Ticket RecvFrom(uint32_t from, uint64_t tag, float* out, size_t n, Callback cb = nullptr);
+
+  // --- Collectives (docs/collectives.md) ----------------------------------------------------
+  // Ring all-reduce: on return, data[0..n) holds the element-wise sum of every
+  // participant's data[0..n) (in place; reduce-scatter then all-gather, each worker sending
+  // 2(W-1)/W of the buffer). A collective: every participant calls it with the same n and
+  // options, and the collectives of one group in the same order (a per-group sequence
+  // number pairs them up); a wrong n shows up as kInvalidArgument on some participants and
+  // kTimeout/kUnavailable on the others. One participant (W = 1) returns at once.
+  // Blocks until done; the buffer must stay valid until the call returns, and must not be
+  // touched meanwhile. Errors: kInvalidArgument (null buffer with n > 0, a rank list with a
+  // duplicate, an unknown rank or without this worker, bad segment_bytes);
+  // kUnavailable (a participant is or becomes dead: every survivor fails as soon as the
+  // scheduler declares it dead, within heartbeat_timeout_ms, or request_timeout_ms
+  // passed); kTimeout (`timeout`, when shorter than request_timeout_ms, passed);
+  // kFailedPrecondition (not started); kAborted (Stop() meanwhile). After an error the
+  // buffer's contents are unspecified, but nothing of the collective touches it any more.
+  Status AllReduce(float* data, size_t n, std::chrono::milliseconds timeout);
+  Status AllReduce(float* data, size_t n, const AllReduceOptions& options,
+                   std::chrono::milliseconds timeout);
 
   // The request's Status; kTimeout if it is still in flight after timeout (Wait again),
   // kNotFound for an unknown or already-waited ticket.

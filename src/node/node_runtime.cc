@@ -316,23 +316,17 @@ void NodeRuntime::ReceiveLoop() {
           last_scheduler_contact_ms_ = SteadyMillis();
           Count(kSchedulerId, msg, /*sent=*/false);
           HandleControl(std::move(msg));
+          if (!early_.empty()) ReplayEarly();
         }
       } else if (!FromMember(msg)) {
-        CountBadMessage();
-        LOG_EVERY_N(WARNING, 100)
-            << "dropped a data message from an unknown or dead sender (claims node "
-            << msg.header.sender << ")";
-      } else {
-        auto handler = data_handlers_.find(msg.header.type);
-        if (handler == data_handlers_.end()) {
+        if (!ParkEarly(&msg)) {
           CountBadMessage();
           LOG_EVERY_N(WARNING, 100)
-              << "dropped a " << MsgTypeName(msg.header.msg_type()) << " message from node "
-              << msg.header.sender << ": a " << RoleName(role_) << " does not handle that kind";
-        } else {
-          Count(msg.header.sender, msg, /*sent=*/false);
-          handler->second(std::move(msg));
+              << "dropped a data message from an unknown or dead sender (claims node "
+              << msg.header.sender << ")";
         }
+      } else {
+        Dispatch(std::move(msg));
       }
     } else if (s.code() == StatusCode::kProtocolError) {
       CountBadMessage();
@@ -345,6 +339,46 @@ void NodeRuntime::ReceiveLoop() {
     if (now - last_tick >= kRecvPollMs) {
       last_tick = now;
       if (handlers_.on_tick) handlers_.on_tick();
+    }
+  }
+}
+
+void NodeRuntime::Dispatch(Message&& msg) {
+  auto handler = data_handlers_.find(msg.header.type);
+  if (handler == data_handlers_.end()) {
+    CountBadMessage();
+    LOG_EVERY_N(WARNING, 100) << "dropped a " << MsgTypeName(msg.header.msg_type())
+                              << " message from node " << msg.header.sender << ": a "
+                              << RoleName(role_) << " does not handle that kind";
+  } else {
+    Count(msg.header.sender, msg, /*sent=*/false);
+    handler->second(std::move(msg));
+  }
+}
+
+bool NodeRuntime::ParkEarly(Message* msg) {
+  auto m = map();
+  if (m && msg->header.epoch <= m->epoch) return false;  // our map is as new: not a member
+  uint64_t bytes = 0;
+  for (const auto& f : msg->frames) bytes += f.size();
+  if (early_.size() >= kMaxEarly || early_bytes_ + bytes > kMaxEarlyBytes) return false;
+  early_bytes_ += bytes;
+  early_.push_back(std::move(*msg));
+  return true;
+}
+
+void NodeRuntime::ReplayEarly() {
+  std::deque<Message> parked;
+  parked.swap(early_);
+  early_bytes_ = 0;
+  for (auto& msg : parked) {
+    if (FromMember(msg)) {
+      Dispatch(std::move(msg));
+    } else if (!ParkEarly(&msg)) {
+      CountBadMessage();
+      LOG_EVERY_N(WARNING, 100)
+          << "dropped a data message from an unknown or dead sender (claims node "
+          << msg.header.sender << ")";
     }
   }
 }

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -106,6 +107,18 @@ class NodeRuntime {
   // True when a data message comes from a live member: the header's sender is in the
   // map and the message arrived on that node's identity ("n" + its tag).
   bool FromMember(const Message& msg) const;
+  // Runs the handler of a data message from a live member.
+  void Dispatch(Message&& msg);
+  // A data message whose sender is not in this node's map, but which was sent under a
+  // newer map (a peer that got the map first, at start or after a join): parked until
+  // that map is installed here, within kMaxEarly messages and kMaxEarlyBytes. Receive
+  // thread only. ReplayEarly() dispatches the parked ones a new map vouches for.
+  bool ParkEarly(Message* msg);
+  void ReplayEarly();
+  static constexpr size_t kMaxEarly = 1024;
+  static constexpr uint64_t kMaxEarlyBytes = uint64_t{256} << 20;
+  std::deque<Message> early_;
+  uint64_t early_bytes_ = 0;
   void HeartbeatLoop();
   void HandleControl(Message&& msg);
   std::vector<std::pair<TableId, Status>> InstallMap(std::shared_ptr<const ClusterMap> map);

@@ -10,10 +10,11 @@
 namespace ps {
 
 Ticket PeerMessages::Send(NodeId peer, uint64_t tag, const float* data, size_t n, uint64_t epoch,
-                          Worker::Callback cb) {
+                          Worker::Callback cb, int64_t deadline_ms) {
   if (data == nullptr && n > 0)
     return tracker_->Failed(InvalidArgument("null buffer"), std::move(cb));
   auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
+  if (deadline_ms != 0) req->deadline_ms = deadline_ms;
   Part p;
   p.server = peer;
   p.table = kInvalidTable;  // not a table: traffic counters skip it
@@ -28,10 +29,12 @@ Ticket PeerMessages::Send(NodeId peer, uint64_t tag, const float* data, size_t n
                           });
 }
 
-Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb) {
+Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb,
+                          int64_t deadline_ms, bool accumulate) {
   if (out == nullptr && n > 0)
     return tracker_->Failed(InvalidArgument("null buffer"), std::move(cb));
   auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
+  if (deadline_ms != 0) req->deadline_ms = deadline_ms;
   Part p;
   p.server = peer;          // its death fails the receive
   p.table = kInvalidTable;  // not a table: traffic counters skip it
@@ -39,9 +42,14 @@ Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worke
   p.count = n;
   p.dst = out;
   p.value_count = n;
+  p.accumulate = accumulate;
   req->parts.push_back(p);
   const Ticket ticket = req->ticket;
-  // Registered before it is offered a tensor, so a quick delivery finds it.
+  // Registered before it is offered a tensor, so a quick delivery finds it. Taking a
+  // tensor that arrived and posting the receive happen under one hold of mu_: a tensor
+  // arriving in between would otherwise be buffered after we looked, and sit there
+  // beside a posted receive that never sees it.
+  tracker_->Expect(req);
   Frame waiting;
   bool have = false;
   {
@@ -53,15 +61,11 @@ Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worke
       if (it->second.empty()) arrived_.erase(it);
       buffered_ -= waiting.size();
       have = true;
+    } else {
+      posted_[{peer, tag}].push_back(ticket);
     }
   }
-  tracker_->Expect(req);
-  if (have) {
-    tracker_->Deliver(ticket, 0, Status::OK(), waiting.data(), waiting.size());
-  } else {
-    std::lock_guard<std::mutex> lock(mu_);
-    posted_[{peer, tag}].push_back(ticket);
-  }
+  if (have) tracker_->Deliver(ticket, 0, Status::OK(), waiting.data(), waiting.size());
   return ticket;
 }
 

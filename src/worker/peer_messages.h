@@ -37,9 +37,13 @@ class PeerMessages {
   PeerMessages(RequestTracker* tracker, SendFn send, uint64_t max_buffered_bytes)
       : tracker_(tracker), send_(std::move(send)), max_buffered_bytes_(max_buffered_bytes) {}
 
+  // deadline_ms: when the request fails if still open (steady-clock ms, as the tracker's
+  // Request::deadline_ms); 0 = request_timeout_ms from now. accumulate: the received
+  // values are added to `out` instead of copied into it.
   Ticket Send(NodeId peer, uint64_t tag, const float* data, size_t n, uint64_t epoch,
-              Worker::Callback cb);
-  Ticket Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb);
+              Worker::Callback cb, int64_t deadline_ms = 0);
+  Ticket Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb,
+              int64_t deadline_ms = 0, bool accumulate = false);
 
   // A kPeerTensor message from a live member (receive thread).
   void OnMessage(Message&& msg);

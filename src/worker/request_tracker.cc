@@ -83,6 +83,23 @@ bool Claim(Request* req, size_t i, const Status& status) {
   return true;
 }
 
+// dst[i] += src[i] for n floats; src may be unaligned (a frame of the transport). The
+// fixed-size memcpy compiles to unaligned loads, and the loop vectorizes.
+void AddInto(float* dst, const uint8_t* src, size_t n) {
+  constexpr size_t kBlock = 16;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    float v[kBlock];
+    std::memcpy(v, src + i * sizeof(float), sizeof(v));
+    for (size_t j = 0; j < kBlock; ++j) dst[i + j] += v[j];
+  }
+  for (; i < n; ++i) {
+    float v;
+    std::memcpy(&v, src + i * sizeof(float), sizeof(v));
+    dst[i] += v;
+  }
+}
+
 void CompletionLoop(std::shared_ptr<TrackerState> st) {
   std::unique_lock<std::mutex> lock(st->completion_mu);
   for (;;) {
@@ -235,11 +252,29 @@ bool RequestTracker::Deliver(Ticket ticket, size_t part, const Status& status, c
   if (!Claim(req.get(), part, s)) return false;
   // The part is claimed: only this thread touches its destination now.
   if (s.ok() && bytes > 0) {
-    std::memcpy(req->parts[part].dst, data, bytes);
+    const Part& p = req->parts[part];
+    if (p.accumulate) {
+      AddInto(p.dst, static_cast<const uint8_t*>(data), bytes / sizeof(float));
+    } else {
+      std::memcpy(p.dst, data, bytes);
+    }
     stats_->bytes_in += bytes;
   }
   Release(req);
   return true;
+}
+
+void RequestTracker::Cancel(Ticket ticket, const Status& why) {
+  std::shared_ptr<Request> req;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto it = state_->requests.find(ticket);
+    if (it == state_->requests.end()) return;
+    req = it->second;
+  }
+  for (size_t i = 0; i < req->parts.size(); ++i) {
+    if (Claim(req.get(), i, why)) Release(req);
+  }
 }
 
 Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {

@@ -48,6 +48,9 @@ struct Part {
   // pieces in order.
   float* dst = nullptr;
   uint64_t value_count = 0;
+  // Deliver adds the values to dst instead of copying them (the reduce step of a
+  // collective: one pass over memory instead of a copy and a sum).
+  bool accumulate = false;
   std::vector<std::pair<float*, uint64_t>> pieces;
 };
 
@@ -126,6 +129,9 @@ class RequestTracker {
   // fails with kInvalidArgument). False when the request is gone or the part already
   // claimed (it expired, or its peer died): the caller may offer the data elsewhere.
   bool Deliver(Ticket ticket, size_t part, const Status& status, const void* data, size_t bytes);
+  // Claims every unclaimed part of request `ticket` with `why` (nothing if it is gone).
+  // The request completes once its borrowed frames, if any, are released too.
+  void Cancel(Ticket ticket, const Status& why);
 
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout);
 

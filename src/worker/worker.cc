@@ -12,6 +12,7 @@
 #include <string>
 
 #include "node/node_runtime.h"
+#include "worker/collectives.h"
 #include "worker/peer_messages.h"
 #include "worker/ps_requests.h"
 #include "worker/request_tracker.h"
@@ -30,7 +31,8 @@ class Worker::Impl {
             }),
         peers_(
             &tracker_, [this](NodeId to, Message&& m) { return runtime_->Send(to, std::move(m)); },
-            kPeerBufferBytes) {}
+            kPeerBufferBytes),
+        collectives_(&peers_, &tracker_, options_) {}
 
   Status Start() {
     if (ever_started_) return FailedPrecondition("worker already started (a Worker starts once)");
@@ -131,6 +133,16 @@ class Worker::Impl {
 
   TrafficStats traffic() const { return ever_started_ ? runtime_->traffic() : TrafficStats{}; }
 
+  Status AllReduce(float* data, size_t n, const AllReduceOptions& options,
+                   std::chrono::milliseconds timeout) {
+    if (!started_) return FailedPrecondition("AllReduce: the worker is not started");
+    return collectives_.AllReduce(
+        [this]() -> std::shared_ptr<const ClusterMap> {
+          return started_ ? runtime_->map() : nullptr;
+        },
+        runtime_->id(), options, data, n, timeout);
+  }
+
   RequestTracker& tracker() { return tracker_; }
   PsRequests& ps() { return ps_; }
 
@@ -156,12 +168,17 @@ class Worker::Impl {
       return tracker_.Failed(Unavailable("worker " + std::to_string(rank) + " is dead"),
                              std::move(cb));
     }
+    if (tag & kCollectiveTagBit) {
+      return tracker_.Failed(InvalidArgument("tags >= 2^63 are reserved for collectives"),
+                             std::move(cb));
+    }
     return send ? peers_.Send(peer->id, tag, in, n, m->epoch, std::move(cb))
                 : peers_.Recv(peer->id, tag, out, n, std::move(cb));
   }
 
  private:
   void OnNodeDead(NodeId id, const Status& why) {
+    collectives_.OnNodeDead(id, why);  // every collective including it, not only its neighbours
     if (id == kSchedulerId) {
       tracker_.FailMatching([](const Part&) { return true; }, why);
       return;
@@ -187,6 +204,7 @@ class Worker::Impl {
   RequestTracker tracker_;
   PsRequests ps_;
   PeerMessages peers_;
+  Collectives collectives_;
 };
 
 Worker::Worker(WorkerOptions options) : impl_(new Impl(std::move(options))) {}
@@ -300,6 +318,13 @@ Ticket Worker::SendTo(uint32_t to, uint64_t tag, const float* data, size_t n, Ca
 }
 Ticket Worker::RecvFrom(uint32_t from, uint64_t tag, float* out, size_t n, Callback cb) {
   return impl_->PeerRequest(from, /*send=*/false, tag, nullptr, out, n, std::move(cb));
+}
+Status Worker::AllReduce(float* data, size_t n, std::chrono::milliseconds timeout) {
+  return impl_->AllReduce(data, n, AllReduceOptions{}, timeout);
+}
+Status Worker::AllReduce(float* data, size_t n, const AllReduceOptions& options,
+                         std::chrono::milliseconds timeout) {
+  return impl_->AllReduce(data, n, options, timeout);
 }
 Status Worker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   return impl_->tracker().Wait(ticket, timeout);

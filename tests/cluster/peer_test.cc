@@ -4,10 +4,12 @@
 // within a tag, tags kept apart, size mismatches, bad ranks, and a peer that dies.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "local_cluster.h"
@@ -83,6 +85,38 @@ TEST_P(PeerTest, BadRanksAndSizesAreClearErrors) {
   Status s = b.Wait(r, kWait);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("4 values where 3"), std::string::npos) << s;
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// Receives posted while their tensors arrive (one tag each, so every tensor that comes
+// first is buffered): each must still meet its tensor, none left waiting beside it.
+TEST_P(PeerTest, ReceivesPostedWhileTheirTensorsArriveAllMatch) {
+  LocalCluster c(1, 2, GetParam());
+  ASSERT_TRUE(c.Start().ok());
+  Worker& a = c.worker(0);
+  Worker& b = c.worker(1);
+  constexpr int kTensors = 5000;
+  const std::vector<float> x = Iota(16, 1.0f);
+  std::vector<std::vector<float>> got(kTensors, std::vector<float>(16));
+  std::vector<Ticket> recvs(kTensors), sends(kTensors);
+  // Lock-step: tensor i is sent as receive i is posted, i + 1 only after both.
+  std::atomic<int> posted{-1};
+  std::thread sender([&] {
+    for (int i = 0; i < kTensors; ++i) {
+      while (posted.load() < i - 1) std::this_thread::yield();
+      sends[i] = a.SendTo(1, 1000 + i, x.data(), x.size());
+    }
+  });
+  for (int i = 0; i < kTensors; ++i) {
+    recvs[i] = b.RecvFrom(0, 1000 + i, got[i].data(), 16);
+    posted.store(i);
+  }
+  sender.join();
+  for (int i = 0; i < kTensors; ++i) {
+    ASSERT_TRUE(b.Wait(recvs[i], kWait).ok()) << "tensor " << i;
+    ASSERT_TRUE(a.Wait(sends[i], kWait).ok()) << "tensor " << i;
+    ASSERT_EQ(got[i], x) << "tensor " << i;
+  }
   EXPECT_TRUE(c.Finish().ok());
 }
 

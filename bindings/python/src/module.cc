@@ -413,6 +413,27 @@ class PyWorker {
                   [&] { return w().RecvFrom(from, tag, dst, n); });
   }
 
+  // In place, blocking, GIL released: every participant calls it with the same size.
+  void AllReduce(py::array& data, std::optional<double> timeout_s,
+                 std::optional<std::vector<uint32_t>> ranks, std::optional<size_t> segment_bytes) {
+    if (data.dtype().kind() != 'f' || data.itemsize() != 4 ||
+        !(data.flags() & py::array::c_style) || !data.writeable()) {
+      ThrowInvalid("allreduce: the values must be a writable C-contiguous float32 array");
+    }
+    ps::AllReduceOptions options;
+    if (ranks) options.ranks = *ranks;
+    if (segment_bytes) options.segment_bytes = *segment_bytes;
+    const Millis t = ToMillis(timeout_s, kNoLimit);
+    float* d = MutableData(data);
+    const size_t n = data.size();
+    ps::Status s;
+    {
+      py::gil_scoped_release release;
+      s = w().AllReduce(d, n, options, t);
+    }
+    ThrowIfError(s);
+  }
+
   py::dict Traffic() const {
     const ps::TrafficStats t = w().traffic();
     py::dict peers, tables, d;
@@ -767,6 +788,8 @@ PYBIND11_MODULE(_core, m) {
       .def("stats", &PyWorker::Stats)
       .def("send_to", &PyWorker::SendTo, py::return_value_policy::take_ownership)
       .def("recv_from", &PyWorker::RecvFrom, py::return_value_policy::take_ownership)
+      .def("allreduce", &PyWorker::AllReduce, py::arg("data"), py::arg("timeout") = py::none(),
+           py::arg("ranks") = py::none(), py::arg("segment_bytes") = py::none())
       .def("traffic", &PyWorker::Traffic)
       .def("install_placement", &PyWorker::InstallPlacement, py::arg("layers"),
            py::arg("timeout") = py::none())

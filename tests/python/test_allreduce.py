@@ -1,0 +1,76 @@
+"""Worker.allreduce: the ring all-reduce from Python (numpy arrays and torch tensors, in place)."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import layerps
+from conftest import FAST
+
+
+def _on_every_worker(workers, fn):
+    """Runs fn(rank, worker) on one thread per worker (allreduce blocks with the GIL
+    released); returns the exceptions raised, by rank."""
+    errors = {}
+
+    def run(r, w):
+        try:
+            fn(r, w)
+        except Exception as e:  # noqa: BLE001 (reported by the test)
+            errors[r] = e
+
+    threads = [threading.Thread(target=run, args=(r, w)) for r, w in enumerate(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return errors
+
+
+def test_allreduce_sums_numpy_arrays_and_torch_tensors_in_place():
+    with layerps.LocalCluster(num_servers=1, num_workers=3, transport="inproc", **FAST) as c:
+        n = 100_003  # not divisible by 3
+        arrays = [np.arange(n, dtype=np.float32) % 997 + r for r in range(3)]
+        tensors = [torch.full((5, 7), float(r + 1)) for r in range(3)]
+        results = {}
+
+        def step(r, w):
+            results[r] = w.allreduce(arrays[r])
+            w.allreduce(tensors[r], timeout=60, segment_bytes=4096)
+
+        assert _on_every_worker(c.workers, step) == {}
+        want = 3 * (np.arange(n, dtype=np.float32) % 997) + 3
+        for r in range(3):
+            assert results[r] is arrays[r]  # in place, the same object back
+            np.testing.assert_array_equal(arrays[r], want)
+            assert torch.equal(tensors[r], torch.full((5, 7), 6.0))
+
+
+def test_allreduce_among_a_subset_and_errors():
+    with layerps.LocalCluster(num_servers=1, num_workers=3, transport="inproc", **FAST) as c:
+        w0, w1, w2 = c.workers
+        xs = [np.full(10, r + 1, np.float32) for r in range(3)]
+
+        def pair(r, w):
+            if r in (0, 2):
+                w.allreduce(xs[r], ranks=[0, 2])
+
+        assert _on_every_worker(c.workers, pair) == {}
+        np.testing.assert_array_equal(xs[0], np.full(10, 4, np.float32))
+        np.testing.assert_array_equal(xs[2], np.full(10, 4, np.float32))
+        np.testing.assert_array_equal(xs[1], np.full(10, 2, np.float32))
+        with pytest.raises(layerps.InvalidArgumentError, match="does not include this worker"):
+            w0.allreduce(xs[0], ranks=[1, 2])
+        with pytest.raises(layerps.InvalidArgumentError, match="twice"):
+            w0.allreduce(xs[0], ranks=[0, 1, 1])
+        with pytest.raises(layerps.InvalidArgumentError, match="rank 9"):
+            w0.allreduce(xs[0], ranks=[0, 9])
+        with pytest.raises(layerps.InvalidArgumentError, match="float32"):
+            w0.allreduce(np.zeros(4, np.float64))
+        # Rank 1 never joins this one: the others fail at their deadline.
+        errors = _on_every_worker(
+            c.workers, lambda r, w: w.allreduce(xs[r], timeout=0.3) if r != 1 else None)
+        assert set(errors) == {0, 2}
+        assert all(isinstance(e, layerps.TimeoutError) for e in errors.values()), errors
