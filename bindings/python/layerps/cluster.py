@@ -28,6 +28,7 @@ OPTION_FIELDS = (
     "scheduler_address", "bind_address", "advertise_host", "num_servers", "num_workers",
     "token", "heartbeat_interval_ms", "heartbeat_timeout_ms", "connect_timeout_ms",
     "request_timeout_ms", "dense_chunk_elems", "io_threads", "max_message_bytes",
+    "scheduler_max_message_bytes",
 )
 
 _RULES = {"sum": _core.UpdateRule.SUM, "sgd": _core.UpdateRule.SGD}

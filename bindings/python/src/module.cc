@@ -638,6 +638,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("dense_chunk_elems", &ps::Options::dense_chunk_elems)
       .def_readwrite("io_threads", &ps::Options::io_threads)
       .def_readwrite("max_message_bytes", &ps::Options::max_message_bytes)
+      .def_readwrite("scheduler_max_message_bytes", &ps::Options::scheduler_max_message_bytes)
       .def_static(
           "from_env",
           [] {
