@@ -135,14 +135,20 @@ bool SegmentExists(const std::string& name) {
   return true;
 }
 
-// Sends, as `identity` (empty: ZeroMQ's own), a push whose one payload frame is "in
-// shared memory" per a manifest that names `segment`, claiming to come from `sender`.
-void SendManifest(zmq::context_t& ctx, const std::string& endpoint, const std::string& segment,
-                  NodeId sender, const std::string& identity = "") {
+// A DEALER connected to `endpoint` as `identity` (empty: ZeroMQ's own). One socket per
+// identity: a ROUTER refuses a second connection with an identity still in use.
+zmq::socket_t Dealer(zmq::context_t& ctx, const std::string& endpoint,
+                     const std::string& identity = "") {
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 1000);
   if (!identity.empty()) s.set(zmq::sockopt::routing_id, identity);
   s.connect(endpoint);
+  return s;
+}
+
+// Sends a push whose one payload frame is "in shared memory" per a manifest that names
+// `segment`, claiming to come from `sender`.
+void SendManifest(zmq::socket_t& s, const std::string& segment, NodeId sender) {
   std::string manifest(72 + 24, '\0');
   const uint64_t magic = 0x31304D4853535046ull;
   const uint32_t count = 1;
@@ -186,11 +192,13 @@ TEST(SharedMemoryTest, StrangersManifestsMapNothingAndDoNotDisturbARealJob) {
     if (node.role == Role::kServer) server_id = node.id;
   }
   zmq::context_t ctx;
+  zmq::socket_t to_server = Dealer(ctx, EndpointOf(w, Role::kServer));
+  zmq::socket_t to_worker = Dealer(ctx, EndpointOf(w, Role::kWorker));
   std::vector<std::string> names;
   for (int i = 0; i < 8; ++i) {
     names.push_back(StrangerSegment(i));
-    SendManifest(ctx, EndpointOf(w, Role::kServer), names.back(), w.id());
-    SendManifest(ctx, EndpointOf(w, Role::kWorker), names.back(), server_id);
+    SendManifest(to_server, names.back(), w.id());
+    SendManifest(to_worker, names.back(), server_id);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(MappingsOf("layerps-shm-stranger"), 0);
@@ -212,8 +220,9 @@ TEST(SharedMemoryTest, SwitchedOffMapsNothing) {
   ASSERT_TRUE(c.Start().ok());
   Worker& w = c.worker(0);
   zmq::context_t ctx;
+  zmq::socket_t stranger = Dealer(ctx, EndpointOf(w, Role::kServer));
   const std::string name = StrangerSegment(100);
-  SendManifest(ctx, EndpointOf(w, Role::kServer), name, w.id());
+  SendManifest(stranger, name, w.id());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(MappingsOf("layerps-shm-stranger"), 0);
   EXPECT_TRUE(SegmentExists(name));
@@ -236,20 +245,23 @@ TEST(SharedMemoryTransportTest, ManifestsOnlyFromListedMembersAndOnlyWhenOn) {
     ASSERT_TRUE(ep.ok()) << ep.status();
     rx->SetSharedMemoryPeers({"nmember"});
     zmq::context_t ctx;
+    zmq::socket_t stranger = Dealer(ctx, *ep, "nstranger");
+    zmq::socket_t member = Dealer(ctx, *ep, "nmember");
     auto receive = [&] {
       Message m;
       Status s;
-      do {
+      for (int i = 0; i < 10; ++i) {
         s = rx->Recv(&m, 2000);
-      } while (s.code() == StatusCode::kTimeout);
+        if (s.code() != StatusCode::kTimeout) break;
+      }
       return s;
     };
     const std::string first = StrangerSegment(200);
-    SendManifest(ctx, *ep, first, 1, "nstranger");
+    SendManifest(stranger, first, 1);
     EXPECT_EQ(receive().code(), StatusCode::kProtocolError);
     EXPECT_EQ(MappingsOf("layerps-shm-stranger"), 0);
     EXPECT_TRUE(SegmentExists(first));
-    SendManifest(ctx, *ep, first, 1, "nmember");
+    SendManifest(member, first, 1);
     Status s = receive();
     EXPECT_EQ(s.ok(), on) << s;
     EXPECT_EQ(MappingsOf("layerps-shm-stranger"), on ? 1 : 0);
@@ -258,7 +270,7 @@ TEST(SharedMemoryTransportTest, ManifestsOnlyFromListedMembersAndOnlyWhenOn) {
     if (on) {
       for (int i = 1; i <= 4; ++i) {
         const std::string name = StrangerSegment(200 + i);
-        SendManifest(ctx, *ep, name, 1, "nmember");
+        SendManifest(member, name, 1);
         EXPECT_TRUE(receive().ok());
         EXPECT_EQ(MappingsOf("layerps-shm-stranger"), 1) << "one live segment per member";
       }
