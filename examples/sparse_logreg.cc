@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -70,6 +71,27 @@ struct Data {
   }
 };
 
+// Every flag is checked before joining a cluster: a bad one is one line and exit code 2.
+void CheckFlags() {
+  auto bad = [](const std::string& line) { ps::cli::Fail("sparse_logreg", line); };
+  if (FLAGS_steps < 1) bad("--steps=" + std::to_string(FLAGS_steps) + " must be at least 1");
+  if (FLAGS_batch < 1 || FLAGS_batch > 1000000)
+    bad("--batch=" + std::to_string(FLAGS_batch) + " is outside [1, 1000000]");
+  if (FLAGS_features < 1 || FLAGS_features > 100000000)
+    bad("--features=" + std::to_string(FLAGS_features) + " is outside [1, 100000000]");
+  if (FLAGS_active < 1 || FLAGS_active > FLAGS_features)
+    bad("--active=" + std::to_string(FLAGS_active) +
+        " is outside [1, --features=" + std::to_string(FLAGS_features) + "]");
+  if (FLAGS_print_every < 1)
+    bad("--print_every=" + std::to_string(FLAGS_print_every) + " must be at least 1");
+  if (!(FLAGS_lr > 0 && std::isfinite(FLAGS_lr)))
+    bad("--lr=" + std::to_string(FLAGS_lr) + " must be a positive number");
+  if (!(FLAGS_bias_lr >= 0 && std::isfinite(FLAGS_bias_lr)))
+    bad("--bias_lr=" + std::to_string(FLAGS_bias_lr) + " must be a number >= 0");
+  if (!(FLAGS_min_accuracy >= 0 && FLAGS_min_accuracy <= 1))
+    bad("--min_accuracy=" + std::to_string(FLAGS_min_accuracy) + " is outside [0, 1]");
+}
+
 int Fail(const char* what, const ps::Status& s) {
   std::fprintf(stderr, "sparse_logreg: %s: %s\n", what, s.ToString().c_str());
   return 1;
@@ -81,6 +103,7 @@ int main(int argc, char** argv) {
   ps::cli::ParseOrExit(argc, argv,
                        "sparse_logreg: sparse logistic regression through a LayerPS cluster.\n"
                        "Run it under layerps-launch, which sets the LAYERPS_* environment.");
+  CheckFlags();
   ps::StatusOr<ps::Options> options = ps::Options::FromEnv();
   if (!options.ok()) return Fail("options", options.status());
   ps::Worker worker(*options);

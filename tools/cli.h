@@ -41,8 +41,9 @@ inline void PrintHelp(const char* prog, const char* usage) {
   std::exit(2);
 }
 
-// Parses argv: "--name=value", "--name value", "--bool", "--nobool". Stops at "--" or
-// the first non-flag argument when `stop_at_positional`; returns what follows.
+// Parses argv: "--name=value", "--name value" (a value may not start with "--": write
+// "--name=--x"), "--bool", "--nobool". Stops at "--" or the first non-flag argument
+// when `stop_at_positional`; returns what follows.
 inline std::vector<std::string> ParseOrExit(int argc, char** argv, const char* usage,
                                             bool stop_at_positional = false) {
   const char* prog = std::strrchr(argv[0], '/') ? std::strrchr(argv[0], '/') + 1 : argv[0];
@@ -84,12 +85,13 @@ inline std::vector<std::string> ParseOrExit(int argc, char** argv, const char* u
     }
     if (!known) Fail(prog, "unknown flag --" + name);
     if (!has_value) {
+      // "--token --num_servers=2" is a forgotten value, not the token "--num_servers=2".
       if (info.type == "bool") {
         value = "true";
-      } else if (i + 1 < argc) {
+      } else if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) {
         value = argv[++i];
       } else {
-        Fail(prog, "flag --" + name + " needs a value");
+        Fail(prog, "flag --" + name + " needs a value (--" + name + "=VALUE)");
       }
     }
     if (gflags::SetCommandLineOption(name.c_str(), value.c_str()).empty()) {

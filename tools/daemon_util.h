@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <iostream>
 #include <string>
 
 #include "ps/status.h"
@@ -24,6 +25,17 @@ inline void InstallStopHandlers() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+}
+
+// An empty token lets any process that reaches the scheduler join the cluster (and, once
+// a member, push to every table): say so once, at start.
+inline void WarnIfNoToken(const char* prog, const std::string& token) {
+  if (token.empty()) {
+    std::cerr << prog
+              << ": warning: no --token (nor LAYERPS_TOKEN): any process that can reach the "
+                 "scheduler may join this cluster"
+              << std::endl;
+  }
 }
 
 // Calls join(200 ms) until it returns anything but kTimeout, a stop signal arrives

@@ -252,6 +252,11 @@ int main(int argc, char** argv) {
       "LAYERPS_HEARTBEAT_TIMEOUT_MS=" + std::to_string(o.heartbeat_timeout_ms),
       "LAYERPS_CONNECT_TIMEOUT_MS=" + std::to_string(o.connect_timeout_ms),
       "LAYERPS_REQUEST_TIMEOUT_MS=" + std::to_string(o.request_timeout_ms),
+      // Every node must agree on these (a node with shared memory off refuses manifests;
+      // a part above the receiver's limit is dropped).
+      "LAYERPS_SHARED_MEMORY=" + std::string(o.shared_memory ? "1" : "0"),
+      "LAYERPS_MAX_MESSAGE_BYTES=" + std::to_string(o.max_message_bytes),
+      "LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES=" + std::to_string(o.scheduler_max_message_bytes),
   };
   if (!o.bind_address.empty()) common_env.push_back("LAYERPS_BIND=" + o.bind_address);
 

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
     std::cout << "layerps-scheduler: placement of plan '" << plan->strategy << "' for "
               << plan->model << " in force" << std::endl;
   }
+  ps::daemon::WarnIfNoToken("layerps-scheduler", options->token);
   ps::Status s = scheduler.Start();
   if (!s.ok()) {
     std::cerr << "layerps-scheduler: " << s << std::endl;

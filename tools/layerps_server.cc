@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
   }
 
+  ps::daemon::WarnIfNoToken("layerps-server", options->token);
   ps::Server server(*options);
   // Start() waits for the whole cluster (up to --connect_timeout_ms); a stop signal must
   // not wait that long. Nothing is established before Start succeeds, so on a signal the

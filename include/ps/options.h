@@ -34,7 +34,8 @@ struct CommonOptions {
   std::string advertise_host;
 
   // The cluster's shared secret: a node registering with a different token is refused.
-  // Default empty (any node with an empty token joins). Env: LAYERPS_TOKEN.
+  // Default empty (any node with an empty token joins: the daemons warn about it).
+  // Env: LAYERPS_TOKEN.
   std::string token;
 
   // How often nodes and scheduler exchange heartbeats (ms). 10..60000, default 500.
@@ -51,9 +52,17 @@ struct CommonOptions {
   // as needed; /dev/shm, mode 0600) instead of the socket; the socket carries a small
   // manifest. Default true. Env: LAYERPS_SHARED_MEMORY (0 or 1).
   bool shared_memory = true;
-  // Largest message this node accepts, in bytes; bigger ones are dropped unread.
-  // 1 KiB..16 GiB, default 4 GiB.
-  int64_t max_message_bytes = int64_t{4} << 30;
+  // Largest message part (frame) the receive socket of a server or a worker accepts, in
+  // bytes: ZeroMQ drops the connection of a peer that announces a bigger one, before
+  // reading it. It also bounds what one connection that has not authenticated can make
+  // the node buffer. A worker refuses to send a part above it (ResourceExhausted), so it
+  // caps a table's share per server: 256 MiB = 64M float32 elements. 1 KiB..16 GiB,
+  // default 256 MiB. Env: LAYERPS_MAX_MESSAGE_BYTES.
+  int64_t max_message_bytes = int64_t{256} << 20;
+  // The same for the scheduler's socket, which only ever receives control messages
+  // (register, heartbeats, declares, barriers, placements: kilobytes). 4 KiB..1 GiB,
+  // default 1 MiB. Env: LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES.
+  int64_t scheduler_max_message_bytes = int64_t{1} << 20;
   // Where the node's transport comes from. Default null: ZeroMQ. Not read from the
   // environment or flags; the in-process cluster tests set it.
   std::shared_ptr<TransportFactory> transport_factory;

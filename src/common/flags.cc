@@ -37,6 +37,13 @@ DEFINE_int32(io_threads, 0, "ZeroMQ I/O threads, 1..64. Default 1");
 DEFINE_bool(shared_memory, true,
             "Send large frames to ipc:// peers through shared memory. "
             "Default: $LAYERPS_SHARED_MEMORY, else true");
+DEFINE_int64(max_message_bytes, 0,
+             "Servers and workers: largest message part accepted (bytes, 1 KiB..16 GiB); "
+             "also the largest share of a table per server one push can carry. Default: "
+             "$LAYERPS_MAX_MESSAGE_BYTES, else 268435456 (256 MiB)");
+DEFINE_int64(scheduler_max_message_bytes, 0,
+             "Scheduler: largest control message accepted (bytes, 4 KiB..1 GiB). Default: "
+             "$LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES, else 1048576 (1 MiB)");
 
 namespace ps {
 namespace {
@@ -64,6 +71,9 @@ StatusOr<Options> OptionsFromFlags() {
   if (IsSet("dense_chunk_elems")) o.dense_chunk_elems = FLAGS_dense_chunk_elems;
   if (IsSet("io_threads")) o.io_threads = FLAGS_io_threads;
   if (IsSet("shared_memory")) o.shared_memory = FLAGS_shared_memory;
+  if (IsSet("max_message_bytes")) o.max_message_bytes = FLAGS_max_message_bytes;
+  if (IsSet("scheduler_max_message_bytes"))
+    o.scheduler_max_message_bytes = FLAGS_scheduler_max_message_bytes;
   PS_RETURN_IF_ERROR(o.Validate().WithContext("bad flag"));
   return o;
 }

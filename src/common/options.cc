@@ -41,6 +41,26 @@ bool HasScheme(const std::string& a) {
   return a.rfind("tcp://", 0) == 0 || a.rfind("ipc://", 0) == 0 || a.rfind("inproc://", 0) == 0;
 }
 
+// A tcp:// address must end in ":PORT" with PORT in 0..65535 or "*" (ZeroMQ would take
+// an out-of-range port modulo 2^16, or a random one, without a word).
+Status CheckAddress(const char* what, const std::string& a) {
+  if (!HasScheme(a)) {
+    return InvalidArgument(std::string(what) + " '" + a +
+                           "' must start with tcp://, ipc:// or inproc://");
+  }
+  if (a.rfind("tcp://", 0) != 0) return Status::OK();
+  const size_t colon = a.rfind(':');
+  const std::string port = colon == std::string::npos || colon < 6 ? "" : a.substr(colon + 1);
+  if (port == "*") return Status::OK();
+  bool digits = !port.empty() && port.size() <= 5;
+  for (char ch : port) digits = digits && ch >= '0' && ch <= '9';
+  if (!digits || std::stol(port) > 65535) {
+    return InvalidArgument(std::string(what) + " '" + a +
+                           "' needs a port in 0..65535 (0 = any free one) after the last ':'");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<Options> Options::FromEnv() {
@@ -59,15 +79,16 @@ StatusOr<Options> Options::FromEnv() {
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_HEARTBEAT_TIMEOUT_MS", 20, 3600000, &o.heartbeat_timeout_ms));
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_CONNECT_TIMEOUT_MS", 1, 3600000, &o.connect_timeout_ms));
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_REQUEST_TIMEOUT_MS", 1, 3600000, &o.request_timeout_ms));
+  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_MAX_MESSAGE_BYTES", int64_t{1} << 10, int64_t{16} << 30,
+                            &o.max_message_bytes));
+  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES", int64_t{4} << 10,
+                            int64_t{1} << 30, &o.scheduler_max_message_bytes));
   PS_RETURN_IF_ERROR(o.Validate());
   return o;
 }
 
 Status CommonOptions::Validate() const {
-  if (!HasScheme(scheduler_address)) {
-    return InvalidArgument("scheduler_address '" + scheduler_address +
-                           "' must start with tcp://, ipc:// or inproc://");
-  }
+  PS_RETURN_IF_ERROR(CheckAddress("scheduler_address", scheduler_address));
   if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {
     return InvalidArgument("heartbeat_interval_ms=" + std::to_string(heartbeat_interval_ms) +
                            " is outside [10, 60000]");
@@ -79,7 +100,13 @@ Status CommonOptions::Validate() const {
   }
   if (io_threads < 1 || io_threads > 64) return InvalidArgument("io_threads is outside [1, 64]");
   if (max_message_bytes < 1024 || max_message_bytes > (int64_t{16} << 30)) {
-    return InvalidArgument("max_message_bytes is outside [1 KiB, 16 GiB]");
+    return InvalidArgument("max_message_bytes=" + std::to_string(max_message_bytes) +
+                           " is outside [1 KiB, 16 GiB]");
+  }
+  if (scheduler_max_message_bytes < (4 << 10) || scheduler_max_message_bytes > (int64_t{1} << 30)) {
+    return InvalidArgument(
+        "scheduler_max_message_bytes=" + std::to_string(scheduler_max_message_bytes) +
+        " is outside [4 KiB, 1 GiB]");
   }
   return Status::OK();
 }
@@ -99,10 +126,7 @@ Status ClusterShape::Validate() const {
 
 Status MemberOptions::Validate() const {
   PS_RETURN_IF_ERROR(CommonOptions::Validate());
-  if (!bind_address.empty() && !HasScheme(bind_address)) {
-    return InvalidArgument("bind_address '" + bind_address +
-                           "' must start with tcp://, ipc:// or inproc://");
-  }
+  if (!bind_address.empty()) PS_RETURN_IF_ERROR(CheckAddress("bind_address", bind_address));
   if (rank < -1 || rank > 4095)
     return InvalidArgument("rank=" + std::to_string(rank) + " is outside [-1, 4095]");
   if (connect_timeout_ms < 1 || connect_timeout_ms > 3600000) {

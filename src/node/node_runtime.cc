@@ -37,6 +37,7 @@ void NodeRuntime::Handle(MsgType type, DataHandler handler) {
 Status NodeRuntime::Start() {
   if (running_) return FailedPrecondition("already started");
   PS_RETURN_IF_ERROR(options_.Validate());
+  RouteProtobufLogs();
   transport_ = NewTransport(options_);
   StatusOr<std::string> bound =
       transport_->Bind(DefaultBindAddress(options_.bind_address, options_.scheduler_address),
@@ -434,6 +435,13 @@ std::vector<std::pair<TableId, Status>> NodeRuntime::InstallMap(
     if (map_ && map->epoch <= map_->epoch) return {};
     map_ = map;
   }
+  // Shared-memory manifests are acted on only from the live members' data connections.
+  std::vector<std::string> members;
+  for (const auto& kv : map->tags) {
+    const NodeInfo* n = map->FindNode(kv.first);
+    if (n != nullptr && n->alive && n->role != Role::kScheduler) members.push_back("n" + kv.second);
+  }
+  transport_->SetSharedMemoryPeers(std::move(members));
   std::vector<std::pair<TableId, Status>> failed;
   if (handlers_.on_map) failed = handlers_.on_map(map);
   cv_.notify_all();

@@ -60,7 +60,13 @@ class Scheduler::Impl final : public ClusterState {
   Status Start() {
     if (thread_.joinable()) return FailedPrecondition("scheduler already started");
     PS_RETURN_IF_ERROR(options_.Validate());
-    transport_ = NewTransport(options_);
+    RouteProtobufLogs();
+    // The scheduler only receives control messages: its socket takes small ones only,
+    // which bounds what a connection that never registers can make it buffer.
+    CommonOptions transport_options = options_;
+    transport_options.max_message_bytes = options_.scheduler_max_message_bytes;
+    transport_options.shared_memory = false;  // it sends and accepts no data frames
+    transport_ = NewTransport(transport_options);
     StatusOr<std::string> bound =
         transport_->Bind(options_.scheduler_address, options_.advertise_host);
     if (!bound.ok()) return bound.status();

@@ -99,6 +99,9 @@ class FaultTransport final : public Transport {
   }
   bool IsConnected(NodeId peer) const override { return inner_->IsConnected(peer); }
   Status Recv(Message* msg, int timeout_ms) override { return inner_->Recv(msg, timeout_ms); }
+  void SetSharedMemoryPeers(std::vector<std::string> identities) override {
+    inner_->SetSharedMemoryPeers(std::move(identities));
+  }
 
   Status Send(NodeId peer, Message&& msg, int timeout_ms) override {
     const FaultInjector::Decision d = injector_->Decide(peer, msg);

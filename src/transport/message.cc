@@ -1,7 +1,16 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "transport/message.h"
 
+#include <glog/logging.h>
+#include <google/protobuf/stubs/common.h>
+#if GOOGLE_PROTOBUF_VERSION < 4022000
+#include <google/protobuf/stubs/logging.h>
+#endif
+
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <mutex>
 
 #include "layerps.pb.h"
 
@@ -44,6 +53,42 @@ Status ParseHeader(const void* data, size_t size, Header* out) {
     return ProtocolError("unknown message type " + std::to_string(out->type));
   }
   return Status::OK();
+}
+
+namespace {
+
+#if GOOGLE_PROTOBUF_VERSION < 4022000  // from 22 on, protobuf logs through Abseil
+constexpr int64_t kProtobufLogIntervalMs = 10000;
+std::atomic<int64_t> g_protobuf_last_log_ms{INT64_MIN / 2};
+std::atomic<uint64_t> g_protobuf_left_out{0};
+
+void ProtobufToGlog(google::protobuf::LogLevel level, const char* file, int line,
+                    const std::string& message) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t last = g_protobuf_last_log_ms.load();
+  if (level < google::protobuf::LOGLEVEL_FATAL &&
+      (now - last < kProtobufLogIntervalMs ||
+       !g_protobuf_last_log_ms.compare_exchange_strong(last, now))) {
+    g_protobuf_left_out.fetch_add(1);
+    return;
+  }
+  const uint64_t left_out = g_protobuf_left_out.exchange(0);
+  LOG(WARNING) << "protobuf (" << file << ":" << line << "): " << message
+               << (left_out > 0 ? " [" + std::to_string(left_out) +
+                                      " protobuf log lines left out since the last one]"
+                                : std::string());
+}
+#endif
+
+}  // namespace
+
+void RouteProtobufLogs() {
+#if GOOGLE_PROTOBUF_VERSION < 4022000
+  static std::once_flag once;
+  std::call_once(once, [] { google::protobuf::SetLogHandler(&ProtobufToGlog); });
+#endif
 }
 
 Message MakeControl(NodeId sender, const layerps::pb::Control& control) {

@@ -28,12 +28,12 @@ constexpr uint16_t kProtocolVersion = 1;
 constexpr size_t kMaxFrames = 8;  // a message with more payload frames is malformed
 
 enum class MsgType : uint16_t {
-  kControl = 1,   // frame 0: a serialized pb::Control
-  kPush = 2,      // dense: frame 0 values; sparse: frame 0 keys, frame 1 rows
-  kPull = 3,      // dense: no frame; sparse: frame 0 keys
-  kPushPull = 4,  // as kPush; the reply carries the values after the push
-  kAssign = 5,    // as kPush, but overwrites
-  kReply = 6,     // to a data request: status, and values for pulls
+  kControl = 1,     // frame 0: a serialized pb::Control
+  kPush = 2,        // dense: frame 0 values; sparse: frame 0 keys, frame 1 rows
+  kPull = 3,        // dense: no frame; sparse: frame 0 keys
+  kPushPull = 4,    // as kPush; the reply carries the values after the push
+  kAssign = 5,      // as kPush, but overwrites
+  kReply = 6,       // to a data request: status, and values for pulls
   kPeerTensor = 7,  // worker to worker: frame 0 values (count floats); offset is the tag
 };
 constexpr MsgType kLastMsgType = MsgType::kPeerTensor;
@@ -93,6 +93,12 @@ Status ParseHeader(const void* data, size_t size, Header* out);
 Message MakeControl(NodeId sender, const layerps::pb::Control& control);
 // Parses frame 0 of a kControl message.
 Status ParseControl(const Message& msg, layerps::pb::Control* out);
+
+// Sends protobuf's own log lines (e.g. "String field ... contains invalid UTF-8 data",
+// once per bad message a stranger sends) to glog at WARNING, at most one line every
+// 10 s, with the count of those left out. Process-wide (protobuf has one handler) and
+// idempotent; the scheduler and every node call it when they start.
+void RouteProtobufLogs();
 
 // Checks that a data message's frames agree with its header (counts, sizes, dims,
 // type), before anything reads them. `max_elems` bounds count * max(dim, 1), and for a

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ps/options.h"
 #include "ps/status.h"
@@ -46,11 +47,21 @@ class Transport {
   // a malformed one (already consumed and dropped). Only one thread may call Recv.
   virtual Status Recv(Message* msg, int timeout_ms) = 0;
 
+  // The routing identities (Message::identity) whose shared-memory manifests this
+  // transport acts on: the members' data identities, which the node runtime sets from
+  // every cluster map it installs. A manifest from any other connection (a stranger,
+  // the scheduler, a node that is gone) is refused as kProtocolError before anything is
+  // opened or mapped, and mappings held for identities no longer listed are dropped.
+  // Default: none. Transports without shared memory ignore it. Thread-safe.
+  virtual void SetSharedMemoryPeers(std::vector<std::string> identities) { (void)identities; }
+
   // Closes every socket. Send and Recv fail afterwards. Idempotent.
   virtual void Close() = 0;
 };
 
-// A ZeroMQ transport for one node. `options` supplies io_threads and max_message_bytes.
+// A ZeroMQ transport for one node. `options` supplies io_threads, shared_memory and
+// max_message_bytes (the receive socket's ZMQ_MAXMSGSIZE: the scheduler passes its
+// scheduler_max_message_bytes there).
 std::unique_ptr<Transport> NewZmqTransport(const CommonOptions& options);
 
 // Makes the transport of each node. Shared by the nodes it serves, so thread-safe.

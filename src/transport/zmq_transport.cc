@@ -10,6 +10,12 @@
 // receiver maps the segment once and hands the bytes out in place (no socket copies);
 // releasing the received Frame marks the block free for the sender to reuse. When the
 // segment is full, or anything about it fails, frames take the socket as usual.
+//
+// A manifest names a file the receiver opens, maps and unlinks, so it is acted on only
+// when shared memory is on here and only from a connection the node runtime listed as a
+// member's (SetSharedMemoryPeers; routing identities, which a stranger cannot take,
+// unlike the header's `sender`). Mappings are kept per connection: one live segment per
+// member, and at most kShmMaxMappings in all.
 #include <fcntl.h>
 #include <glog/logging.h>
 #include <sys/mman.h>
@@ -24,6 +30,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <zmq.hpp>
 
 #include "common/host.h"
@@ -60,6 +67,7 @@ constexpr size_t kShmSegmentBytes = kShmControlBytes + kShmDataBytes;
 constexpr size_t kShmMaxFrame = kShmDataBytes / 4;     // bigger frames take the socket
 constexpr uint64_t kShmMagic = 0x31304D4853535046ull;  // "FPSSHM01"
 constexpr char kShmPrefix[] = "/layerps-shm-";
+constexpr size_t kShmMaxMappings = 1024;  // peers' segments mapped at once (address space)
 
 // The manifest part: 72 bytes of head, then one entry per frame in shared memory. Its
 // size is never 64, the size of a header part.
@@ -309,12 +317,7 @@ class ZmqTransport final : public Transport {
   }
 
   void Disconnect(NodeId peer) override {
-    {
-      std::lock_guard<std::mutex> lock(mappings_mu_);
-      for (auto it = mappings_.begin(); it != mappings_.end();) {
-        it = it->second.owner == peer ? mappings_.erase(it) : std::next(it);
-      }
-    }
+    // (Mappings of what the peer sent us are dropped when it leaves the member list.)
     std::shared_ptr<Peer> old;
     {
       std::unique_lock<std::shared_mutex> lock(peers_mu_);
@@ -343,7 +346,9 @@ class ZmqTransport final : public Transport {
     if (!p->socket) return Unavailable("connection to node " + std::to_string(peer) + " closed");
     // Same host: big frames go into shared memory; the manifest says where.
     std::vector<ShmEntry> entries;
-    if (p->same_host && !p->shm_failed) {
+    // Data messages only: control messages are small, and the scheduler (which maps
+    // nothing) must be able to read them.
+    if (p->same_host && !p->shm_failed && msg.header.msg_type() != MsgType::kControl) {
       for (size_t i = 0; i < msg.frames.size(); ++i) {
         const Frame& f = msg.frames[i];
         if (f.size() < kShmMinFrame || f.size() > kShmMaxFrame) continue;
@@ -434,10 +439,18 @@ class ZmqTransport final : public Transport {
         const size_t size = owned->size();
         msg->frames.push_back(Frame::Borrow(data, size, std::move(owned)));
       }
-      if (first == 2) PS_RETURN_IF_ERROR(ResolveShm(parts[1], msg->header.sender, &msg->frames));
+      if (first == 2) PS_RETURN_IF_ERROR(ResolveShm(parts[1], msg->identity, &msg->frames));
       return Status::OK();
     } catch (const zmq::error_t& e) {
       return Unavailable(std::string("receive: ") + e.what());
+    }
+  }
+
+  void SetSharedMemoryPeers(std::vector<std::string> identities) override {
+    std::lock_guard<std::mutex> lock(mappings_mu_);
+    shm_peers_ = std::unordered_set<std::string>(identities.begin(), identities.end());
+    for (auto it = mappings_.begin(); it != mappings_.end();) {
+      it = shm_peers_.count(it->first) == 0 ? mappings_.erase(it) : std::next(it);
     }
   }
 
@@ -471,19 +484,32 @@ class ZmqTransport final : public Transport {
     std::unique_ptr<ShmSender> shm;         // guarded by mu
   };
 
-  // Opens (or finds) the mapping of a peer's segment; null if the name is not a LayerPS
-  // segment or it cannot be mapped. A sender has one live segment: when it sends from a
-  // new one (it reconnected), the old mapping is dropped. Receive thread only.
-  std::shared_ptr<ShmMapping> MapSegment(const std::string& name, NodeId sender) {
+  // Opens (or finds) the mapping of the segment a member's connection (`identity`)
+  // names; an error if shared memory is off here, the connection is not a member's, the
+  // name is not a LayerPS segment, or it cannot be mapped. A connection has one live
+  // segment: when it sends from a new one (the sender reconnected), the old mapping is
+  // dropped (frames handed out keep it alive). Receive thread only.
+  StatusOr<std::shared_ptr<ShmMapping>> MapSegment(const std::string& name,
+                                                   const std::string& identity) {
+    if (!shm_enabled_) {
+      return ProtocolError("shared-memory manifest refused: shared memory is off on this node");
+    }
     std::lock_guard<std::mutex> lock(mappings_mu_);
-    auto it = mappings_.find(name);
-    if (it != mappings_.end() && it->second.owner == sender) return it->second.map;
-    if (it != mappings_.end()) return nullptr;  // another node's segment
+    if (shm_peers_.count(identity) == 0) {
+      return ProtocolError("shared-memory manifest from a connection that is not a member's");
+    }
+    auto it = mappings_.find(identity);
+    if (it != mappings_.end() && it->second.name == name) return it->second.map;
     if (name.rfind(kShmPrefix, 0) != 0 || name.find('/', 1) != std::string::npos ||
-        name.size() > 55)
-      return nullptr;
+        name.size() > 55) {
+      return ProtocolError("'" + name + "' is not a shared-memory segment name");
+    }
+    if (it == mappings_.end() && mappings_.size() >= kShmMaxMappings) {
+      return ProtocolError("too many shared-memory segments mapped (" +
+                           std::to_string(kShmMaxMappings) + ")");
+    }
     const int fd = shm_open(name.c_str(), O_RDWR, 0);
-    if (fd < 0) return nullptr;
+    if (fd < 0) return ProtocolError("cannot open shared-memory segment '" + name + "'");
     struct stat st;
     void* p = MAP_FAILED;
     if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == kShmSegmentBytes) {
@@ -492,19 +518,17 @@ class ZmqTransport final : public Transport {
     close(fd);
     // The name is only needed to open it once: remove it so nothing is left behind.
     shm_unlink(name.c_str());
-    if (p == MAP_FAILED) return nullptr;
+    if (p == MAP_FAILED) return ProtocolError("cannot map shared-memory segment '" + name + "'");
     auto m = std::make_shared<ShmMapping>();
     m->base = p;
-    for (auto old = mappings_.begin(); old != mappings_.end();) {
-      old = old->second.owner == sender ? mappings_.erase(old) : std::next(old);
-    }
-    mappings_[name] = Mapped{sender, m};
+    mappings_[identity] = Mapped{name, m};
     return m;
   }
 
   // Replaces frames marked in the manifest `head` (parts[0]) by their bytes in shared
   // memory. `frames` are the payload frames as received.
-  Status ResolveShm(const zmq::message_t& manifest, NodeId sender, std::vector<Frame>* frames) {
+  Status ResolveShm(const zmq::message_t& manifest, const std::string& identity,
+                    std::vector<Frame>* frames) {
     if (manifest.size() < sizeof(ShmHead) ||
         (manifest.size() - sizeof(ShmHead)) % sizeof(ShmEntry) != 0) {
       return ProtocolError("malformed shared-memory manifest");
@@ -516,9 +540,9 @@ class ZmqTransport final : public Transport {
       return ProtocolError("bad shared-memory manifest");
     }
     head.name[sizeof(head.name) - 1] = '\0';
-    std::shared_ptr<ShmMapping> map = MapSegment(head.name, sender);
-    if (!map)
-      return ProtocolError("cannot map shared-memory segment '" + std::string(head.name) + "'");
+    StatusOr<std::shared_ptr<ShmMapping>> mapped = MapSegment(head.name, identity);
+    if (!mapped.ok()) return mapped.status();
+    std::shared_ptr<ShmMapping> map = *mapped;
     const uint8_t* entries = static_cast<const uint8_t*>(manifest.data()) + sizeof(ShmHead);
     for (size_t i = 0; i < count; ++i) {
       ShmEntry e;
@@ -556,12 +580,14 @@ class ZmqTransport final : public Transport {
   // Options::shared_memory: the same-host shared-memory path for ipc:// peers.
   const bool shm_enabled_ = options_.shared_memory;
   struct Mapped {
-    NodeId owner;  // the node that sent from it
+    std::string name;  // the segment's name, as the manifests give it
     std::shared_ptr<ShmMapping> map;
   };
   std::mutex mappings_mu_;
-  // Peers' segments by name (guarded by mappings_mu_); frames handed out keep their
-  // mapping alive on their own.
+  // Members' connections whose manifests are acted on (guarded by mappings_mu_).
+  std::unordered_set<std::string> shm_peers_;
+  // The live segment of each member's connection, by routing identity (guarded by
+  // mappings_mu_); frames handed out keep their mapping alive on their own.
   std::unordered_map<std::string, Mapped> mappings_;
 };
 

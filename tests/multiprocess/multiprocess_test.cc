@@ -124,13 +124,13 @@ class DaemonCluster {
     scheduler_ = std::make_unique<Process>(std::vector<std::string>{
         kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1:0",
         "--num_servers=" + std::to_string(servers), "--num_workers=1", "--token=" + token,
-        "--heartbeat_interval_ms=100", hb,
-        "--address_file=" + addr_file_, "--dense_chunk_elems=100", "--run_timeout_s=120"});
+        "--heartbeat_interval_ms=100", hb, "--address_file=" + addr_file_,
+        "--dense_chunk_elems=100", "--run_timeout_s=120"});
     address_ = ReadAddress(addr_file_, 10s);
     for (int i = 0; i < servers; ++i) {
-      servers_.push_back(std::make_unique<Process>(std::vector<std::string>{
-          kTools + "/layerps-server", "--scheduler=" + address_, "--token=" + token,
-          "--heartbeat_interval_ms=100", hb}));
+      servers_.push_back(std::make_unique<Process>(
+          std::vector<std::string>{kTools + "/layerps-server", "--scheduler=" + address_,
+                                   "--token=" + token, "--heartbeat_interval_ms=100", hb}));
     }
   }
   ~DaemonCluster() { unlink(addr_file_.c_str()); }
@@ -289,7 +289,8 @@ TEST(MultiProcessTest, LosingTheSchedulerFailsTheCluster) {
   // Servers give up on their own (heartbeat timeout 1.5 s) and exit 1.
   EXPECT_EQ(c.server(0).Wait(20s), 1) << c.server(0).Output();
   EXPECT_EQ(c.server(1).Wait(20s), 1) << c.server(1).Output();
-  EXPECT_NE(c.server(0).Output().find("lost the scheduler"), std::string::npos) << c.server(0).Output();
+  EXPECT_NE(c.server(0).Output().find("lost the scheduler"), std::string::npos)
+      << c.server(0).Output();
   // The worker's requests now fail (no server is left, the cluster is over) rather than hang.
   Status s = w.Wait(w.Push(*d, g.data(), g.size()), 20s);
   EXPECT_FALSE(s.ok());
@@ -446,6 +447,139 @@ TEST(MultiProcessTest, GarbageFramesDoNotCrashTheServer) {
   EXPECT_GE(std::stoul(log.substr(num_start, at - num_start)), 200u) << log;
 }
 
+// --- Strangers without the token ------------------------------------------------------
+
+// Resident memory of a process in bytes (VmRSS of /proc/PID/status), or -1.
+int64_t RssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // in kB
+  }
+  return -1;
+}
+
+// A raw TCP connection that speaks just enough ZMTP 3.0 (greeting, NULL mechanism,
+// READY as a DEALER) to start one message frame of `declared` bytes, then sends
+// `sent` of them and holds the rest back: what ZeroMQ buffers for it is what a
+// stranger pins. Returns the socket (the caller closes it), or -1.
+int StartLargeFrame(int port, uint64_t declared, uint64_t sent) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  std::string out(64, '\0');  // greeting: signature, version 3.0, "NULL", as-server 0
+  out[0] = '\xff';
+  out[9] = '\x7f';
+  out[10] = '\x03';
+  out.replace(12, 4, "NULL");
+  const std::string ready = std::string("\x05READY\x0bSocket-Type\0\0\0\x06", 22) + "DEALER";
+  out += '\x04';  // short command
+  out += static_cast<char>(ready.size());
+  out += ready;
+  out += '\x02';  // long message frame, last part
+  for (int i = 7; i >= 0; --i) out += static_cast<char>((declared >> (8 * i)) & 0xff);
+  auto put = [fd](const char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+      if (w <= 0) return false;  // the node hung up: nothing more is buffered
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  };
+  if (!put(out.data(), out.size())) return fd;
+  std::vector<char> chunk(1 << 20, 'x');
+  for (uint64_t done = 0; done < sent;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk.size(), sent - done));
+    if (!put(chunk.data(), n)) break;
+    done += n;
+  }
+  return fd;
+}
+
+// Defect 1 of issue 13: four connections without the token each start a 64 MiB frame
+// to the scheduler (a control socket) and two start 512 MiB frames to a server (sending
+// 96 MiB of each): the daemons' memory stays bounded, and the cluster still works.
+TEST(StrangerTest, LargeFramesFromStrangersPinNoMemory) {
+  DaemonCluster c(1);
+  Worker w(c.WorkerOptions());
+  ASSERT_TRUE(w.Start().ok());
+  auto d = w.DeclareTable(TableSpec::Dense("d", 1000));
+  ASSERT_TRUE(d.ok());
+  std::string server_ep;
+  for (const auto& n : w.Nodes()) {
+    if (n.role == Role::kServer) server_ep = n.endpoint;
+  }
+  const int server_port = std::stoi(server_ep.substr(server_ep.rfind(':') + 1));
+  const int scheduler_port = std::stoi(c.address().substr(c.address().rfind(':') + 1));
+  const int64_t scheduler_before = RssBytes(c.scheduler().pid());
+  const int64_t server_before = RssBytes(c.server(0).pid());
+  ASSERT_GT(scheduler_before, 0);
+  std::vector<int> fds;
+  for (int i = 0; i < 4; ++i) fds.push_back(StartLargeFrame(scheduler_port, 64u << 20, 64u << 20));
+  for (int i = 0; i < 2; ++i) fds.push_back(StartLargeFrame(server_port, 512u << 20, 96u << 20));
+  // ZeroMQ's I/O threads take the bytes at their pace: watch for 2 s, keep the peak.
+  int64_t scheduler_peak = scheduler_before, server_peak = server_before;
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(100ms);
+    scheduler_peak = std::max(scheduler_peak, RssBytes(c.scheduler().pid()));
+    server_peak = std::max(server_peak, RssBytes(c.server(0).pid()));
+  }
+  EXPECT_LT(scheduler_peak - scheduler_before, int64_t{32} << 20)
+      << "scheduler RSS " << scheduler_before << " -> " << scheduler_peak;
+  EXPECT_LT(server_peak - server_before, int64_t{32} << 20)
+      << "server RSS " << server_before << " -> " << server_peak;
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+  // The cluster keeps working.
+  std::vector<float> g(1000, 1.5f), out(1000);
+  ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), g.size()), 30s).ok());
+  ASSERT_TRUE(w.Wait(w.Pull(*d, out.data(), out.size()), 30s).ok());
+  for (float v : out) ASSERT_EQ(v, 1.5f);
+  w.Stop();
+  EXPECT_EQ(c.scheduler().Wait(20s), 0) << c.scheduler().Output();
+  EXPECT_EQ(c.server(0).Wait(20s), 0) << c.server(0).Output();
+}
+
+// Defect 3 of issue 13: Register messages whose strings are not UTF-8 fail protobuf's
+// parse, and protobuf logs each one. 500 of them must not print 500 lines.
+TEST(StrangerTest, InvalidUtf8DoesNotFloodTheLog) {
+  DaemonCluster c(1);
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(c.address());
+  layerps::pb::Control reg;
+  reg.mutable_register_()->set_hostname("ok");
+  std::string body;
+  reg.SerializeToString(&body);
+  const size_t at = body.find("ok");
+  ASSERT_NE(at, std::string::npos);
+  body[at] = '\xff';  // not UTF-8
+  body[at + 1] = '\xfe';
+  Header h;
+  h.type = static_cast<uint16_t>(MsgType::kControl);
+  const std::string head(reinterpret_cast<const char*>(&h), sizeof(h));
+  for (int i = 0; i < 500; ++i) {
+    s.send(zmq::buffer(head), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(body), zmq::send_flags::none);
+  }
+  std::this_thread::sleep_for(1s);
+  ASSERT_TRUE(c.scheduler().Alive());
+  const std::string log = c.scheduler().Output();
+  size_t lines = 0;
+  for (size_t p = log.find("UTF-8"); p != std::string::npos; p = log.find("UTF-8", p + 1)) ++lines;
+  EXPECT_GE(lines, 1u) << "the first one is reported";
+  EXPECT_LE(lines, 5u) << log.substr(0, 2000);
+}
+
 // --- Command-line contract -------------------------------------------------------------
 
 TEST(CommandLineTest, HelpListsTheFlags) {
@@ -469,6 +603,24 @@ TEST(CommandLineTest, BadFlagsExitWithCode2AndOneLine) {
       {kTools + "/layerps-server", "stray"},
       {kTools + "/layerps-launch", "--num_workers=2"},  // no command
       {kTools + "/layerps-launch", "--timeout_s=-1", "--", "true"},
+      // Issue 13, item 6: ports outside 0..65535 (ZeroMQ would bind a random one).
+      {kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1:99999"},
+      {kTools + "/layerps-server", "--scheduler=tcp://127.0.0.1:99999"},
+      {kTools + "/layerps-server", "--bind=tcp://127.0.0.1:70000"},
+      {kTools + "/layerps-server", "--bind=tcp://127.0.0.1:port"},
+      // A value-taking flag without "=" does not swallow the next flag as its value.
+      {kTools + "/layerps-scheduler", "--token", "--num_servers=2"},
+      {kTools + "/layerps-scheduler", "--max_message_bytes=10"},
+      {kTools + "/layerps-scheduler", "--scheduler_max_message_bytes=0"},
+      // Issue 13, item 5: the example checks its flags before joining a cluster.
+      {kExamples + "/sparse_logreg", "--features=0"},
+      {kExamples + "/sparse_logreg", "--print_every=0"},
+      {kExamples + "/sparse_logreg", "--active=100000"},
+      {kExamples + "/sparse_logreg", "--active=0"},
+      {kExamples + "/sparse_logreg", "--steps=-5"},
+      {kExamples + "/sparse_logreg", "--batch=0"},
+      {kExamples + "/sparse_logreg", "--lr=-1"},
+      {kExamples + "/sparse_logreg", "--min_accuracy=2"},
   };
   for (const auto& argv : bad) {
     Process p(argv);
@@ -476,6 +628,17 @@ TEST(CommandLineTest, BadFlagsExitWithCode2AndOneLine) {
     const std::string out = p.Output();
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   }
+}
+
+// An empty token lets anyone who reaches the port join: the daemons say so when they start.
+TEST(CommandLineTest, EmptyTokenIsWarnedAbout) {
+  Process p({kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1:0", "--run_timeout_s=1"});
+  p.Wait(20s);
+  EXPECT_NE(p.Output().find("warning: no --token"), std::string::npos) << p.Output();
+  Process with({kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1:0", "--token=t",
+                "--run_timeout_s=1"});
+  with.Wait(20s);
+  EXPECT_EQ(with.Output().find("warning: no --token"), std::string::npos) << with.Output();
 }
 
 TEST(CommandLineTest, LaunchFailsWhenAWorkerFails) {
@@ -489,7 +652,8 @@ TEST(CommandLineTest, LaunchFailsWhenAWorkerFails) {
 }
 
 TEST(CommandLineTest, ServerStopsOnSignalWhileJoining) {
-  Process p({kTools + "/layerps-server", "--scheduler=tcp://127.0.0.1:1", "--connect_timeout_ms=60000"});
+  Process p(
+      {kTools + "/layerps-server", "--scheduler=tcp://127.0.0.1:1", "--connect_timeout_ms=60000"});
   std::this_thread::sleep_for(300ms);
   p.Kill(SIGTERM);
   EXPECT_EQ(p.Wait(10s), 1) << "not waiting out the 60 s connect timeout: " << p.Output();

@@ -62,6 +62,44 @@ TEST(OptionsTest, FromEnvReadsVariables) {
   EXPECT_FALSE(o->shared_memory);
 }
 
+// Issue 13, item 6: ZeroMQ would bind a random port for tcp://HOST:99999.
+TEST(OptionsTest, TcpPortsMustBeInRange) {
+  for (const char* good : {"tcp://127.0.0.1:0", "tcp://0.0.0.0:65535", "tcp://h:*",
+                           "tcp://[::1]:7000", "ipc:///tmp/x", "inproc://x"}) {
+    Options o;
+    o.scheduler_address = good;
+    o.bind_address = good;
+    EXPECT_TRUE(o.Validate().ok()) << good << ": " << o.Validate();
+  }
+  for (const char* bad : {"tcp://127.0.0.1:99999", "tcp://127.0.0.1:65536", "tcp://127.0.0.1",
+                          "tcp://127.0.0.1:", "tcp://127.0.0.1:-1", "tcp://h:12x"}) {
+    Options o;
+    o.scheduler_address = bad;
+    EXPECT_NE(o.Validate().message().find("port"), std::string::npos) << bad;
+    o = Options();
+    o.bind_address = bad;
+    EXPECT_NE(o.Validate().message().find("bind_address"), std::string::npos) << bad;
+  }
+}
+
+// Issue 13, item 1: the message size limits are options with sane defaults.
+TEST(OptionsTest, MessageSizeLimits) {
+  Options o;
+  EXPECT_EQ(o.max_message_bytes, int64_t{256} << 20);
+  EXPECT_EQ(o.scheduler_max_message_bytes, int64_t{1} << 20);
+  o.scheduler_max_message_bytes = 100;
+  EXPECT_NE(o.Validate().message().find("scheduler_max_message_bytes"), std::string::npos);
+  EnvGuard a("LAYERPS_MAX_MESSAGE_BYTES", "1073741824");
+  EnvGuard b("LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES", "65536");
+  StatusOr<Options> env = Options::FromEnv();
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->max_message_bytes, int64_t{1} << 30);
+  EXPECT_EQ(env->scheduler_max_message_bytes, 65536);
+  EXPECT_EQ(env->scheduler().scheduler_max_message_bytes, 65536);
+  EnvGuard c("LAYERPS_MAX_MESSAGE_BYTES", "10");
+  EXPECT_FALSE(Options::FromEnv().ok());
+}
+
 TEST(OptionsTest, FromEnvNamesTheBadVariable) {
   EnvGuard a("LAYERPS_NUM_SERVERS", "two");
   StatusOr<Options> o = Options::FromEnv();

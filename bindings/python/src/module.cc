@@ -666,6 +666,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("max_message_bytes", &ps::Options::max_message_bytes)
       .def_readwrite("rank", &ps::Options::rank)
       .def_readwrite("shared_memory", &ps::Options::shared_memory)
+      .def_readwrite("scheduler_max_message_bytes", &ps::Options::scheduler_max_message_bytes)
       .def_static(
           "from_env",
           [] {
