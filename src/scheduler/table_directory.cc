@@ -130,7 +130,9 @@ void TableDirectory::Resolve() {
   for (auto it = pending_declares_.begin(); it != pending_declares_.end();) {
     bool acked = true;
     for (const auto& n : state_->map().nodes) {
-      if (n.role == Role::kServer && n.alive && acked_epoch_[n.id] < it->epoch) acked = false;
+      // Servers must hold the shard and workers know the table: then every worker may use
+      // the id as soon as the declare returns, whichever worker declared it.
+      if (n.role != Role::kScheduler && n.alive && acked_epoch_[n.id] < it->epoch) acked = false;
     }
     auto failed = failed_tables_.find(it->table);
     if (failed != failed_tables_.end()) {

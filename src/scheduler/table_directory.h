@@ -3,8 +3,9 @@
 // TableDirectory: the scheduler's part that agrees on tables. A declare gets the table an
 // id, assigns its key ranges over the live servers (placement/ranges.h; a placement plan
 // pins a layer's tables here), broadcasts the new map, and is answered only once every
-// live server acknowledged that epoch (so no worker pushes to a server that has not
-// allocated its shard), or a server reported it could not allocate the table.
+// live server and worker acknowledged that epoch (so no worker pushes to a server that has
+// not allocated its shard, and every worker knows the table once the declare returns), or a
+// server reported it could not allocate the table.
 //
 // Thread-safety: the scheduler's loop thread only.
 #ifndef PS_SCHEDULER_TABLE_DIRECTORY_H_
@@ -40,9 +41,9 @@ class TableDirectory {
   // Makes `placement` the one in force and broadcasts the map (a new epoch). Refused when
   // a table already declared would have to move.
   Status InstallPlacement(const std::vector<LayerServers>& placement);
-  // A server acknowledged a map epoch (and named the tables it could not set up).
+  // A node acknowledged a map epoch (a server also names the tables it could not set up).
   void OnMapAck(NodeId from, const layerps::pb::MapAck& ack);
-  // Answers the declares whose map every live server has acknowledged.
+  // Answers the declares whose map every live server and worker has acknowledged.
   void Resolve();
 
  private:

@@ -10,6 +10,11 @@ namespace ps {
 
 namespace {
 
+// The collective's own deadline decides its outcome (kTimeout for the caller's timeout); its
+// requests expire a little later, so the tracker's expiry (kUnavailable) never wins the race.
+constexpr int64_t kRequestGraceMs = 1000;
+
+
 int64_t NowMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -227,7 +232,7 @@ Status Collectives::AllReduce(const std::function<std::shared_ptr<const ClusterM
         op->Done(s);
       };
       receives.push_back(peers_->Recv(op->left, op->Tag(step, k), data + begin, len, on_arrival,
-                                      op->deadline_ms,
+                                      op->deadline_ms + kRequestGraceMs,
                                       /*accumulate=*/step + 1 < world));
     }
   }
@@ -292,7 +297,7 @@ void SendSegment(PeerMessages* peers, const std::shared_ptr<Collectives::Op>& op
   if (len == 0 || !op->Begin()) return;
   peers->Send(
       op->right, op->Tag(step, k), op->data + begin, len, op->epoch,
-      [op](const Status& s) { op->Done(s); }, op->deadline_ms);
+      [op](const Status& s) { op->Done(s); }, op->deadline_ms + kRequestGraceMs);
 }
 
 }  // namespace

@@ -240,3 +240,29 @@ def test_a_plan_from_layerps_plan_is_put_in_force_by_the_launcher(tmp_path):
         assert f"rank {r}: placement" in p.stdout and "fc1 on [1]; conv on [0]" in p.stdout, p.stdout
     bad = run_launched(["-s", "2", "-w", "2", f"--plan={tmp_path / 'missing.json'}", "--", sys.executable, "-c", "0"])
     assert bad.returncode == 2 and "cannot read --plan" in bad.stderr + bad.stdout
+
+
+def test_two_fc_nodes_stay_replicas_and_equal_data_parallel_sgd():
+    """Stanza with N_f = 2: conv worker k sends to FC node k % 2; the FC replicas all-reduce
+    their gradients, stay equal, and the training equals data-parallel SGD."""
+    steps = 40
+    base = small_cnn()
+    data = batches(2)[:steps]
+    ref_model = copy.deepcopy(base)
+    ref_losses = reference(ref_model, data)
+    models = [copy.deepcopy(base) for _ in range(4)]
+    example = torch.zeros(BATCH, 1, 8, 8)
+    with layerps.LocalCluster(num_servers=1, num_workers=4, transport="inproc", **FAST) as c:
+        def role(w):
+            t = SplitTrainer(w, models[w.rank], "fc1", torch.nn.functional.cross_entropy, lr=LR,
+                             conv_workers=[0, 1], suffix_ranks=[2, 3], batch=BATCH, example_input=example)
+            losses = [t.step(*(data[s][w.rank] if w.rank < 2 else (None, None))) for s in range(steps)]
+            return losses, t.suffix if w.rank >= 2 else None
+
+        results = run_parallel(role, [(w,) for w in c.workers], timeout=120)
+    np.testing.assert_allclose(results[2][0], ref_losses, rtol=1e-5)
+    assert results[2][0] == results[3][0]  # both replicas report the global loss
+    _, ref_suffix = split_sequential(ref_model, "fc1")
+    for a, b, want in zip(results[2][1].parameters(), results[3][1].parameters(), ref_suffix.parameters()):
+        assert torch.equal(a, b)  # replicas identical
+        np.testing.assert_allclose(a.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)

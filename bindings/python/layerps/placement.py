@@ -124,25 +124,36 @@ class SplitTrainer:
 
     ``conv_workers``: the ranks that run the prefix on their own batches; ``suffix_rank``:
     the rank that runs the suffix (Park's PS worker beside the dedicated server, or
-    Stanza's FC node). Each rank builds the same ``model`` (same seed) and calls
-    :meth:`step` once per training step: conv workers with their batch ``(x, y)``, the
-    suffix rank with none. ``loss_fn(output, y)`` must average over the batch (it is
-    applied once to the global batch of ``len(conv_workers) * batch`` samples).
+    Stanza's FC node), or ``suffix_ranks``: several FC nodes (Stanza's N_f > 1), conv worker
+    k sending to FC node ``k % N_f``; each FC node trains a replica of the suffix on its
+    workers' activations and the replicas all-reduce their gradients among themselves
+    (``Worker.allreduce`` over the FC nodes only), so they stay equal. Each rank builds the
+    same ``model`` (same seed) and calls :meth:`step` once per training step: conv workers
+    with their batch ``(x, y)``, suffix ranks with none. ``loss_fn(output, y)`` must
+    average over the batch: the step's loss is the mean over the global batch of
+    ``len(conv_workers) * batch`` samples.
 
     The prefix's parameters live on the servers in dense tables (rule ``sgd``), one per
     parameter, tagged with the prefix layer's name so that a placement can pin them; the
-    suffix's stay on the suffix rank. Labels travel as float32 beside the activations.
+    suffix's stay on the suffix ranks. Labels travel as float32 beside the activations.
     """
 
-    def __init__(self, worker, model, cut, loss_fn, *, lr, conv_workers, suffix_rank, batch,
-                 example_input, name="split", timeout=60.0):
+    def __init__(self, worker, model, cut, loss_fn, *, lr, conv_workers, suffix_rank=None, batch,
+                 example_input, suffix_ranks=None, name="split", timeout=60.0):
         self.w = worker
         self.rank = worker.rank
         self.conv_workers = [int(r) for r in conv_workers]
-        self.suffix_rank = int(suffix_rank)
-        if self.suffix_rank in self.conv_workers:
-            raise InvalidArgumentError("SplitTrainer: the suffix rank cannot also be a conv worker")
-        if self.rank not in self.conv_workers and self.rank != self.suffix_rank:
+        if (suffix_rank is None) == (suffix_ranks is None):
+            raise InvalidArgumentError("SplitTrainer: give suffix_rank or suffix_ranks (not both)")
+        self.suffix_ranks = [int(suffix_rank)] if suffix_ranks is None else [int(r) for r in suffix_ranks]
+        if not self.conv_workers or not self.suffix_ranks:
+            raise InvalidArgumentError("SplitTrainer: needs conv workers and at least one suffix rank")
+        if len(self.suffix_ranks) > len(self.conv_workers):
+            raise InvalidArgumentError("SplitTrainer: more suffix ranks than conv workers")
+        if set(self.suffix_ranks) & set(self.conv_workers) or len(set(self.suffix_ranks)) != len(self.suffix_ranks):
+            raise InvalidArgumentError("SplitTrainer: a suffix rank cannot also be a conv worker or appear twice")
+        self.suffix_rank = self.suffix_ranks[0]
+        if self.rank not in self.conv_workers and self.rank not in self.suffix_ranks:
             raise InvalidArgumentError(f"SplitTrainer: rank {self.rank} has no role")
         self.batch = int(batch)
         self.loss_fn = loss_fn
@@ -166,8 +177,14 @@ class SplitTrainer:
             for t, p in self.tables:
                 worker.assign(t, p.detach().reshape(-1).contiguous()).wait(timeout)
         worker.barrier(timeout=timeout)
-        if self.rank == self.suffix_rank:
+        if self.rank in self.suffix_ranks:
             self.optimizer = torch.optim.SGD(self.suffix.parameters(), lr=self.lr)
+            # The conv workers this suffix rank serves (their positions in conv_workers).
+            f = self.suffix_ranks.index(self.rank)
+            self.served = [k for k in range(len(self.conv_workers)) if k % len(self.suffix_ranks) == f]
+
+    def _suffix_of(self, k):
+        return self.suffix_ranks[k % len(self.suffix_ranks)]
 
     def _tags(self, k):
         base = (self.step_no * len(self.conv_workers) + k) * 4
@@ -177,7 +194,7 @@ class SplitTrainer:
         """One training step. Conv workers pass their batch and get None; the suffix rank
         gets the loss of the global batch."""
         try:
-            if self.rank == self.suffix_rank:
+            if self.rank in self.suffix_ranks:
                 return self._suffix_step()
             return self._conv_step(x, y)
         finally:
@@ -194,10 +211,11 @@ class SplitTrainer:
         act = self.prefix(x)
         sent = act.detach().contiguous()
         labels = y.to(torch.float32).contiguous()
-        h1 = w.send_to(self.suffix_rank, act_tag, sent)
-        h2 = w.send_to(self.suffix_rank, label_tag, labels)
+        suffix = self._suffix_of(k)
+        h1 = w.send_to(suffix, act_tag, sent)
+        h2 = w.send_to(suffix, label_tag, labels)
         grad = torch.empty(self.act_shape)
-        w.recv_from(self.suffix_rank, grad_tag, grad).wait(self.timeout)
+        w.recv_from(suffix, grad_tag, grad).wait(self.timeout)
         h1.wait(self.timeout)
         h2.wait(self.timeout)
         for _, p in self.tables:
@@ -215,12 +233,12 @@ class SplitTrainer:
         w = self.w
         acts, labels = [], []
         handles = []
-        for k, r in enumerate(self.conv_workers):
+        for k in self.served:
             act_tag, label_tag, _ = self._tags(k)
             a = torch.empty(self.act_shape)
             l = torch.empty(self.batch)
-            handles.append(w.recv_from(r, act_tag, a))
-            handles.append(w.recv_from(r, label_tag, l))
+            handles.append(w.recv_from(self.conv_workers[k], act_tag, a))
+            handles.append(w.recv_from(self.conv_workers[k], label_tag, l))
             acts.append(a)
             labels.append(l)
         for h in handles:
@@ -228,18 +246,35 @@ class SplitTrainer:
         x = torch.cat(acts).requires_grad_(True)
         y = torch.cat(labels).to(torch.int64)
         self.optimizer.zero_grad()
-        loss = self.loss_fn(self.suffix(x), y)
+        out = self.suffix(x)
+        # This node's share of the loss averaged over the global batch: the replicas' shares
+        # (and their gradients, once all-reduced) add up to the global mean's.
+        share = len(self.served) / len(self.conv_workers)
+        loss = self.loss_fn(out, y) * share
         loss.backward()
+        if len(self.suffix_ranks) > 1:
+            params = [p for p in self.suffix.parameters()]
+            flat = torch.cat([p.grad.reshape(-1) for p in params]).contiguous()
+            w.allreduce(flat, timeout=self.timeout, ranks=self.suffix_ranks)
+            at = 0
+            for p in params:
+                p.grad.copy_(flat[at:at + p.numel()].view_as(p))
+                at += p.numel()
+            total = torch.tensor([float(loss.detach())])
+            w.allreduce(total, timeout=self.timeout, ranks=self.suffix_ranks)
+            global_loss = float(total[0])
+        else:
+            global_loss = float(loss.detach())
         self.optimizer.step()
         grads = x.grad.split(self.batch)
         sends = []
-        for k, r in enumerate(self.conv_workers):
+        for i, k in enumerate(self.served):
             _, _, grad_tag = self._tags(k)
-            sends.append(w.send_to(r, grad_tag, grads[k].contiguous()))
+            sends.append(w.send_to(self.conv_workers[k], grad_tag, grads[i].contiguous()))
         for h in sends:
             h.wait(self.timeout)
         w.barrier(timeout=self.timeout)
-        return float(loss.detach())
+        return global_loss
 
     def prefix_parameters(self):
         """The prefix's current parameters as the servers hold them (pulled)."""
