@@ -15,6 +15,12 @@
 - stanza: the same split step with the last worker rank as the FC node; the conv tables
   are spread over every server.
 
+With --plan FILE (written by `layerps-plan --write_plan`, for park or stanza) the cut and
+the roles come from the plan: its conv workers are worker ranks 0..W-1 and its suffix ranks
+(the PS worker, or the N_f FC nodes; they run beside the server ranks the plan names) are
+the last worker ranks; launch W + N_f workers (and give the same file to the launcher's
+--plan so the scheduler pins the tables as the plan says).
+
 The global batch (--batch samples, split evenly over the conv workers) and the seed are
 the same in every mode, so each mode computes the same SGD steps as --local (within float
 rounding). Prints the loss and test accuracy per epoch and, at the end, the bytes each
@@ -125,26 +131,38 @@ def train_split(args, data, w):
     x_tr, y_tr, x_te, y_te = data
     model = big_fc_cnn(args.seed)
     n = w.num_workers
+    cut, fc_nodes = "fc1", 1
+    if args.plan:
+        with open(args.plan) as f:
+            plan = json.load(f)
+        if plan.get("strategy") not in ("park", "stanza") or not plan.get("cut_layer"):
+            raise SystemExit(f"--plan {args.plan}: a park or stanza plan with a cut is needed")
+        cut = plan["cut_layer"]
+        fc_nodes = max(1, len(plan["roles"].get("fc_nodes") or [])) if plan["strategy"] == "stanza" else 1
+        if len(plan["roles"]["conv_workers"]) + fc_nodes != n:
+            raise SystemExit(f"--plan {args.plan}: it has {len(plan['roles']['conv_workers'])} conv worker(s) and "
+                             f"{fc_nodes} suffix rank(s); launch {len(plan['roles']['conv_workers']) + fc_nodes} workers")
     if n < 2:
         raise SystemExit(f"--strategy={args.strategy} needs at least 2 workers (conv workers + the suffix rank)")
-    conv, suffix = list(range(n - 1)), n - 1
+    conv, suffixes = list(range(n - fc_nodes)), list(range(n - fc_nodes, n))
+    suffix = suffixes[-1]  # reports the loss and the accuracy
     if args.batch % len(conv):
         raise SystemExit(f"--batch={args.batch} must be a multiple of the {len(conv)} conv workers")
     per = args.batch // len(conv)
-    if args.strategy == "park" and w.num_servers > 1 and w.rank == 0:
+    if args.strategy == "park" and not args.plan and w.num_servers > 1 and w.rank == 0:
         # The last server is the dedicated one (the PS worker runs beside it): the conv
         # layers' tables go to the others.
         others = list(range(w.num_servers - 1))
         w.install_placement({"conv1": others, "conv2": others})
     w.barrier()
-    trainer = SplitTrainer(w, model, "fc1", F.cross_entropy, lr=args.lr, conv_workers=conv, suffix_rank=suffix,
+    trainer = SplitTrainer(w, model, cut, F.cross_entropy, lr=args.lr, conv_workers=conv, suffix_ranks=suffixes,
                            batch=per, example_input=x_tr[:per], name="placement_cnn")
     history, steps = [], 0
     start = w.traffic()  # what setting up cost is not a training step's
     for epoch in range(args.epochs):
         t0, losses = time.time(), []
         for x, y in batches(x_tr, y_tr, args.batch, epoch, args.seed):
-            if w.rank == suffix:
+            if w.rank in suffixes:
                 losses.append(trainer.step())
             else:
                 k = conv.index(w.rank)
@@ -168,6 +186,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--strategy", default="park", choices=["uniform", "park", "stanza"])
     p.add_argument("--local", action="store_true", help="train in this process, without a cluster")
+    p.add_argument("--plan", help="a park or stanza plan (JSON from layerps-plan --write_plan): cut and roles")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch", type=int, default=64, help="global batch per step")
     p.add_argument("--lr", type=float, default=0.05)

@@ -87,3 +87,39 @@ def test_placement_cnn_park_stanza_and_uniform_train_as_one_process(tmp_path):
         print(f"{strategy}: {counted / 1e6:.3f} MB counted vs {predicted / 1e6:.3f} MB predicted per step; "
               f"uniform {uniform / 1e6:.3f} MB ({uniform / counted:.1f}x)")
         assert abs(counted - predicted) <= 0.02 * predicted, (strategy, counted, predicted)
+
+
+def test_placement_cnn_takes_its_cut_and_roles_from_a_stanza_plan(tmp_path):
+    """layerps-plan writes a stanza plan with two FC nodes for the example's model (profiled
+    from PyTorch); the launcher gives it to the scheduler and the example takes its cut and
+    roles from it: 2 conv workers + 2 FC nodes, equal to one process."""
+    import torch
+    sys.path.insert(0, str(EXAMPLES))
+    from placement_cnn import big_fc_cnn
+    import layerps
+    from layerps.placement import profile
+    prof = tmp_path / "bigfc1.json"
+    prof.write_text(json.dumps(profile(big_fc_cnn(0), torch.zeros(2, 1, 32, 32), name="bigfc1")))
+    plan = tmp_path / "stanza.json"
+    p = subprocess.run([layerps.tool_path("layerps-plan"), f"--model={prof}", "--workers=2", "--servers=2",
+                        "--batch=16", "--strategy=stanza", "--fc_nodes=2", f"--write_plan={plan}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert len(json.loads(plan.read_text())["roles"]["fc_nodes"]) == 2
+    script = str(EXAMPLES / "placement_cnn.py")
+    common = ["--epochs", "1", "--batch", "32", "--limit", "128", "--lr", "0.1", "--seed", "2"]
+    local = subprocess.run([sys.executable, script, "--local", "--json", str(tmp_path / "local.json")] + common,
+                           capture_output=True, text=True, timeout=300, cwd=str(HERE))
+    assert local.returncode == 0, local.stdout + local.stderr
+    one = json.loads((tmp_path / "local.json").read_text())["history"][0]
+    out = tmp_path / "dist.json"
+    p = run_launched(["-s", "2", "-w", "4", "--quiet_daemons", "--timeout_s=300", f"--plan={plan}", "--",
+                      sys.executable, script, "--strategy", "stanza", "--plan", str(plan), "--json", str(out)] + common)
+    assert p.returncode == 0, p.stdout + p.stderr
+    h = json.loads(out.read_text())["history"][0]
+    assert abs(h["loss"] - one["loss"]) <= 1e-4 * abs(one["loss"]), (h, one)
+    assert abs(h["accuracy"] - one["accuracy"]) <= 1e-3, (h, one)
+    # A plan whose roles do not fit the launch is refused with the reason.
+    bad = run_launched(["-s", "2", "-w", "3", "--quiet_daemons", "--timeout_s=120", "--",
+                        sys.executable, script, "--strategy", "stanza", "--plan", str(plan)] + common)
+    assert bad.returncode != 0 and "launch 4 workers" in bad.stdout + bad.stderr
