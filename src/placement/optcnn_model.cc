@@ -52,26 +52,9 @@ struct Reader {
   int64_t kh = 1, kw = 1, stride = 1, ph = 0, pw = 0;
 };
 
-std::string KindName(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::kConv:
-      return "conv";
-    case LayerKind::kFc:
-      return "fc";
-    case LayerKind::kPool:
-      return "pool";
-    case LayerKind::kEmbedding:
-      return "embedding";
-    case LayerKind::kNorm:
-      return "norm";
-    case LayerKind::kOther:
-      return "other";
-  }
-  return "?";
-}
 
 std::string Where(const LayerProfile& l) {
-  return "optcnn: layer '" + l.name + "' (" + KindName(l.kind) + ")";
+  return "optcnn: layer '" + l.name + "' (" + std::string(LayerKindName(l.kind)) + ")";
 }
 
 struct Resolved {
@@ -912,7 +895,7 @@ std::string StrategyJson(const ParallelStrategy& s, bool with_layers) {
     for (size_t i = 0; i < s.layers.size(); ++i) {
       const LayerChoice& c = s.layers[i];
       j += std::string(i ? ", " : "") + "{\"layer\": " + JsonString(c.layer) +
-           ", \"kind\": " + JsonString(KindName(c.kind)) +
+           ", \"kind\": " + JsonString(LayerKindName(c.kind)) +
            ", \"config\": " + JsonString(c.degrees.ToString()) +
            ", \"degrees\": {\"n\": " + std::to_string(c.degrees.n) +
            ", \"c\": " + std::to_string(c.degrees.c) + ", \"h\": " + std::to_string(c.degrees.h) +
@@ -942,7 +925,7 @@ std::string FormatReport(const Report& rep) {
   out += line;
   for (const LayerChoice& c : rep.optcnn.layers) {
     std::snprintf(line, sizeof(line), "  %-32s %-6s %-10s %12.3f %12.3f\n", c.layer.c_str(),
-                  KindName(c.kind).c_str(), c.degrees.ToString().c_str(), c.compute_s * 1e3,
+                  LayerKindName(c.kind), c.degrees.ToString().c_str(), c.compute_s * 1e3,
                   c.sync_s * 1e3);
     out += line;
   }
