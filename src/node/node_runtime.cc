@@ -37,6 +37,16 @@ void NodeRuntime::Handle(MsgType type, DataHandler handler) {
 Status NodeRuntime::Start() {
   if (running_) return FailedPrecondition("already started");
   PS_RETURN_IF_ERROR(options_.Validate());
+  // Port 0 is where a scheduler binds, never where one is found: nothing said where the
+  // scheduler is (the default address). Say so now rather than time out later.
+  const std::string& sched = options_.scheduler_address;
+  if (sched.rfind("tcp://", 0) == 0 && sched.size() >= 2 &&
+      sched.compare(sched.size() - 2, 2, ":0") == 0) {
+    return FailedPrecondition(
+        "no scheduler to join: scheduler_address is " + sched +
+        " (port 0); set LAYERPS_SCHEDULER=tcp://HOST:PORT (daemons: --scheduler=...), or start "
+        "the program under layerps-launch, which sets it");
+  }
   RouteProtobufLogs();
   transport_ = NewTransport(options_);
   StatusOr<std::string> bound =

@@ -384,6 +384,19 @@ TEST(LifecycleTest, PushBeforeStartFails) {
   EXPECT_EQ(w.Barrier(Group::kWorkers, 1s).code(), StatusCode::kFailedPrecondition);
 }
 
+TEST(LifecycleTest, NoSchedulerAddressFailsAtOnceSayingWhatToSet) {
+  Options o = FastOptions();  // scheduler_address left at its default, tcp://127.0.0.1:0
+  o.connect_timeout_ms = 30000;
+  Worker w(o);
+  const auto start = std::chrono::steady_clock::now();
+  Status s = w.Start();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("LAYERPS_SCHEDULER"), std::string::npos) << s;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // not the 30 s connect timeout
+  Server sv(o);
+  EXPECT_EQ(sv.Start().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST(LifecycleTest, NobodyListensAtTheSchedulerAddress) {
   Options o = FastOptions();
   o.scheduler_address = "tcp://127.0.0.1:1";  // reserved port, nobody listens

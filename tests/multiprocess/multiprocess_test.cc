@@ -660,6 +660,14 @@ TEST(CommandLineTest, ServerStopsOnSignalWhileJoining) {
   EXPECT_NE(p.Output().find("stopped by signal"), std::string::npos) << p.Output();
 }
 
+TEST(CommandLineTest, ServerWithoutASchedulerAddressFailsAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  Process p({kTools + "/layerps-server", "--connect_timeout_ms=30000"});
+  EXPECT_EQ(p.Wait(20s), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // not the 30 s connect timeout
+  EXPECT_NE(p.Output().find("LAYERPS_SCHEDULER"), std::string::npos) << p.Output();
+}
+
 TEST(CommandLineTest, ServerWithoutSchedulerTimesOut) {
   Process p(
       {kTools + "/layerps-server", "--scheduler=tcp://127.0.0.1:1", "--connect_timeout_ms=300"});
