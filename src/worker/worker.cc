@@ -80,7 +80,11 @@ class Worker::Impl {
   }
 
   StatusOr<TableSpec> GetTableSpec(TableId table) const {
-    auto m = started_ ? runtime_->map() : nullptr;
+    if (!started_) {
+      return FailedPrecondition(ever_started_ ? "the worker has stopped"
+                                              : "the worker is not started (call Start first)");
+    }
+    auto m = runtime_->map();
     const TableInfo* t = m ? m->FindTable(table) : nullptr;
     if (!t) return NotFound("no table with id " + std::to_string(table));
     return t->spec;

@@ -270,7 +270,7 @@ def test_requests_after_stop_fail_cleanly():
     w = c.workers[0]
     t = w.declare_dense("late", 4)
     c.close()
-    with pytest.raises(layerps.LayerPSError):
+    with pytest.raises(layerps.FailedPreconditionError, match="stopped"):  # was NotFoundError
         w.push(t, np.ones(4, np.float32)).wait(timeout=5)
     with pytest.raises(layerps.LayerPSError):
         w.barrier(timeout=1)
