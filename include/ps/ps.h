@@ -4,6 +4,7 @@
 #ifndef PS_PS_H_
 #define PS_PS_H_
 
+#include "ps/algorithm.h"
 #include "ps/options.h"
 #include "ps/scheduler.h"
 #include "ps/server.h"
