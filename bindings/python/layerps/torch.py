@@ -109,6 +109,17 @@ class DistributedOptimizer:
       per step so no push of step t+1 reaches a server before everybody pulled step t).
       The local optimizer is not stepped. Rank 0's parameters seed the table.
 
+    algorithm='bsp' | 'asp' | 'ssp(s)' | 'easgd(tau,alpha)' | 'arsgd' | 'gosgd(p)' |
+      'adpsgd' (replaces ``mode``): one of the seven training algorithms of
+      docs/algorithms.md, run by the C++ ``ps::Trainer`` (layerps.algorithms.Trainer).
+      ``optimizer`` must then be a ``torch.optim.SGD`` (its lr, momentum and nesterov are
+      used; weight_decay and dampening must be 0; one lr for every group); warm-up and
+      decay are the orthogonal switches ``warmup_steps``, ``decay`` ('none', 'step',
+      'exponential', 'cosine'), ``gamma`` and ``decay_every``. The parameters are moved
+      into one flat buffer that the algorithm updates in place (``p.data`` becomes a view
+      of it); ``step()`` hands it this worker's gradient and does not step ``optimizer``.
+      Call ``finish()`` (collective) at the end: it drains gossips and averagings.
+
     Gradients of all parameters travel fused in one flat float32 buffer (one request per
     step). A parameter without a gradient counts as a zero gradient.
 
@@ -116,9 +127,16 @@ class DistributedOptimizer:
     zero_grad, state_dict, load_state_dict and param_groups are forwarded.
     """
 
-    def __init__(self, optimizer, named_parameters=None, *, worker=None, mode="aggregate",
-                 name="model", lr=None, timeout=None):
-        if mode not in ("aggregate", "server"):
+    def __init__(self, optimizer, named_parameters=None, *, worker=None, mode=None,
+                 name="model", lr=None, timeout=None, algorithm=None, warmup_steps=0,
+                 decay="none", gamma=0.1, decay_every=0, seed=0):
+        if algorithm is not None and mode is not None:
+            raise InvalidArgumentError("pass either mode= or algorithm=, not both")
+        if mode is None and algorithm is None:
+            mode = "aggregate"
+        if algorithm is not None:
+            mode = "algorithm"
+        elif mode not in ("aggregate", "server"):
             raise InvalidArgumentError(f"mode must be 'aggregate' or 'server', not {mode!r}")
         self.optimizer = optimizer
         self.worker = w = _worker(worker)
@@ -142,7 +160,11 @@ class DistributedOptimizer:
         self._gbuf = torch.zeros(total, dtype=torch.float32)
         self._sbuf = torch.zeros(total, dtype=torch.float32)
         self._pending_reset = None
-        if mode == "aggregate":
+        self._trainer = None
+        if mode == "algorithm":
+            self._init_algorithm(algorithm, lr, name, timeout, warmup_steps, decay, gamma,
+                                 decay_every, seed)
+        elif mode == "aggregate":
             self._tables = [w.declare_dense(f"{name}/grad_sum/{k}", total, "sum") for k in range(3)]
             self._zeros = np.zeros(total, dtype=np.float32)
             # The tables may hold sums of an earlier optimizer of the same name: start at 0.
@@ -193,7 +215,7 @@ class DistributedOptimizer:
                 loss = closure()
         self.synchronize()
         if self.mode == "aggregate":
-            self.optimizer.step()
+            self.optimizer.step()  # (server and algorithm modes updated the parameters already)
         return loss
 
     def synchronize(self):
@@ -202,7 +224,9 @@ class DistributedOptimizer:
         parameters. Collective."""
         w, timeout = self.worker, self.timeout
         self._flatten_grads(self._gbuf)
-        if self.mode == "aggregate":
+        if self.mode == "algorithm":
+            self._trainer.step(self._gbuf)
+        elif self.mode == "aggregate":
             k = self._step % 3
             w.push(self._tables[k], self._gbuf).wait(timeout)
             if self._pending_reset is not None:
@@ -223,11 +247,51 @@ class DistributedOptimizer:
             self._unflatten_into_params(self._sbuf)
         self._step += 1
 
+    @property
+    def trainer(self):
+        """The layerps.algorithms.Trainer under algorithm=... (None in the other modes)."""
+        return self._trainer
+
     def finish(self):
-        """Waits for the last background request (call before the worker stops)."""
+        """Waits for the last background request (call before the worker stops); with
+        algorithm=..., the collective end of training (drains gossips and averagings)."""
+        if self._trainer is not None:
+            self._trainer.finish()
         if self._pending_reset is not None:
             self._pending_reset.wait(self.timeout)
             self._pending_reset = None
+
+    def _init_algorithm(self, algorithm, lr, name, timeout, warmup_steps, decay, gamma,
+                        decay_every, seed):
+        from .algorithms import Trainer
+
+        opt = self.optimizer
+        if not isinstance(opt, torch.optim.SGD):
+            raise InvalidArgumentError(
+                f"algorithm={algorithm!r} runs SGD (momentum, Nesterov, warm-up, decay): wrap a "
+                f"torch.optim.SGD, not {type(opt).__name__}")
+        settings = {(g["lr"], g.get("momentum", 0.0), bool(g.get("nesterov", False)),
+                     g.get("dampening", 0.0), g.get("weight_decay", 0.0)) for g in opt.param_groups}
+        if len(settings) != 1:
+            raise InvalidArgumentError("algorithm=...: every param group needs the same lr, momentum and nesterov")
+        group_lr, momentum, nesterov, dampening, weight_decay = settings.pop()
+        if dampening != 0 or weight_decay != 0:
+            raise InvalidArgumentError("algorithm=...: the SGD optimizer's dampening and weight_decay must be 0")
+        # One flat buffer holds the model; each parameter becomes a view of it, so the
+        # algorithm (and its communication thread) updates the model in place.
+        flat = torch.empty(self._total, dtype=torch.float32)
+        self._flatten_params(flat)
+        with torch.no_grad():
+            off = 0
+            for p, n in zip(self._params, self._numel):
+                p.data = flat[off:off + n].view_as(p)
+                off += n
+        self._flat = flat
+        self._trainer = Trainer(flat, algorithm, lr=float(lr if lr is not None else group_lr),
+                                momentum=float(momentum), nesterov=nesterov,
+                                warmup_steps=warmup_steps, decay=decay, gamma=gamma,
+                                decay_every=decay_every, name=name, seed=seed, timeout=timeout,
+                                worker=self.worker)
 
     # --- flat buffers --------------------------------------------------------------------
     def _flatten_grads(self, buf):

@@ -29,11 +29,12 @@
 #include <utility>
 #include <vector>
 
+#include "core.h"
 #include "ps/ps.h"
 
 namespace py = pybind11;
 
-namespace {
+namespace layerps_python {
 
 // A non-OK Status on its way to Python.
 class StatusError : public std::runtime_error {
@@ -496,6 +497,9 @@ class PyWorker {
     return d;
   }
 
+ // The C++ worker (WorkerOf, for the Trainer binding).
+  ps::Worker& worker() const { return w(); }
+
  private:
   ps::Worker& w() const { return *state_->worker; }
 
@@ -593,9 +597,18 @@ void StopNode(Node& n) {
   n.Stop();
 }
 
-}  // namespace
+ps::Worker& WorkerOf(py::handle core_worker) {
+  try {
+    return py::cast<PyWorker&>(core_worker).worker();
+  } catch (const py::cast_error&) {
+    ThrowInvalid("expected a layerps worker");
+  }
+}
+
+}  // namespace layerps_python
 
 PYBIND11_MODULE(_core, m) {
+  using namespace layerps_python;  // NOLINT: the module's own helpers
   m.doc() = "LayerPS C++ core (internal: use the layerps package)";
 
   py::register_exception_translator([](std::exception_ptr p) {
@@ -796,4 +809,5 @@ PYBIND11_MODULE(_core, m) {
            py::arg("timeout") = py::none())
       .def("placement", &PyWorker::Placement)
       .def("table_servers", &PyWorker::TableServers);
+  BindTrainer(m);
 }
