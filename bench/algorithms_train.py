@@ -1,0 +1,93 @@
+"""One worker of the algorithm comparison (bench/ALGORITHMS.md): trains the digits CNN or
+the big-FC-head CNN with one of the seven algorithms through
+layerps.torch.DistributedOptimizer(algorithm=...), and writes per-worker JSON: test
+accuracy, seconds per epoch, bytes this worker exchanged with each peer (counted by the
+worker, headers included) and the peers' roles. Run by bench/algorithms_table.py.
+
+    python bench/algorithms_train.py --algorithm 'ssp(s=2)' --model digits --epochs 4 \
+        --seed 0 --json out-{rank}.json      # under layerps-launch / a LAYERPS_* environment
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
+
+import digits_cnn  # noqa: E402
+import placement_cnn  # noqa: E402
+
+
+def load(model, seed, limit):
+    if model == "digits":
+        torch.manual_seed(seed)
+        net = digits_cnn.Net()
+        x_tr, y_tr, x_te, y_te = digits_cnn.load_data(0)  # one split for every seed
+    else:
+        net = placement_cnn.big_fc_cnn(seed)
+        x_tr, y_tr, x_te, y_te = placement_cnn.load_data(0, limit)
+    return net, (x_tr, y_tr, x_te, y_te)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--algorithm", required=True)
+    p.add_argument("--model", choices=["digits", "bigfc"], default="digits")
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--batch", type=int, default=64, help="global batch, split over the workers")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--limit", type=int, default=0, help="training samples (0: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", required=True, help="output path; {rank} is replaced")
+    args = p.parse_args()
+
+    import layerps
+    from layerps.torch import DistributedOptimizer
+
+    torch.set_num_threads(1)
+    w = layerps.init()
+    rank, world = w.rank, w.num_workers
+    net, (x_tr, y_tr, x_te, y_te) = load(args.model, args.seed, args.limit)
+    opt = DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum),
+                               net.named_parameters(), worker=w, algorithm=args.algorithm,
+                               name=f"bench-{args.model}", seed=args.seed, timeout=600)
+    part = args.batch // world
+    steps = len(x_tr) // args.batch
+    epoch_seconds, losses = [], []
+    for epoch in range(args.epochs):
+        t0, total = time.perf_counter(), 0.0
+        order = torch.from_numpy(np.random.default_rng(args.seed * 100 + epoch).permutation(len(x_tr)))
+        for s in range(steps):
+            idx = order[s * args.batch + rank * part: s * args.batch + (rank + 1) * part]
+            opt.zero_grad()
+            loss = F.cross_entropy(net(x_tr[idx]), y_tr[idx])
+            loss.backward()
+            opt.step()
+            total += float(loss)
+        epoch_seconds.append(time.perf_counter() - t0)
+        losses.append(total / max(steps, 1))
+    opt.finish()
+    with torch.no_grad():
+        acc = float((net(x_te).argmax(1) == y_te).float().mean())
+    traffic = w.traffic()
+    roles = {n.id: str(n.role).split(".")[-1].lower() for n in w.nodes()}
+    result = dict(rank=rank, workers=world, algorithm=opt.trainer.algorithm, model=args.model,
+                  seed=args.seed, epochs=args.epochs, steps_per_epoch=steps, test_accuracy=acc,
+                  losses=losses, seconds_per_epoch=float(np.mean(epoch_seconds)),
+                  peers={str(k): dict(v, role=roles.get(k, "?")) for k, v in traffic["peers"].items()},
+                  trainer=opt.trainer.stats())
+    with open(args.json.replace("{rank}", str(rank)), "w") as f:
+        json.dump(result, f)
+    layerps.shutdown()
+
+
+if __name__ == "__main__":
+    main()
