@@ -102,7 +102,8 @@ int Fail(const char* what, const ps::Status& s) {
 int main(int argc, char** argv) {
   ps::cli::ParseOrExit(argc, argv,
                        "sparse_logreg: sparse logistic regression through a LayerPS cluster.\n"
-                       "Run it under layerps-launch, which sets the LAYERPS_* environment.");
+                       "Run it under layerps-launch, which sets the LAYERPS_* environment.",
+                       /*stop_at_positional=*/false, /*roles=*/"w");
   CheckFlags();
   ps::StatusOr<ps::Options> options = ps::Options::FromEnv();
   if (!options.ok()) return Fail("options", options.status());

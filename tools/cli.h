@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "ps/options.h"
+
 namespace ps {
 namespace cli {
 
@@ -24,12 +26,38 @@ inline bool IsOurFlag(const gflags::CommandLineFlagInfo& f) {
          file.find("bench/") != std::string::npos || file.find("examples/") != std::string::npos;
 }
 
-inline void PrintHelp(const char* prog, const char* usage) {
-  std::printf("%s\n\nFlags:\n", usage);
+// True when the option-table row is read by one of `roles` ("S" scheduler, "s" server,
+// "w" worker).
+inline bool ForRoles(const OptionInfo& o, const std::string& roles) {
+  return (o.scheduler && roles.find('S') != std::string::npos) ||
+         (o.server && roles.find('s') != std::string::npos) ||
+         (o.worker && roles.find('w') != std::string::npos);
+}
+
+inline const OptionInfo* TableRow(const std::string& name) {
+  for (const OptionInfo& o : OptionTable()) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+// The usage, then this program's flags: the node options its roles read (with their
+// environment variable and default, from the option table) and its own flags.
+inline void PrintHelp(const char* prog, const char* usage, const std::string& roles) {
+  std::printf("%s\n\nFlags (a flag wins over its environment variable, which wins over the default):\n",
+              usage);
   std::vector<gflags::CommandLineFlagInfo> flags;
   gflags::GetAllFlags(&flags);
+  const Options defaults;
   for (const auto& f : flags) {
     if (!IsOurFlag(f)) continue;
+    if (const OptionInfo* row = TableRow(f.name)) {
+      if (!ForRoles(*row, roles)) continue;
+      const std::string d = OptionValue(defaults, row->name);
+      std::printf("  --%s (%s; env %s; default %s)\n      %s\n", f.name.c_str(), row->type.c_str(),
+                  row->env.c_str(), d.empty() ? "\"\"" : d.c_str(), row->help.c_str());
+      continue;
+    }
     std::printf("  --%s (%s, default %s)\n      %s\n", f.name.c_str(), f.type.c_str(),
                 f.default_value.empty() ? "\"\"" : f.default_value.c_str(), f.description.c_str());
   }
@@ -44,8 +72,11 @@ inline void PrintHelp(const char* prog, const char* usage) {
 // Parses argv: "--name=value", "--name value" (a value may not start with "--": write
 // "--name=--x"), "--bool", "--nobool". Stops at "--" or the first non-flag argument
 // when `stop_at_positional`; returns what follows.
+// `roles`: whose node options this program takes ("S" scheduler, "s" server, "w" worker):
+// the others are neither listed by --help nor accepted.
 inline std::vector<std::string> ParseOrExit(int argc, char** argv, const char* usage,
-                                            bool stop_at_positional = false) {
+                                            bool stop_at_positional = false,
+                                            const std::string& roles = "Ssw") {
   const char* prog = std::strrchr(argv[0], '/') ? std::strrchr(argv[0], '/') + 1 : argv[0];
   gflags::SetUsageMessage(usage);
   std::vector<std::string> rest;
@@ -62,7 +93,7 @@ inline std::vector<std::string> ParseOrExit(int argc, char** argv, const char* u
     }
     std::string body = a.substr(a[1] == '-' ? 2 : 1);
     if (body == "help" || body == "h" || body == "helpfull") {
-      PrintHelp(prog, usage);
+      PrintHelp(prog, usage, roles);
       std::exit(0);
     }
     std::string name = body, value;
@@ -84,6 +115,9 @@ inline std::vector<std::string> ParseOrExit(int argc, char** argv, const char* u
       known = true;
     }
     if (!known) Fail(prog, "unknown flag --" + name);
+    if (const OptionInfo* row = TableRow(name)) {
+      if (!ForRoles(*row, roles)) Fail(prog, "--" + name + " is not an option of " + prog);
+    }
     if (!has_value) {
       // "--token --num_servers=2" is a forgotten value, not the token "--num_servers=2".
       if (info.type == "bool") {

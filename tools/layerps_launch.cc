@@ -216,13 +216,19 @@ int main(int argc, char** argv) {
       "[role]\n"
       "prefix. Exits 0 when every worker exits 0 and the cluster shuts down cleanly; otherwise\n"
       "stops everything and exits 1.",
-      /*stop_at_positional=*/true);
+      /*stop_at_positional=*/true, /*roles=*/"Ssw");
   const char* prog = "layerps-launch";
   if (command.empty()) ps::cli::Fail(prog, "no worker command given (put it after --)");
   if (FLAGS_timeout_s < 0) ps::cli::Fail(prog, "--timeout_s must be >= 0");
   if (FLAGS_grace_s < 0) ps::cli::Fail(prog, "--grace_s must be >= 0");
   ps::StatusOr<ps::Options> options = ps::OptionsFromFlags();
   if (!options.ok()) ps::cli::Fail(prog, options.status().ToString());
+  {
+    gflags::CommandLineFlagInfo rank;
+    if (gflags::GetCommandLineFlagInfo("rank", &rank) && !rank.is_default) {
+      ps::cli::Fail(prog, "--rank is not a launcher option: child i of a role gets rank i");
+    }
+  }
   ps::Options o = *options;
   if (o.token.empty()) o.token = RandomToken();
 
@@ -244,21 +250,15 @@ int main(int argc, char** argv) {
   const std::string dir = dir_template;
   const std::string address_file = dir + "/scheduler.address";
 
-  std::vector<std::string> common_env = {
-      "LAYERPS_TOKEN=" + o.token,
-      "LAYERPS_NUM_SERVERS=" + std::to_string(o.num_servers),
-      "LAYERPS_NUM_WORKERS=" + std::to_string(o.num_workers),
-      "LAYERPS_HEARTBEAT_INTERVAL_MS=" + std::to_string(o.heartbeat_interval_ms),
-      "LAYERPS_HEARTBEAT_TIMEOUT_MS=" + std::to_string(o.heartbeat_timeout_ms),
-      "LAYERPS_CONNECT_TIMEOUT_MS=" + std::to_string(o.connect_timeout_ms),
-      "LAYERPS_REQUEST_TIMEOUT_MS=" + std::to_string(o.request_timeout_ms),
-      // Every node must agree on these (a node with shared memory off refuses manifests;
-      // a part above the receiver's limit is dropped).
-      "LAYERPS_SHARED_MEMORY=" + std::string(o.shared_memory ? "1" : "0"),
-      "LAYERPS_MAX_MESSAGE_BYTES=" + std::to_string(o.max_message_bytes),
-      "LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES=" + std::to_string(o.scheduler_max_message_bytes),
-  };
-  if (!o.bind_address.empty()) common_env.push_back("LAYERPS_BIND=" + o.bind_address);
+  // Every node option that is the same on every node goes to every child, from the option
+  // table (so a new option is forwarded without touching this file). The per-node ones
+  // (scheduler address, rank) are set for each child below.
+  std::vector<std::string> common_env;
+  for (const ps::OptionInfo& info : ps::OptionTable()) {
+    const std::string value = ps::OptionValue(o, info.name);
+    if (info.per_node || value.empty()) continue;  // empty = the default
+    common_env.push_back(info.env + "=" + value);
+  }
 
   g_children.reserve(1 + o.num_servers + o.num_workers);
   g_children.push_back(Child{"scheduler", false, FLAGS_quiet_daemons});
@@ -266,8 +266,7 @@ int main(int argc, char** argv) {
   sched_env.push_back("LAYERPS_SCHEDULER=" + o.scheduler_address);
   sched_env.push_back("LAYERPS_ROLE=scheduler");
   std::vector<std::string> sched_args = {bin + "/layerps-scheduler",
-                                         "--address_file=" + address_file,
-                                         "--dense_chunk_elems=" + std::to_string(o.dense_chunk_elems)};
+                                         "--address_file=" + address_file};
   if (!FLAGS_plan.empty()) {
     if (!std::ifstream(FLAGS_plan)) ps::cli::Fail(prog, "cannot read --plan " + FLAGS_plan);
     sched_args.push_back("--plan=" + FLAGS_plan);

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
       "layerps-scheduler: the LayerPS scheduler (membership, cluster map, barriers, failure\n"
       "detection). Exits 0 when every worker has left, 1 if a node died or on error.\n\n"
       "Usage: layerps-scheduler --scheduler=tcp://0.0.0.0:7000 --num_servers=2 --num_workers=4\n"
-      "       [--plan=plan.json]");
+      "       [--plan=plan.json]",
+      /*stop_at_positional=*/false, /*roles=*/"S");
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   if (FLAGS_run_timeout_s < 0) ps::cli::Fail("layerps-scheduler", "--run_timeout_s must be >= 0");

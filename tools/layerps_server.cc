@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
       "layerps-server: a LayerPS server (holds table shards, applies pushes, answers pulls).\n"
       "Exits 0 when the scheduler ends the cluster normally, 1 otherwise.\n\n"
       "Usage: layerps-server --scheduler=tcp://HOST:PORT [--bind=tcp://0.0.0.0:0 "
-      "--advertise_host=HOST]");
+      "--advertise_host=HOST]",
+      /*stop_at_positional=*/false, /*roles=*/"s");
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   ps::StatusOr<ps::Options> options = ps::OptionsFromFlags();

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ps/status.h"
 
@@ -134,6 +135,31 @@ struct Options : MemberOptions, ClusterShape {
   operator ServerOptions() const { return server(); }        // NOLINT
   operator WorkerOptions() const { return worker(); }        // NOLINT
 };
+
+// --- The option table: every field of Options by name --------------------------------------
+// One row per field: the name (also the daemons' flag and the Python keyword), its
+// LAYERPS_* variable, who reads it and a one-line description. Options::FromEnv, the
+// daemons' flags (ps/flags.h), layerps-launch (which forwards every row not marked
+// per_node to all the nodes it starts) and the Python package are all driven by it.
+struct OptionInfo {
+  std::string name;     // the flag: "heartbeat_interval_ms", "scheduler"
+  std::string field;    // the member of Options: "heartbeat_interval_ms", "scheduler_address"
+  std::string env;      // "LAYERPS_HEARTBEAT_INTERVAL_MS"
+  std::string type;     // "string", "int" or "bool"
+  std::string help;     // what it is, its range
+  bool scheduler = false, server = false, worker = false;  // the roles that read it
+  bool per_node = false;  // differs per node (rank, bind address): a launcher sets it itself
+};
+const std::vector<OptionInfo>& OptionTable();
+// The field's value as text (booleans "true"/"false"); empty for an unknown name.
+std::string OptionValue(const Options& options, const std::string& name);
+// Sets the field from text, checking the type and the field's range (an integer outside
+// it, or not an integer, is an InvalidArgument naming `what`, e.g. the variable). Booleans
+// take 1/0, true/false, yes/no, on/off (any case). kNotFound for an unknown name.
+Status SetOption(Options* options, const std::string& name, const std::string& value,
+                 const std::string& what = "");
+// Parses a boolean as SetOption does.
+Status ParseBool(const std::string& text, const std::string& what, bool* out);
 
 }  // namespace ps
 

@@ -3,6 +3,11 @@
 
 #include <gflags/gflags.h>
 
+// One flag per row of the option table (ps/options.h: OptionTable), same name; their help,
+// defaults and environment variables are printed from the table (tools/cli.h), so the
+// texts here are short. The gflags defaults are placeholders: a flag only counts when
+// given on the command line.
+
 DEFINE_string(scheduler, "",
               "Scheduler address (tcp://HOST:PORT, ipc://PATH). Scheduler: where "
               "it binds (port 0 = ephemeral). Others: where to reach it. Default: "
@@ -57,23 +62,12 @@ StatusOr<Options> OptionsFromFlags() {
   StatusOr<Options> env = Options::FromEnv();
   if (!env.ok()) return env.status();
   Options o = *env;
-  if (IsSet("scheduler")) o.scheduler_address = FLAGS_scheduler;
-  if (IsSet("bind")) o.bind_address = FLAGS_bind;
-  if (IsSet("advertise_host")) o.advertise_host = FLAGS_advertise_host;
-  if (IsSet("token")) o.token = FLAGS_token;
-  if (IsSet("num_servers")) o.num_servers = FLAGS_num_servers;
-  if (IsSet("num_workers")) o.num_workers = FLAGS_num_workers;
-  if (IsSet("rank")) o.rank = FLAGS_rank;
-  if (IsSet("heartbeat_interval_ms")) o.heartbeat_interval_ms = FLAGS_heartbeat_interval_ms;
-  if (IsSet("heartbeat_timeout_ms")) o.heartbeat_timeout_ms = FLAGS_heartbeat_timeout_ms;
-  if (IsSet("connect_timeout_ms")) o.connect_timeout_ms = FLAGS_connect_timeout_ms;
-  if (IsSet("request_timeout_ms")) o.request_timeout_ms = FLAGS_request_timeout_ms;
-  if (IsSet("dense_chunk_elems")) o.dense_chunk_elems = FLAGS_dense_chunk_elems;
-  if (IsSet("io_threads")) o.io_threads = FLAGS_io_threads;
-  if (IsSet("shared_memory")) o.shared_memory = FLAGS_shared_memory;
-  if (IsSet("max_message_bytes")) o.max_message_bytes = FLAGS_max_message_bytes;
-  if (IsSet("scheduler_max_message_bytes"))
-    o.scheduler_max_message_bytes = FLAGS_scheduler_max_message_bytes;
+  for (const OptionInfo& info : OptionTable()) {
+    if (!IsSet(info.name.c_str())) continue;
+    std::string value;
+    if (!gflags::GetCommandLineOption(info.name.c_str(), &value)) continue;
+    PS_RETURN_IF_ERROR(SetOption(&o, info.name, value, "--" + info.name));
+  }
   PS_RETURN_IF_ERROR(o.Validate().WithContext("bad flag"));
   return o;
 }

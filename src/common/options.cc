@@ -8,35 +8,6 @@
 namespace ps {
 namespace {
 
-// Parses a whole decimal integer in [lo, hi]; the error names `what`.
-template <typename T>
-Status ParseInt(const char* text, const char* what, T lo, T hi, T* out) {
-  if (text == nullptr || *text == '\0') return InvalidArgument(std::string(what) + " is empty");
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0') {
-    return InvalidArgument(std::string(what) + "='" + text + "' is not an integer");
-  }
-  if (v < static_cast<long long>(lo) || v > static_cast<long long>(hi)) {
-    return InvalidArgument(std::string(what) + "=" + text + " is outside [" + std::to_string(lo) +
-                           ", " + std::to_string(hi) + "]");
-  }
-  *out = static_cast<T>(v);
-  return Status::OK();
-}
-
-template <typename T>
-Status EnvInt(const char* name, T lo, T hi, T* out) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return Status::OK();
-  return ParseInt(v, name, lo, hi, out);
-}
-
-void EnvString(const char* name, std::string* out) {
-  if (const char* v = std::getenv(name)) *out = v;
-}
-
 bool HasScheme(const std::string& a) {
   return a.rfind("tcp://", 0) == 0 || a.rfind("ipc://", 0) == 0 || a.rfind("inproc://", 0) == 0;
 }
@@ -65,24 +36,10 @@ Status CheckAddress(const char* what, const std::string& a) {
 
 StatusOr<Options> Options::FromEnv() {
   Options o;
-  EnvString("LAYERPS_SCHEDULER", &o.scheduler_address);
-  EnvString("LAYERPS_BIND", &o.bind_address);
-  EnvString("LAYERPS_ADVERTISE_HOST", &o.advertise_host);
-  EnvString("LAYERPS_TOKEN", &o.token);
-  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_NUM_SERVERS", 1, 4096, &o.num_servers));
-  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_NUM_WORKERS", 1, 4096, &o.num_workers));
-  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_RANK", -1, 4095, &o.rank));
-  int shm = o.shared_memory ? 1 : 0;
-  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_SHARED_MEMORY", 0, 1, &shm));
-  o.shared_memory = shm == 1;
-  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_HEARTBEAT_INTERVAL_MS", 10, 60000, &o.heartbeat_interval_ms));
-  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_HEARTBEAT_TIMEOUT_MS", 20, 3600000, &o.heartbeat_timeout_ms));
-  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_CONNECT_TIMEOUT_MS", 1, 3600000, &o.connect_timeout_ms));
-  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_REQUEST_TIMEOUT_MS", 1, 3600000, &o.request_timeout_ms));
-  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_MAX_MESSAGE_BYTES", int64_t{1} << 10, int64_t{16} << 30,
-                            &o.max_message_bytes));
-  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES", int64_t{4} << 10,
-                            int64_t{1} << 30, &o.scheduler_max_message_bytes));
+  for (const OptionInfo& info : OptionTable()) {
+    const char* v = std::getenv(info.env.c_str());
+    if (v != nullptr) PS_RETURN_IF_ERROR(SetOption(&o, info.name, v, info.env));
+  }
   PS_RETURN_IF_ERROR(o.Validate());
   return o;
 }

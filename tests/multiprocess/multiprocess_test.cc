@@ -593,6 +593,60 @@ TEST(CommandLineTest, HelpListsTheFlags) {
   }
 }
 
+// Each tool lists the node options its role reads, with their environment variables, and
+// refuses the others (issue 16, defect 6).
+TEST(CommandLineTest, HelpListsOnlyTheRolesOptionsWithTheirVariables) {
+  Process sched({kTools + "/layerps-scheduler", "--help"});
+  ASSERT_EQ(sched.Wait(10s), 0);
+  const std::string s = sched.Output();
+  EXPECT_NE(s.find("--num_workers (int; env LAYERPS_NUM_WORKERS; default 1)"), std::string::npos) << s;
+  EXPECT_EQ(s.find("--rank"), std::string::npos) << "a worker/server option in the scheduler's help";
+  EXPECT_EQ(s.find("--connect_timeout_ms"), std::string::npos) << s;
+  Process server({kTools + "/layerps-server", "--help"});
+  ASSERT_EQ(server.Wait(10s), 0);
+  const std::string v = server.Output();
+  EXPECT_NE(v.find("--heartbeat_interval_ms (int; env LAYERPS_HEARTBEAT_INTERVAL_MS; default 500)"),
+            std::string::npos) << v;
+  EXPECT_EQ(v.find("--num_workers"), std::string::npos) << v;
+  Process refused({kTools + "/layerps-server", "--num_workers=3"});
+  EXPECT_EQ(refused.Wait(10s), 2);
+  EXPECT_NE(refused.Output().find("--num_workers is not an option of layerps-server"), std::string::npos)
+      << refused.Output();
+}
+
+// layerps-launch forwards every node option (from the option table) to every child, and
+// refuses --rank, which it sets per child (issue 16, defect 4).
+TEST(CommandLineTest, LaunchForwardsEveryNodeOption) {
+  Process p({kTools + "/layerps-launch", "--num_servers=1", "--num_workers=1", "--io_threads=3",
+             "--shared_memory=no", "--advertise_host=127.0.0.1", "--dense_chunk_elems=1024",
+             "--max_message_bytes=2097152", "--request_timeout_ms=4321", "--grace_s=2", "--",
+             "/bin/sh", "-c", "env | grep ^LAYERPS_"});
+  p.Wait(60s);
+  const std::string out = p.Output();
+  for (const char* line :
+       {"[worker 0] LAYERPS_IO_THREADS=3", "[worker 0] LAYERPS_SHARED_MEMORY=false",
+        "[worker 0] LAYERPS_ADVERTISE_HOST=127.0.0.1", "[worker 0] LAYERPS_DENSE_CHUNK_ELEMS=1024",
+        "[worker 0] LAYERPS_MAX_MESSAGE_BYTES=2097152", "[worker 0] LAYERPS_REQUEST_TIMEOUT_MS=4321",
+        "[worker 0] LAYERPS_RANK=0", "[worker 0] LAYERPS_NUM_WORKERS=1"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << line << " missing in:\n" << out;
+  }
+  Process rank({kTools + "/layerps-launch", "--rank=1", "--", "/bin/true"});
+  EXPECT_EQ(rank.Wait(10s), 2) << rank.Output();
+  EXPECT_NE(rank.Output().find("--rank is not a launcher option"), std::string::npos) << rank.Output();
+}
+
+// A scheduler given a tcp:// address without a port binds a free one and prints it.
+TEST(CommandLineTest, SchedulerWithoutAPortPicksOne) {
+  Process p({kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1", "--token=t",
+             "--run_timeout_s=1"});
+  p.Wait(20s);
+  const std::string out = p.Output();
+  const size_t at = out.find("layerps-scheduler listening at tcp://127.0.0.1:");
+  ASSERT_NE(at, std::string::npos) << out;
+  const int port = std::atoi(out.c_str() + at + std::strlen("layerps-scheduler listening at tcp://127.0.0.1:"));
+  EXPECT_GT(port, 0) << out;
+}
+
 TEST(CommandLineTest, BadFlagsExitWithCode2AndOneLine) {
   const std::vector<std::vector<std::string>> bad = {
       {kTools + "/layerps-scheduler", "--bogus=1"},
@@ -610,7 +664,7 @@ TEST(CommandLineTest, BadFlagsExitWithCode2AndOneLine) {
       {kTools + "/layerps-server", "--bind=tcp://127.0.0.1:port"},
       // A value-taking flag without "=" does not swallow the next flag as its value.
       {kTools + "/layerps-scheduler", "--token", "--num_servers=2"},
-      {kTools + "/layerps-scheduler", "--max_message_bytes=10"},
+      {kTools + "/layerps-server", "--max_message_bytes=10"},
       {kTools + "/layerps-scheduler", "--scheduler_max_message_bytes=0"},
       // Issue 13, item 5: the example checks its flags before joining a cluster.
       {kExamples + "/sparse_logreg", "--features=0"},

@@ -311,3 +311,30 @@ def test_launched_python_workers_have_the_launchers_ranks(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     for i in range(3):
         assert f"[worker {i}] rank={i}" in p.stdout, p.stdout
+
+
+def test_the_option_table_drives_the_environment_and_keywords(monkeypatch):
+    """Every row of the C++ option table is a Python option field, read from its
+    LAYERPS_* variable (booleans in any spelling) and taken as a keyword argument."""
+    samples = {"scheduler_address": ("tcp://127.0.0.1:7001", "tcp://127.0.0.1:7001"),
+               "bind_address": ("tcp://0.0.0.0", "tcp://0.0.0.0:0"),  # no port: any free one
+               "advertise_host": ("node7", "node7"), "token": ("s3cret", "s3cret"),
+               "num_servers": ("3", 3), "num_workers": ("5", 5), "rank": ("2", 2),
+               "heartbeat_interval_ms": ("250", 250), "heartbeat_timeout_ms": ("4000", 4000),
+               "connect_timeout_ms": ("1234", 1234), "request_timeout_ms": ("4321", 4321),
+               "dense_chunk_elems": ("1024", 1024), "io_threads": ("3", 3),
+               "shared_memory": ("no", False), "max_message_bytes": ("1048576", 1048576),
+               "scheduler_max_message_bytes": ("65536", 65536)}
+    table = layerps._core.option_table()
+    assert {row["field"] for row in table} == set(samples) == set(layerps.cluster.OPTION_FIELDS)
+    for row in table:
+        monkeypatch.setenv(row["env"], samples[row["field"]][0])
+    o = layerps.Options.from_env()
+    for row in table:
+        assert getattr(o, row["field"]) == samples[row["field"]][1], row
+    k = layerps.make_options(**{f: v for f, (_, v) in samples.items()})
+    for f, (_, v) in samples.items():
+        assert getattr(k, f) == v, f
+    monkeypatch.setenv("LAYERPS_SHARED_MEMORY", "maybe")
+    with pytest.raises(layerps.InvalidArgumentError, match="LAYERPS_SHARED_MEMORY='maybe' is not a boolean"):
+        layerps.Options.from_env()

@@ -695,6 +695,24 @@ PYBIND11_MODULE(_core, m) {
                ", num_workers=" + std::to_string(o.num_workers) + ")";
       });
 
+  m.def("option_table", [] {
+    py::list rows;
+    for (const ps::OptionInfo& o : ps::OptionTable()) {
+      py::dict d;
+      d["name"] = o.name;
+      d["field"] = o.field;
+      d["env"] = o.env;
+      d["type"] = o.type;
+      d["help"] = o.help;
+      d["scheduler"] = o.scheduler;
+      d["server"] = o.server;
+      d["worker"] = o.worker;
+      d["per_node"] = o.per_node;
+      rows.append(d);
+    }
+    return rows;
+  }, "Every node option: flag name, Options field, environment variable, type, help, roles.");
+
   py::class_<ps::TableSpec>(m, "TableSpec")
       .def(py::init<>())
       .def_readwrite("name", &ps::TableSpec::name)

@@ -1,0 +1,136 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The option table: every row round-trips through its LAYERPS_* variable and its flag,
+// booleans take every spelling, a tcp:// address without a port gets ":0", and the
+// table, the flags and Options stay in step (a new option without a row, a flag or a
+// sample value here fails).
+#include <gflags/gflags.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "ps/flags.h"
+#include "ps/options.h"
+
+namespace ps {
+namespace {
+
+// A valid value different from the default, for every row.
+const std::map<std::string, std::string>& Samples() {
+  static const std::map<std::string, std::string> k = {
+      {"scheduler", "tcp://127.0.0.1:7001"},
+      {"bind", "tcp://0.0.0.0:0"},
+      {"advertise_host", "node7"},
+      {"token", "s3cret"},
+      {"num_servers", "3"},
+      {"num_workers", "5"},
+      {"rank", "2"},
+      {"heartbeat_interval_ms", "250"},
+      {"heartbeat_timeout_ms", "4000"},
+      {"connect_timeout_ms", "1234"},
+      {"request_timeout_ms", "4321"},
+      {"dense_chunk_elems", "1024"},
+      {"io_threads", "3"},
+      {"shared_memory", "false"},
+      {"max_message_bytes", "1048576"},
+      {"scheduler_max_message_bytes", "65536"},
+  };
+  return k;
+}
+
+class EnvGuard {
+ public:
+  ~EnvGuard() {
+    for (const auto& info : OptionTable()) unsetenv(info.env.c_str());
+  }
+};
+
+TEST(OptionTableTest, EveryRowHasASampleAFlagAndADistinctVariable) {
+  std::set<std::string> envs, fields;
+  for (const OptionInfo& info : OptionTable()) {
+    EXPECT_EQ(Samples().count(info.name), 1u) << "no sample value for " << info.name;
+    EXPECT_TRUE(envs.insert(info.env).second) << info.env;
+    EXPECT_TRUE(fields.insert(info.field).second) << info.field;
+    EXPECT_EQ(info.env.rfind("LAYERPS_", 0), 0u) << info.env;
+    EXPECT_TRUE(info.scheduler || info.server || info.worker) << info.name;
+    gflags::CommandLineFlagInfo flag;
+    EXPECT_TRUE(gflags::GetCommandLineFlagInfo(info.name.c_str(), &flag)) << "no flag --" << info.name;
+    EXPECT_NE(OptionValue(Options(), info.name), Samples().at(info.name)) << info.name;
+  }
+  EXPECT_EQ(OptionTable().size(), Samples().size());
+}
+
+TEST(OptionTableTest, EveryRowRoundTripsThroughTheEnvironment) {
+  EnvGuard guard;
+  for (const OptionInfo& info : OptionTable()) setenv(info.env.c_str(), Samples().at(info.name).c_str(), 1);
+  StatusOr<Options> o = Options::FromEnv();
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  for (const OptionInfo& info : OptionTable()) {
+    EXPECT_EQ(OptionValue(*o, info.name), Samples().at(info.name)) << info.env;
+  }
+}
+
+TEST(OptionTableTest, EveryRowRoundTripsThroughItsFlag) {
+  EnvGuard guard;
+  gflags::FlagSaver saver;
+  for (const OptionInfo& info : OptionTable()) {
+    ASSERT_FALSE(gflags::SetCommandLineOption(info.name.c_str(), Samples().at(info.name).c_str()).empty())
+        << info.name;
+  }
+  StatusOr<Options> o = OptionsFromFlags();
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  for (const OptionInfo& info : OptionTable()) {
+    EXPECT_EQ(OptionValue(*o, info.name), Samples().at(info.name)) << "--" << info.name;
+  }
+}
+
+TEST(OptionTableTest, BooleansTakeEverySpelling) {
+  EnvGuard guard;
+  for (const char* yes : {"1", "true", "TRUE", "yes", "on"}) {
+    setenv("LAYERPS_SHARED_MEMORY", yes, 1);
+    StatusOr<Options> o = Options::FromEnv();
+    ASSERT_TRUE(o.ok()) << yes << ": " << o.status().ToString();
+    EXPECT_TRUE(o->shared_memory) << yes;
+  }
+  for (const char* no : {"0", "false", "No", "off"}) {
+    setenv("LAYERPS_SHARED_MEMORY", no, 1);
+    StatusOr<Options> o = Options::FromEnv();
+    ASSERT_TRUE(o.ok()) << no;
+    EXPECT_FALSE(o->shared_memory) << no;
+  }
+  setenv("LAYERPS_SHARED_MEMORY", "maybe", 1);
+  StatusOr<Options> bad = Options::FromEnv();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("LAYERPS_SHARED_MEMORY='maybe' is not a boolean"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST(OptionTableTest, BadIntegersNameTheVariable) {
+  EnvGuard guard;
+  setenv("LAYERPS_IO_THREADS", "99", 1);
+  StatusOr<Options> o = Options::FromEnv();
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("LAYERPS_IO_THREADS=99 is outside [1, 64]"), std::string::npos)
+      << o.status().message();
+  setenv("LAYERPS_IO_THREADS", "2x", 1);
+  EXPECT_NE(Options::FromEnv().status().message().find("not an integer"), std::string::npos);
+}
+
+TEST(OptionTableTest, ATcpAddressWithoutAPortTakesAnyFreeOne) {
+  Options o;
+  ASSERT_TRUE(SetOption(&o, "scheduler", "tcp://0.0.0.0").ok());
+  EXPECT_EQ(o.scheduler_address, "tcp://0.0.0.0:0");
+  ASSERT_TRUE(SetOption(&o, "bind", "tcp://10.1.2.3:5555").ok());
+  EXPECT_EQ(o.bind_address, "tcp://10.1.2.3:5555");
+  ASSERT_TRUE(SetOption(&o, "scheduler", "tcp://[::1]").ok());
+  EXPECT_EQ(o.scheduler_address, "tcp://[::1]:0");
+  ASSERT_TRUE(SetOption(&o, "scheduler", "ipc:///tmp/x").ok());
+  EXPECT_EQ(o.scheduler_address, "ipc:///tmp/x");
+  EXPECT_EQ(SetOption(&o, "no_such_option", "1").code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace ps
