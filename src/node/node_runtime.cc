@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/hash.h"
+#include "common/logging.h"
 #include "common/host.h"
 #include "common/status_wire.h"
 #include "layerps.pb.h"
@@ -26,7 +27,9 @@ constexpr int kControlSendTimeoutMs = 5000;
 }  // namespace
 
 NodeRuntime::NodeRuntime(const MemberOptions& options, Role role, Handlers handlers)
-    : options_(options), role_(role), handlers_(std::move(handlers)) {}
+    : options_(options), role_(role), handlers_(std::move(handlers)) {
+  EnsureLogging();
+}
 
 NodeRuntime::~NodeRuntime() { Stop(false); }
 
@@ -532,7 +535,11 @@ void NodeRuntime::HandleControl(Message&& msg) {
       const NodeId dead = c.node_dead().id();
       Status why =
           Unavailable("node " + std::to_string(dead) + " is dead: " + c.node_dead().reason());
-      LOG(WARNING) << why;
+      if (c.node_dead().left()) {
+        VLOG(1) << why;  // a normal end: not worth a line in every run
+      } else {
+        LOG(WARNING) << why;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         dead_.insert(dead);

@@ -22,6 +22,7 @@
 
 #include "common/cluster_map.h"
 #include "common/hash.h"
+#include "common/logging.h"
 #include "layerps.pb.h"
 #include "node/node_runtime.h"
 #include "scheduler/barriers.h"
@@ -379,6 +380,7 @@ class Scheduler::Impl final : public ClusterState {
     layerps::pb::Control gone;
     gone.mutable_node_dead()->set_id(from);
     gone.mutable_node_dead()->set_reason("the worker left the cluster");
+    gone.mutable_node_dead()->set_left(true);
     for (const auto& m : map_.nodes) {
       if (m.id != kSchedulerId && m.alive) SendControl(m.id, gone);
     }
@@ -489,7 +491,10 @@ class Scheduler::Impl final : public ClusterState {
   Status result_;                         // guarded by mu_
 };
 
-Scheduler::Scheduler(SchedulerOptions options) : impl_(new Impl(std::move(options))) {}
+Scheduler::Scheduler(SchedulerOptions options) {
+  EnsureLogging();
+  impl_.reset(new Impl(std::move(options)));
+}
 Scheduler::~Scheduler() = default;
 Status Scheduler::Start() { return impl_->Start(); }
 Status Scheduler::InstallPlacement(const std::vector<LayerServers>& placement) {

@@ -11,18 +11,15 @@ See docs/python.md. PyTorch integration: ``import layerps.torch``.
 
 import os as _os
 
+from . import _core
+
 # The C++ core logs through glog, whose INFO lines (node registration, table placement...)
-# are noise in a training script or a notebook: default to WARNING unless the caller
-# chose (GLOG_minloglevel=0 shows everything). glog reads the variable when it loads, so
-# it is set only around that import and the environment is left as it was.
-_glog_default = "GLOG_minloglevel" not in _os.environ
-if _glog_default:
-    _os.environ["GLOG_minloglevel"] = "1"
-try:
-    from . import _core
-finally:
-    if _glog_default:
-        del _os.environ["GLOG_minloglevel"]
+# are noise in a training script or a notebook: WARNING and above unless the caller chose
+# (LAYERPS_LOG_LEVEL=INFO or GLOG_minloglevel=0 shows everything). Set here rather than
+# through glog's variable, which glog reads only when it is first loaded (torch may have
+# loaded it before us).
+if "LAYERPS_LOG_LEVEL" not in _os.environ and "GLOG_minloglevel" not in _os.environ:
+    _core.set_log_level(1)
 from .errors import (  # noqa: F401
     AbortedError, AlreadyExistsError, FailedPreconditionError, InternalError,
     InvalidArgumentError, IoError, LayerPSError, NotFoundError, PermissionDeniedError,

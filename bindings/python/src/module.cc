@@ -695,6 +695,8 @@ PYBIND11_MODULE(_core, m) {
                ", num_workers=" + std::to_string(o.num_workers) + ")";
       });
 
+  m.def("set_log_level", &ps::SetLogLevel,
+        "Least severity the C++ core prints: 0 INFO, 1 WARNING, 2 ERROR, 3 FATAL.");
   m.def("option_table", [] {
     py::list rows;
     for (const ps::OptionInfo& o : ps::OptionTable()) {
