@@ -6,20 +6,25 @@
 // worker halves a_i and sends (x_i, a_i) to a uniformly drawn other worker, whose
 // communication thread merges it under its lock:
 //   x_j = (a_j x_j + a_i x_i) / (a_j + a_i);  a_j += a_i.
-// Both update Σ a_i and Σ a_i x_i (counting what is in flight) only by the local steps:
-// the gossip moves weight, never creates or loses it.
+// A gossip and its merge leave Σ a_i (= 1) and Σ a_i x_i unchanged (counting what is in
+// flight): only the local steps move Σ a_i x_i. Weight moves, it is never made or lost.
 //
-// Message (tag PeerTag(gosgd, name, 0)): n + 2 floats, x_i then the weight as a double in
-// its 8 bytes (bit-exact; weights are 1/W halved and summed: exact in double for W a
-// power of two). Weight -1 marks the sender's end (Finish), see below.
+// Weights are integers: units of 2^-62, 2^62 in all (a_i = 2^62 / W, the remainder spread
+// over the first ranks). Halving an odd weight keeps the extra unit at the sender, so the
+// sum is exactly 2^62 units (exactly 1) at any time, however many gossips went: a double
+// would need more than its 53 bits after a few dozen gossips. A weight below 2 units is
+// not split (that gossip is skipped; it never happens in practice).
+//
+// Message (tag PeerTag(gosgd, name, 0)): n + 2 floats, x_i then the weight's 8 bytes (a
+// uint64, bit-exact). Weight 2^64 - 1 marks the sender's end (Finish), see below.
 //
 // Finish (collective): every worker sends the end marker to every other on the gossip tag;
 // one sender's tensors under one tag arrive in order, so a worker that has every other's
 // marker has merged every gossip ever sent to it. Once it also has the acknowledgement of
 // all its own sends, its drain is over; afterwards the weights of all workers sum to 1.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,12 +35,11 @@ namespace ps {
 namespace algorithms {
 namespace {
 
-constexpr double kEndMarker = -1.0;
+constexpr uint64_t kTotalWeight = uint64_t{1} << 62;  // 1
+constexpr uint64_t kEndMarker = ~uint64_t{0};
 // Gossips of one worker in flight at most: a step whose gossip would exceed it waits for
 // an acknowledgement (at most options.timeout).
 constexpr int kMaxGossipsInFlight = 4;
-// Below this a halved weight would lose bits: the worker skips that gossip instead.
-constexpr double kMinWeight = 4 * std::numeric_limits<double>::min();
 
 class GosgdTrainer : public PeerTrainer {
  public:
@@ -44,10 +48,10 @@ class GosgdTrainer : public PeerTrainer {
         tag_(PeerTag(Algorithm::kGosgd, args.options.name, 0)),
         p_(args.options.algorithm.p),
         rng_(args.options.seed + rank_),
-        weight_(1.0 / static_cast<double>(world_)),
+        weight_(kTotalWeight / world_ + (rank_ < kTotalWeight % world_ ? 1 : 0)),
         marked_(world_, false),
         markers_left_(world_ - 1) {
-    stats_.gossip_weight = weight_;
+    stats_.gossip_weight = AsFraction(weight_);
     if (world_ > 1) {
       ReceiveAny(tag_, NewMessage());
       StartThread();
@@ -74,11 +78,12 @@ class GosgdTrainer : public PeerTrainer {
     Buffer msg = NewMessage();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (weight_ < kMinWeight) return Status::OK();
-      weight_ /= 2;  // exact
+      if (weight_ < 2) return Status::OK();
+      const uint64_t sent = weight_ / 2;  // the sender keeps an odd unit
+      weight_ -= sent;
       std::copy(params_, params_ + n_, msg->data());
-      PutWeight(msg.get(), weight_);
-      stats_.gossip_weight = weight_;
+      PutWeight(msg.get(), sent);
+      stats_.gossip_weight = AsFraction(weight_);
       ++stats_.exchanges;
     }
     Send(to, tag_, std::move(msg));
@@ -108,11 +113,12 @@ class GosgdTrainer : public PeerTrainer {
 
  private:
   Buffer NewMessage() const { return std::make_shared<std::vector<float>>(n_ + 2, 0.0f); }
-  void PutWeight(std::vector<float>* msg, double w) const {
+  static double AsFraction(uint64_t w) { return std::ldexp(static_cast<double>(w), -62); }
+  void PutWeight(std::vector<float>* msg, uint64_t w) const {
     std::memcpy(msg->data() + n_, &w, sizeof(w));
   }
-  double GetWeight(const std::vector<float>& msg) const {
-    double w;
+  uint64_t GetWeight(const std::vector<float>& msg) const {
+    uint64_t w;
     std::memcpy(&w, msg.data() + n_, sizeof(w));
     return w;
   }
@@ -133,9 +139,15 @@ class GosgdTrainer : public PeerTrainer {
       Fail(ProtocolError("Trainer: a gossip from rank " + std::to_string(a.from)));
       return;
     }
-    const double w = GetWeight(*a.data);
+    const uint64_t w = GetWeight(*a.data);
     const bool end = w == kEndMarker;
-    if (!end && !(std::isfinite(w) && w > 0.0 && w <= 1.0)) {
+    uint64_t mine;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      mine = weight_;
+    }
+    // Only this thread adds to weight_ (Step only takes from it): the check holds at the merge.
+    if (!end && (w == 0 || w > kTotalWeight - mine)) {
       Fail(ProtocolError("Trainer: a gossip from worker " + std::to_string(a.from) +
                          " carries the weight " + std::to_string(w)));
       return;
@@ -160,11 +172,11 @@ class GosgdTrainer : public PeerTrainer {
     if (end) return;
     const float* x = a.data->data();
     std::lock_guard<std::mutex> lock(mu_);
-    const double total = weight_ + w;
-    const float c = static_cast<float>(w / total);
+    const uint64_t total = weight_ + w;
+    const float c = static_cast<float>(static_cast<double>(w) / static_cast<double>(total));
     for (size_t i = 0; i < n_; ++i) params_[i] += c * (x[i] - params_[i]);
     weight_ = total;
-    stats_.gossip_weight = weight_;
+    stats_.gossip_weight = AsFraction(weight_);
     ++stats_.merges;
   }
 
@@ -172,7 +184,7 @@ class GosgdTrainer : public PeerTrainer {
   const double p_;
   std::mt19937_64 rng_;                                 // Step's thread only
   std::uniform_real_distribution<double> coin_{0.0, 1.0};  // Step's thread only
-  double weight_;                                       // guarded by mu_
+  uint64_t weight_;                                     // guarded by mu_: units of 2^-62
   std::vector<bool> marked_;                            // guarded by link mu
   uint32_t markers_left_;                               // guarded by link mu
 };
