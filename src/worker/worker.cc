@@ -175,8 +175,13 @@ class Worker::Impl {
       return tracker_.Failed(InvalidArgument("a worker cannot send to or receive from itself"),
                              std::move(cb));
     }
-    if (!peer->alive) {
-      return tracker_.Failed(Unavailable("worker " + std::to_string(rank) + " is dead"),
+    bool gone = !peer->alive;
+    if (!gone) {
+      std::lock_guard<std::mutex> lock(gone_mu_);
+      gone = gone_.count(peer->id) != 0;  // it left: no map says so
+    }
+    if (gone) {
+      return tracker_.Failed(Unavailable("worker " + std::to_string(rank) + " is dead or has left"),
                              std::move(cb));
     }
     if (tag & kCollectiveTagBit) {

@@ -249,9 +249,19 @@ TEST(PeerLeaveTest, ReceiveFromAWorkerThatLeftFailsUnavailable) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find("left"), std::string::npos) << s;
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(15000));  // deadline: 60 s
-  // And sending to it is refused at once.
+  // And sending to it or receiving from it is refused at once; Nodes() shows it gone.
   EXPECT_EQ(c.worker(1).Wait(c.worker(1).SendTo(0, 1, got.data(), 8), kWait).code(),
             StatusCode::kUnavailable);
+  EXPECT_EQ(c.worker(1).Wait(c.worker(1).RecvFrom(0, 1, got.data(), 8), kWait).code(),
+            StatusCode::kUnavailable);
+  int alive = 0;
+  for (const NodeInfo& n : c.worker(1).Nodes()) {
+    if (n.role == Role::kWorker) {
+      EXPECT_EQ(n.alive, n.id != c.worker(0).id()) << "node " << n.id;
+      alive += n.alive ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(alive, 1);
 }
 
 // A receive waiting on a worker that is cut off fails within the heartbeat timeout.
