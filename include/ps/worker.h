@@ -78,7 +78,8 @@ class Worker {
   void Stop();
 
   // Membership as of the last cluster map seen (still valid after Stop()); before a
-  // successful Start(): kUnassignedId, 0, 0, 0, empty.
+  // successful Start(): kUnassignedId, 0, 0, 0, empty. In Nodes(), a node this worker was
+  // told is dead or has left (a worker's departure changes no map) has alive == false.
   NodeId id() const;
   uint32_t rank() const;  // 0..num_workers()-1
   int num_workers() const;
@@ -155,6 +156,19 @@ class Worker {
   // top bit set (>= 2^63) are reserved for collectives: SendTo refuses them.
   Ticket SendTo(uint32_t to, uint64_t tag, const float* data, size_t n, Callback cb = nullptr);
   Ticket RecvFrom(uint32_t from, uint64_t tag, float* out, size_t n, Callback cb = nullptr);
+  // A receive from whichever worker sends first: completes with the first tensor sent to
+  // this worker under `tag` by any worker, and writes its sender's rank to *from (when
+  // `from` is not null) before the request completes. The size rule, the per-sender order
+  // and the buffering budget are RecvFrom's. RecvFrom and RecvFromAny may share a tag: an
+  // arriving tensor goes to the oldest RecvFrom naming its sender if one is posted, else
+  // to the oldest RecvFromAny of its tag, else it is kept; a RecvFromAny takes the tensor
+  // kept first under its tag, whoever sent it. Either way one sender's tensors under one
+  // tag are received in the order they were sent (a gossip protocol can end with a marker
+  // on the same tag: every tensor sent before it was received before it). No single
+  // worker's death fails it (it waits for anyone); it fails with kUnavailable when nothing
+  // came within request_timeout_ms or the scheduler is lost, and kAborted on Stop().
+  // Tags >= 2^63 are refused (kInvalidArgument).
+  Ticket RecvFromAny(uint64_t tag, float* out, size_t n, uint32_t* from, Callback cb = nullptr);
 
   // --- Collectives (docs/collectives.md) ----------------------------------------------------
   // Ring all-reduce: on return, data[0..n) holds the element-wise sum of every

@@ -20,6 +20,10 @@ struct TrainerArgs {
   float* params = nullptr;
   size_t n = 0;
   TrainerOptions options;
+  // Whether the factory makes every worker's params rank 0's first (Trainer::Create: yes).
+  // Tests of the decentralized trainers (gosgd, adpsgd) call their factory with false to
+  // start every worker from its own point.
+  bool broadcast = true;
 };
 
 // bsp, asp, ssp: the model in a table on the servers (ps_trainer.cc).

@@ -54,19 +54,68 @@ Ticket PeerMessages::Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worke
   bool have = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = arrived_.find({peer, tag});
+    auto it = arrived_.find({tag, peer});
     if (it != arrived_.end() && !it->second.empty()) {
-      waiting = std::move(it->second.front());
+      waiting = std::move(it->second.front().values);
       it->second.pop_front();
       if (it->second.empty()) arrived_.erase(it);
       buffered_ -= waiting.size();
       have = true;
     } else {
-      posted_[{peer, tag}].push_back(ticket);
+      posted_[{tag, peer}].push_back(ticket);
     }
   }
   if (have) tracker_->Deliver(ticket, 0, Status::OK(), waiting.data(), waiting.size());
   return ticket;
+}
+
+Ticket PeerMessages::RecvAny(uint64_t tag, float* out, size_t n,
+                             std::function<Status(NodeId)> on_source, Worker::Callback cb,
+                             int64_t deadline_ms) {
+  if (out == nullptr && n > 0)
+    return tracker_->Failed(InvalidArgument("null buffer"), std::move(cb));
+  auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
+  if (deadline_ms != 0) req->deadline_ms = deadline_ms;
+  Part p;
+  p.server = kUnassignedId;  // no peer: only the deadline, Stop or the scheduler fail it
+  p.table = kInvalidTable;
+  p.offset = tag;
+  p.count = n;
+  p.dst = out;
+  p.value_count = n;
+  req->parts.push_back(p);
+  if (on_source) {
+    req->finish = [on_source = std::move(on_source)](Request& r) { return on_source(r.source); };
+  }
+  const Ticket ticket = req->ticket;
+  // As in Recv: looking for a kept tensor and posting happen under one hold of mu_.
+  tracker_->Expect(req);
+  Frame waiting;
+  NodeId sender = kUnassignedId;
+  bool have = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    have = TakeKept(tag, &waiting, &sender);
+    if (!have) posted_any_[tag].push_back(ticket);
+  }
+  if (have) tracker_->Deliver(ticket, 0, Status::OK(), waiting.data(), waiting.size(), sender);
+  return ticket;
+}
+
+bool PeerMessages::TakeKept(uint64_t tag, Frame* out, NodeId* sender) {
+  auto first = arrived_.end();
+  for (auto it = arrived_.lower_bound({tag, 0}); it != arrived_.end() && it->first.first == tag;
+       ++it) {
+    if (it->second.empty()) continue;
+    if (first == arrived_.end() || it->second.front().seq < first->second.front().seq) first = it;
+  }
+  if (first == arrived_.end()) return false;
+  *out = std::move(first->second.front().values);
+  *sender = first->first.second;
+  first->second.pop_front();
+  if (first->second.empty()) arrived_.erase(first);
+  buffered_ -= out->size();
+  return true;
 }
 
 void PeerMessages::OnMessage(Message&& msg) {
@@ -79,28 +128,35 @@ void PeerMessages::OnMessage(Message&& msg) {
     return;
   }
   const Frame& values = msg.frames[0];
-  const Key key{h.sender, h.offset};
+  const Key key{h.offset, h.sender};
   for (;;) {
     Ticket ticket = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = posted_.find(key);
-      if (it == posted_.end() || it->second.empty()) {
+      auto any = posted_any_.find(h.offset);
+      if (it != posted_.end() && !it->second.empty()) {
+        // A receive naming the sender comes first.
+        ticket = it->second.front();
+        it->second.pop_front();
+        if (it->second.empty()) posted_.erase(it);
+      } else if (any != posted_any_.end() && !any->second.empty()) {
+        ticket = any->second.front();
+        any->second.pop_front();
+        if (any->second.empty()) posted_any_.erase(any);
+      } else {
         // Nobody waits yet: keep a copy within the budget. (The frame itself may be the
         // sender's memory, in process or in a shared-memory ring: holding it would keep
         // the sender's request, or a ring slot, waiting for a receive that may come late.)
         if (buffered_ + values.size() > max_buffered_bytes_) break;
         buffered_ += values.size();
-        arrived_[key].push_back(Frame::Copy(values.data(), values.size()));
+        arrived_[key].push_back(Kept{Frame::Copy(values.data(), values.size()), next_seq_++});
         Ack(h, Status::OK());
         return;
       }
-      ticket = it->second.front();
-      it->second.pop_front();
-      if (it->second.empty()) posted_.erase(it);
     }
     // A receive that expired meanwhile declines; offer the tensor to the next one.
-    if (tracker_->Deliver(ticket, 0, Status::OK(), values.data(), values.size())) {
+    if (tracker_->Deliver(ticket, 0, Status::OK(), values.data(), values.size(), h.sender)) {
       Ack(h, Status::OK());
       return;
     }

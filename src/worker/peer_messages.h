@@ -12,6 +12,14 @@
 // past it the sender's request fails with kResourceExhausted. Both sides fail when the
 // other dies (kUnavailable) or at request_timeout_ms.
 //
+// A receive from any peer (RecvAny, Worker::RecvFromAny) names a tag only. An arriving
+// tensor (sender s, tag t) goes to the oldest receive posted for (s, t) if there is one,
+// else to the oldest receive from any peer posted for t, else it is kept; a receive for
+// (s, t) takes the oldest tensor kept from s under t, a receive from any peer the one kept
+// first under t, whoever sent it. Either way the tensors of one sender under one tag are
+// received in the order they were sent. A receive from any peer fails only at its deadline,
+// on Stop, or when the scheduler is lost: no single peer's death concerns it.
+//
 // Thread-safety: every member may be called from any thread; OnMessage runs on the
 // receive thread.
 #ifndef PS_WORKER_PEER_MESSAGES_H_
@@ -44,6 +52,11 @@ class PeerMessages {
               Worker::Callback cb, int64_t deadline_ms = 0);
   Ticket Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb,
               int64_t deadline_ms = 0, bool accumulate = false);
+  // A receive of the first tensor under `tag` from any peer. `on_source` runs once the
+  // tensor is in `out`, before the request completes, with the sender's node id; its error
+  // becomes the request's.
+  Ticket RecvAny(uint64_t tag, float* out, size_t n, std::function<Status(NodeId)> on_source,
+                 Worker::Callback cb, int64_t deadline_ms = 0);
 
   // A kPeerTensor message from a live member (receive thread).
   void OnMessage(Message&& msg);
@@ -52,16 +65,26 @@ class PeerMessages {
   uint64_t buffered_bytes() const;
 
  private:
-  using Key = std::pair<NodeId, uint64_t>;  // (sender, tag)
+  // (tag, sender): the tensors kept under one tag are adjacent in `arrived_`.
+  using Key = std::pair<uint64_t, NodeId>;
+  struct Kept {
+    Frame values;
+    uint64_t seq = 0;  // arrival order, across senders
+  };
   void Ack(const Header& h, const Status& status);
+  // Under mu_: takes the tensor kept first under `tag` (any sender) into *out and its
+  // sender into *sender; false if none.
+  bool TakeKept(uint64_t tag, Frame* out, NodeId* sender);
 
   RequestTracker* const tracker_;
   const SendFn send_;
   const uint64_t max_buffered_bytes_;
   mutable std::mutex mu_;
-  std::map<Key, std::deque<Ticket>> posted_;  // guarded by mu_: receives waiting
-  std::map<Key, std::deque<Frame>> arrived_;  // guarded by mu_: tensors waiting
-  uint64_t buffered_ = 0;                     // guarded by mu_
+  std::map<Key, std::deque<Ticket>> posted_;          // guarded by mu_: receives waiting
+  std::map<uint64_t, std::deque<Ticket>> posted_any_;  // guarded by mu_: by tag
+  std::map<Key, std::deque<Kept>> arrived_;           // guarded by mu_: tensors waiting
+  uint64_t buffered_ = 0;                             // guarded by mu_
+  uint64_t next_seq_ = 0;                             // guarded by mu_
 };
 
 }  // namespace ps

@@ -234,7 +234,7 @@ Ticket RequestTracker::Expect(const std::shared_ptr<Request>& req) {
 }
 
 bool RequestTracker::Deliver(Ticket ticket, size_t part, const Status& status, const void* data,
-                             size_t bytes) {
+                             size_t bytes, NodeId source) {
   std::shared_ptr<Request> req;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -250,7 +250,9 @@ bool RequestTracker::Deliver(Ticket ticket, size_t part, const Status& status, c
                         std::to_string(want / sizeof(float)) + " were expected");
   }
   if (!Claim(req.get(), part, s)) return false;
-  // The part is claimed: only this thread touches its destination now.
+  // The part is claimed: only this thread touches its destination (and `source`) now;
+  // Release publishes them to whoever finalizes.
+  if (source != kUnassignedId) req->source = source;
   if (s.ok() && bytes > 0) {
     const Part& p = req->parts[part];
     if (p.accumulate) {
@@ -403,10 +405,14 @@ std::vector<NodeId> RequestTracker::Expire() {
     }
     for (size_t i : open) {
       // kUnavailable, not kTimeout: from Wait, kTimeout always means "still in flight".
-      Status t =
-          Unavailable("no reply from node " + std::to_string(req->parts[i].server) +
-                      " within request_timeout_ms=" + std::to_string(options_.request_timeout_ms));
-      silent.insert(req->parts[i].server);
+      const NodeId peer = req->parts[i].server;
+      const std::string within =
+          " within request_timeout_ms=" + std::to_string(options_.request_timeout_ms);
+      Status t = peer == kUnassignedId
+                     ? Unavailable("no tensor under tag " + std::to_string(req->parts[i].offset) +
+                                   " from any worker" + within)
+                     : Unavailable("no reply from node " + std::to_string(peer) + within);
+      if (peer != kUnassignedId) silent.insert(peer);
       if (Claim(req.get(), i, t)) Release(req);
     }
   }

@@ -76,6 +76,9 @@ struct Request {
   std::function<Status(Request&)> finish;
   // Memory the request's buffers live in (e.g. pinned staging), held until it is gone.
   std::shared_ptr<const void> keep;
+  // A posted receive from any peer: the node whose tensor answered it (set by Deliver
+  // once its part is claimed, read by `finish`).
+  NodeId source = kUnassignedId;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -128,7 +131,9 @@ class RequestTracker {
   // copied to the part's destination (they must be value_count floats, else the part
   // fails with kInvalidArgument). False when the request is gone or the part already
   // claimed (it expired, or its peer died): the caller may offer the data elsewhere.
-  bool Deliver(Ticket ticket, size_t part, const Status& status, const void* data, size_t bytes);
+  // `source`, when given, is recorded as the request's `source` (a receive from any peer).
+  bool Deliver(Ticket ticket, size_t part, const Status& status, const void* data, size_t bytes,
+               NodeId source = kUnassignedId);
   // Claims every unclaimed part of request `ticket` with `why` (nothing if it is gone).
   // The request completes once its borrowed frames, if any, are released too.
   void Cancel(Ticket ticket, const Status& why);
@@ -139,7 +144,8 @@ class RequestTracker {
   void OnReply(Message&& msg);
   // Fails every unclaimed part for which `match` holds, with `why`.
   void FailMatching(const std::function<bool(const Part&)>& match, const Status& why);
-  // Fails the parts whose deadline passed; returns the peers that did not answer them.
+  // Fails the parts whose deadline passed; returns the peers that did not answer them
+  // (a part of no particular peer, server == kUnassignedId, names none).
   std::vector<NodeId> Expire();
 
   TrackerStats& stats() { return *stats_; }

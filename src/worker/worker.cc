@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "node/node_runtime.h"
@@ -71,7 +73,12 @@ class Worker::Impl {
   }
   std::vector<NodeInfo> Nodes() const {
     auto m = ever_started_ ? runtime_->map() : nullptr;
-    return m ? m->nodes : std::vector<NodeInfo>{};
+    std::vector<NodeInfo> nodes = m ? m->nodes : std::vector<NodeInfo>{};
+    std::lock_guard<std::mutex> lock(gone_mu_);
+    for (NodeInfo& n : nodes) {
+      if (gone_.count(n.id)) n.alive = false;
+    }
+    return nodes;
   }
 
   StatusOr<TableId> DeclareTable(const TableSpec& spec) {
@@ -168,8 +175,13 @@ class Worker::Impl {
       return tracker_.Failed(InvalidArgument("a worker cannot send to or receive from itself"),
                              std::move(cb));
     }
-    if (!peer->alive) {
-      return tracker_.Failed(Unavailable("worker " + std::to_string(rank) + " is dead"),
+    bool gone = !peer->alive;
+    if (!gone) {
+      std::lock_guard<std::mutex> lock(gone_mu_);
+      gone = gone_.count(peer->id) != 0;  // it left: no map says so
+    }
+    if (gone) {
+      return tracker_.Failed(Unavailable("worker " + std::to_string(rank) + " is dead or has left"),
                              std::move(cb));
     }
     if (tag & kCollectiveTagBit) {
@@ -180,12 +192,39 @@ class Worker::Impl {
                 : peers_.Recv(peer->id, tag, out, n, std::move(cb));
   }
 
+  // Worker to worker, from whoever sends first: the sender's rank is written to *from
+  // once its tensor is in `out`.
+  Ticket RecvFromAny(uint64_t tag, float* out, size_t n, uint32_t* from, Callback cb) {
+    if (!started_) {
+      return tracker_.Failed(FailedPrecondition("the worker is not started"), std::move(cb));
+    }
+    if (tag & kCollectiveTagBit) {
+      return tracker_.Failed(InvalidArgument("tags >= 2^63 are reserved for collectives"),
+                             std::move(cb));
+    }
+    auto on_source = [this, from](NodeId sender) -> Status {
+      auto m = runtime_->map();
+      const NodeInfo* node = m ? m->FindNode(sender) : nullptr;
+      if (node == nullptr || node->role != Role::kWorker) {
+        return Internal("a tensor from node " + std::to_string(sender) + ", not a known worker");
+      }
+      if (from != nullptr) *from = node->rank;
+      return Status::OK();
+    };
+    return peers_.RecvAny(tag, out, n, std::move(on_source), std::move(cb));
+  }
+
  private:
   void OnNodeDead(NodeId id, const Status& why) {
     collectives_.OnNodeDead(id, why);  // every collective including it, not only its neighbours
     if (id == kSchedulerId) {
       tracker_.FailMatching([](const Part&) { return true; }, why);
       return;
+    }
+    {
+      // A worker that leaves changes no map: Nodes() learns it from here.
+      std::lock_guard<std::mutex> lock(gone_mu_);
+      gone_.insert(id);
     }
     // The runtime already refuses new sends to it; fail what is outstanding.
     tracker_.FailMatching([id](const Part& p) { return p.server == id; }, why);
@@ -202,6 +241,8 @@ class Worker::Impl {
   std::unique_ptr<NodeRuntime> runtime_;
   std::atomic<bool> started_{false};
   std::atomic<bool> ever_started_{false};
+  mutable std::mutex gone_mu_;
+  std::set<NodeId> gone_;  // guarded by gone_mu_: nodes declared dead or gone
   // Tensors received before their RecvFrom are kept up to this many bytes.
   static constexpr uint64_t kPeerBufferBytes = uint64_t{1} << 30;
 
@@ -322,6 +363,9 @@ Ticket Worker::SendTo(uint32_t to, uint64_t tag, const float* data, size_t n, Ca
 }
 Ticket Worker::RecvFrom(uint32_t from, uint64_t tag, float* out, size_t n, Callback cb) {
   return impl_->PeerRequest(from, /*send=*/false, tag, nullptr, out, n, std::move(cb));
+}
+Ticket Worker::RecvFromAny(uint64_t tag, float* out, size_t n, uint32_t* from, Callback cb) {
+  return impl_->RecvFromAny(tag, out, n, from, std::move(cb));
 }
 Status Worker::AllReduce(float* data, size_t n, std::chrono::milliseconds timeout) {
   return impl_->AllReduce(data, n, AllReduceOptions{}, timeout);

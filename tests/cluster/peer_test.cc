@@ -1,9 +1,11 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// Worker-to-worker tensors (Worker::SendTo / RecvFrom): delivery in either order, order
-// within a tag, tags kept apart, size mismatches, bad ranks, and a peer that dies.
+// Worker-to-worker tensors (Worker::SendTo / RecvFrom / RecvFromAny): delivery in either
+// order, order within a tag, tags kept apart, size mismatches, bad ranks, a peer that dies,
+// and receives from whichever worker sends first.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -120,6 +122,75 @@ TEST_P(PeerTest, ReceivesPostedWhileTheirTensorsArriveAllMatch) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
+// RecvFromAny: tensors of several senders, receives posted before and after they arrive;
+// each names its sender, and each sender's tensors come in the order it sent them.
+TEST_P(PeerTest, ReceiveFromAnyNamesTheSenderAndKeepsEachSendersOrder) {
+  LocalCluster c(1, 3, GetParam());
+  ASSERT_TRUE(c.Start().ok());
+  Worker& r = c.worker(0);
+  // Posted first: the first tensor of either sender completes it.
+  std::vector<float> got(4);
+  uint32_t from = 99;
+  Ticket t = r.RecvFromAny(5, got.data(), got.size(), &from);
+  const std::vector<float> x2 = Iota(4, 20.0f);
+  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).SendTo(0, 5, x2.data(), 4), kWait).ok());
+  ASSERT_TRUE(r.Wait(t, kWait).ok());
+  EXPECT_EQ(from, 2u);
+  EXPECT_EQ(got, x2);
+  // Many tensors from two senders at once, most of them kept before any receive is posted:
+  // tensor k of sender s holds s * 1000 + k.
+  constexpr int kEach = 200;
+  c.OnEveryWorker([&](int rank) {
+    if (rank == 0) return;
+    Worker& w = c.worker(rank);
+    std::vector<std::vector<float>> bufs;
+    std::vector<Ticket> sends;
+    for (int k = 0; k < kEach; ++k) bufs.push_back(std::vector<float>(4, rank * 1000.0f + k));
+    for (int k = 0; k < kEach; ++k) sends.push_back(w.SendTo(0, 6, bufs[k].data(), 4));
+    for (Ticket s : sends) EXPECT_TRUE(w.Wait(s, kWait).ok());
+  });
+  std::vector<int> next(3, 0);
+  for (int i = 0; i < 2 * kEach; ++i) {
+    uint32_t sender = 99;
+    ASSERT_TRUE(r.Wait(r.RecvFromAny(6, got.data(), 4, &sender), kWait).ok()) << i;
+    ASSERT_TRUE(sender == 1 || sender == 2) << sender;
+    EXPECT_EQ(got[0], sender * 1000.0f + next[sender]) << "tensor " << i;
+    ++next[sender];
+  }
+  EXPECT_EQ(next[1], kEach);
+  EXPECT_EQ(next[2], kEach);
+  // Kept tensors go to RecvFromAny in arrival order across senders.
+  const std::vector<float> a1(4, 1.0f), a2(4, 2.0f);
+  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).SendTo(0, 7, a2.data(), 4), kWait).ok());
+  ASSERT_TRUE(c.worker(1).Wait(c.worker(1).SendTo(0, 7, a1.data(), 4), kWait).ok());
+  ASSERT_TRUE(r.Wait(r.RecvFromAny(7, got.data(), 4, &from), kWait).ok());
+  EXPECT_EQ(from, 2u);
+  ASSERT_TRUE(r.Wait(r.RecvFromAny(7, got.data(), 4, nullptr), kWait).ok());  // from may be null
+  EXPECT_EQ(got, a1);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// RecvFrom and RecvFromAny on one tag: a tensor goes to a receive naming its sender first.
+TEST_P(PeerTest, ReceiveNamingTheSenderComesBeforeReceiveFromAny) {
+  LocalCluster c(1, 3, GetParam());
+  ASSERT_TRUE(c.Start().ok());
+  Worker& r = c.worker(0);
+  std::vector<float> any(2), named(2);
+  uint32_t from = 99;
+  Ticket ta = r.RecvFromAny(3, any.data(), 2, &from);
+  Ticket tn = r.RecvFrom(2, 3, named.data(), 2);
+  const std::vector<float> x2 = {2, 2}, x1 = {1, 1};
+  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).SendTo(0, 3, x2.data(), 2), kWait).ok());
+  ASSERT_TRUE(r.Wait(tn, kWait).ok());
+  EXPECT_EQ(named, x2);
+  EXPECT_EQ(r.Wait(ta, milliseconds(100)).code(), StatusCode::kTimeout);  // still waiting
+  ASSERT_TRUE(c.worker(1).Wait(c.worker(1).SendTo(0, 3, x1.data(), 2), kWait).ok());
+  ASSERT_TRUE(r.Wait(ta, kWait).ok());
+  EXPECT_EQ(from, 1u);
+  EXPECT_EQ(any, x1);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, PeerTest, ::testing::Values("tcp", "inproc"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
@@ -178,9 +249,19 @@ TEST(PeerLeaveTest, ReceiveFromAWorkerThatLeftFailsUnavailable) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find("left"), std::string::npos) << s;
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(15000));  // deadline: 60 s
-  // And sending to it is refused at once.
+  // And sending to it or receiving from it is refused at once; Nodes() shows it gone.
   EXPECT_EQ(c.worker(1).Wait(c.worker(1).SendTo(0, 1, got.data(), 8), kWait).code(),
             StatusCode::kUnavailable);
+  EXPECT_EQ(c.worker(1).Wait(c.worker(1).RecvFrom(0, 1, got.data(), 8), kWait).code(),
+            StatusCode::kUnavailable);
+  int alive = 0;
+  for (const NodeInfo& n : c.worker(1).Nodes()) {
+    if (n.role == Role::kWorker) {
+      EXPECT_EQ(n.alive, n.id != c.worker(0).id()) << "node " << n.id;
+      alive += n.alive ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(alive, 1);
 }
 
 // A receive waiting on a worker that is cut off fails within the heartbeat timeout.
@@ -199,6 +280,54 @@ TEST(PeerFaultTest, ReceiveFromADeadWorkerFailsUnavailable) {
   Status s = c.worker(1).Wait(r, milliseconds(20000));
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(15000));
+}
+
+}  // namespace
+}  // namespace ps
+
+namespace ps {
+namespace {
+
+// RecvFromAny's errors: size, reserved tags, not started, its deadline, Stop; and the
+// death of one worker does not fail it (another may still send).
+TEST(PeerAnyTest, ReceiveFromAnyErrors) {
+  Options o = testing::FastOptions();
+  o.request_timeout_ms = 1500;
+  LocalCluster c(1, 3, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& r = c.worker(0);
+  std::vector<float> got(3);
+  uint32_t from = 99;
+  EXPECT_EQ(r.Wait(r.RecvFromAny(uint64_t{1} << 63, got.data(), 3, &from), kWait).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Wait(r.RecvFromAny(1, nullptr, 3, &from), kWait).code(),
+            StatusCode::kInvalidArgument);
+  Ticket small = r.RecvFromAny(1, got.data(), 3, &from);
+  const std::vector<float> x = Iota(4, 0.0f);
+  ASSERT_TRUE(c.worker(1).Wait(c.worker(1).SendTo(0, 1, x.data(), 4), kWait).ok());
+  Status s = r.Wait(small, kWait);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  // Nothing comes: kUnavailable at request_timeout_ms, naming the tag.
+  const auto start = std::chrono::steady_clock::now();
+  s = r.Wait(r.RecvFromAny(2, got.data(), 3, &from), kWait);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("tag 2 from any worker"), std::string::npos) << s;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(1400));
+  // Worker 1 leaves while a receive waits: it keeps waiting, and worker 2's tensor ends it.
+  std::vector<float> g3(3);
+  Ticket t = r.RecvFromAny(4, g3.data(), 3, &from);
+  c.worker(1).Stop();
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(r.Wait(t, milliseconds(10)).code(), StatusCode::kTimeout);
+  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).SendTo(0, 4, x.data(), 3), kWait).ok());
+  ASSERT_TRUE(r.Wait(t, kWait).ok());
+  EXPECT_EQ(from, 2u);
+  // Stop aborts a waiting receive.
+  Ticket last = r.RecvFromAny(4, g3.data(), 3, &from);
+  r.Stop();
+  EXPECT_EQ(r.Wait(last, kWait).code(), StatusCode::kAborted);
+  EXPECT_EQ(r.Wait(r.RecvFromAny(4, g3.data(), 3, &from), kWait).code(),
+            StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
