@@ -72,8 +72,9 @@ inline void PrintHelp(const char* prog, const char* usage, const std::string& ro
 // Parses argv: "--name=value", "--name value" (a value may not start with "--": write
 // "--name=--x"), "--bool", "--nobool". Stops at "--" or the first non-flag argument
 // when `stop_at_positional`; returns what follows.
-// `roles`: whose node options this program takes ("S" scheduler, "s" server, "w" worker):
-// the others are neither listed by --help nor accepted.
+// `roles`: whose node options this program reads ("S" scheduler, "s" server, "w" worker):
+// --help lists only those. The other roles' node options are accepted and have no effect,
+// so that one list of flags can be given to every daemon of a cluster.
 inline std::vector<std::string> ParseOrExit(int argc, char** argv, const char* usage,
                                             bool stop_at_positional = false,
                                             const std::string& roles = "Ssw") {
@@ -115,9 +116,6 @@ inline std::vector<std::string> ParseOrExit(int argc, char** argv, const char* u
       known = true;
     }
     if (!known) Fail(prog, "unknown flag --" + name);
-    if (const OptionInfo* row = TableRow(name)) {
-      if (!ForRoles(*row, roles)) Fail(prog, "--" + name + " is not an option of " + prog);
-    }
     if (!has_value) {
       // "--token --num_servers=2" is a forgotten value, not the token "--num_servers=2".
       if (info.type == "bool") {
