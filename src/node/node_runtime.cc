@@ -75,6 +75,7 @@ Status NodeRuntime::Start() {
   Status sent = SendToScheduler(MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
 
   Status result = sent;
+  bool was_registered = false;
   if (sent.ok()) {
     std::unique_lock<std::mutex> lock(mu_);
     const auto deadline =
@@ -92,6 +93,18 @@ Status NodeRuntime::Start() {
                                                : "no answer from the scheduler at " +
                                                      options_.scheduler_address) +
                        " within " + std::to_string(options_.connect_timeout_ms) + " ms");
+    }
+    was_registered = registered_;
+  }
+  if (result.code() == StatusCode::kTimeout && was_registered) {
+    // Name who is missing: one short question to the scheduler.
+    StatusOr<uint32_t> who = CallScheduler(
+        [](uint64_t call_id, void* msg) {
+          static_cast<layerps::pb::Control*>(msg)->mutable_membership_query()->set_request_id(call_id);
+        },
+        std::chrono::milliseconds(1000), "membership query");
+    if (!who.ok() && who.status().code() == StatusCode::kFailedPrecondition) {
+      result = Timeout(result.message() + "; " + who.status().message());
     }
   }
   if (!result.ok()) {

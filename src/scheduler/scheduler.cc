@@ -220,12 +220,22 @@ class Scheduler::Impl final : public ClusterState {
       case layerps::pb::Control::kBarrier:
         barriers_.HandleBarrier(from, c.barrier());
         break;
+      case layerps::pb::Control::kMembershipQuery: {
+        layerps::pb::Control r;
+        r.mutable_call_reply()->set_request_id(c.membership_query().request_id());
+        if (!complete_) {
+          r.mutable_call_reply()->set_code(static_cast<int>(StatusCode::kFailedPrecondition));
+          r.mutable_call_reply()->set_error(Incomplete());
+        }
+        SendControl(from, r);
+        break;
+      }
       case layerps::pb::Control::kInstallPlacement:
         if (!complete_) {
           layerps::pb::Control r;
           r.mutable_call_reply()->set_request_id(c.install_placement().request_id());
           r.mutable_call_reply()->set_code(static_cast<int>(StatusCode::kFailedPrecondition));
-          r.mutable_call_reply()->set_error("the cluster is not complete");
+          r.mutable_call_reply()->set_error(Incomplete());
           SendControl(from, r);
           break;
         }
@@ -385,6 +395,37 @@ class Scheduler::Impl final : public ClusterState {
       if (m.id != kSchedulerId && m.alive) SendControl(m.id, gone);
     }
     MaybeFinish();
+  }
+
+  // "the cluster is not complete: missing server rank 1 and worker ranks 2, 3 (1 of 2
+  // servers and 2 of 4 workers registered)".
+  std::string Incomplete() const {
+    std::string missing, counts;
+    for (Role role : {Role::kServer, Role::kWorker}) {
+      const int want = role == Role::kServer ? options_.num_servers : options_.num_workers;
+      std::vector<bool> have(static_cast<size_t>(want), false);
+      int registered = 0;
+      for (const auto& n : map_.nodes) {
+        if (n.role != role || n.id == kSchedulerId) continue;
+        ++registered;
+        if (n.rank < have.size()) have[n.rank] = true;
+      }
+      std::string ranks;
+      int count = 0;
+      for (int r = 0; r < want; ++r) {
+        if (have[r]) continue;
+        if (count < 16) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+        ++count;
+      }
+      if (count > 16) ranks += ", ... (" + std::to_string(count) + " in all)";
+      const std::string name = role == Role::kServer ? "server" : "worker";
+      if (count > 0) {
+        missing += std::string(missing.empty() ? "" : " and ") + name + (count > 1 ? " ranks " : " rank ") + ranks;
+      }
+      counts += std::string(counts.empty() ? "" : " and ") + std::to_string(registered) + " of " +
+                std::to_string(want) + " " + name + "s";
+    }
+    return "the cluster is not complete: missing " + missing + " (" + counts + " registered)";
   }
 
   void MarkDead(NodeId id, const std::string& reason) {

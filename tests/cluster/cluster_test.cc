@@ -694,3 +694,35 @@ TEST(ResourceTest, PartsAboveMaxMessageBytesAreRefused) {
 
 }  // namespace
 }  // namespace ps
+
+namespace ps {
+namespace {
+
+// A node whose Start times out because others never came says who is missing (issue 16,
+// defect 6): the scheduler answers a membership query with the absent ranks.
+TEST(ClusterStartTest, TimeoutNamesTheMissingNodes) {
+  Options o = testing::FastOptions();
+  o.num_servers = 2;
+  o.num_workers = 3;
+  o.scheduler_address = "tcp://127.0.0.1:0";
+  Scheduler scheduler(o);
+  ASSERT_TRUE(scheduler.Start().ok());
+  o.scheduler_address = scheduler.address();
+  o.connect_timeout_ms = 1500;
+  Server server(o);  // server rank 0 comes; server rank 1 and workers 1, 2 never do
+  Options wo = o;
+  wo.rank = 0;
+  Worker worker(wo);
+  auto s = std::async(std::launch::async, [&] { return server.Start(); });
+  const Status w = worker.Start();
+  EXPECT_EQ(w.code(), StatusCode::kTimeout) << w.ToString();
+  EXPECT_NE(w.message().find("missing server rank 1 and worker ranks 1, 2"), std::string::npos)
+      << w.message();
+  EXPECT_NE(w.message().find("(1 of 2 servers and 1 of 3 workers registered)"), std::string::npos)
+      << w.message();
+  s.get();
+  scheduler.Stop();
+}
+
+}  // namespace
+}  // namespace ps
