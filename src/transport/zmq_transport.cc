@@ -468,6 +468,11 @@ class ZmqTransport final : public Transport {
     std::lock_guard<std::mutex> lock(setup_mu_);
     if (router_) router_->close();
     router_.reset();
+    // ZeroMQ leaves the socket file of an ipc:// endpoint behind: remove the one this
+    // transport bound, so that clean exits leave nothing in /tmp.
+    if (endpoint_.rfind("ipc://", 0) == 0 && endpoint_.size() > 6 && endpoint_[6] != '@') {
+      unlink(endpoint_.c_str() + 6);
+    }
     // A private context is terminated when the last socket is gone (its destructor
     // waits for lingering sends, bounded by each socket's linger).
     ctx_.reset();

@@ -726,3 +726,28 @@ TEST(ClusterStartTest, TimeoutNamesTheMissingNodes) {
 
 }  // namespace
 }  // namespace ps
+
+namespace ps {
+namespace {
+
+// ipc:// socket files are removed when their node stops (issue 16, defect 6).
+TEST(ClusterStartTest, IpcSocketFilesAreRemovedAtAStop) {
+  std::string scheduler_path, worker_path;
+  {
+    testing::LocalCluster c(1, 1, "ipc");
+    ASSERT_TRUE(c.Start().ok());
+    scheduler_path = c.options().scheduler_address.substr(6);
+    for (const NodeInfo& n : c.worker(0).Nodes()) {
+      if (n.role == Role::kWorker) worker_path = n.endpoint.substr(6);
+    }
+    ASSERT_EQ(access(scheduler_path.c_str(), F_OK), 0) << scheduler_path;
+    ASSERT_FALSE(worker_path.empty());
+    ASSERT_EQ(access(worker_path.c_str(), F_OK), 0) << worker_path;
+    EXPECT_TRUE(c.Finish().ok());
+  }
+  EXPECT_NE(access(scheduler_path.c_str(), F_OK), 0) << scheduler_path << " left behind";
+  EXPECT_NE(access(worker_path.c_str(), F_OK), 0) << worker_path << " left behind";
+}
+
+}  // namespace
+}  // namespace ps
