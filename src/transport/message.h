@@ -80,6 +80,9 @@ struct Header {
   bool fused() const { return (flags & kFlagFused) != 0; }
 };
 static_assert(sizeof(Header) == 64, "the wire header is 64 bytes");
+static_assert(offsetof(Header, epoch) == 24 && offsetof(Header, clock) == 28 &&
+                  offsetof(Header, offset) == 32,
+              "docs/wire-format.md: epoch at 24, clock at 28, offset at 32");
 // A map epoch as the header carries it.
 inline uint32_t WireEpoch(uint64_t epoch) {
   return epoch > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<uint32_t>(epoch);
