@@ -23,8 +23,13 @@ namespace {
 class EasgdTrainer : public Trainer {
  public:
   EasgdTrainer(const TrainerArgs& args, TableId centre)
-      : Trainer(args.options), worker_(args.worker), params_(args.params), n_(args.n),
-        centre_(centre), sgd_(args.options.optimizer, args.n), exchange_(args.n) {}
+      : Trainer(args.options),
+        worker_(args.worker),
+        params_(args.params),
+        n_(args.n),
+        centre_(centre),
+        sgd_(args.options.optimizer, args.n),
+        exchange_(args.n) {}
 
   // Rank 0 seeds the centre with the (already common) parameters.
   Status Init() {
@@ -44,7 +49,8 @@ class EasgdTrainer : public Trainer {
 
   Status Step(const float* grad) override {
     if (finished_) return FailedPrecondition("Trainer: Step after Finish");
-    if (!failed_.ok()) return FailedPrecondition("Trainer: an earlier step failed: " + failed_.ToString());
+    if (!failed_.ok())
+      return FailedPrecondition("Trainer: an earlier step failed: " + failed_.ToString());
     {
       std::lock_guard<std::mutex> lock(mu_);
       sgd_.Apply(params_, grad);

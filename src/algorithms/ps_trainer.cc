@@ -51,8 +51,13 @@ TableSpec ParamsSpec(const TrainerArgs& args) {
 class PsTrainer : public Trainer {
  public:
   PsTrainer(const TrainerArgs& args, TableId table)
-      : Trainer(args.options), worker_(args.worker), params_(args.params), n_(args.n),
-        table_(table), world_(args.worker->num_workers()), exchange_(args.n) {}
+      : Trainer(args.options),
+        worker_(args.worker),
+        params_(args.params),
+        n_(args.n),
+        table_(table),
+        world_(args.worker->num_workers()),
+        exchange_(args.n) {}
 
   // Rank 0 seeds the table; every worker then starts from it.
   Status Init() {
@@ -73,9 +78,11 @@ class PsTrainer : public Trainer {
 
   Status Step(const float* grad) override {
     if (finished_) return FailedPrecondition("Trainer: Step after Finish");
-    if (!failed_.ok()) return FailedPrecondition("Trainer: an earlier step failed: " + failed_.ToString());
+    if (!failed_.ok())
+      return FailedPrecondition("Trainer: an earlier step failed: " + failed_.ToString());
     const LocalOptimizer& opt = options().optimizer;
-    const float scale = opt.LearningRateAt(step_) / (opt.learning_rate * static_cast<float>(world_));
+    const float scale =
+        opt.LearningRateAt(step_) / (opt.learning_rate * static_cast<float>(world_));
     float* send = exchange_.send();
     for (size_t i = 0; i < n_; ++i) send[i] = grad[i] * scale;
     Status st = exchange_.Run(

@@ -82,7 +82,8 @@ Status TableSpec::Validate() const {
   if (dtype != DType::kFloat32) {
     return InvalidArgument(where + ": only dtype float32 is supported");
   }
-  if (static_cast<int>(rule) < 0 || static_cast<int>(rule) > static_cast<int>(UpdateRule::kElastic)) {
+  if (static_cast<int>(rule) < 0 ||
+      static_cast<int>(rule) > static_cast<int>(UpdateRule::kElastic)) {
     return InvalidArgument(where + ": unknown update rule " +
                            std::to_string(static_cast<int>(rule)));
   }

@@ -46,8 +46,7 @@ class SyncPolicy {
   // are dropped, the rest re-checked (a step may complete, the slowest clock may move).
   // Returns what the departure held up ("" when nothing waited on the workers that left),
   // for the server's log line.
-  virtual std::string SetWorkers(const std::set<NodeId>& live, Store& store,
-                                 const ReplyFn& reply) {
+  virtual std::string SetWorkers(const std::set<NodeId>& live, Store& store, const ReplyFn& reply) {
     return "";
   }
   // Called about every 50 ms: held requests past their deadline are answered with

@@ -34,7 +34,8 @@ int64_t NowMs() {
 Status ReadPull(const DataRequest& req, Store& store, std::vector<Frame>* out) {
   const Header& h = req.header;
   Frame values;
-  Status s = h.sparse() ? store.ReadSparseFrame(h.table, reinterpret_cast<const Key*>(req.frames[0].data()),
+  Status s = h.sparse() ? store.ReadSparseFrame(h.table,
+                                                reinterpret_cast<const Key*>(req.frames[0].data()),
                                                 h.count, h.dim, &values)
                         : store.ReadDenseFrame(h.table, h.offset, h.count, &values);
   if (s.ok()) out->push_back(std::move(values));
@@ -143,9 +144,8 @@ void ClockedPolicy::Handle(DataRequest&& req, Store& store, const ReplyFn& reply
       err = Admit(*r, h.clock);
       if (err.ok() && mine.Count(h.clock) == WorkerClock::Outcome::kTooFar) {
         err = InvalidArgument(where + ": push of clock " + std::to_string(h.clock) +
-                              " is more than " + std::to_string(kMaxClockLead) +
-                              " past the " + std::to_string(mine.clock()) +
-                              " pushes counted from this worker");
+                              " is more than " + std::to_string(kMaxClockLead) + " past the " +
+                              std::to_string(mine.clock()) + " pushes counted from this worker");
       }
       if (err.ok()) err = Accept(*r, req, store);
       if (!err.ok()) {
@@ -162,8 +162,9 @@ void ClockedPolicy::Handle(DataRequest&& req, Store& store, const ReplyFn& reply
   const uint64_t need = PullNeed(h);
   if (need > mine.clock() + kMaxClockLead + 1) {
     reply(h,
-          InvalidArgument(where + ": a pull for clock " + std::to_string(need) + " from a worker with " +
-                          std::to_string(mine.clock()) + " pushes counted would wait for pushes "
+          InvalidArgument(where + ": a pull for clock " + std::to_string(need) +
+                          " from a worker with " + std::to_string(mine.clock()) +
+                          " pushes counted would wait for pushes "
                           "it has not made"),
           {});
     return;
@@ -229,9 +230,9 @@ std::string ClockedPolicy::SetWorkers(const std::set<NodeId>& live, Store& store
       if (c < others || !r.held.empty()) {
         if (!held_up.empty()) held_up += "; ";
         held_up += "table '" + r.info.spec.name + "' (" + SyncModeName(mode_) + "): node " +
-                   std::to_string(gone) + " at clock " + std::to_string(c) +
-                   ", the others up to " + std::to_string(others) + ", " +
-                   std::to_string(r.held.size()) + " pull(s) waiting";
+                   std::to_string(gone) + " at clock " + std::to_string(c) + ", the others up to " +
+                   std::to_string(others) + ", " + std::to_string(r.held.size()) +
+                   " pull(s) waiting";
       }
     }
   }

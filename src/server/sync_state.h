@@ -67,10 +67,10 @@ struct Held {
 // A pending bsp step of one range: the sum of the pushes counted so far and who sent them.
 struct PendingStep {
   std::set<NodeId> from;
-  std::vector<float> dense;                  // dense: the range's sum
-  std::unordered_map<Key, size_t> row_of;    // sparse: key -> its row in `rows`
-  std::vector<Key> keys;                     // sparse: keys in first-touch order
-  std::vector<float> rows;                   // sparse: keys.size() x dim sums
+  std::vector<float> dense;                // dense: the range's sum
+  std::unordered_map<Key, size_t> row_of;  // sparse: key -> its row in `rows`
+  std::vector<Key> keys;                   // sparse: keys in first-touch order
+  std::vector<float> rows;                 // sparse: keys.size() x dim sums
 };
 
 struct Range {

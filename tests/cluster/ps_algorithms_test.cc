@@ -109,7 +109,8 @@ TEST_P(BspTest, EqualsOneProcessWithTheGlobalBatch) {
     const auto expected = problem.Reference(opts.optimizer, batch, 100);
     for (int r = 0; r < world; ++r) {
       ASSERT_EQ(finals[r].size(), expected.size());
-      EXPECT_LT(MaxRelativeError(finals[r], expected), 1e-5) << "rank " << r << " momentum " << momentum;
+      EXPECT_LT(MaxRelativeError(finals[r], expected), 1e-5)
+          << "rank " << r << " momentum " << momentum;
       EXPECT_EQ(finals[r], finals[0]) << "replicas differ at rank " << r;
     }
     EXPECT_LT(problem.Loss(finals[0].data()), 0.5 * problem.Loss(problem.Init().data()));
@@ -405,7 +406,8 @@ TEST(BspApiTest, SparseAndManyTensorRequests) {
       errors[r] = w.Wait(w.PushMany({{*td, d.data(), 37}, {*tp, p.data(), 5}}), wait);
     if (errors[r].ok()) errors[r] = w.Barrier(Group::kWorkers, wait);
     if (errors[r].ok())
-      errors[r] = w.Wait(w.PullMany({{*td, dense_out[r].data(), 37}, {*tp, plain_out[r].data(), 5}}), wait);
+      errors[r] =
+          w.Wait(w.PullMany({{*td, dense_out[r].data(), 37}, {*tp, plain_out[r].data(), 5}}), wait);
   });
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r];

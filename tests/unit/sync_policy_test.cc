@@ -5,6 +5,8 @@
 // applied twice; ssp holds a pull while its worker is more than s clocks ahead; gone
 // workers stop counting; held requests time out; bad clocks are refused; a pushpull on an
 // elastic table returns the centre before its update.
+#include "server/sync_policy.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "server/optimizer.h"
-#include "server/sync_policy.h"
 #include "server/sync_state.h"
 
 namespace ps {
@@ -132,7 +133,7 @@ TEST_F(SyncPolicyTest, BspAppliesEachStepOnceToTheSumAndAnswersPullsByVersion) {
   ASSERT_EQ(answers_.size(), 1u);  // a push is acknowledged once counted...
   EXPECT_TRUE(answers_[0].status.ok());
   EXPECT_EQ(Values(), std::vector<float>({0, 0, 0}));  // ...but not applied alone
-  Send(Dense(MsgType::kPull, kA, 1));  // the state after step 0: waits
+  Send(Dense(MsgType::kPull, kA, 1));                  // the state after step 0: waits
   EXPECT_EQ(answers_.size(), 1u);
   EXPECT_EQ(policy_->held(), 1u);
   Send(Dense(MsgType::kPush, kA, 0, {1, 2, 3}));  // a duplicate: acknowledged, not counted
@@ -186,7 +187,7 @@ TEST_F(SyncPolicyTest, BspSumsSparsePushesWithDifferentKeys) {
   Send(Sparse(MsgType::kPull, kA, 1, {7, 9, 11}));
   EXPECT_EQ(policy_->held(), 1u);
   Send(Sparse(MsgType::kPush, kB, 0, {}, {}));  // an empty push still counts
-  ASSERT_EQ(answers_.size(), 3u);                // the held pull, then B's acknowledgement
+  ASSERT_EQ(answers_.size(), 3u);               // the held pull, then B's acknowledgement
   EXPECT_EQ(answers_[1].values, std::vector<float>({1, 1, 2, 2, 0, 0}));
   Send(Sparse(MsgType::kPush, kA, 1, {9}, {1, 0}));
   Send(Sparse(MsgType::kPushPull, kB, 1, {9, 11}, {1, 0, 5, 5}));
@@ -222,8 +223,8 @@ TEST_F(SyncPolicyTest, BspGoneWorkerStopsCountingAndItsHeldPullsAreDropped) {
 TEST_F(SyncPolicyTest, BspRefusesBadClocksSendersAndShapes) {
   SetUpTable(DenseSpec(UpdateRule::kSum, SyncMode::kBsp), NewBspPolicy(60000));
   Send(Dense(MsgType::kPush, kA, 1000, {1, 1, 1}));  // far ahead of step 0
-  Send(Dense(MsgType::kPull, kA, 1000));            // would wait for pushes never made
-  Send(Dense(MsgType::kPush, 99, 0, {1, 1, 1}));    // not a live worker
+  Send(Dense(MsgType::kPull, kA, 1000));             // would wait for pushes never made
+  Send(Dense(MsgType::kPush, 99, 0, {1, 1, 1}));     // not a live worker
   DataRequest part = Dense(MsgType::kPush, kA, 0, {1, 1});
   part.header.count = 2;  // not the whole range
   Send(std::move(part));
@@ -253,7 +254,7 @@ TEST_F(SyncPolicyTest, SspHoldsAPullWhileItsWorkerIsMoreThanSAhead) {
   Send(Dense(MsgType::kPushPull, kA, 0, {1, 1, 1}));  // A at clock 1, B at 0: 1 - 0 <= 1
   ASSERT_EQ(answers_.size(), 1u);
   EXPECT_EQ(answers_[0].values, std::vector<float>({1, 1, 1}));  // applied on arrival
-  Send(Dense(MsgType::kPushPull, kA, 1, {1, 1, 1}));  // A at clock 2: 2 - 0 > 1, held
+  Send(Dense(MsgType::kPushPull, kA, 1, {1, 1, 1}));             // A at clock 2: 2 - 0 > 1, held
   EXPECT_EQ(answers_.size(), 1u);
   EXPECT_EQ(Values(), std::vector<float>({2, 2, 2}));
   Send(Dense(MsgType::kPushPull, kA, 1, {1, 1, 1}));  // duplicate: not applied again
@@ -290,7 +291,7 @@ TEST_F(SyncPolicyTest, ElasticPushPullReturnsTheCentreBeforeItsUpdate) {
   Send(Dense(MsgType::kPushPull, kA, 0, {8, 8, 8}));
   ASSERT_EQ(answers_.size(), 2u);
   EXPECT_EQ(answers_[1].values, std::vector<float>({4, 0, -4}));  // before
-  EXPECT_EQ(Values(), std::vector<float>({5, 2, -1}));             // x += 0.25 (x_i - x)
+  EXPECT_EQ(Values(), std::vector<float>({5, 2, -1}));            // x += 0.25 (x_i - x)
 }
 
 }  // namespace
