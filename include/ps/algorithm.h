@@ -9,8 +9,10 @@
 // training step of the chosen algorithm, updating `params` in place. The local update is
 // SGD with optional momentum / Nesterov, learning-rate warm-up and decay (LocalOptimizer),
 // the same switches for every algorithm. For the PS algorithms (bsp, asp, ssp) the update
-// runs on the servers (the table's rule is derived from LocalOptimizer); for the others
-// on the worker.
+// runs on the servers (the table's rule is derived from LocalOptimizer, at the fixed rate
+// learning_rate; each pushed gradient is scaled by lr(t)/learning_rate to carry warm-up
+// and decay: exact for SGD, see docs/algorithms.md for momentum); for the others on the
+// worker.
 //
 // Collective: every worker of the cluster creates its Trainer with the same options and
 // the same n, and calls Finish() at the end. Rank 0's initial parameters become everybody's

@@ -48,10 +48,26 @@ enum class UpdateRule : int {
   kAdagrad = 4,   // s += g^2; x -= learning_rate * g / (sqrt(s) + epsilon)
   kAdam = 5,      // bias-corrected moments (beta1, beta2, epsilon), per-element step count
   kFtrl = 6,      // FTRL-proximal: alpha = learning_rate, beta = ftrl_beta, l1, l2
+  kElastic = 7,   // EASGD's centre: the pushed values are a worker's parameters x_i;
+                  // x += elastic_alpha * (x_i - x), and a pushpull returns x BEFORE it
 };
 // The rule's name ("sum", "sgd", "momentum", ...); ParseUpdateRule is its inverse.
 const char* UpdateRuleName(UpdateRule rule);
 StatusOr<UpdateRule> ParseUpdateRule(const std::string& name);
+
+// How the servers order the pushes and pulls of a table's workers (docs/algorithms.md,
+// "Synchronization on the servers"). Every worker counts its own pushes to a bsp/ssp table
+// (its clock); requests carry it.
+enum class SyncMode : int {
+  kAsync = 0,  // every push applied on arrival, every pull answered at once (ASP)
+  kBsp = 1,    // per key range: the pushes of step t from every live worker are summed and
+               // the rule applied once; a pull after t pushes waits until step t-1 is applied
+  kSsp = 2,    // pushes applied on arrival; a pull from a worker with c pushes waits while
+               // c - (fewest pushes of any live worker) > staleness
+};
+// "async", "bsp", "ssp"; ParseSyncMode is its inverse.
+const char* SyncModeName(SyncMode mode);
+StatusOr<SyncMode> ParseSyncMode(const std::string& name);
 
 // How a server fills a value the first time it is touched. Seeded initializers depend
 // only on (seed, table name, key, column): every run and every server agrees.
@@ -78,6 +94,11 @@ struct TableSpec {
   float l1 = 0.0f;         // kFtrl: >= 0
   float l2 = 0.0f;         // kFtrl: >= 0
   float ftrl_beta = 1.0f;  // kFtrl: >= 0
+  float elastic_alpha = 0.5f;  // kElastic: in (0, 1)
+  // Synchronization of the table's workers; declaring one name with another sync or
+  // staleness is refused (kAlreadyExists), as any differing field.
+  SyncMode sync = SyncMode::kAsync;
+  int32_t staleness = 0;  // kSsp: s >= 0 (0 behaves as kBsp); must be 0 for the others
   Initializer init = Initializer::kZeros;
   float init_a = 0.0f;
   float init_b = 0.0f;

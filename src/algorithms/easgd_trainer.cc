@@ -1,13 +1,133 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// PLACEHOLDER: easgd are being built; until then Create refuses them.
+// EASGD(tau, alpha): every worker runs local SGD (LocalSgd: momentum, warm-up and decay
+// as configured) on its own batch; every tau local steps it exchanges with the centre
+// variable x~, a dense table "<name>/centre" of rule elastic (elastic_alpha = alpha):
+//   d = x_i - x~;  x_i -= alpha * d;  x~ += alpha * d
+// in one round trip: a pushpull carries x_i, the server answers with x~ as it was and
+// moves it (atomically for its range, server/optimizers/elastic.cc), and the worker
+// moves towards the x~ it got. Create makes every worker start from rank 0's parameters
+// (BroadcastFromRankZero), which also seed the centre. Finish: a barrier (every worker's
+// last exchange is in), then params = the centre, the model EASGD evaluates.
+#include <algorithm>
+#include <mutex>
+
+#include "algorithms/local_sgd.h"
+#include "algorithms/table_exchange.h"
 #include "algorithms/trainers.h"
 
 namespace ps {
 namespace algorithms {
+namespace {
+
+class EasgdTrainer : public Trainer {
+ public:
+  EasgdTrainer(const TrainerArgs& args, TableId centre)
+      : Trainer(args.options),
+        worker_(args.worker),
+        params_(args.params),
+        n_(args.n),
+        centre_(centre),
+        sgd_(args.options.optimizer, args.n),
+        exchange_(args.n) {}
+
+  // Rank 0 seeds the centre with the (already common) parameters.
+  Status Init() {
+    const auto timeout = options().timeout;
+    if (worker_->rank() == 0) {
+      std::copy(params_, params_ + n_, exchange_.send());
+      Status st = exchange_.Run(
+          [&](const float* send, float*, Worker::Callback cb) {
+            return worker_->Assign(centre_, send, n_, std::move(cb));
+          },
+          timeout);
+      if (!st.ok()) return st.WithContext("Trainer: seeding the centre");
+    }
+    Status st = worker_->Barrier(Group::kWorkers, timeout);
+    return st.ok() ? st : st.WithContext("Trainer: barrier after seeding the centre");
+  }
+
+  Status Step(const float* grad) override {
+    if (finished_) return FailedPrecondition("Trainer: Step after Finish");
+    if (!failed_.ok())
+      return FailedPrecondition("Trainer: an earlier step failed: " + failed_.ToString());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sgd_.Apply(params_, grad);
+      ++stats_.steps;
+      if (stats_.steps % static_cast<uint64_t>(options().algorithm.tau) != 0) return Status::OK();
+      std::copy(params_, params_ + n_, exchange_.send());
+    }
+    Status st = exchange_.Run(
+        [&](const float* s, float* r, Worker::Callback cb) {
+          return worker_->PushPull(centre_, s, r, n_, std::move(cb));
+        },
+        options().timeout);
+    if (!st.ok()) {
+      failed_ = st;
+      return st;
+    }
+    const float alpha = options().algorithm.alpha;
+    const float* centre = exchange_.recv();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < n_; ++i) params_[i] -= alpha * (params_[i] - centre[i]);
+    ++stats_.exchanges;
+    return Status::OK();
+  }
+
+  Status Finish() override {
+    if (finished_) return Status::OK();
+    finished_ = true;
+    if (!failed_.ok()) return failed_;
+    Status st = worker_->Barrier(Group::kWorkers, options().timeout);
+    if (!st.ok()) return st.WithContext("Trainer: Finish");
+    st = exchange_.Run(
+        [&](const float*, float* r, Worker::Callback cb) {
+          return worker_->Pull(centre_, r, n_, std::move(cb));
+        },
+        options().timeout);
+    if (!st.ok()) return st;
+    std::lock_guard<std::mutex> lock(mu_);
+    std::copy(exchange_.recv(), exchange_.recv() + n_, params_);
+    return Status::OK();
+  }
+
+  void CopyParams(float* out) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::copy(params_, params_ + n_, out);
+  }
+
+  TrainerStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  Worker* const worker_;
+  float* const params_;
+  const size_t n_;
+  const TableId centre_;
+  LocalSgd sgd_;  // guarded by mu_
+  TableExchange exchange_;
+  Status failed_;
+  bool finished_ = false;
+  mutable std::mutex mu_;
+  TrainerStats stats_;  // guarded by mu_
+};
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Trainer>> NewEasgdTrainer(const TrainerArgs& args) {
-  return FailedPrecondition("Trainer: easgd are not built yet");
+  Status st = BroadcastFromRankZero(args.worker, args.params, args.n, args.options.timeout);
+  if (!st.ok()) return st;
+  TableSpec spec = TableSpec::Dense(args.options.name + "/centre", args.n, UpdateRule::kElastic);
+  spec.elastic_alpha = args.options.algorithm.alpha;
+  StatusOr<TableId> centre = args.worker->DeclareTable(spec);
+  if (!centre.ok()) return centre.status();
+  auto trainer = std::make_unique<EasgdTrainer>(args, *centre);
+  st = trainer->Init();
+  if (!st.ok()) return st;
+  return std::unique_ptr<Trainer>(std::move(trainer));
 }
 
 }  // namespace algorithms

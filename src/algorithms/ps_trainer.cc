@@ -1,13 +1,162 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// PLACEHOLDER: bsp, asp and ssp are being built; until then Create refuses them.
+// bsp, asp, ssp: the model lives in one dense table "<name>/params" on the servers, with
+// the algorithm's synchronization (TableSpec::sync bsp, async, ssp(staleness)) and the
+// LocalOptimizer's rule (sgd; momentum or nesterov with its momentum) at the fixed server
+// learning rate lr0 = optimizer.learning_rate.
+//
+// Create: rank 0 assigns its parameters to the table; after a barrier every worker pulls
+// them. Step(g): one pushpull of g * lr(t) / (lr0 * W), then params = what it returned:
+//   bsp: the state after this step of every worker (the pull waits on the servers);
+//   ssp: the latest state, once no live worker is more than s steps behind this one;
+//   asp: the latest state, this push included.
+// The scale 1/W makes the servers' sum of W batch means the global batch's mean; the
+// factor lr(t)/lr0 carries warm-up and decay through the fixed server rate. With sgd
+// that is exactly x -= lr(t) * g. With momentum it scales each gradient as it enters the
+// velocity (x -= lr0 * sum_k m^k g(t-k) lr(t-k)/lr0), where torch scales the whole
+// velocity by today's rate: the two agree while the rate is constant.
+// Finish: a barrier, then params = the table's final state (every worker the same).
+#include <algorithm>
+#include <mutex>
+
+#include "algorithms/table_exchange.h"
 #include "algorithms/trainers.h"
 
 namespace ps {
 namespace algorithms {
+namespace {
+
+TableSpec ParamsSpec(const TrainerArgs& args) {
+  const TrainerOptions& o = args.options;
+  const LocalOptimizer& opt = o.optimizer;
+  UpdateRule rule = UpdateRule::kSgd;
+  if (opt.momentum > 0.0f) rule = opt.nesterov ? UpdateRule::kNesterov : UpdateRule::kMomentum;
+  TableSpec spec = TableSpec::Dense(o.name + "/params", args.n, rule);
+  spec.learning_rate = opt.learning_rate;
+  if (opt.momentum > 0.0f) spec.momentum = opt.momentum;
+  switch (o.algorithm.kind) {
+    case Algorithm::kBsp:
+      spec.sync = SyncMode::kBsp;
+      break;
+    case Algorithm::kSsp:
+      spec.sync = SyncMode::kSsp;
+      spec.staleness = o.algorithm.staleness;
+      break;
+    default:
+      spec.sync = SyncMode::kAsync;
+  }
+  return spec;
+}
+
+class PsTrainer : public Trainer {
+ public:
+  PsTrainer(const TrainerArgs& args, TableId table)
+      : Trainer(args.options),
+        worker_(args.worker),
+        params_(args.params),
+        n_(args.n),
+        table_(table),
+        world_(args.worker->num_workers()),
+        exchange_(args.n) {}
+
+  // Rank 0 seeds the table; every worker then starts from it.
+  Status Init() {
+    const auto timeout = options().timeout;
+    if (worker_->rank() == 0) {
+      std::copy(params_, params_ + n_, exchange_.send());
+      Status st = exchange_.Run(
+          [&](const float* send, float*, Worker::Callback cb) {
+            return worker_->Assign(table_, send, n_, std::move(cb));
+          },
+          timeout);
+      if (!st.ok()) return st.WithContext("Trainer: seeding table");
+    }
+    Status st = worker_->Barrier(Group::kWorkers, timeout);
+    if (!st.ok()) return st.WithContext("Trainer: barrier after seeding");
+    return PullInto();
+  }
+
+  Status Step(const float* grad) override {
+    if (finished_) return FailedPrecondition("Trainer: Step after Finish");
+    if (!failed_.ok())
+      return FailedPrecondition("Trainer: an earlier step failed: " + failed_.ToString());
+    const LocalOptimizer& opt = options().optimizer;
+    const float scale =
+        opt.LearningRateAt(step_) / (opt.learning_rate * static_cast<float>(world_));
+    float* send = exchange_.send();
+    for (size_t i = 0; i < n_; ++i) send[i] = grad[i] * scale;
+    Status st = exchange_.Run(
+        [&](const float* s, float* r, Worker::Callback cb) {
+          return worker_->PushPull(table_, s, r, n_, std::move(cb));
+        },
+        options().timeout);
+    if (!st.ok()) {
+      failed_ = st;
+      return st;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::copy(exchange_.recv(), exchange_.recv() + n_, params_);
+    ++step_;
+    ++stats_.steps;
+    ++stats_.exchanges;
+    return Status::OK();
+  }
+
+  Status Finish() override {
+    if (finished_) return Status::OK();
+    finished_ = true;
+    if (!failed_.ok()) return failed_;
+    Status st = worker_->Barrier(Group::kWorkers, options().timeout);
+    if (!st.ok()) return st.WithContext("Trainer: Finish");
+    return PullInto();
+  }
+
+  void CopyParams(float* out) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::copy(params_, params_ + n_, out);
+  }
+
+  TrainerStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  // params = the table's values (bsp/ssp: once this worker's clock allows).
+  Status PullInto() {
+    Status st = exchange_.Run(
+        [&](const float*, float* r, Worker::Callback cb) {
+          return worker_->Pull(table_, r, n_, std::move(cb));
+        },
+        options().timeout);
+    if (!st.ok()) return st;
+    std::lock_guard<std::mutex> lock(mu_);
+    std::copy(exchange_.recv(), exchange_.recv() + n_, params_);
+    return Status::OK();
+  }
+
+  Worker* const worker_;
+  float* const params_;
+  const size_t n_;
+  const TableId table_;
+  const int world_;
+  TableExchange exchange_;
+  uint64_t step_ = 0;
+  Status failed_;
+  bool finished_ = false;
+  mutable std::mutex mu_;
+  TrainerStats stats_;  // guarded by mu_
+};
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Trainer>> NewPsTrainer(const TrainerArgs& args) {
-  return FailedPrecondition("Trainer: bsp, asp and ssp are not built yet");
+  StatusOr<TableId> table = args.worker->DeclareTable(ParamsSpec(args));
+  if (!table.ok()) return table.status();
+  auto trainer = std::make_unique<PsTrainer>(args, *table);
+  Status st = trainer->Init();
+  if (!st.ok()) return st;
+  return std::unique_ptr<Trainer>(std::move(trainer));
 }
 
 }  // namespace algorithms

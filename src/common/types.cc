@@ -82,12 +82,14 @@ Status TableSpec::Validate() const {
   if (dtype != DType::kFloat32) {
     return InvalidArgument(where + ": only dtype float32 is supported");
   }
-  if (static_cast<int>(rule) < 0 || static_cast<int>(rule) > static_cast<int>(UpdateRule::kFtrl)) {
+  if (static_cast<int>(rule) < 0 ||
+      static_cast<int>(rule) > static_cast<int>(UpdateRule::kElastic)) {
     return InvalidArgument(where + ": unknown update rule " +
                            std::to_string(static_cast<int>(rule)));
   }
   const std::string r = std::string(" (rule ") + UpdateRuleName(rule) + ")";
-  if (rule != UpdateRule::kSum && !(std::isfinite(learning_rate) && learning_rate > 0)) {
+  if (rule != UpdateRule::kSum && rule != UpdateRule::kElastic &&
+      !(std::isfinite(learning_rate) && learning_rate > 0)) {
     return InvalidArgument(where + ": needs a finite learning_rate > 0" + r);
   }
   auto in_unit = [](float v) { return std::isfinite(v) && v >= 0 && v < 1; };
@@ -104,6 +106,25 @@ Status TableSpec::Validate() const {
   if (rule == UpdateRule::kFtrl && !(std::isfinite(l1) && l1 >= 0 && std::isfinite(l2) && l2 >= 0 &&
                                      std::isfinite(ftrl_beta) && ftrl_beta >= 0)) {
     return InvalidArgument(where + ": l1, l2 and ftrl_beta must be finite and >= 0" + r);
+  }
+  if (rule == UpdateRule::kElastic && !(std::isfinite(elastic_alpha) && elastic_alpha > 0 &&
+                                        elastic_alpha < 1)) {
+    return InvalidArgument(where + ": elastic_alpha must be in (0, 1)" + r);
+  }
+  if (static_cast<int>(sync) < 0 || static_cast<int>(sync) > static_cast<int>(SyncMode::kSsp)) {
+    return InvalidArgument(where + ": unknown sync mode " + std::to_string(static_cast<int>(sync)));
+  }
+  if (staleness < 0) {
+    return InvalidArgument(where + ": staleness must be >= 0 (got " + std::to_string(staleness) +
+                           ")");
+  }
+  if (sync != SyncMode::kSsp && staleness != 0) {
+    return InvalidArgument(where + ": staleness is for sync ssp only (sync " +
+                           SyncModeName(sync) + " needs staleness 0)");
+  }
+  if (rule == UpdateRule::kElastic && sync != SyncMode::kAsync) {
+    return InvalidArgument(where + ": the elastic rule needs sync async (an exchange is "
+                           "answered at once), not " + SyncModeName(sync));
   }
   switch (init) {
     case Initializer::kZeros:
@@ -130,7 +151,8 @@ bool TableSpec::SameAs(const TableSpec& o) const {
          rule == o.rule && learning_rate == o.learning_rate && init == o.init &&
          init_a == o.init_a && init_b == o.init_b && seed == o.seed && layer == o.layer &&
          momentum == o.momentum && beta1 == o.beta1 && beta2 == o.beta2 && epsilon == o.epsilon &&
-         l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta;
+         l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta && elastic_alpha == o.elastic_alpha &&
+         sync == o.sync && staleness == o.staleness;
 }
 
 const char* UpdateRuleName(UpdateRule rule) {
@@ -149,16 +171,37 @@ const char* UpdateRuleName(UpdateRule rule) {
       return "adam";
     case UpdateRule::kFtrl:
       return "ftrl";
+    case UpdateRule::kElastic:
+      return "elastic";
   }
   return "unknown";
 }
 
+const char* SyncModeName(SyncMode mode) {
+  switch (mode) {
+    case SyncMode::kAsync:
+      return "async";
+    case SyncMode::kBsp:
+      return "bsp";
+    case SyncMode::kSsp:
+      return "ssp";
+  }
+  return "unknown";
+}
+
+StatusOr<SyncMode> ParseSyncMode(const std::string& name) {
+  for (int m = 0; m <= static_cast<int>(SyncMode::kSsp); ++m) {
+    if (name == SyncModeName(static_cast<SyncMode>(m))) return static_cast<SyncMode>(m);
+  }
+  return InvalidArgument("unknown sync mode '" + name + "' (async, bsp, ssp)");
+}
+
 StatusOr<UpdateRule> ParseUpdateRule(const std::string& name) {
-  for (int r = 0; r <= static_cast<int>(UpdateRule::kFtrl); ++r) {
+  for (int r = 0; r <= static_cast<int>(UpdateRule::kElastic); ++r) {
     if (name == UpdateRuleName(static_cast<UpdateRule>(r))) return static_cast<UpdateRule>(r);
   }
   return InvalidArgument("unknown update rule '" + name +
-                         "' (sum, sgd, momentum, nesterov, adagrad, adam, ftrl)");
+                         "' (sum, sgd, momentum, nesterov, adagrad, adam, ftrl, elastic)");
 }
 
 std::string RandomHex(size_t bytes) {

@@ -93,9 +93,14 @@ void TableDirectory::HandleDeclare(NodeId from, const layerps::pb::DeclareTable&
   }
   if (const TableInfo* t = state_->map().FindTableByName(spec.name)) {
     if (!t->spec.SameAs(spec)) {
-      ReplyDeclare(from, d.request_id(),
-                   AlreadyExists("table '" + spec.name + "' was declared with a different spec"),
-                   kInvalidTable);
+      std::string why = "table '" + spec.name + "' was declared with a different spec";
+      if (t->spec.sync != spec.sync || t->spec.staleness != spec.staleness) {
+        // Mixing synchronization models (algorithms) on one table is refused.
+        why += ": sync " + std::string(SyncModeName(t->spec.sync)) + " (staleness " +
+               std::to_string(t->spec.staleness) + "), this declare asks for " +
+               SyncModeName(spec.sync) + " (staleness " + std::to_string(spec.staleness) + ")";
+      }
+      ReplyDeclare(from, d.request_id(), AlreadyExists(why), kInvalidTable);
       return;
     }
     pending_declares_.push_back({from, d.request_id(), t->id, table_epoch_[t->id]});

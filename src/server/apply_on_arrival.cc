@@ -1,7 +1,9 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // The apply-on-arrival policy: every push is applied to the store when it arrives, and
-// every pull reads what the store holds then (ASP).
+// every pull reads what the store holds then (ASP). A pushpull on an elastic table (the
+// EASGD centre) reads before it applies: the worker gets the centre its parameters were
+// averaged with, and the exchange is one round trip, atomic on this range.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -22,36 +24,62 @@ class ApplyOnArrival final : public SyncPolicy {
     }
     Status s;
     std::vector<Frame> out;
+    const bool read_first = req.pushes && req.pulls && Elastic(store, h.table);
     if (h.sparse()) {
       const Key* keys = reinterpret_cast<const Key*>(req.frames[0].data());
-      if (req.pushes) {
-        const float* rows = reinterpret_cast<const float*>(req.frames[1].data());
-        s = store.ApplySparse(h.table, keys, h.count, h.dim, rows, req.op);
-      }
-      if (s.ok() && req.pulls) {  // into a recycled, already faulted-in buffer
+      auto read = [&] {  // into a recycled, already faulted-in buffer
         Frame values;
         s = store.ReadSparseFrame(h.table, keys, h.count, h.dim, &values);
         out.push_back(std::move(values));
+      };
+      if (read_first) read();
+      if (s.ok() && req.pushes) {
+        const float* rows = reinterpret_cast<const float*>(req.frames[1].data());
+        s = store.ApplySparse(h.table, keys, h.count, h.dim, rows, req.op);
       }
+      if (s.ok() && req.pulls && !read_first) read();
     } else {
-      if (req.pushes) {
-        const float* values = reinterpret_cast<const float*>(req.frames[0].data());
-        s = store.ApplyDense(h.table, h.offset, h.count, values, req.op);
-      }
-      if (s.ok() && req.pulls) {  // into a recycled, already faulted-in buffer
+      // A read of the whole range lends the range itself; an update after it writes a
+      // fresh buffer (copy on write), so a read-first reply keeps the values before.
+      auto read = [&] {
         Frame values;
         s = store.ReadDenseFrame(h.table, h.offset, h.count, &values);
         out.push_back(std::move(values));
+      };
+      if (read_first) read();
+      if (s.ok() && req.pushes) {
+        const float* values = reinterpret_cast<const float*>(req.frames[0].data());
+        s = store.ApplyDense(h.table, h.offset, h.count, values, req.op);
       }
+      if (s.ok() && req.pulls && !read_first) read();
     }
     reply(h, s, std::move(out));
   }
 
  private:
-  // Every segment was checked by CheckRequest before anything is applied.
+  static bool Elastic(const Store& store, TableId table) {
+    const TableSpec* spec = store.Spec(table);
+    return spec != nullptr && spec->rule == UpdateRule::kElastic;
+  }
+
+  // Every segment was checked by CheckRequest before anything is applied. Segments of
+  // elastic tables are read before the pushes, the others after.
   static void HandleFused(const DataRequest& req, Store& store, const ReplyFn& reply) {
     Status s;
-    if (req.pushes) {
+    const bool exchange = req.pushes && req.pulls;
+    std::shared_ptr<float[]> values;
+    if (req.pulls) values.reset(new float[req.fused_elements == 0 ? 1 : req.fused_elements]);
+    auto read = [&](bool elastic) {
+      uint64_t at = 0;
+      for (const FusedSegment& seg : req.segments) {
+        if (s.ok() && (exchange && Elastic(store, seg.table)) == elastic) {
+          s = store.ReadDense(seg.table, seg.offset, seg.count, values.get() + at);
+        }
+        at += seg.count;
+      }
+    };
+    if (exchange) read(/*elastic=*/true);
+    if (s.ok() && req.pushes) {
       const uint8_t* v = req.frames[1].data();
       uint64_t at = 0;
       std::vector<float> aligned;
@@ -69,15 +97,8 @@ class ApplyOnArrival final : public SyncPolicy {
     }
     std::vector<Frame> out;
     if (s.ok() && req.pulls) {
-      const uint64_t total = req.fused_elements;
-      std::shared_ptr<float[]> values(new float[total == 0 ? 1 : total]);
-      uint64_t at = 0;
-      for (const FusedSegment& seg : req.segments) {
-        s = store.ReadDense(seg.table, seg.offset, seg.count, values.get() + at);
-        if (!s.ok()) break;
-        at += seg.count;
-      }
-      out.push_back(Frame::Borrow(values.get(), total * sizeof(float),
+      read(/*elastic=*/false);
+      out.push_back(Frame::Borrow(values.get(), req.fused_elements * sizeof(float),
                                   std::shared_ptr<const void>(values, values.get())));
     }
     reply(req.header, s, std::move(out));

@@ -20,6 +20,8 @@ StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TableSpec& spec) {
       return NewAdamOptimizer(spec);
     case UpdateRule::kFtrl:
       return NewFtrlOptimizer(spec);
+    case UpdateRule::kElastic:
+      return NewElasticOptimizer(spec);
   }
   return InvalidArgument("table '" + spec.name + "': unknown update rule " +
                          std::to_string(static_cast<int>(spec.rule)));

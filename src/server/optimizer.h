@@ -58,6 +58,7 @@ std::unique_ptr<Optimizer> NewMomentumOptimizer(const TableSpec& spec);  // kMom
 std::unique_ptr<Optimizer> NewAdagradOptimizer(const TableSpec& spec);
 std::unique_ptr<Optimizer> NewAdamOptimizer(const TableSpec& spec);
 std::unique_ptr<Optimizer> NewFtrlOptimizer(const TableSpec& spec);
+std::unique_ptr<Optimizer> NewElasticOptimizer(const TableSpec& spec);
 
 // A rule whose update of one element depends only on that element (and its state): its
 // out-of-place and row-wise forms follow from one element-wise update `Step`, called as

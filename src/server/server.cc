@@ -2,7 +2,8 @@
 //
 // A server handles each data request on its receive thread, in arrival order: the checks
 // every request passes (server/request.h), then the synchronization policy
-// (server/sync_policy.h), which applies it to the store (server/store.h) and answers.
+// (server/sync_policy.h) of its table (async, bsp or ssp), which applies it to the store
+// (server/store.h) and answers, at once or when the workers' clocks allow.
 // Large updates fan out over TBB inside the store.
 #include "ps/server.h"
 
@@ -10,12 +11,15 @@
 
 #include <atomic>
 #include <cstring>
+#include <set>
 #include <shared_mutex>
+#include <string>
 
 #include "node/node_runtime.h"
 #include "server/request.h"
 #include "server/store.h"
 #include "server/sync_policy.h"
+#include "server/sync_state.h"
 
 namespace ps {
 
@@ -31,6 +35,8 @@ class Server::Impl {
     if (started_) return FailedPrecondition("server already started (a Server starts once)");
     NodeRuntime::Handlers h;
     h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { return InstallMap(*map); };
+    h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
+    h.on_tick = [this] { Tick(); };
     runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h));
     for (MsgType t : {MsgType::kPush, MsgType::kPull, MsgType::kPushPull, MsgType::kAssign}) {
       runtime_->Handle(t, [this](Message&& m) { HandleData(std::move(m)); });
@@ -85,7 +91,86 @@ class Server::Impl {
       }
     }
     epoch_ = map.epoch;
+    for (SyncPolicy* p : {bsp_.get(), ssp_.get()}) p->OnMap(map, runtime_->id());
+    std::set<NodeId> live;
+    for (const NodeInfo& n : map.nodes) {
+      if (n.role == Role::kWorker && n.alive && !gone_.count(n.id)) live.insert(n.id);
+    }
+    SetWorkers(live, Status::OK());
     return failed;
+  }
+
+  // The clocks of bsp/ssp tables count the live workers only: a worker gone (left or
+  // dead; `why` when known) stops counting, with one log line. Receive thread; the store
+  // lock held (any mode).
+  void SetWorkers(const std::set<NodeId>& live, const Status& why) {
+    if (live == live_) return;
+    std::string gone;
+    for (NodeId w : live_) {
+      if (!live.count(w)) gone += (gone.empty() ? "" : ", ") + std::to_string(w);
+    }
+    live_ = live;
+    const auto reply = [this](const Header& rh, const Status& st, std::vector<Frame> frames) {
+      Reply(rh, st, std::move(frames));
+    };
+    std::string held_up;
+    for (SyncPolicy* p : {bsp_.get(), ssp_.get()}) {
+      const std::string part = p->SetWorkers(live, *store_, reply);
+      if (!part.empty()) held_up += (held_up.empty() ? "" : "; ") + part;
+    }
+    if (gone.empty()) return;
+    if (!held_up.empty()) {
+      LOG(WARNING) << "worker node " << gone << " is gone"
+                   << (why.ok() ? std::string() : " (" + why.message() + ")")
+                   << ": its clock no longer counts on this server's bsp/ssp tables ("
+                   << live.size() << " live worker(s) left); it held up " << held_up;
+    } else {
+      VLOG(1) << "worker node " << gone << " is gone; " << live.size() << " live worker(s) left";
+    }
+  }
+
+  // A worker that left or died (receive thread; the scheduler lost: heartbeat thread,
+  // and the server shuts down anyway).
+  void OnNodeDead(NodeId id, const Status& why) {
+    if (id == kSchedulerId) return;
+    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    gone_.insert(id);
+    if (!store_ || !live_.count(id)) return;
+    std::set<NodeId> live = live_;
+    live.erase(id);
+    SetWorkers(live, why);
+  }
+
+  // Held requests past their deadline are answered (receive thread).
+  void Tick() {
+    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    if (!store_ || bsp_->held() + ssp_->held() == 0) return;
+    const auto reply = [this](const Header& rh, const Status& st, std::vector<Frame> frames) {
+      Reply(rh, st, std::move(frames));
+    };
+    const int64_t now = sync::NowMs();
+    for (SyncPolicy* p : {bsp_.get(), ssp_.get()}) p->Tick(now, *store_, reply);
+  }
+
+  // The policy of a request's table. Fused requests never carry a bsp/ssp table (workers
+  // send those alone, with their clock): one that does is refused.
+  SyncPolicy* PolicyFor(const DataRequest& req, Status* error) {
+    if (req.header.fused()) {
+      for (const FusedSegment& seg : req.segments) {
+        const TableSpec* spec = store_->Spec(seg.table);
+        if (spec != nullptr && spec->sync != SyncMode::kAsync) {
+          *error = InvalidArgument("table '" + spec->name + "' is synchronized (" +
+                                   SyncModeName(spec->sync) +
+                                   "): its requests travel alone, not fused");
+          return nullptr;
+        }
+      }
+      return apply_.get();
+    }
+    const TableSpec* spec = store_->Spec(req.header.table);
+    if (spec != nullptr && spec->sync == SyncMode::kBsp) return bsp_.get();
+    if (spec != nullptr && spec->sync == SyncMode::kSsp) return ssp_.get();
+    return apply_.get();
   }
 
   void Reply(const Header& req, const Status& status, std::vector<Frame> frames) {
@@ -137,11 +222,18 @@ class Server::Impl {
     if (req.pushes) ++pushes_;
     if (req.pulls) ++pulls_;
     for (const auto& f : req.frames) bytes_in_ += f.size();
-    policy_->Handle(std::move(req), *store_,
-                    [this](const Header& rh, const Status& s, std::vector<Frame> frames) {
-                      if (!s.ok()) ++bad_;
-                      Reply(rh, s, std::move(frames));
-                    });
+    SyncPolicy* policy = PolicyFor(req, &valid);
+    if (policy == nullptr) {
+      ++bad_;
+      LOG_EVERY_N(WARNING, 100) << "refused a request from node " << h.sender << ": " << valid;
+      Reply(h, valid, {});
+      return;
+    }
+    policy->Handle(std::move(req), *store_,
+                   [this](const Header& rh, const Status& s, std::vector<Frame> frames) {
+                     if (!s.ok()) ++bad_;
+                     Reply(rh, s, std::move(frames));
+                   });
   }
 
   const ServerOptions options_;
@@ -149,8 +241,13 @@ class Server::Impl {
   std::atomic<bool> started_{false};  // runtime_ is read by other threads only once set
   mutable std::shared_mutex store_mu_;
   std::unique_ptr<Store> store_;  // guarded by store_mu_ (installs exclusive, requests shared)
-  const std::unique_ptr<SyncPolicy> policy_ = NewApplyOnArrival();  // receive thread only
-  uint64_t epoch_ = 0;                                              // guarded by store_mu_
+  // The sync policies (receive thread only), one per TableSpec::sync.
+  const std::unique_ptr<SyncPolicy> apply_ = NewApplyOnArrival();
+  const std::unique_ptr<SyncPolicy> bsp_ = NewBspPolicy(options_.request_timeout_ms);
+  const std::unique_ptr<SyncPolicy> ssp_ = NewSspPolicy(options_.request_timeout_ms);
+  std::set<NodeId> live_;  // receive thread: the workers whose clocks count
+  std::set<NodeId> gone_;  // receive thread: workers that left or died (never live again)
+  uint64_t epoch_ = 0;     // guarded by store_mu_
   std::atomic<uint64_t> messages_{0}, bad_{0}, pushes_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0};
 };
 

@@ -388,6 +388,20 @@ Status Store::ReadSparseFrame(TableId table, const Key* keys, size_t n, uint32_t
   return Status::OK();
 }
 
+Status Store::CheckSparse(TableId table, const Key* keys, size_t n, uint32_t dim) const {
+  Status err;
+  const Table* t = Find(table, TableKind::kSparse, &err);
+  if (!t) return err;
+  if (dim != t->spec.dim) {
+    return InvalidArgument("table '" + t->spec.name + "' has dim " + std::to_string(t->spec.dim) +
+                           ", the request " + std::to_string(dim));
+  }
+  if (t->holds_all) return Status::OK();
+  std::vector<uint64_t> hashes(n);
+  for (size_t i = 0; i < n; ++i) hashes[i] = MixKey(keys[i]);
+  return CheckKeys(*t, keys, hashes.data(), n);
+}
+
 uint64_t Store::sparse_rows() const {
   uint64_t rows = 0;
   for (const auto& kv : tables_) {

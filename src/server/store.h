@@ -43,6 +43,11 @@ class Store {
   // memory: kResourceExhausted, and the table is not installed.
   Status Install(const TableInfo& table);
   bool Has(TableId table) const { return tables_.count(table) != 0; }
+  // The spec of a table this server holds, or null.
+  const TableSpec* Spec(TableId table) const {
+    auto it = tables_.find(table);
+    return it == tables_.end() ? nullptr : &it->second.spec;
+  }
 
   // Dense: elements [offset, offset + count) must lie inside one range this server holds.
   Status ApplyDense(TableId table, uint64_t offset, uint64_t count, const float* values,
@@ -62,6 +67,9 @@ class Store {
   Status ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim, float* out);
   // ReadSparse into a pooled buffer returned as a Frame (n * dim * 4 bytes).
   Status ReadSparseFrame(TableId table, const Key* keys, size_t n, uint32_t dim, Frame* out);
+
+  // OK when ApplySparse/ReadSparse would accept these keys (dim agrees, every key held).
+  Status CheckSparse(TableId table, const Key* keys, size_t n, uint32_t dim) const;
 
   uint64_t sparse_rows() const;
 

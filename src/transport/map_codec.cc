@@ -28,6 +28,9 @@ void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
   pb->set_l1(s.l1);
   pb->set_l2(s.l2);
   pb->set_ftrl_beta(s.ftrl_beta);
+  pb->set_sync(static_cast<uint32_t>(s.sync));
+  pb->set_staleness(s.staleness);
+  pb->set_elastic_alpha(s.elastic_alpha);
 }
 
 TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
@@ -51,6 +54,9 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   s.l1 = pb.l1();
   s.l2 = pb.l2();
   s.ftrl_beta = pb.ftrl_beta();
+  s.sync = static_cast<SyncMode>(pb.sync());
+  s.staleness = pb.staleness();
+  s.elastic_alpha = pb.elastic_alpha();
   return s;
 }
 

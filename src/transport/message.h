@@ -24,7 +24,7 @@ class Control;
 namespace ps {
 
 constexpr uint32_t kMagic = 0x3153504Cu;  // "LPS1" little-endian
-constexpr uint16_t kProtocolVersion = 1;
+constexpr uint16_t kProtocolVersion = 2;  // 2: epoch is 32 bits, followed by clock
 constexpr size_t kMaxFrames = 8;  // a message with more payload frames is malformed
 
 enum class MsgType : uint16_t {
@@ -63,7 +63,11 @@ struct Header {
   uint32_t sender = kUnassignedId;
   uint32_t table = kInvalidTable;
   uint64_t request_id = 0;
-  uint64_t epoch = 0;
+  uint32_t epoch = 0;  // the requester's cluster-map epoch (saturates at 2^32 - 1)
+  // Requests on a bsp/ssp table: the worker's clock for that table, the number of pushes it
+  // made to it before this one (push, pushpull: this push is step `clock`; pull: the
+  // state after that many steps is wanted; a pushpull's pull wants clock + 1). Else 0.
+  uint32_t clock = 0;
   uint64_t offset = 0;  // dense: first element; sparse: position of the first key in the request
   uint64_t count = 0;   // dense: elements; sparse: keys
   uint32_t dim = 0;     // sparse: row width; dense: 0
@@ -76,6 +80,13 @@ struct Header {
   bool fused() const { return (flags & kFlagFused) != 0; }
 };
 static_assert(sizeof(Header) == 64, "the wire header is 64 bytes");
+static_assert(offsetof(Header, epoch) == 24 && offsetof(Header, clock) == 28 &&
+                  offsetof(Header, offset) == 32,
+              "docs/wire-format.md: epoch at 24, clock at 28, offset at 32");
+// A map epoch as the header carries it.
+inline uint32_t WireEpoch(uint64_t epoch) {
+  return epoch > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<uint32_t>(epoch);
+}
 
 struct Message {
   Header header;

@@ -74,8 +74,11 @@ Ticket PsRequests::Dense(MsgType type, TableId table, const float* in, float* ou
   req->out = out;
   req->keep = keep;
   req->finish = std::move(finish);
-  for (const KeyRange& r : t->ranges)
+  const uint32_t clock = TakeClock(*t, type);
+  for (const KeyRange& r : t->ranges) {
     req->parts.push_back(DensePart(*t, r, req->pulls() ? out : nullptr));
+    req->parts.back().clock = clock;
+  }
   return tracker_->Submit(
       req, map->epoch, /*borrows=*/pushes,
       [&](size_t i, const std::shared_ptr<const void>& borrow) {
@@ -125,11 +128,14 @@ Ticket PsRequests::Many(MsgType type, const std::vector<TableId>& tables,
   std::map<NodeId, Fusion> fusions;  // small slices, per server
   for (size_t i = 0; i < infos.size(); ++i) {
     const TableInfo* t = infos[i];
+    const bool synced = t->spec.sync != SyncMode::kAsync;  // its own parts, with its clock
+    const uint32_t clock = TakeClock(*t, type);
     for (const KeyRange& r : t->ranges) {
       const uint64_t first = t->RangeFirstElem(r);
       const uint64_t count = t->RangeEndElem(r) - first;
-      if (count * sizeof(float) >= kFuseBelowBytes) {
+      if (synced || count * sizeof(float) >= kFuseBelowBytes) {
         req->parts.push_back(DensePart(*t, r, pulls ? outs[i] : nullptr));
+        req->parts.back().clock = clock;
         part_src.push_back(pushes ? ins[i] + first : nullptr);
       } else {
         Fusion& f = fusions[r.server];
@@ -265,8 +271,11 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
     req->inverse = std::move(batch.inverse);
     req->staging.resize(batch.offsets.back() * size_t{dim});
   }
+  // A bsp/ssp server counts every worker's pushes: each range gets one, empty or not.
+  const bool every_range = pushes && t.spec.sync != SyncMode::kAsync;
+  const uint32_t clock = TakeClock(t, type);
   for (size_t b = 0; b + 1 < batch.offsets.size(); ++b) {
-    if (batch.offsets[b + 1] > batch.offsets[b]) {
+    if (batch.offsets[b + 1] > batch.offsets[b] || every_range) {
       Part p;
       p.server = t.ranges[b].server;
       p.table = t.id;
@@ -276,6 +285,7 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
         p.dst = req->staging.data() + p.offset * dim;
         p.value_count = p.count * dim;
       }
+      p.clock = clock;
       req->parts.push_back(std::move(p));
     }
   }
@@ -291,6 +301,15 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
         }
         return frames;
       });
+}
+
+uint32_t PsRequests::TakeClock(const TableInfo& t, MsgType type) {
+  if (t.spec.sync == SyncMode::kAsync || type == MsgType::kAssign) return 0;
+  std::lock_guard<std::mutex> lock(clock_mu_);
+  uint32_t& next = clocks_[t.id];
+  const uint32_t clock = next;
+  if (type == MsgType::kPush || type == MsgType::kPushPull) ++next;
+  return clock;
 }
 
 }  // namespace ps

@@ -6,12 +6,18 @@
 // request fused per server; sparse: keys coalesced and bucketed per range), and hands the
 // parts to the RequestTracker. GPU-memory variants (device_path.cc) pack on the GPU first.
 //
+// Tables synchronized by the servers (TableSpec::sync bsp or ssp): every request carries
+// this worker's clock for the table (TakeClock); their tensors are never fused, and a
+// sparse push sends a part to every range, empty or not, so that every server counts it.
+//
 // Thread-safety: every member may be called from any thread.
 #ifndef PS_WORKER_PS_REQUESTS_H_
 #define PS_WORKER_PS_REQUESTS_H_
 
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "common/cluster_map.h"
@@ -71,8 +77,15 @@ class PsRequests {
                     SparseBatch batch, float* out, std::function<Status(Request&)> finish,
                     Callback cb);
 
+  // The clock a request on table t carries (header.clock): on a bsp/ssp table the number
+  // of pushes (push, pushpull) this worker made to it before; a push or pushpull counts
+  // one more. 0 on async tables and for assigns. Call once the request is valid.
+  uint32_t TakeClock(const TableInfo& t, MsgType type);
+
   RequestTracker* const tracker_;
   const MapSource map_;
+  std::mutex clock_mu_;
+  std::unordered_map<TableId, uint32_t> clocks_;  // guarded by clock_mu_
 };
 
 }  // namespace ps

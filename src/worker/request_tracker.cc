@@ -187,7 +187,8 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
       m.header.type = static_cast<uint16_t>(req->type);
       m.header.table = p.table;
       m.header.request_id = req->ticket;
-      m.header.epoch = epoch;
+      m.header.epoch = WireEpoch(epoch);
+      m.header.clock = p.clock;
       m.header.offset = p.offset;
       m.header.count = p.count;
       m.header.dim = req->sparse ? req->dim : 0;

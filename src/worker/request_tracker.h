@@ -44,6 +44,7 @@ struct Part {
   uint64_t count = 0;             // elements, keys, or (fused) segments
   bool fused = false;
   bool claimed = false;
+  uint32_t clock = 0;  // bsp/ssp tables: the worker's clock (header.clock)
   // Pulls: the reply carries value_count floats, written to dst, or (fused) split over
   // pieces in order.
   float* dst = nullptr;

@@ -119,3 +119,28 @@ def test_bad_hyperparameters_are_refused():
             w.declare_dense("e", 4, "adam", betas=0.5)
         with pytest.raises(layerps.InvalidArgumentError, match="rule must be one of"):
             w.declare_dense("f", 4, "rmsprop")
+
+
+def test_sync_modes_and_the_elastic_rule():
+    with layerps.LocalCluster(num_servers=1, num_workers=2, **FAST) as c:
+        w0, w1 = c.workers
+        t0 = w0.declare_dense("bsp", 4, "sum", sync="bsp")
+        t1 = w1.declare_dense("bsp", 4, "sum", sync="bsp")
+        ones = np.ones(4, dtype=np.float32)
+        w0.push(t0, ones).wait()  # counted for step 0, not applied alone
+        w1.push(t1, ones).wait()  # step 0 complete: applied once, to the sum
+        np.testing.assert_array_equal(w0.pull(t0).wait(), 2 * ones)
+        np.testing.assert_array_equal(w1.pull(t1).wait(), 2 * ones)
+        with pytest.raises(layerps.AlreadyExistsError, match="sync bsp"):
+            w0.declare_dense("bsp", 4, "sum", sync="ssp", staleness=1)
+        with pytest.raises(layerps.InvalidArgumentError, match="staleness"):
+            w0.declare_dense("s", 4, "sgd", sync="ssp", staleness=-1)
+        with pytest.raises(layerps.InvalidArgumentError, match="sync must be one of"):
+            w0.declare_dense("s", 4, "sgd", sync="lockstep")
+        with pytest.raises(layerps.InvalidArgumentError, match="elastic_alpha"):
+            w0.declare_dense("e", 3, "elastic", elastic_alpha=1.0)
+        centre = w0.declare_dense("centre", 3, "elastic", elastic_alpha=0.25)
+        w0.assign(centre, np.array([4, 0, -4], dtype=np.float32)).wait()
+        before = w0.pushpull(centre, np.full(3, 8, dtype=np.float32)).wait()
+        np.testing.assert_array_equal(before, [4, 0, -4])  # the centre before the exchange
+        np.testing.assert_array_equal(w0.pull(centre).wait(), [5, 2, -1])

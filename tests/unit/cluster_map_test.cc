@@ -63,6 +63,8 @@ ClusterMap TwoServerMap() {
   TableInfo e;
   e.id = 1;
   e.spec = TableSpec::Sparse("e", 4);
+  e.spec.sync = SyncMode::kSsp;
+  e.spec.staleness = 3;
   e.ranges = placement::AssignRanges(e.spec, 0, {1, 2}, &load);
   m.tables[1] = e;
   return m;
@@ -78,6 +80,7 @@ TEST(ClusterMapTest, ProtoRoundTrip) {
   EXPECT_EQ((*back)->ServerIds(), (std::vector<NodeId>{1, 2}));
   ASSERT_NE((*back)->FindTable(1), nullptr);
   EXPECT_EQ((*back)->FindTable(1)->spec.dim, 4u);
+  EXPECT_TRUE((*back)->FindTable(1)->spec.SameAs(m.tables[1].spec));  // sync, staleness too
   EXPECT_EQ((*back)->FindTableByName("w")->id, 0u);
 }
 

@@ -24,6 +24,7 @@ class OptimizerTest : public ::testing::TestWithParam<UpdateRule> {};
 TEST_P(OptimizerTest, InPlaceOutOfPlaceAndRowsAgree) {
   TableSpec spec = TableSpec::Dense("w", 1000, GetParam());
   spec.learning_rate = 0.125f;
+  spec.elastic_alpha = 0.25f;
   auto opt = MakeOptimizer(spec);
   ASSERT_TRUE(opt.ok()) << opt.status();
   const size_t n = 1000, dim = 8;
@@ -43,15 +44,18 @@ TEST_P(OptimizerTest, InPlaceOutOfPlaceAndRowsAgree) {
   EXPECT_EQ(in_place, rows);
   // And the rule is what it says.
   for (size_t i = 0; i < n; ++i) {
-    const float want = GetParam() == UpdateRule::kSum ? x0[i] + g[i] : x0[i] - 0.125f * g[i];
+    const float want = GetParam() == UpdateRule::kSum       ? x0[i] + g[i]
+                       : GetParam() == UpdateRule::kElastic ? x0[i] + 0.25f * (g[i] - x0[i])
+                                                            : x0[i] - 0.125f * g[i];
     ASSERT_EQ(in_place[i], want) << i;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Rules, OptimizerTest,
-                         ::testing::Values(UpdateRule::kSum, UpdateRule::kSgd),
+                         ::testing::Values(UpdateRule::kSum, UpdateRule::kSgd,
+                                           UpdateRule::kElastic),
                          [](const ::testing::TestParamInfo<UpdateRule>& info) {
-                           return std::string(info.param == UpdateRule::kSum ? "sum" : "sgd");
+                           return std::string(UpdateRuleName(info.param));
                          });
 
 TEST(OptimizerTest, UnknownRuleIsRefused) {
@@ -127,6 +131,9 @@ TEST(TableSpecHyperTest, BadHyperparametersAreRefused) {
   s.momentum = -0.1f;
   EXPECT_EQ(s.Validate().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(*ParseUpdateRule("ftrl"), UpdateRule::kFtrl);
+  EXPECT_EQ(*ParseUpdateRule("elastic"), UpdateRule::kElastic);
+  EXPECT_EQ(*ParseSyncMode("ssp"), SyncMode::kSsp);
+  EXPECT_FALSE(ParseSyncMode("lockstep").ok());
   EXPECT_FALSE(ParseUpdateRule("rmsprop").ok());
 }
 

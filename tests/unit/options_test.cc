@@ -138,6 +138,12 @@ TEST(TableSpecTest, SameAs) {
   b = a;
   b.layer = "fc1";
   EXPECT_FALSE(a.SameAs(b));
+  b = a;
+  b.sync = SyncMode::kBsp;  // another synchronization: another table
+  EXPECT_FALSE(a.SameAs(b));
+  b = a;
+  b.elastic_alpha = 0.25f;
+  EXPECT_FALSE(a.SameAs(b));
 }
 
 }  // namespace

@@ -31,9 +31,12 @@ OPTION_FIELDS = tuple(name for name, value in vars(_core.Options).items()
 
 _RULES = {"sum": _core.UpdateRule.SUM, "sgd": _core.UpdateRule.SGD,
           "momentum": _core.UpdateRule.MOMENTUM, "nesterov": _core.UpdateRule.NESTEROV,
-          "adagrad": _core.UpdateRule.ADAGRAD, "adam": _core.UpdateRule.ADAM, "ftrl": _core.UpdateRule.FTRL}
+          "adagrad": _core.UpdateRule.ADAGRAD, "adam": _core.UpdateRule.ADAM, "ftrl": _core.UpdateRule.FTRL,
+          "elastic": _core.UpdateRule.ELASTIC}
 # Hyperparameters of the stateful rules, as keyword arguments of declare_dense/declare_sparse.
-_HYPER = ("momentum", "beta1", "beta2", "epsilon", "l1", "l2", "ftrl_beta")
+_HYPER = ("momentum", "beta1", "beta2", "epsilon", "l1", "l2", "ftrl_beta", "elastic_alpha")
+# How the servers synchronize a table's workers (docs/algorithms.md).
+_SYNCS = {"async": _core.SyncMode.ASYNC, "bsp": _core.SyncMode.BSP, "ssp": _core.SyncMode.SSP}
 _INITS = {"zeros": _core.Initializer.ZEROS, "uniform": _core.Initializer.UNIFORM,
           "normal": _core.Initializer.NORMAL}
 _GROUPS = {"workers": _core.Group.WORKERS, "servers": _core.Group.SERVERS, "all": _core.Group.ALL}
@@ -361,23 +364,30 @@ class Worker(_Node):
 
     # --- tables --------------------------------------------------------------------------
     def declare_dense(self, name, size, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
-                      init_b=0.0, seed=0, layer="", **hyper):
+                      init_b=0.0, seed=0, layer="", sync="async", staleness=0, **hyper):
         """Declares (or finds, when another worker declared the same spec) a dense table
-        of ``size`` float32 elements. ``rule``: 'sum' (x += g) or 'sgd' (x -= lr * g)."""
+        of ``size`` float32 elements. ``rule``: 'sum' (x += g), 'sgd' (x -= lr * g), ...
+        (docs/algorithms.md). ``sync``: 'async' (every push applied on arrival), 'bsp'
+        (each step's pushes summed and applied once; a pull waits for its step) or 'ssp'
+        (a pull waits while its worker is more than ``staleness`` pushes ahead)."""
         return self._declare(name, _core.TableKind.DENSE, int(size), 0, rule, lr, init, init_a,
-                             init_b, seed, layer, hyper)
+                             init_b, seed, layer, sync, staleness, hyper)
 
     def declare_sparse(self, name, dim, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
-                       init_b=0.0, seed=0, layer="", **hyper):
+                       init_b=0.0, seed=0, layer="", sync="async", staleness=0, **hyper):
         """Declares a sparse table whose rows (any uint64 id) have ``dim`` float32 values,
         created on first touch by ``init`` ('zeros', 'uniform' in [init_a, init_b),
-        'normal' with mean init_a and std init_b), seeded by (seed, name, key)."""
+        'normal' with mean init_a and std init_b), seeded by (seed, name, key). ``sync``
+        and ``staleness`` as for declare_dense."""
         return self._declare(name, _core.TableKind.SPARSE, 0, int(dim), rule, lr, init, init_a,
-                             init_b, seed, layer, hyper)
+                             init_b, seed, layer, sync, staleness, hyper)
 
-    def _declare(self, name, kind, size, dim, rule, lr, init, init_a, init_b, seed, layer, hyper):
+    def _declare(self, name, kind, size, dim, rule, lr, init, init_a, init_b, seed, layer, sync,
+                 staleness, hyper):
         if rule not in _RULES:
             raise InvalidArgumentError(f"rule must be one of {sorted(_RULES)}, not {rule!r}")
+        if sync not in _SYNCS:
+            raise InvalidArgumentError(f"sync must be one of {sorted(_SYNCS)}, not {sync!r}")
         if init not in _INITS:
             raise InvalidArgumentError(f"init must be one of {sorted(_INITS)}, not {init!r}")
         if size < 0 or dim < 0:
@@ -394,6 +404,8 @@ class Worker(_Node):
         spec.init_b = float(init_b)
         spec.seed = int(seed)
         spec.layer = layer
+        spec.sync = _SYNCS[sync]
+        spec.staleness = int(staleness)
         for k, v in hyper.items():
             if k not in _HYPER:
                 raise InvalidArgumentError(f"unknown table option {k!r} (known: {', '.join(_HYPER)})")

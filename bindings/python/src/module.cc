@@ -652,7 +652,12 @@ PYBIND11_MODULE(_core, m) {
       .value("NESTEROV", ps::UpdateRule::kNesterov)
       .value("ADAGRAD", ps::UpdateRule::kAdagrad)
       .value("ADAM", ps::UpdateRule::kAdam)
-      .value("FTRL", ps::UpdateRule::kFtrl);
+      .value("FTRL", ps::UpdateRule::kFtrl)
+      .value("ELASTIC", ps::UpdateRule::kElastic);
+  py::enum_<ps::SyncMode>(m, "SyncMode")
+      .value("ASYNC", ps::SyncMode::kAsync)
+      .value("BSP", ps::SyncMode::kBsp)
+      .value("SSP", ps::SyncMode::kSsp);
   py::enum_<ps::Initializer>(m, "Initializer")
       .value("ZEROS", ps::Initializer::kZeros)
       .value("UNIFORM", ps::Initializer::kUniform)
@@ -731,6 +736,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("l1", &ps::TableSpec::l1)
       .def_readwrite("l2", &ps::TableSpec::l2)
       .def_readwrite("ftrl_beta", &ps::TableSpec::ftrl_beta)
+      .def_readwrite("elastic_alpha", &ps::TableSpec::elastic_alpha)
+      .def_readwrite("sync", &ps::TableSpec::sync)
+      .def_readwrite("staleness", &ps::TableSpec::staleness)
       .def_readwrite("init", &ps::TableSpec::init)
       .def_readwrite("init_a", &ps::TableSpec::init_a)
       .def_readwrite("init_b", &ps::TableSpec::init_b)

@@ -1,0 +1,75 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// TableExchange: one request to the servers at a time (a pushpull, a pull) into buffers
+// the exchange owns, waited for at most a timeout. The buffers are shared with the
+// request's callback, so a wait that gives up leaves them to the request still in flight
+// (the worker completes it by request_timeout_ms at the latest) and the exchange takes
+// fresh ones: the caller's memory is never written after a failed wait.
+//
+// Thread-safety: one thread (the Trainer's Step/Finish).
+#ifndef PS_ALGORITHMS_TABLE_EXCHANGE_H_
+#define PS_ALGORITHMS_TABLE_EXCHANGE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ps/worker.h"
+
+namespace ps {
+namespace algorithms {
+
+class TableExchange {
+ public:
+  // Issues the request on the given buffers with the given callback; returns its ticket.
+  using Issue = std::function<Ticket(const float* send, float* recv, Worker::Callback cb)>;
+
+  explicit TableExchange(size_t n) : n_(n), state_(std::make_shared<State>(n)) {}
+
+  // What the next Run sends (n floats), and what it received (valid after Run is OK).
+  float* send() { return state_->send.data(); }
+  const float* recv() const { return state_->recv.data(); }
+
+  // Issues the request and waits for it, at most `timeout`.
+  Status Run(const Issue& issue, std::chrono::milliseconds timeout) {
+    std::shared_ptr<State> st = state_;
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      st->done = false;
+    }
+    issue(st->send.data(), st->recv.data(), [st](const Status& s) {
+      std::lock_guard<std::mutex> lock(st->mu);
+      st->status = s;
+      st->done = true;
+      st->cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(st->mu);
+    if (!st->cv.wait_for(lock, timeout, [&] { return st->done; })) {
+      state_ = std::make_shared<State>(n_);  // the old buffers stay with the request
+      return Timeout("Trainer: no answer from the servers within " +
+                     std::to_string(timeout.count()) + " ms");
+    }
+    return st->status;
+  }
+
+ private:
+  struct State {
+    explicit State(size_t n) : send(n), recv(n) {}
+    std::vector<float> send, recv;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;  // guarded by mu
+    Status status;      // guarded by mu
+  };
+  const size_t n_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace algorithms
+}  // namespace ps
+
+#endif  // PS_ALGORITHMS_TABLE_EXCHANGE_H_
