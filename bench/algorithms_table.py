@@ -140,7 +140,7 @@ def mean_sd(xs):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=["digits", "bigfc"], default="digits")
-    p.add_argument("--algorithms", default=",".join(ALGORITHMS),
+    p.add_argument("--algorithms", default=";".join(ALGORITHMS),
                    help="';'-separated list (default: all seven)")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--workers", type=int, default=4)
@@ -153,8 +153,7 @@ def main():
     p.add_argument("--python", default=os.path.join(ROOT, ".venv", "bin", "python"))
     p.add_argument("--json", help="write every run's figures here")
     args = p.parse_args()
-    algorithms = args.algorithms.split(";") if ";" in args.algorithms else \
-        [a for a in ALGORITHMS if a in args.algorithms.split(",")] or args.algorithms.split(",")
+    algorithms = [a.strip() for a in args.algorithms.split(";") if a.strip()]
     seeds = [int(s) for s in args.seeds.split(",")]
     hosts = Hosts(args.rate)
     rows, raw = [], {}

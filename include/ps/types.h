@@ -112,6 +112,9 @@ struct TableSpec {
   Status Validate() const;
   // True when both describe the same table (every field equal).
   bool SameAs(const TableSpec& other) const;
+  // The first field that differs, as "size: 100 declared, 200 asked" (this spec first);
+  // empty when SameAs.
+  std::string Difference(const TableSpec& other) const;
   // Bytes per element (4 for float32).
   size_t ElementBytes() const { return 4; }
 };

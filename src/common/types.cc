@@ -2,6 +2,7 @@
 #include "ps/types.h"
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "common/hash.h"
@@ -153,6 +154,47 @@ bool TableSpec::SameAs(const TableSpec& o) const {
          momentum == o.momentum && beta1 == o.beta1 && beta2 == o.beta2 && epsilon == o.epsilon &&
          l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta && elastic_alpha == o.elastic_alpha &&
          sync == o.sync && staleness == o.staleness;
+}
+
+std::string TableSpec::Difference(const TableSpec& o) const {
+  auto f = [](double v) {
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
+  };
+  struct Field {
+    const char* name;
+    std::string mine, theirs;
+  };
+  const Field fields[] = {
+      {"name", name, o.name},
+      {"kind", kind == TableKind::kDense ? "dense" : "sparse", o.kind == TableKind::kDense ? "dense" : "sparse"},
+      {"size", std::to_string(size), std::to_string(o.size)},
+      {"dim", std::to_string(dim), std::to_string(o.dim)},
+      {"dtype", std::to_string(static_cast<int>(dtype)), std::to_string(static_cast<int>(o.dtype))},
+      {"rule", UpdateRuleName(rule), UpdateRuleName(o.rule)},
+      {"learning_rate", f(learning_rate), f(o.learning_rate)},
+      {"momentum", f(momentum), f(o.momentum)},
+      {"beta1", f(beta1), f(o.beta1)},
+      {"beta2", f(beta2), f(o.beta2)},
+      {"epsilon", f(epsilon), f(o.epsilon)},
+      {"l1", f(l1), f(o.l1)},
+      {"l2", f(l2), f(o.l2)},
+      {"ftrl_beta", f(ftrl_beta), f(o.ftrl_beta)},
+      {"elastic_alpha", f(elastic_alpha), f(o.elastic_alpha)},
+      {"init", std::to_string(static_cast<int>(init)), std::to_string(static_cast<int>(o.init))},
+      {"init_a", f(init_a), f(o.init_a)},
+      {"init_b", f(init_b), f(o.init_b)},
+      {"seed", std::to_string(seed), std::to_string(o.seed)},
+      {"layer", "'" + layer + "'", "'" + o.layer + "'"},
+      {"sync", SyncModeName(sync), SyncModeName(o.sync)},
+      {"staleness", std::to_string(staleness), std::to_string(o.staleness)},
+  };
+  for (const Field& x : fields) {
+    if (x.mine != x.theirs) return std::string(x.name) + ": " + x.mine + " declared, " + x.theirs + " asked";
+  }
+  // Fields equal as printed but not bitwise (a float differing past %g's digits).
+  return SameAs(o) ? std::string() : std::string("a floating-point field differs past 6 digits");
 }
 
 const char* UpdateRuleName(UpdateRule rule) {

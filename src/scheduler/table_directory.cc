@@ -93,7 +93,8 @@ void TableDirectory::HandleDeclare(NodeId from, const layerps::pb::DeclareTable&
   }
   if (const TableInfo* t = state_->map().FindTableByName(spec.name)) {
     if (!t->spec.SameAs(spec)) {
-      std::string why = "table '" + spec.name + "' was declared with a different spec";
+      std::string why = "table '" + spec.name + "' was declared with a different spec (" +
+                        t->spec.Difference(spec) + ")";
       if (t->spec.sync != spec.sync || t->spec.staleness != spec.staleness) {
         // Mixing synchronization models (algorithms) on one table is refused.
         why += ": sync " + std::string(SyncModeName(t->spec.sync)) + " (staleness " +

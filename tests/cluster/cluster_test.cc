@@ -366,7 +366,14 @@ TEST_F(BadInputTest, DimZeroAndDuplicateNames) {
   EXPECT_EQ(*again, dense_);
   auto clash = w().DeclareTable(TableSpec::Dense("d", 11));
   EXPECT_EQ(clash.status().code(), StatusCode::kAlreadyExists);
-  EXPECT_NE(clash.status().message().find("different spec"), std::string::npos);
+  EXPECT_NE(clash.status().message().find("different spec (size: 10 declared, 11 asked)"),
+            std::string::npos)
+      << clash.status().message();
+  TableSpec lr = TableSpec::Dense("d", 10);
+  lr.learning_rate = 0.5f;
+  auto lr_clash = w().DeclareTable(lr);
+  EXPECT_NE(lr_clash.status().message().find("learning_rate: 0.01 declared, 0.5 asked"), std::string::npos)
+      << lr_clash.status().message();
   ExpectDenseUnchanged();
 }
 
