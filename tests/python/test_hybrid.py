@@ -146,11 +146,16 @@ def test_local_aggregation_equals_flat_and_pushes_fewer_bytes():
                 def count(t, opt, model):
                     if t == 0:  # from the end of the first step (which routes and sets up)
                         before.update(w.traffic()["tables"])
+                        before["pulled"] = sum(sp.rows_pulled for sp in opt.hybrid.sparse_params)
+                    if t == steps - 1:
+                        ids = {t.id for sp in opt.hybrid.sparse_params for t in sp.tables}
+                        after = w.traffic()["tables"]
+                        sent = sum(after[i]["bytes_sent"] - before.get(i, {"bytes_sent": 0})["bytes_sent"] for i in ids)
+                        pulled = sum(sp.rows_pulled for sp in opt.hybrid.sparse_params) - before["pulled"]
+                        before["pushed"] = sent - 8 * pulled  # a pull request sends its 8-byte keys
+
                 values, opt = train(w, steps, sgd, name="agg", after_step=count, **kwargs)
-                ids = {t.id for sp in opt.hybrid.sparse_params for t in sp.tables}
-                after = w.traffic()["tables"]
-                sent = sum(after[i]["bytes_sent"] - before.get(i, {"bytes_sent": 0})["bytes_sent"] for i in ids)
-                return values, sent
+                return values, before["pushed"]
 
             return run_parallel(work, [(w,) for w in c.workers])
 
@@ -163,7 +168,20 @@ def test_local_aggregation_equals_flat_and_pushes_fewer_bytes():
     hier_bytes = sum(b for _, b in hier)
     print(f"sparse push payload over {steps - 1} steps, 4 workers: flat {flat_bytes} B, two hosts {hier_bytes} B")
     assert [b for _, b in hier][1::2] == [0, 0]  # the non-leaders push nothing
-    assert hier_bytes < 0.8 * flat_bytes
+
+    def unique_rows(groups):  # rows pushed per step: the unique ids of each group's examples
+        n = 0
+        for t in range(1, steps):
+            ids, _ = batch(t)
+            for g in groups:
+                mine = ids[g[0] * 4:(g[-1] + 1) * 4]
+                n += mine[:, 0].unique().numel() + mine[:, 1:].unique().numel()
+        return n
+
+    row = 8 + 4 * DIM  # a key and its row
+    assert flat_bytes == row * unique_rows([[0], [1], [2], [3]])
+    assert hier_bytes == row * unique_rows([[0, 1], [2, 3]])
+    assert hier_bytes < 0.9 * flat_bytes
 
 
 def test_hierarchical_dense_through_the_servers_and_momentum():

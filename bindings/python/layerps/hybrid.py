@@ -426,8 +426,33 @@ class Hybrid:
         self._check_gradients()
         W = w.num_workers
         sends, pushes = [], []
-        # 1. sparse rows to the servers (through the host leader, and to the row's owner
-        #    among the pushers when the rule is not linear).
+        # 1. dense parameters through the 'sum' tables
+        if self._dense_ps:
+            self._flatten_grads(self._dense_ps, self._ps_buf)
+            k = self._step % 3
+            if self.hierarchical:
+                self._host_sum(self._ps_buf)
+            if not self.hierarchical or w.rank == self.leader:
+                pushes.append(w.push(self._ps_tables[k], self._ps_buf))
+        # 2. dense parameters through the all-reduce
+        if self._dense_ar:
+            self._flatten_grads(self._dense_ar, self._ar_buf)
+            if self.hierarchical:
+                self._host_sum(self._ar_buf)
+                if len(self.leaders) > 1:  # else the host's sum is already everybody's
+                    if w.rank == self.leader:
+                        w.allreduce(self._ar_buf, timeout, ranks=self.leaders)
+                    self._host_share(self._ar_buf, _tag(self.name, "share-ar"))
+            elif W > 1:
+                w.allreduce(self._ar_buf, timeout)
+            self._ar_buf.mul_(1.0 / W)
+            self._unflatten_grads(self._dense_ar, self._ar_buf)
+        # 3. sparse rows to the servers (through the host leader, and to the row's owner
+        #    among the pushers when the rule is not linear). Not before every worker has
+        #    pulled this step's rows (its forward): the all-reduce above orders that (it
+        #    completes only once every worker entered it), a barrier does without one.
+        if self._sparse and not self._dense_ar and W > 1:
+            w.barrier("workers", timeout)
         for sp in self._sparse:
             g = sp.param.grad
             if g is None or g._nnz() == 0:
@@ -456,27 +481,6 @@ class Hybrid:
                 sends += more
             if w.rank in pushers:
                 pushes += sp.push(ids, rows * (1.0 / W))
-        # 2. dense parameters through the 'sum' tables
-        if self._dense_ps:
-            self._flatten_grads(self._dense_ps, self._ps_buf)
-            k = self._step % 3
-            if self.hierarchical:
-                self._host_sum(self._ps_buf)
-            if not self.hierarchical or w.rank == self.leader:
-                pushes.append(w.push(self._ps_tables[k], self._ps_buf))
-        # 3. dense parameters through the all-reduce
-        if self._dense_ar:
-            self._flatten_grads(self._dense_ar, self._ar_buf)
-            if self.hierarchical:
-                self._host_sum(self._ar_buf)
-                if len(self.leaders) > 1:  # else the host's sum is already everybody's
-                    if w.rank == self.leader:
-                        w.allreduce(self._ar_buf, timeout, ranks=self.leaders)
-                    self._host_share(self._ar_buf, _tag(self.name, "share-ar"))
-            elif W > 1:
-                w.allreduce(self._ar_buf, timeout)
-            self._ar_buf.mul_(1.0 / W)
-            self._unflatten_grads(self._dense_ar, self._ar_buf)
         for h in sends + pushes:
             h.wait(timeout)
         if self._pending_reset is not None:

@@ -390,9 +390,12 @@ class DistributedOptimizer:
     # --- flat buffers --------------------------------------------------------------------
     def _flatten_grads(self, buf):
         off = 0
-        for p, n in zip(self._params, self._numel):
+        for name, p, n in zip(self._names, self._params, self._numel):
             if p.grad is None:
                 buf[off:off + n].zero_()
+            elif p.grad.is_sparse:
+                raise InvalidArgumentError(f"parameter '{name}' has a sparse gradient, which mode {self.mode!r} "
+                                           f"does not take: use mode='hybrid' (the default)")
             else:
                 buf[off:off + n].copy_(p.grad.detach().reshape(-1))
             off += n
