@@ -92,6 +92,7 @@ def assert_equal_to(results, ref, atol=1e-5):
     dict(mode="hybrid", partitions=3),           # rows spread over three tables
     dict(mode="ps"),                            # everything through the servers
     dict(mode="allreduce"),                     # embeddings densified and all-reduced
+    dict(routes={"emb.weight": "allgather", "bag.weight": "allgather"}),  # rows sent to every worker
 ])
 def test_two_workers_equal_one_process_with_the_global_batch(variant):
     steps = 8
@@ -101,7 +102,7 @@ def test_two_workers_equal_one_process_with_the_global_batch(variant):
     assert_equal_to([v for v, _ in out], ref)
     opt = out[0][1]
     mode = variant.get("mode", "hybrid")
-    sparse_route = {"hybrid": "ps", "ps": "ps", "allreduce": "allreduce"}[mode]
+    sparse_route = variant.get("routes", {}).get("emb.weight", {"hybrid": "ps", "ps": "ps", "allreduce": "allreduce"}[mode])
     dense_route = {"hybrid": "allreduce", "ps": "ps", "allreduce": "allreduce"}[mode]
     assert opt.kinds == {"emb.weight": "sparse", "bag.weight": "sparse", "fc.weight": "dense", "fc.bias": "dense"}
     assert opt.routes == {"emb.weight": sparse_route, "bag.weight": sparse_route,
@@ -212,7 +213,7 @@ def test_bad_routes_and_gradients_raise(worker):
     model = Net(0)
     with pytest.raises(layerps.InvalidArgumentError, match="no parameter named 'nope'"):
         lt.DistributedOptimizer(sgd(model), model.named_parameters(), worker=worker, routes={"nope": "ps"})
-    with pytest.raises(layerps.InvalidArgumentError, match="expected 'ps' or 'allreduce'"):
+    with pytest.raises(layerps.InvalidArgumentError, match="expected 'ps', 'allreduce' or 'allgather'"):
         lt.DistributedOptimizer(sgd(model), model.named_parameters(), worker=worker, routes={"fc.bias": "gpu"})
     with pytest.raises(layerps.InvalidArgumentError, match="must be >= 1"):
         lt.DistributedOptimizer(sgd(model), model.named_parameters(), worker=worker, partitions=0)
@@ -259,6 +260,18 @@ def test_bad_routes_and_gradients_raise(worker):
         opt.repartition(0)
     with pytest.raises(layerps.InvalidArgumentError, match="partitions for 40 rows"):
         opt.repartition(ROWS + 1)
+
+    # All-gathering takes sparse gradients only.
+    m = Net(0)
+    opt = lt.DistributedOptimizer(sgd(m), m.named_parameters(), worker=worker, name="gather",
+                                  routes={"fc.weight": "allgather"})
+    with pytest.raises(layerps.InvalidArgumentError, match="'fc.weight': route 'allgather' takes sparse"):
+        first_step(opt, m)
+    # The modes through the servers' dense tables refuse sparse gradients.
+    m = Net(0)
+    opt = lt.DistributedOptimizer(sgd(m), m.named_parameters(), worker=worker, name="agg1", mode="aggregate")
+    with pytest.raises(layerps.InvalidArgumentError, match="'emb.weight' has a sparse gradient"):
+        first_step(opt, m)
 
     # A torch optimizer the servers have no rule for, on a sparse parameter.
     m = Net(0)

@@ -14,7 +14,9 @@ Each parameter is routed, at the first step, by the layout of its gradient:
 
 ``routes={"name": "ps" | "allreduce"}`` overrides a parameter: a dense parameter routed
 to "ps" goes through three rotating 'sum' tables (the aggregate mode's scheme) and is
-stepped locally; a sparse one routed to "allreduce" is densified and all-reduced.
+stepped locally; a sparse one routed to "allreduce" is densified and all-reduced, and
+one routed to "allgather" is sent, as rows, to every other worker (what all-reduce
+systems do with sparse gradients), summed and stepped locally.
 
 Local aggregation (default on): the workers of a host (``Worker.nodes()`` hostnames, or
 ``hosts=``) all-reduce dense gradients among themselves first, one leader per host
@@ -34,7 +36,7 @@ import torch
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .partition import check_partitions
 
-ROUTES = ("ps", "allreduce")
+ROUTES = ("ps", "allreduce", "allgather")
 MODES = ("hybrid", "ps", "allreduce")
 _CHUNK_ROWS = 1 << 16  # rows per request when copying whole tables
 
@@ -279,7 +281,7 @@ class Hybrid:
             if n not in self.names:
                 raise InvalidArgumentError(f"routes: no parameter named '{n}' (parameters: {', '.join(self.names)})")
             if r not in ROUTES:
-                raise InvalidArgumentError(f"routes['{n}']: expected 'ps' or 'allreduce', not {r!r}")
+                raise InvalidArgumentError(f"routes['{n}']: expected 'ps', 'allreduce' or 'allgather', not {r!r}")
         self._routes_given = routes
         if partitions is None:
             partitions = {}
@@ -296,6 +298,7 @@ class Hybrid:
         self._sparse = []       # _SparseParam, routed to the servers
         self._dense_ar = []     # indices of parameters all-reduced
         self._dense_ps = []     # indices of dense parameters through the 'sum' tables
+        self._gathered = []     # indices of sparse parameters all-gathered
         self._kinds = {}
         self._routes = {}
         self._pending_reset = None
@@ -349,8 +352,13 @@ class Hybrid:
             if kind == "sparse" and route == "ps" and p.dim() != 2:
                 raise InvalidArgumentError(f"parameter '{name}': a sparse gradient routed to the servers needs a "
                                            f"2-D weight (rows x dim), got shape {tuple(p.shape)}")
+            if route == "allgather" and kind != "sparse":
+                raise InvalidArgumentError(f"parameter '{name}': route 'allgather' takes sparse gradients, and its "
+                                           f"gradient is dense")
             self._kinds[name], self._routes[name] = kind, route
-            if kind == "sparse" and route == "ps":
+            if route == "allgather":
+                self._gathered.append(i)
+            elif kind == "sparse" and route == "ps":
                 rule, hyper = server_rule(self.optimizer, p, name)
                 self._sparse.append(_SparseParam(self, i, name, p, rule, hyper, self._tracked[i]))
             elif route == "ps":
@@ -447,7 +455,10 @@ class Hybrid:
                 w.allreduce(self._ar_buf, timeout)
             self._ar_buf.mul_(1.0 / W)
             self._unflatten_grads(self._dense_ar, self._ar_buf)
-        # 3. sparse rows to the servers (through the host leader, and to the row's owner
+        # 3. all-gathered sparse gradients: every worker's rows to every other worker
+        for i in self._gathered:
+            sends += self._allgather(i)
+        # 4. sparse rows to the servers (through the host leader, and to the row's owner
         #    among the pushers when the rule is not linear). Not before every worker has
         #    pulled this step's rows (its forward): the all-reduce above orders that (it
         #    completes only once every worker entered it), a barrier does without one.
@@ -553,6 +564,34 @@ class Hybrid:
         buf = torch.empty(2 * n + n * dim, dtype=torch.float32)
         w.recv_from(rank, tag, buf).wait(self.timeout)
         return buf[:2 * n].view(torch.int64).clone(), buf[2 * n:].view(n, dim)
+
+    def _allgather(self, i):
+        """Sends this worker's rows of parameter i to every other worker, receives theirs
+        and sets the parameter's gradient to the average (a sparse tensor)."""
+        w, W = self.worker, self.worker.num_workers
+        p = self.params[i]
+        g = p.grad
+        dim = p.shape[1] if p.dim() == 2 else 1
+        if g is None or g._nnz() == 0:
+            ids, rows = torch.zeros(0, dtype=torch.int64), torch.zeros(0, dim, dtype=torch.float32)
+        else:
+            g = g.coalesce()
+            ids, rows = g.indices()[0].contiguous(), g.values().reshape(-1, dim).to(torch.float32)
+        tag = _tag(self.name, "gather", i)
+        sends = []
+        for r in range(W):
+            if r != w.rank:
+                sends += self._send_rows(r, tag, ids, rows)
+        parts_i, parts_r = [ids], [rows]
+        for r in range(W):
+            if r != w.rank:
+                i2, r2 = self._recv_rows(r, tag, dim)
+                parts_i.append(i2)
+                parts_r.append(r2)
+        ids, rows = coalesce_rows(torch.cat(parts_i), torch.cat(parts_r))
+        p.grad = torch.sparse_coo_tensor(ids.unsqueeze(0), (rows * (1.0 / W)).reshape(-1, *p.shape[1:]),
+                                         p.shape).coalesce()
+        return sends
 
     def _to_owners(self, sp, pushers, ids, rows):
         """Sends each pusher the rows it owns (row id mod len(pushers)) and sums what the
