@@ -92,7 +92,25 @@ class DistributedOptimizer:
     parameters) of ``named_parameters`` through the cluster. Collective: every worker
     builds it with the same parameters (names, shapes, order) and steps together.
 
-    mode='aggregate' (default): every worker pushes its gradient to a dense table with
+    mode='hybrid' (default): each parameter is routed by its gradient's layout at the first
+      step (layerps/hybrid.py). Sparse gradients (nn.Embedding / nn.EmbeddingBag with
+      sparse=True) go to the parameter servers: the rows live in P sparse tables
+      (``partitions``; default one per server) with the optimizer's rule applied on the
+      servers (SGD, momentum, Nesterov, Adagrad, Adam/SparseAdam; lazily: only touched
+      rows), the module's forward pulls only the batch's rows and the step pushes only the
+      touched rows' averaged gradient. Dense gradients are averaged with Worker.allreduce
+      and the local optimizer steps them. ``routes={"name": "ps" | "allreduce" |
+      "allgather"}`` overrides single parameters. Workers of one host (``hosts=`` or the
+      registered hostnames) aggregate first (``local_aggregation``): dense gradients
+      all-reduced on the host, then across hosts by one leader each; sparse rows coalesced
+      by the host's leader, which pushes once. Every worker starts from rank 0's values
+      (broadcast at construction). ``repartition(P)`` and ``search_partitions(trial)`` tune
+      P.
+    mode='ps': the same with every parameter through the servers (dense ones by the
+      aggregate scheme below, stepped locally). mode='allreduce': every parameter
+      through the all-reduce (sparse gradients densified).
+
+    mode='aggregate': every worker pushes its gradient to a dense table with
       rule 'sum', pulls the sum of all workers' gradients of this step, divides it by the
       number of workers and takes the local optimizer's step. Any torch optimizer works
       (momentum, Adam, weight decay...); the workers stay equal because they start equal
