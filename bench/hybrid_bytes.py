@@ -9,7 +9,8 @@ of machine k = what worker k exchanged with every peer but its own server and th
 scheduler (its traffic() counters) + what every other worker exchanged with server k
 (their counters): sent plus received, headers included. Dense w = 4 x (MLP parameters);
 each embedding's w = 4 x vocab x dim; alpha = the rows a worker touches per step / vocab,
-measured. Formulas (payload only): dense through PS or all-reduce 4w(m-1)/m; sparse
+measured (each worker trains on --batch examples a step, so alpha stays put as m grows, as
+on Parallax's machines). Formulas (payload only): dense through PS or all-reduce 4w(m-1)/m; sparse
 through PS 4 alpha w (m-1)/m; sparse all-gathered 2 alpha w (m-1); a key adds 8 bytes to
 a row of 4 x dim, shown as the factor (1 + 2/dim) on the sparse terms.
 """
@@ -31,7 +32,7 @@ def run(mode, m, args, work):
     cmd = [sys.executable, "-m", "layerps.launch", "-s", str(m), "-w", str(m), "--quiet_daemons",
            "--timeout_s=1200", "--", sys.executable, EXAMPLE, "--mode", mode, "--hosts", "rank",
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--vocab", str(args.vocab),
-           "--dim", str(args.dim), "--hidden", str(args.hidden), "--batch", str(args.batch),
+           "--dim", str(args.dim), "--hidden", str(args.hidden), "--batch", str(args.batch * m),
            "--json", out]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if p.returncode != 0:
@@ -81,7 +82,7 @@ def main():
     p.add_argument("--vocab", type=int, default=20000)
     p.add_argument("--dim", type=int, default=32)
     p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--batch", type=int, default=128, help="per worker (the global batch grows with m)")
     p.add_argument("--json")
     args = p.parse_args()
     work = tempfile.mkdtemp(prefix="layerps-hybrid-bytes-")
