@@ -384,3 +384,75 @@ def test_search_partitions_runs_real_steps():
     assert p0 == p1 and h0 == h1  # every worker decided on the same numbers
     assert 1 <= p0 <= 8 and parts0 == {"emb.weight": p0, "bag.weight": p0}
     assert h0[0][0] == 2  # P0 = max(number of servers, p_min)
+
+
+
+DYING = """
+import json, os, signal, sys, time
+import torch
+import layerps, layerps.torch as lt
+addr, out = sys.argv[1], sys.argv[2]
+w = layerps.Worker(addr, heartbeat_interval_ms=100, heartbeat_timeout_ms=1000, connect_timeout_ms=20000,
+                   request_timeout_ms=30000)
+model = torch.nn.ModuleDict({"emb": torch.nn.Embedding(20, 4, sparse=True), "fc": torch.nn.Linear(4, 1)})
+opt = lt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(), worker=w,
+                              name="dying", hosts=["a", "a", "a"])
+
+def step():
+    opt.zero_grad()
+    model["fc"](model["emb"](torch.tensor([w.rank, 5]))).sum().backward()
+    opt.step()
+
+step()
+if w.rank == 2:
+    os.kill(os.getpid(), signal.SIGKILL)  # dies without leaving
+t0 = time.monotonic()
+result = {"rank": w.rank, "error": None}
+try:
+    for _ in range(50):
+        step()
+except Exception as e:
+    result.update(error=type(e).__name__, seconds=time.monotonic() - t0, message=str(e))
+json.dump(result, open(out.format(rank=w.rank), "w"))
+w.stop()
+"""
+
+
+def test_a_worker_dying_during_local_aggregation_fails_the_others_within_the_heartbeat_timeout(tmp_path):
+    """Three worker processes on one host; rank 2 is SIGKILLed after the first step. Its
+    leader waits for its rows and rank 1 for the host's all-reduce: both fail with
+    UnavailableError once the scheduler declares it dead (heartbeat timeout 1 s; the
+    request timeout, 30 s, is not what ends them)."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "dying.py"
+    script.write_text(DYING)
+    hb = dict(heartbeat_interval_ms=100, heartbeat_timeout_ms=1000, connect_timeout_ms=20000,
+              request_timeout_ms=30000)
+    sched = layerps.Scheduler("tcp://127.0.0.1:0", num_servers=1, num_workers=3, **hb)
+    server = layerps.Server(sched.address, start=False, **hb)
+    started = server.start_async()
+    out = str(tmp_path / "r{rank}.json")
+    procs = [subprocess.Popen([sys.executable, str(script), sched.address, out], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(3)]
+    try:
+        started.result(timeout=60)
+        logs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        server.stop()
+        sched.stop()
+    results = {}
+    for r in range(3):
+        path = tmp_path / f"r{r}.json"
+        if path.exists():
+            results[r] = json.loads(path.read_text())
+    assert sorted(results) == [0, 1], logs  # rank 2 died before writing
+    for r, res in results.items():
+        print(f"rank {r}: {res['error']} after {res.get('seconds', 0):.2f} s: {res.get('message')}")
+        assert res["error"] == "UnavailableError", res
+        assert res["seconds"] < 6, res
