@@ -49,7 +49,7 @@ for k in $(seq 0 $((machines - 1))); do
   ip netns exec "$sw" tc qdisc add dev "s${k}_$tag" root tbf rate "$rate" burst 256kb latency 400ms || exit 1
 done
 
-common=(--token=bench --heartbeat_interval_ms=500 --heartbeat_timeout_ms=30000 --connect_timeout_ms=120000)
+common=(--token=bench --heartbeat_interval_ms=500 --heartbeat_timeout_ms=30000)
 
 run() {  # run MODE: prints the step time
   local mode=$1
@@ -62,7 +62,7 @@ run() {  # run MODE: prints the step time
   addr=$(cat "$work/addr")
   for k in $(seq 0 $((machines - 1))); do
     ip netns exec "lpsH${k}_$tag" "$bin/layerps-server" --scheduler="$addr" --bind=tcp://0.0.0.0:0 \
-      --advertise_host="10.234.0.$((k + 1))" --rank="$k" "${common[@]}" >"$work/server$k-$mode.log" 2>&1 &
+      --advertise_host="10.234.0.$((k + 1))" --rank="$k" --connect_timeout_ms=120000 "${common[@]}" >"$work/server$k-$mode.log" 2>&1 &
   done
   local env=(LAYERPS_SCHEDULER="$addr" LAYERPS_TOKEN=bench LAYERPS_BIND=tcp://0.0.0.0:0
              LAYERPS_HEARTBEAT_INTERVAL_MS=500 LAYERPS_HEARTBEAT_TIMEOUT_MS=30000
