@@ -105,11 +105,12 @@ def main():
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=3, help="steps left out of the timing and byte counts")
     p.add_argument("--optimizer", choices=["sgd", "adagrad"], default="sgd")
-    p.add_argument("--lr", type=float, default=0.5, help="the MLP's")
-    p.add_argument("--embedding_lr", type=float, default=20.0)
+    p.add_argument("--lr", type=float, default=0.2, help="the MLP's")
+    p.add_argument("--embedding_lr", type=float, default=8.0)
     p.add_argument("--hosts", default="auto",
                    help="'auto' (registered hostnames), 'rank' (every worker its own host) or N (N workers a host)")
     p.add_argument("--partitions", default=None, help="P per embedding, or 'auto' for the partition search")
+    p.add_argument("--p_max", type=int, default=None, help="the partition search's upper bound")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json")
     args = p.parse_args()
@@ -165,7 +166,7 @@ def main():
             losses.append(train_step(trial_steps[0])[0])
             trial_steps[0] += 1
 
-        pick, history = opt.search_partitions(trial, steps=3, warmup=1)
+        pick, history = opt.search_partitions(trial, steps=3, warmup=1, p_max=args.p_max)
         step = trial_steps[0]
         result["partition_search"] = {"pick": pick, "history": history}
         if rank == 0:
