@@ -456,3 +456,26 @@ def test_a_worker_dying_during_local_aggregation_fails_the_others_within_the_hea
         print(f"rank {r}: {res['error']} after {res.get('seconds', 0):.2f} s: {res.get('message')}")
         assert res["error"] == "UnavailableError", res
         assert res["seconds"] < 6, res
+
+
+def test_server_rules_follow_the_torch_optimizer():
+    from layerps.hybrid import coalesce_rows, server_rule
+
+    p = nn.Parameter(torch.zeros(3, 2))
+    assert server_rule(torch.optim.SGD([p], lr=0.3), p, "p") == ("sgd", {"lr": 0.3})
+    assert server_rule(torch.optim.SGD([p], lr=0.3, momentum=0.8), p, "p") == ("momentum", {"lr": 0.3, "momentum": 0.8})
+    assert server_rule(torch.optim.SGD([p], lr=0.3, momentum=0.8, nesterov=True), p, "p")[0] == "nesterov"
+    assert server_rule(torch.optim.Adagrad([p], lr=0.1, eps=1e-10), p, "p") == ("adagrad", {"lr": 0.1, "epsilon": 1e-10})
+    rule, hyper = server_rule(torch.optim.SparseAdam([p], lr=0.01, betas=(0.8, 0.99), eps=1e-7), p, "p")
+    assert rule == "adam" and hyper == {"lr": 0.01, "beta1": 0.8, "beta2": 0.99, "epsilon": 1e-7}
+    for bad, why in [(torch.optim.SGD([p], lr=0.1, weight_decay=0.1), "weight decay"),
+                     (torch.optim.SGD([p], lr=0.1, momentum=0.9, dampening=0.5), "dampening"),
+                     (torch.optim.Adam([p], amsgrad=True), "amsgrad"),
+                     (torch.optim.Adagrad([p], lr_decay=0.1), "lr_decay")]:
+        with pytest.raises(layerps.InvalidArgumentError, match=why):
+            server_rule(bad, p, "p")
+    q = nn.Parameter(torch.zeros(1))
+    with pytest.raises(layerps.InvalidArgumentError, match="not in the wrapped optimizer"):
+        server_rule(torch.optim.SGD([p], lr=0.1), q, "q")
+    ids, rows = coalesce_rows(torch.tensor([5, 2, 5, 9]), torch.tensor([[1.0], [2.0], [3.0], [4.0]]))
+    assert ids.tolist() == [2, 5, 9] and rows.squeeze(1).tolist() == [2.0, 4.0, 4.0]

@@ -29,6 +29,7 @@ exchange rows so that each row is pushed by one of them (its owner, by row id).
 """
 
 import hashlib
+import os
 import threading
 
 import torch
@@ -293,6 +294,9 @@ class Hybrid:
             check_partitions(p, what=f"partitions['{n}']")
         self._partitions_given = partitions
         self._set_hosts(hosts, local_aggregation)
+        # Push the sparse rows during the dense all-reduce (after a barrier) instead of
+        # after it (which orders them for free). LAYERPS_HYBRID_OVERLAP=1 turns it on.
+        self.overlap = os.environ.get("LAYERPS_HYBRID_OVERLAP", "0") not in ("0", "")
         self.ready = False
         self._step = 0
         self._sparse = []       # _SparseParam, routed to the servers
@@ -442,28 +446,66 @@ class Hybrid:
                 self._host_sum(self._ps_buf)
             if not self.hierarchical or w.rank == self.leader:
                 pushes.append(w.push(self._ps_tables[k], self._ps_buf))
-        # 2. dense parameters through the all-reduce
-        if self._dense_ar:
-            self._flatten_grads(self._dense_ar, self._ar_buf)
-            if self.hierarchical:
-                self._host_sum(self._ar_buf)
-                if len(self.leaders) > 1:  # else the host's sum is already everybody's
-                    if w.rank == self.leader:
-                        w.allreduce(self._ar_buf, timeout, ranks=self.leaders)
-                    self._host_share(self._ar_buf, _tag(self.name, "share-ar"))
-            elif W > 1:
-                w.allreduce(self._ar_buf, timeout)
-            self._ar_buf.mul_(1.0 / W)
-            self._unflatten_grads(self._dense_ar, self._ar_buf)
-        # 3. all-gathered sparse gradients: every worker's rows to every other worker
+        # 2. dense parameters through the all-reduce, and 3. sparse rows to the servers
+        #    (through the host leader, and to the row's owner among the pushers when the
+        #    rule is not linear). Sparse rows are pushed only once every worker has pulled
+        #    this step's rows (its forward): the all-reduce orders that (it completes only
+        #    once every worker entered it), else a barrier does. With self.overlap, a
+        #    barrier orders it and the pushes travel during the all-reduce.
+        if self._sparse and W > 1 and (self.overlap or not self._dense_ar):
+            w.barrier("workers", timeout)
+        if self._dense_ar and not self.overlap:
+            self._dense_allreduce()
+        sends2, pushes2 = self._push_sparse()
+        sends += sends2
+        pushes += pushes2
+        if self._dense_ar and self.overlap:
+            self._dense_allreduce()
+        # 4. all-gathered sparse gradients: every worker's rows to every other worker
         for i in self._gathered:
             sends += self._allgather(i)
-        # 4. sparse rows to the servers (through the host leader, and to the row's owner
-        #    among the pushers when the rule is not linear). Not before every worker has
-        #    pulled this step's rows (its forward): the all-reduce above orders that (it
-        #    completes only once every worker entered it), a barrier does without one.
-        if self._sparse and not self._dense_ar and W > 1:
-            w.barrier("workers", timeout)
+        for h in sends + pushes:
+            h.wait(timeout)
+        if self._pending_reset is not None:
+            self._pending_reset.wait(timeout)  # before the barrier (the aggregate mode's scheme)
+            self._pending_reset = None
+        if self._sparse or self._dense_ps:
+            w.barrier("workers", timeout)  # every push of this step is applied
+        if self._dense_ps:
+            k = self._step % 3
+            if not self.hierarchical or w.rank == self.leader:
+                w.pull(self._ps_tables[k], self._ps_buf).wait(timeout)
+            if self.hierarchical:
+                self._host_share(self._ps_buf, _tag(self.name, "share-ps"))
+            if w.rank == 0:
+                self._pending_reset = w.assign(self._ps_tables[(k + 2) % 3], self._zeros)
+            self._ps_buf.mul_(1.0 / W)
+            self._unflatten_grads(self._dense_ps, self._ps_buf)
+        for sp in self._sparse:
+            sp.param.grad = None  # stepped by the servers; the next forward pulls the rows
+            sp.tracked.looked_up = False
+        self._step += 1
+
+    def _dense_allreduce(self):
+        """The dense gradients routed to the all-reduce, averaged over the workers (through
+        the host's leaders with local aggregation)."""
+        w, W, timeout = self.worker, self.worker.num_workers, self.timeout
+        self._flatten_grads(self._dense_ar, self._ar_buf)
+        if self.hierarchical:
+            self._host_sum(self._ar_buf)
+            if len(self.leaders) > 1:  # else the host's sum is already everybody's
+                if w.rank == self.leader:
+                    w.allreduce(self._ar_buf, timeout, ranks=self.leaders)
+                self._host_share(self._ar_buf, _tag(self.name, "share-ar"))
+        elif W > 1:
+            w.allreduce(self._ar_buf, timeout)
+        self._ar_buf.mul_(1.0 / W)
+        self._unflatten_grads(self._dense_ar, self._ar_buf)
+
+    def _push_sparse(self):
+        """Starts this step's pushes of the server-held rows; returns (sends, pushes)."""
+        w, W = self.worker, self.worker.num_workers
+        sends, pushes = [], []
         for sp in self._sparse:
             g = sp.param.grad
             if g is None or g._nnz() == 0:
@@ -492,27 +534,7 @@ class Hybrid:
                 sends += more
             if w.rank in pushers:
                 pushes += sp.push(ids, rows * (1.0 / W))
-        for h in sends + pushes:
-            h.wait(timeout)
-        if self._pending_reset is not None:
-            self._pending_reset.wait(timeout)  # before the barrier (the aggregate mode's scheme)
-            self._pending_reset = None
-        if self._sparse or self._dense_ps:
-            w.barrier("workers", timeout)  # every push of this step is applied
-        if self._dense_ps:
-            k = self._step % 3
-            if not self.hierarchical or w.rank == self.leader:
-                w.pull(self._ps_tables[k], self._ps_buf).wait(timeout)
-            if self.hierarchical:
-                self._host_share(self._ps_buf, _tag(self.name, "share-ps"))
-            if w.rank == 0:
-                self._pending_reset = w.assign(self._ps_tables[(k + 2) % 3], self._zeros)
-            self._ps_buf.mul_(1.0 / W)
-            self._unflatten_grads(self._dense_ps, self._ps_buf)
-        for sp in self._sparse:
-            sp.param.grad = None  # stepped by the servers; the next forward pulls the rows
-            sp.tracked.looked_up = False
-        self._step += 1
+        return sends, pushes
 
     def after_optimizer_step(self):
         """Sparse parameters stepped locally (routed to 'allreduce') get their gradient
