@@ -29,7 +29,6 @@ exchange rows so that each row is pushed by one of them (its owner, by row id).
 """
 
 import hashlib
-import os
 import threading
 
 import torch
@@ -294,9 +293,6 @@ class Hybrid:
             check_partitions(p, what=f"partitions['{n}']")
         self._partitions_given = partitions
         self._set_hosts(hosts, local_aggregation)
-        # Push the sparse rows during the dense all-reduce (after a barrier) instead of
-        # after it (which orders them for free). LAYERPS_HYBRID_OVERLAP=1 turns it on.
-        self.overlap = os.environ.get("LAYERPS_HYBRID_OVERLAP", "0") not in ("0", "")
         self.ready = False
         self._step = 0
         self._sparse = []       # _SparseParam, routed to the servers
@@ -450,17 +446,15 @@ class Hybrid:
         #    (through the host leader, and to the row's owner among the pushers when the
         #    rule is not linear). Sparse rows are pushed only once every worker has pulled
         #    this step's rows (its forward): the all-reduce orders that (it completes only
-        #    once every worker entered it), else a barrier does. With self.overlap, a
-        #    barrier orders it and the pushes travel during the all-reduce.
-        if self._sparse and W > 1 and (self.overlap or not self._dense_ar):
-            w.barrier("workers", timeout)
-        if self._dense_ar and not self.overlap:
+        #    once every worker entered it), else a barrier does. (Pushing during the
+        #    all-reduce after a barrier was measured no faster: bench/HYBRID.md.)
+        if self._dense_ar:
             self._dense_allreduce()
+        elif self._sparse and W > 1:
+            w.barrier("workers", timeout)
         sends2, pushes2 = self._push_sparse()
         sends += sends2
         pushes += pushes2
-        if self._dense_ar and self.overlap:
-            self._dense_allreduce()
         # 4. all-gathered sparse gradients: every worker's rows to every other worker
         for i in self._gathered:
             sends += self._allgather(i)
