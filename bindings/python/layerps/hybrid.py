@@ -12,7 +12,7 @@ Each parameter is routed, at the first step, by the layout of its gradient:
   rows' gradient (averaged over the workers).
 * dense -> ``Worker.allreduce`` among the workers, averaged; the local optimizer steps it.
 
-``routes={"name": "ps" | "allreduce"}`` overrides a parameter: a dense parameter routed
+``routes={"name": "ps" | "allreduce" | "allgather"}`` overrides a parameter: a dense parameter routed
 to "ps" goes through three rotating 'sum' tables (the aggregate mode's scheme) and is
 stepped locally; a sparse one routed to "allreduce" is densified and all-reduced, and
 one routed to "allgather" is sent, as rows, to every other worker (what all-reduce
