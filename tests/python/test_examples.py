@@ -123,3 +123,26 @@ def test_placement_cnn_takes_its_cut_and_roles_from_a_stanza_plan(tmp_path):
     bad = run_launched(["-s", "2", "-w", "3", "--quiet_daemons", "--timeout_s=120", "--",
                         sys.executable, script, "--strategy", "stanza", "--plan", str(plan)] + common)
     assert bad.returncode != 0 and "launch 4 workers" in bad.stdout + bad.stderr
+
+
+def test_hybrid_lm_modes_train_alike(tmp_path):
+    """The hybrid, pure-PS and pure-all-reduce runs of the embedding language model take
+    the same steps (same seeds, same global batches) as one process, and learn."""
+    script = str(EXAMPLES / "hybrid_lm.py")
+    common = ["--steps", "30", "--vocab", "5000", "--dim", "16", "--hidden", "32", "--batch", "128"]
+    local = subprocess.run([sys.executable, script, "--local", "--json", str(tmp_path / "local.json")] + common,
+                           capture_output=True, text=True, timeout=300, cwd=str(HERE))
+    assert local.returncode == 0, local.stdout + local.stderr
+    ref = json.loads((tmp_path / "local.json").read_text())
+    for mode in ("hybrid", "ps", "allreduce"):
+        p = run_launched(["-s", "2", "-w", "2", "--quiet_daemons", "--timeout_s=300", "--",
+                          sys.executable, script, "--mode", mode, "--json", str(tmp_path / f"{mode}.json")] + common)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = json.loads((tmp_path / f"{mode}.json").read_text())
+        print(f"hybrid_lm --mode={mode}: loss {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}, eval {r['eval_loss']:.5f} "
+              f"(one process {ref['eval_loss']:.5f}), routes {r['routes']}")
+        assert abs(r["eval_loss"] - ref["eval_loss"]) < 1e-4
+        assert r["eval_loss"] < ref["losses"][0] - 0.1
+        want = {"hybrid": ("ps", "allreduce"), "ps": ("ps", "ps"), "allreduce": ("allreduce", "allreduce")}[mode]
+        assert r["routes"]["inp.weight"] == r["routes"]["out.weight"] == want[0]
+        assert r["routes"]["mlp.0.weight"] == want[1]

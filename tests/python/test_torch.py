@@ -32,7 +32,7 @@ def test_aggregate_mode_gives_each_step_exactly_the_average_gradient(workers):
             params = make_params(w.rank)
             lt.broadcast_parameters(params, w)
             opt = lt.DistributedOptimizer(torch.optim.SGD(params.values(), lr=1.0), params.items(),
-                                          worker=w, name="agg")
+                                          worker=w, name="agg", mode="aggregate")
             seen = []
             for t in range(steps):
                 for k, p in params.items():
@@ -174,7 +174,8 @@ def test_embedding_model_learns_in_process(cluster):
 def test_a_second_optimizer_of_the_same_name_starts_from_zero_sums(worker):
     p = torch.nn.Parameter(torch.zeros(4))
     for run in range(2):
-        opt = lt.DistributedOptimizer(torch.optim.SGD([p], lr=1.0), [("p", p)], worker=worker, name="again")
+        opt = lt.DistributedOptimizer(torch.optim.SGD([p], lr=1.0), [("p", p)], worker=worker, name="again",
+                                      mode="aggregate")
         for t in range(2):  # leaves sums in two of the three tables
             p.grad = torch.full((4,), float(t + 1))
             opt.synchronize()

@@ -12,14 +12,18 @@ order, with tensors of the same shapes.
 """
 
 import itertools
+import time
 
 import numpy as np
 import torch
 
 from .cluster import default_worker
-from .errors import InvalidArgumentError
+from . import hybrid as _hybrid
+from .errors import FailedPreconditionError, InvalidArgumentError
 
 __all__ = ["DistributedOptimizer", "broadcast_parameters", "Embedding"]
+
+_MODES = ("hybrid", "ps", "allreduce", "aggregate", "server")
 
 
 def _worker(worker):
@@ -88,7 +92,25 @@ class DistributedOptimizer:
     parameters) of ``named_parameters`` through the cluster. Collective: every worker
     builds it with the same parameters (names, shapes, order) and steps together.
 
-    mode='aggregate' (default): every worker pushes its gradient to a dense table with
+    mode='hybrid' (default): each parameter is routed by its gradient's layout at the first
+      step (layerps/hybrid.py). Sparse gradients (nn.Embedding / nn.EmbeddingBag with
+      sparse=True) go to the parameter servers: the rows live in P sparse tables
+      (``partitions``; default one per server) with the optimizer's rule applied on the
+      servers (SGD, momentum, Nesterov, Adagrad, Adam/SparseAdam; lazily: only touched
+      rows), the module's forward pulls only the batch's rows and the step pushes only the
+      touched rows' averaged gradient. Dense gradients are averaged with Worker.allreduce
+      and the local optimizer steps them. ``routes={"name": "ps" | "allreduce" |
+      "allgather"}`` overrides single parameters. Workers of one host (``hosts=`` or the
+      registered hostnames) aggregate first (``local_aggregation``): dense gradients
+      all-reduced on the host, then across hosts by one leader each; sparse rows coalesced
+      by the host's leader, which pushes once. Every worker starts from rank 0's values
+      (broadcast at construction). ``repartition(P)`` and ``search_partitions(trial)`` tune
+      P.
+    mode='ps': the same with every parameter through the servers (dense ones by the
+      aggregate scheme below, stepped locally). mode='allreduce': every parameter
+      through the all-reduce (sparse gradients densified).
+
+    mode='aggregate': every worker pushes its gradient to a dense table with
       rule 'sum', pulls the sum of all workers' gradients of this step, divides it by the
       number of workers and takes the local optimizer's step. Any torch optimizer works
       (momentum, Adam, weight decay...); the workers stay equal because they start equal
@@ -129,15 +151,18 @@ class DistributedOptimizer:
 
     def __init__(self, optimizer, named_parameters=None, *, worker=None, mode=None,
                  name="model", lr=None, timeout=None, algorithm=None, warmup_steps=0,
-                 decay="none", gamma=0.1, decay_every=0, seed=0):
+                 decay="none", gamma=0.1, decay_every=0, seed=0, routes=None, hosts=None,
+                 local_aggregation=True, partitions=None):
         if algorithm is not None and mode is not None:
             raise InvalidArgumentError("pass either mode= or algorithm=, not both")
         if mode is None and algorithm is None:
-            mode = "aggregate"
+            mode = "hybrid"
         if algorithm is not None:
             mode = "algorithm"
-        elif mode not in ("aggregate", "server"):
-            raise InvalidArgumentError(f"mode must be 'aggregate' or 'server', not {mode!r}")
+        elif mode not in _MODES:
+            raise InvalidArgumentError(f"mode must be one of {', '.join(repr(m) for m in _MODES)}, not {mode!r}")
+        if mode not in _hybrid.MODES and (routes is not None or hosts is not None or partitions is not None):
+            raise InvalidArgumentError("routes=, hosts= and partitions= belong to modes 'hybrid', 'ps' and 'allreduce'")
         self.optimizer = optimizer
         self.worker = w = _worker(worker)
         self.mode = mode
@@ -157,11 +182,20 @@ class DistributedOptimizer:
         total = sum(self._numel)
         self._total = total
         self._step = 0
-        self._gbuf = torch.zeros(total, dtype=torch.float32)
-        self._sbuf = torch.zeros(total, dtype=torch.float32)
+        self._gbuf = torch.zeros(total if mode not in _hybrid.MODES else 0, dtype=torch.float32)
+        self._sbuf = torch.zeros(total if mode not in _hybrid.MODES else 0, dtype=torch.float32)
         self._pending_reset = None
         self._trainer = None
-        if mode == "algorithm":
+        self._hybrid = None
+        if mode in _hybrid.MODES:
+            # Every worker starts from rank 0's values; the routes are decided at the first
+            # step, from the gradients' layouts (layerps/hybrid.py).
+            broadcast_parameters(items, w, name=f"{name}/broadcast", timeout=timeout)
+            self._hybrid = _hybrid.Hybrid(optimizer, self._names, self._params, w, mode, name, timeout,
+                                          routes=routes, hosts=hosts, local_aggregation=local_aggregation,
+                                          partitions=partitions)
+            self._gbuf = self._sbuf = None
+        elif mode == "algorithm":
             self._init_algorithm(algorithm, lr, name, timeout, warmup_steps, decay, gamma,
                                  decay_every, seed)
         elif mode == "aggregate":
@@ -214,7 +248,10 @@ class DistributedOptimizer:
             with torch.enable_grad():
                 loss = closure()
         self.synchronize()
-        if self.mode == "aggregate":
+        if self._hybrid is not None:
+            self.optimizer.step()  # the dense parameters (server-held rows have no gradient now)
+            self._hybrid.after_optimizer_step()
+        elif self.mode == "aggregate":
             self.optimizer.step()  # (server and algorithm modes updated the parameters already)
         return loss
 
@@ -223,6 +260,10 @@ class DistributedOptimizer:
         step's gradients. Server mode: applies the step on the servers and loads the new
         parameters. Collective."""
         w, timeout = self.worker, self.timeout
+        if self._hybrid is not None:
+            self._hybrid.synchronize()
+            self._step += 1
+            return
         self._flatten_grads(self._gbuf)
         if self.mode == "algorithm":
             self._trainer.step(self._gbuf)
@@ -257,9 +298,80 @@ class DistributedOptimizer:
         algorithm=..., the collective end of training (drains gossips and averagings)."""
         if self._trainer is not None:
             self._trainer.finish()
+        if self._hybrid is not None:
+            self._hybrid.finish()
         if self._pending_reset is not None:
             self._pending_reset.wait(self.timeout)
             self._pending_reset = None
+
+    # --- the hybrid (modes 'hybrid', 'ps', 'allreduce') ----------------------------------------
+    def _need_hybrid(self, what):
+        if self._hybrid is None:
+            raise FailedPreconditionError(f"{what} belongs to modes 'hybrid', 'ps' and 'allreduce'")
+        return self._hybrid
+
+    @property
+    def routes(self):
+        """{parameter name: 'ps' or 'allreduce'}, decided at the first step."""
+        return self._need_hybrid("routes").routes
+
+    @property
+    def kinds(self):
+        """{parameter name: 'sparse' or 'dense'}: its gradients' layout at the first step."""
+        return self._need_hybrid("kinds").kinds
+
+    @property
+    def partitions(self):
+        """{name of a server-held sparse parameter: its number of partitions P}."""
+        return self._need_hybrid("partitions").partitions
+
+    @property
+    def hybrid(self):
+        """The layerps.hybrid.Hybrid doing the synchronization (None in the other modes)."""
+        return self._hybrid
+
+    def repartition(self, partitions, names=None):
+        """Moves the server-held sparse parameters (all, or those ``names``) to
+        ``partitions`` partitions without losing a row (collective, between steps; the
+        rules' server-side state restarts). 0 or more partitions than rows is refused."""
+        self._need_hybrid("repartition").repartition(partitions, names)
+
+    def pull_sparse_params(self):
+        """Copies the server-held rows into the local weights (e.g. before saving)."""
+        self._need_hybrid("pull_sparse_params").pull_sparse_params()
+
+    def search_partitions(self, trial, *, steps=3, warmup=1, p_min=1, p_max=None, names=None):
+        """Tunes P by trial steps (layerps.partition.search): for each P tried, repartition,
+        run ``warmup`` then ``steps`` calls of ``trial()`` (one training step: forward,
+        backward, this optimizer's step), and take the workers' mean seconds per step.
+        Collective. Leaves the tables at the chosen P; returns (P, [(P, seconds)...])."""
+        from . import partition
+
+        h = self._need_hybrid("search_partitions")
+        w = self.worker
+        sparse = [sp for sp in h.sparse_params if names is None or sp.name in names]
+        if not sparse:
+            raise FailedPreconditionError("search_partitions: no server-held sparse parameter (after the first step)")
+        if p_max is None:
+            p_max = min(min(sp.rows for sp in sparse), 16 * w.num_servers)
+
+        def measure(P):
+            h.repartition(P, names)
+            for _ in range(warmup):
+                trial()
+            w.barrier("workers", self.timeout)
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                trial()
+            t = torch.tensor([(time.perf_counter() - t0) / steps], dtype=torch.float32)
+            if w.num_workers > 1:
+                w.allreduce(t, self.timeout)  # every worker decides on the same numbers
+            return float(t[0]) / w.num_workers
+
+        P, history = partition.search(measure, machines=w.num_servers, p_min=p_min,
+                                      p_max=max(p_min, p_max))
+        h.repartition(P, names)
+        return P, history
 
     def _init_algorithm(self, algorithm, lr, name, timeout, warmup_steps, decay, gamma,
                         decay_every, seed):
@@ -296,9 +408,12 @@ class DistributedOptimizer:
     # --- flat buffers --------------------------------------------------------------------
     def _flatten_grads(self, buf):
         off = 0
-        for p, n in zip(self._params, self._numel):
+        for name, p, n in zip(self._names, self._params, self._numel):
             if p.grad is None:
                 buf[off:off + n].zero_()
+            elif p.grad.is_sparse:
+                raise InvalidArgumentError(f"parameter '{name}' has a sparse gradient, which mode {self.mode!r} "
+                                           f"does not take: use mode='hybrid' (the default)")
             else:
                 buf[off:off + n].copy_(p.grad.detach().reshape(-1))
             off += n

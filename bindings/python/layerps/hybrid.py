@@ -1,0 +1,697 @@
+"""The sparsity-aware hybrid behind ``layerps.torch.DistributedOptimizer(mode='hybrid')``
+(also its pure modes 'ps' and 'allreduce').
+
+Each parameter is routed, at the first step, by the layout of its gradient:
+
+* sparse (``nn.Embedding(sparse=True)``, ``nn.EmbeddingBag(sparse=True)``: a COO gradient
+  touching some rows) -> the parameter servers. The rows live in P sparse tables
+  (partition k holds the rows r with r mod P == k and is pinned to server k mod M), with
+  the server-side rule of the torch optimizer (sgd, momentum, nesterov, adagrad, adam;
+  lazy: only touched rows step). The embedding module's forward first pulls the batch's
+  unique rows into the local weight (a forward pre-hook); step pushes only the touched
+  rows' gradient (averaged over the workers).
+* dense -> ``Worker.allreduce`` among the workers, averaged; the local optimizer steps it.
+
+``routes={"name": "ps" | "allreduce" | "allgather"}`` overrides a parameter: a dense parameter routed
+to "ps" goes through three rotating 'sum' tables (the aggregate mode's scheme) and is
+stepped locally; a sparse one routed to "allreduce" is densified and all-reduced, and
+one routed to "allgather" is sent, as rows, to every other worker (what all-reduce
+systems do with sparse gradients), summed and stepped locally.
+
+Local aggregation (default on): the workers of a host (``Worker.nodes()`` hostnames, or
+``hosts=``) all-reduce dense gradients among themselves first, one leader per host
+all-reduces across hosts and sends the result to its host; sparse gradients go to the
+host leader, which coalesces them (unique rows, summed) and pushes once per host.
+
+A rule other than plain SGD is not linear in the gradient, so a row must receive one
+push per step: when more than one worker (or host leader) pushes, the pushers first
+exchange rows so that each row is pushed by one of them (its owner, by row id).
+"""
+
+import hashlib
+import threading
+
+import torch
+
+from .errors import FailedPreconditionError, InvalidArgumentError
+from .partition import check_partitions
+
+ROUTES = ("ps", "allreduce", "allgather")
+MODES = ("hybrid", "ps", "allreduce")
+_CHUNK_ROWS = 1 << 16  # rows per request when copying whole tables
+
+
+def _tag(*parts):
+    """A peer-tensor tag for this purpose (< 2^56: never a reserved collective tag)."""
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=7).digest(), "little")
+
+
+# --- the lookup hook: pulls a PS-held embedding's rows before the module uses them -------
+class _Tracked:
+    """A parameter watched by the lookup hook: whether a module looked it up this step,
+    and, once it is held by the servers, its _SparseParam (which pulls the rows)."""
+
+    __slots__ = ("param", "looked_up", "sparse")
+
+    def __init__(self, param):
+        self.param = param
+        self.looked_up = False
+        self.sparse = None
+
+
+_managed = {}  # id(weight) -> _Tracked
+_managed_lock = threading.Lock()
+_hook_handle = None
+
+
+def _lookup_hook(module, inputs):
+    if not isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
+        return None
+    weight = getattr(module, "weight", None)
+    t = _managed.get(id(weight))
+    if t is not None and t.param is weight:
+        t.looked_up = True
+        if t.sparse is not None:
+            t.sparse.before_lookup(module, inputs)
+    return None
+
+
+def _manage(tracked):
+    global _hook_handle
+    with _managed_lock:
+        _managed[id(tracked.param)] = tracked
+        if _hook_handle is None:
+            from torch.nn.modules.module import register_module_forward_pre_hook
+            _hook_handle = register_module_forward_pre_hook(_lookup_hook)
+
+
+def _unmanage(tracked):
+    global _hook_handle
+    with _managed_lock:
+        if _managed.get(id(tracked.param)) is tracked:
+            del _managed[id(tracked.param)]
+        if not _managed and _hook_handle is not None:
+            _hook_handle.remove()
+            _hook_handle = None
+
+
+# --- server-side rules from torch optimizers --------------------------------------------
+def server_rule(optimizer, param, name):
+    """(rule, keyword arguments of declare_sparse) equivalent to ``optimizer`` for
+    ``param`` (looked up in its param groups). InvalidArgumentError when no server rule
+    matches (route the parameter to 'allreduce' instead)."""
+    group = next((g for g in optimizer.param_groups if any(p is param for p in g["params"])), None)
+    if group is None:
+        raise InvalidArgumentError(f"parameter '{name}' is not in the wrapped optimizer's param groups")
+    kind = type(optimizer).__name__
+
+    def refuse(why):
+        raise InvalidArgumentError(f"parameter '{name}' is routed to the servers, whose {kind} rule has {why}; "
+                                   f"route it with routes={{'{name}': 'allreduce'}} or change the optimizer")
+
+    if group.get("maximize", False):
+        refuse("no maximize")
+    if group.get("weight_decay", 0) != 0:
+        refuse("no weight decay")
+    lr = float(group["lr"])
+    if isinstance(optimizer, torch.optim.SGD):
+        if group.get("dampening", 0) != 0:
+            refuse("no dampening")
+        m = float(group.get("momentum", 0.0))
+        if m == 0:
+            return "sgd", dict(lr=lr)
+        return ("nesterov" if group.get("nesterov") else "momentum"), dict(lr=lr, momentum=m)
+    if isinstance(optimizer, torch.optim.Adagrad):
+        if group.get("lr_decay", 0) != 0 or group.get("initial_accumulator_value", 0) != 0:
+            refuse("no lr_decay and no initial_accumulator_value")
+        return "adagrad", dict(lr=lr, epsilon=float(group["eps"]))
+    if isinstance(optimizer, (torch.optim.Adam, torch.optim.SparseAdam)):
+        if group.get("amsgrad", False):
+            refuse("no amsgrad")
+        b1, b2 = group["betas"]
+        return "adam", dict(lr=lr, beta1=float(b1), beta2=float(b2), epsilon=float(group["eps"]))
+    raise InvalidArgumentError(f"parameter '{name}' is routed to the servers, which have no rule for "
+                               f"{kind} (they have SGD with or without momentum, Adagrad, Adam/SparseAdam); "
+                               f"route it with routes={{'{name}': 'allreduce'}}")
+
+
+def coalesce_rows(ids, rows):
+    """(unique ids ascending, summed rows)."""
+    if ids.numel() == 0:
+        return ids, rows
+    uniq, inverse = torch.unique(ids, return_inverse=True)
+    if uniq.numel() == ids.numel():
+        order = torch.argsort(ids)
+        return ids[order], rows[order]
+    out = torch.zeros(uniq.numel(), rows.shape[1], dtype=rows.dtype)
+    out.index_add_(0, inverse, rows)
+    return uniq, out
+
+
+class _SparseParam:
+    """A parameter held by the servers as P partitioned sparse tables."""
+
+    def __init__(self, hybrid, index, name, param, rule, hyper, tracked):
+        self.hybrid = hybrid
+        self.tracked = tracked
+        self.index = index
+        self.name = name
+        self.param = param
+        self.rows, self.dim = int(param.shape[0]), int(param.shape[1])
+        self.rule, self.hyper = rule, hyper
+        self.tables = []
+        self.partitions = 0
+        self.generation = 0
+        self.ready = False
+        self.rows_pulled = 0
+        self.rows_pushed = 0
+
+    # The forward pre-hook: pull the batch's rows into the local weight.
+    def before_lookup(self, module, inputs):
+        if not self.ready:
+            return  # the first forward, before the tables exist: the local values are the start
+        if getattr(module, "max_norm", None) is not None:
+            raise InvalidArgumentError(f"parameter '{self.name}': an embedding with max_norm changes its "
+                                       f"weight in forward, which the server-held rows cannot follow")
+        ids = inputs[0] if inputs else None
+        if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.numel() == 0:
+            return  # torch's forward reports bad input
+        ids = ids.reshape(-1).to(torch.int64)
+        if int(ids.min()) < 0 or int(ids.max()) >= self.rows:
+            return  # out of range: torch's forward raises its IndexError
+        keys = torch.unique(ids)
+        rows = self.pull(keys)
+        with torch.no_grad():
+            self.param.data.index_copy_(0, keys, rows)
+
+    def _split(self, keys):
+        """[(partition, mask or None)] for the keys' partitions."""
+        if self.partitions == 1:
+            return [(0, None)]
+        part = torch.remainder(keys, self.partitions)
+        return [(k, part == k) for k in range(self.partitions)]
+
+    def pull(self, keys, tables=None):
+        w, timeout = self.hybrid.worker, self.hybrid.timeout
+        tables = self.tables if tables is None else tables
+        out = torch.empty(keys.numel(), self.dim, dtype=torch.float32)
+        if len(tables) == 1:
+            w.pull_sparse(tables[0], keys, out).wait(timeout)
+        else:
+            part = torch.remainder(keys, len(tables))
+            pending = []
+            for k, t in enumerate(tables):
+                mask = part == k
+                sel = keys[mask].contiguous()
+                if sel.numel():
+                    o = torch.empty(sel.numel(), self.dim, dtype=torch.float32)
+                    pending.append((mask, o, w.pull_sparse(t, sel, o)))
+            for mask, o, h in pending:
+                h.wait(timeout)
+                out[mask] = o
+        self.rows_pulled += keys.numel()
+        return out
+
+    def push(self, keys, rows):
+        """Starts the pushes of (keys, rows); returns the handles."""
+        w = self.hybrid.worker
+        rows = rows.contiguous()
+        self.rows_pushed += keys.numel()
+        if keys.numel() == 0:
+            return []
+        if len(self.tables) == 1:
+            return [w.push_sparse(self.tables[0], keys.contiguous(), rows)]
+        part = torch.remainder(keys, len(self.tables))
+        handles = []
+        for k, t in enumerate(self.tables):
+            mask = part == k
+            if bool(mask.any()):
+                handles.append(w.push_sparse(t, keys[mask].contiguous(), rows[mask].contiguous()))
+        return handles
+
+    def declare(self, partitions):
+        """Declares the tables of ``partitions`` partitions, each pinned to one server
+        (rank 0 installs the placement; collective)."""
+        h = self.hybrid
+        w = h.worker
+        self.generation += 1
+        names = [f"{h.name}/{self.name}/P{partitions}/{k}" for k in range(partitions)]
+        if w.rank == 0:
+            placement = dict(w.placement())
+            for k, n in enumerate(names):
+                placement[n] = [k % w.num_servers]
+            w.install_placement(placement, h.timeout)
+        w.barrier("workers", h.timeout)
+        return [w.declare_sparse(n, self.dim, self.rule, layer=n, **self.hyper) for n in names]
+
+    def assign_all(self, tables, source, share):
+        """Writes every row (ids 0..rows-1 taken mod ``share[1]`` == ``share[0]``) from
+        ``source(keys)`` into ``tables``. Returns when the servers hold them."""
+        w, timeout = self.hybrid.worker, self.hybrid.timeout
+        mine, every = share
+        ids = torch.arange(mine, self.rows, every, dtype=torch.int64)
+        P = len(tables)
+        for start in range(0, ids.numel(), _CHUNK_ROWS):
+            keys = ids[start:start + _CHUNK_ROWS]
+            rows = source(keys).contiguous()
+            part = torch.remainder(keys, P)
+            pending = []
+            for k, t in enumerate(tables):
+                mask = part == k
+                if bool(mask.any()):
+                    pending.append(w.assign_sparse(t, keys[mask].contiguous(), rows[mask].contiguous()))
+            for hd in pending:
+                hd.wait(timeout)
+
+
+class Hybrid:
+    """The synchronization of DistributedOptimizer in modes 'hybrid', 'ps' and
+    'allreduce' (see layerps.torch.DistributedOptimizer)."""
+
+    def __init__(self, optimizer, names, params, worker, mode, name, timeout, routes=None,
+                 hosts=None, local_aggregation=True, partitions=None):
+        if mode not in MODES:
+            raise InvalidArgumentError(f"mode must be one of {MODES}, not {mode!r}")
+        self.optimizer = optimizer
+        self.names, self.params = list(names), list(params)
+        self.worker = w = worker
+        self.mode, self.name, self.timeout = mode, name, timeout
+        routes = dict(routes or {})
+        for n, r in routes.items():
+            if n not in self.names:
+                raise InvalidArgumentError(f"routes: no parameter named '{n}' (parameters: {', '.join(self.names)})")
+            if r not in ROUTES:
+                raise InvalidArgumentError(f"routes['{n}']: expected 'ps', 'allreduce' or 'allgather', not {r!r}")
+        self._routes_given = routes
+        if partitions is None:
+            partitions = {}
+        elif not isinstance(partitions, dict):
+            partitions = {n: partitions for n in self.names}
+        for n, p in partitions.items():
+            if n not in self.names:
+                raise InvalidArgumentError(f"partitions: no parameter named '{n}'")
+            check_partitions(p, what=f"partitions['{n}']")
+        self._partitions_given = partitions
+        self._set_hosts(hosts, local_aggregation)
+        self.ready = False
+        self._step = 0
+        self._sparse = []       # _SparseParam, routed to the servers
+        self._dense_ar = []     # indices of parameters all-reduced
+        self._dense_ps = []     # indices of dense parameters through the 'sum' tables
+        self._gathered = []     # indices of sparse parameters all-gathered
+        self._kinds = {}
+        self._routes = {}
+        self._pending_reset = None
+        self._ps_tables = None
+        # Watch the 2-D parameters from now on: the first forward (before the first step,
+        # which routes them) must be seen too.
+        self._tracked = {i: _Tracked(p) for i, p in enumerate(self.params) if p.dim() == 2}
+        for t in self._tracked.values():
+            _manage(t)
+
+    # --- hosts -------------------------------------------------------------------------
+    def _set_hosts(self, hosts, local_aggregation):
+        w = self.worker
+        W = w.num_workers
+        if hosts is None:
+            by_rank = {n.rank: n.hostname for n in w.nodes() if str(n.role).lower().endswith("worker")}
+            labels = [by_rank.get(r, f"?{r}") for r in range(W)]
+        elif callable(hosts):
+            labels = [hosts(r) for r in range(W)]
+        else:
+            labels = list(hosts)
+            if len(labels) != W:
+                raise InvalidArgumentError(f"hosts: expected one label per worker rank ({W}), got {len(labels)}")
+        self.host_labels = labels
+        groups = {}
+        for r, h in enumerate(labels):
+            groups.setdefault(h, []).append(r)
+        self.host_ranks = groups[labels[w.rank]]            # this host's workers, ascending
+        self.leader = self.host_ranks[0]
+        self.leaders = sorted(g[0] for g in groups.values())  # one per host
+        self.hierarchical = bool(local_aggregation) and len(self.leaders) < W
+
+    # --- routing (at the first step) ---------------------------------------------------
+    def _setup(self):
+        w, timeout = self.worker, self.timeout
+        n = len(self.params)
+        codes = torch.zeros(2 * n, dtype=torch.float32)
+        for i, p in enumerate(self.params):
+            if p.grad is not None:
+                codes[2 * i + (1 if p.grad.is_sparse else 0)] = 1
+        if w.num_workers > 1:
+            w.allreduce(codes, timeout)
+        for i, (name, p) in enumerate(zip(self.names, self.params)):
+            dense, sparse = codes[2 * i] > 0, codes[2 * i + 1] > 0
+            if dense and sparse:
+                raise InvalidArgumentError(f"parameter '{name}': its gradient is sparse on some workers and "
+                                           f"dense on others at the first step")
+            kind = "sparse" if sparse else "dense"
+            default = ("ps" if kind == "sparse" else "allreduce") if self.mode == "hybrid" else self.mode
+            route = self._routes_given.get(name, default)
+            if kind == "sparse" and route == "ps" and p.dim() != 2:
+                raise InvalidArgumentError(f"parameter '{name}': a sparse gradient routed to the servers needs a "
+                                           f"2-D weight (rows x dim), got shape {tuple(p.shape)}")
+            if route == "allgather" and kind != "sparse":
+                raise InvalidArgumentError(f"parameter '{name}': route 'allgather' takes sparse gradients, and its "
+                                           f"gradient is dense")
+            self._kinds[name], self._routes[name] = kind, route
+            if route == "allgather":
+                self._gathered.append(i)
+            elif kind == "sparse" and route == "ps":
+                rule, hyper = server_rule(self.optimizer, p, name)
+                self._sparse.append(_SparseParam(self, i, name, p, rule, hyper, self._tracked[i]))
+            elif route == "ps":
+                self._dense_ps.append(i)
+            else:
+                self._dense_ar.append(i)
+        for sp in self._sparse:
+            P = check_partitions(self._partitions_given.get(sp.name, w.num_servers), sp.rows,
+                                 what=f"partitions of '{sp.name}'")
+            sp.tables, sp.partitions = sp.declare(P), P
+            if w.rank == 0:  # every worker holds rank 0's values (broadcast at construction)
+                sp.assign_all(sp.tables, lambda k, p=sp.param: p.detach()[k], (0, 1))
+            sp.ready = True
+            sp.tracked.sparse = sp
+        for i, t in list(self._tracked.items()):  # only server-held rows need the hook
+            if t.sparse is None:
+                _unmanage(t)
+                del self._tracked[i]
+        self._ar_numel = sum(self.params[i].numel() for i in self._dense_ar)
+        self._ps_numel = sum(self.params[i].numel() for i in self._dense_ps)
+        self._ar_buf = torch.zeros(self._ar_numel, dtype=torch.float32)
+        self._ps_buf = torch.zeros(self._ps_numel, dtype=torch.float32)
+        if self._dense_ps:
+            self._ps_tables = [w.declare_dense(f"{self.name}/dense_sum/{self._ps_numel}/{k}", self._ps_numel, "sum")
+                               for k in range(3)]
+            self._zeros = torch.zeros(self._ps_numel, dtype=torch.float32)
+            if w.rank == 0:
+                for h in [w.assign(t, self._zeros) for t in self._ps_tables]:
+                    h.wait(timeout)
+        w.barrier("workers", timeout)
+        self.ready = True
+
+    @property
+    def routes(self):
+        if not self.ready:
+            raise FailedPreconditionError("the routes are decided at the first step (from the gradients' layouts)")
+        return {n: self._routes[n] for n in self.names}
+
+    @property
+    def kinds(self):
+        if not self.ready:
+            raise FailedPreconditionError("the kinds are decided at the first step (from the gradients' layouts)")
+        return {n: self._kinds[n] for n in self.names}
+
+    @property
+    def sparse_params(self):
+        return list(self._sparse)
+
+    # --- the step ----------------------------------------------------------------------
+    def _check_gradients(self):
+        """Before anything is sent: every gradient has the layout its parameter was routed
+        with (a table marked sparse takes sparse gradients only, and the reverse)."""
+        for name, p in zip(self.names, self.params):
+            g = p.grad
+            if g is None:
+                continue
+            kind = self._kinds[name]
+            if g.is_sparse != (kind == "sparse"):
+                got = "sparse" if g.is_sparse else "dense"
+                raise InvalidArgumentError(f"parameter '{name}' was routed as {kind} at the first step but received "
+                                           f"a {got} gradient")
+        for sp in self._sparse:
+            g = sp.param.grad
+            if g is not None and g._nnz() and not sp.tracked.looked_up:
+                raise InvalidArgumentError(f"parameter '{sp.name}' has a sparse gradient but was not looked up "
+                                           f"through an nn.Embedding / nn.EmbeddingBag forward this step (its rows "
+                                           f"could not be pulled); route it with routes={{'{sp.name}': 'allreduce'}}")
+
+    def synchronize(self):
+        w, timeout = self.worker, self.timeout
+        if not self.ready:
+            self._setup()
+        self._check_gradients()
+        W = w.num_workers
+        sends, pushes = [], []
+        # 1. dense parameters through the 'sum' tables
+        if self._dense_ps:
+            self._flatten_grads(self._dense_ps, self._ps_buf)
+            k = self._step % 3
+            if self.hierarchical:
+                self._host_sum(self._ps_buf)
+            if not self.hierarchical or w.rank == self.leader:
+                pushes.append(w.push(self._ps_tables[k], self._ps_buf))
+        # 2. dense parameters through the all-reduce, and 3. sparse rows to the servers
+        #    (through the host leader, and to the row's owner among the pushers when the
+        #    rule is not linear). Sparse rows are pushed only once every worker has pulled
+        #    this step's rows (its forward): the all-reduce orders that (it completes only
+        #    once every worker entered it), else a barrier does. (Pushing during the
+        #    all-reduce after a barrier was measured no faster: bench/HYBRID.md.)
+        if self._dense_ar:
+            self._dense_allreduce()
+        elif self._sparse and W > 1:
+            w.barrier("workers", timeout)
+        sends2, pushes2 = self._push_sparse()
+        sends += sends2
+        pushes += pushes2
+        # 4. all-gathered sparse gradients: every worker's rows to every other worker
+        for i in self._gathered:
+            sends += self._allgather(i)
+        for h in sends + pushes:
+            h.wait(timeout)
+        if self._pending_reset is not None:
+            self._pending_reset.wait(timeout)  # before the barrier (the aggregate mode's scheme)
+            self._pending_reset = None
+        if self._sparse or self._dense_ps:
+            w.barrier("workers", timeout)  # every push of this step is applied
+        if self._dense_ps:
+            k = self._step % 3
+            if not self.hierarchical or w.rank == self.leader:
+                w.pull(self._ps_tables[k], self._ps_buf).wait(timeout)
+            if self.hierarchical:
+                self._host_share(self._ps_buf, _tag(self.name, "share-ps"))
+            if w.rank == 0:
+                self._pending_reset = w.assign(self._ps_tables[(k + 2) % 3], self._zeros)
+            self._ps_buf.mul_(1.0 / W)
+            self._unflatten_grads(self._dense_ps, self._ps_buf)
+        for sp in self._sparse:
+            sp.param.grad = None  # stepped by the servers; the next forward pulls the rows
+            sp.tracked.looked_up = False
+        self._step += 1
+
+    def _dense_allreduce(self):
+        """The dense gradients routed to the all-reduce, averaged over the workers (through
+        the host's leaders with local aggregation)."""
+        w, W, timeout = self.worker, self.worker.num_workers, self.timeout
+        self._flatten_grads(self._dense_ar, self._ar_buf)
+        if self.hierarchical:
+            self._host_sum(self._ar_buf)
+            if len(self.leaders) > 1:  # else the host's sum is already everybody's
+                if w.rank == self.leader:
+                    w.allreduce(self._ar_buf, timeout, ranks=self.leaders)
+                self._host_share(self._ar_buf, _tag(self.name, "share-ar"))
+        elif W > 1:
+            w.allreduce(self._ar_buf, timeout)
+        self._ar_buf.mul_(1.0 / W)
+        self._unflatten_grads(self._dense_ar, self._ar_buf)
+
+    def _push_sparse(self):
+        """Starts this step's pushes of the server-held rows; returns (sends, pushes)."""
+        w, W = self.worker, self.worker.num_workers
+        sends, pushes = [], []
+        for sp in self._sparse:
+            g = sp.param.grad
+            if g is None or g._nnz() == 0:
+                ids = torch.zeros(0, dtype=torch.int64)
+                rows = torch.zeros(0, sp.dim, dtype=torch.float32)
+            else:
+                g = g.coalesce()
+                ids, rows = g.indices()[0].contiguous(), g.values().to(torch.float32)
+            pushers = list(range(W))
+            if self.hierarchical:
+                pushers = self.leaders
+                if len(self.host_ranks) > 1:
+                    tag = _tag(self.name, "host", sp.index)
+                    if w.rank != self.leader:
+                        sends += self._send_rows(self.leader, tag, ids, rows)
+                        ids, rows = ids[:0], rows[:0]
+                    else:
+                        parts_i, parts_r = [ids], [rows]
+                        for r in self.host_ranks[1:]:
+                            i2, r2 = self._recv_rows(r, tag, sp.dim)
+                            parts_i.append(i2)
+                            parts_r.append(r2)
+                        ids, rows = coalesce_rows(torch.cat(parts_i), torch.cat(parts_r))
+            if sp.rule != "sgd" and len(pushers) > 1 and w.rank in pushers:
+                ids, rows, more = self._to_owners(sp, pushers, ids, rows)
+                sends += more
+            if w.rank in pushers:
+                pushes += sp.push(ids, rows * (1.0 / W))
+        return sends, pushes
+
+    def after_optimizer_step(self):
+        """Sparse parameters stepped locally (routed to 'allreduce') get their gradient
+        back to None, so that the next backward produces a sparse one again."""
+        for name, p in zip(self.names, self.params):
+            if self._kinds.get(name) == "sparse":
+                p.grad = None
+
+    def finish(self):
+        if self._pending_reset is not None:
+            self._pending_reset.wait(self.timeout)
+            self._pending_reset = None
+        for t in self._tracked.values():
+            _unmanage(t)
+        self._tracked = {}
+
+    # --- host-local aggregation --------------------------------------------------------
+    def _host_sum(self, buf):
+        if len(self.host_ranks) > 1:
+            self.worker.allreduce(buf, self.timeout, ranks=self.host_ranks)
+
+    def _host_share(self, buf, tag):
+        """The leader's ``buf`` to the other workers of its host."""
+        w = self.worker
+        if len(self.host_ranks) == 1:
+            return
+        if w.rank == self.leader:
+            for h in [w.send_to(r, tag, buf) for r in self.host_ranks[1:]]:
+                h.wait(self.timeout)
+        else:
+            w.recv_from(self.leader, tag, buf).wait(self.timeout)
+
+    def _send_rows(self, rank, tag, ids, rows):
+        w = self.worker
+        count = torch.tensor([ids.numel()], dtype=torch.int32).view(torch.float32)
+        handles = [w.send_to(rank, tag, count)]
+        if ids.numel():
+            payload = torch.cat([ids.contiguous().view(torch.float32), rows.contiguous().reshape(-1)])
+            handles.append(w.send_to(rank, tag, payload))
+        return handles
+
+    def _recv_rows(self, rank, tag, dim):
+        w = self.worker
+        count = torch.empty(1, dtype=torch.float32)
+        w.recv_from(rank, tag, count).wait(self.timeout)
+        n = int(count.view(torch.int32)[0])
+        if n == 0:
+            return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dim, dtype=torch.float32)
+        buf = torch.empty(2 * n + n * dim, dtype=torch.float32)
+        w.recv_from(rank, tag, buf).wait(self.timeout)
+        return buf[:2 * n].view(torch.int64).clone(), buf[2 * n:].view(n, dim)
+
+    def _allgather(self, i):
+        """Sends this worker's rows of parameter i to every other worker, receives theirs
+        and sets the parameter's gradient to the average (a sparse tensor)."""
+        w, W = self.worker, self.worker.num_workers
+        p = self.params[i]
+        g = p.grad
+        dim = p.shape[1] if p.dim() == 2 else 1
+        if g is None or g._nnz() == 0:
+            ids, rows = torch.zeros(0, dtype=torch.int64), torch.zeros(0, dim, dtype=torch.float32)
+        else:
+            g = g.coalesce()
+            ids, rows = g.indices()[0].contiguous(), g.values().reshape(-1, dim).to(torch.float32)
+        tag = _tag(self.name, "gather", i)
+        sends = []
+        for r in range(W):
+            if r != w.rank:
+                sends += self._send_rows(r, tag, ids, rows)
+        parts_i, parts_r = [ids], [rows]
+        for r in range(W):
+            if r != w.rank:
+                i2, r2 = self._recv_rows(r, tag, dim)
+                parts_i.append(i2)
+                parts_r.append(r2)
+        ids, rows = coalesce_rows(torch.cat(parts_i), torch.cat(parts_r))
+        p.grad = torch.sparse_coo_tensor(ids.unsqueeze(0), (rows * (1.0 / W)).reshape(-1, *p.shape[1:]),
+                                         p.shape).coalesce()
+        return sends
+
+    def _to_owners(self, sp, pushers, ids, rows):
+        """Sends each pusher the rows it owns (row id mod len(pushers)) and sums what the
+        others send this one: afterwards each row is held by exactly one pusher."""
+        w = self.worker
+        tag = _tag(self.name, "owner", sp.index)
+        G = len(pushers)
+        me = pushers.index(w.rank)
+        owner = torch.remainder(ids, G)
+        sends = []
+        for j, r in enumerate(pushers):
+            if j != me:
+                mask = owner == j
+                sends += self._send_rows(r, tag, ids[mask], rows[mask])
+        mask = owner == me
+        parts_i, parts_r = [ids[mask]], [rows[mask]]
+        for j, r in enumerate(pushers):
+            if j != me:
+                i2, r2 = self._recv_rows(r, tag, sp.dim)
+                parts_i.append(i2)
+                parts_r.append(r2)
+        ids, rows = coalesce_rows(torch.cat(parts_i), torch.cat(parts_r))
+        return ids, rows, sends
+
+    # --- partitions --------------------------------------------------------------------
+    def repartition(self, partitions, names=None):
+        """Moves sparse parameters (all, or those named) to ``partitions`` partitions: new
+        tables (a new placement and cluster-map epoch), every row copied from the old ones
+        (each worker copies the rows r with r mod W == rank). Collective, between steps.
+        The rules' server-side state (momentum, moments) is not copied: it restarts."""
+        w, timeout = self.worker, self.timeout
+        if not self.ready:
+            raise FailedPreconditionError("repartition: the sparse tables exist from the first step on")
+        chosen = [sp for sp in self._sparse if names is None or sp.name in names]
+        if names is not None:
+            unknown = set(names) - {sp.name for sp in self._sparse}
+            if unknown:
+                raise InvalidArgumentError(f"repartition: not a server-held sparse parameter: {sorted(unknown)}")
+        for sp in chosen:
+            check_partitions(partitions, sp.rows, what=f"partitions of '{sp.name}'")
+        w.barrier("workers", timeout)  # every worker finished its steps (their pushes are applied)
+        for sp in chosen:
+            if partitions == sp.partitions:
+                continue
+            new = sp.declare(partitions)
+            old = sp.tables
+            sp.assign_all(new, lambda k, sp=sp, old=old: sp.pull(k, old), (w.rank, w.num_workers))
+            w.barrier("workers", timeout)
+            sp.tables, sp.partitions = new, partitions
+
+    @property
+    def partitions(self):
+        return {sp.name: sp.partitions for sp in self._sparse}
+
+    def pull_sparse_params(self):
+        """Copies every server-held row into the local weights (for saving, evaluating)."""
+        for sp in self._sparse:
+            with torch.no_grad():
+                for start in range(0, sp.rows, _CHUNK_ROWS):
+                    keys = torch.arange(start, min(sp.rows, start + _CHUNK_ROWS), dtype=torch.int64)
+                    sp.param.data[start:start + keys.numel()] = sp.pull(keys)
+
+    # --- flat buffers ------------------------------------------------------------------
+    def _flatten_grads(self, indices, buf):
+        off = 0
+        for i in indices:
+            p = self.params[i]
+            n = p.numel()
+            if p.grad is None:
+                buf[off:off + n].zero_()
+            elif p.grad.is_sparse:
+                buf[off:off + n].copy_(p.grad.to_dense().reshape(-1))
+            else:
+                buf[off:off + n].copy_(p.grad.detach().reshape(-1))
+            off += n
+
+    def _unflatten_grads(self, indices, buf):
+        off = 0
+        for i in indices:
+            p = self.params[i]
+            n = p.numel()
+            g = buf[off:off + n].view_as(p)
+            if p.grad is None or p.grad.is_sparse:
+                p.grad = g.clone().to(p.device)
+            else:
+                p.grad.copy_(g)
+            off += n
