@@ -13,6 +13,10 @@ from conftest import FAST
 from layerps.algorithms import Trainer, parse_algorithm
 from layerps.torch import DistributedOptimizer
 
+# Generous timeouts: these tests run several threads of training on a 2-core machine, where
+# a 1 s heartbeat timeout can declare a busy node dead.
+ALG = dict(FAST, heartbeat_timeout_ms=5000, request_timeout_ms=60000)
+
 ALL = ["bsp", "asp", "ssp(s=1)", "easgd(tau=2,alpha=0.3)", "arsgd", "gosgd(p=0.5)", "adpsgd"]
 
 
@@ -69,7 +73,7 @@ def test_numpy_trainer_arsgd_equals_one_process_with_the_global_batch():
         g = _grad(ref, t, batch, 0, 1)
         buf = m * buf + g
         ref = ref - lr * buf
-    with layerps.LocalCluster(num_servers=1, num_workers=2, transport="inproc", **FAST) as c:
+    with layerps.LocalCluster(num_servers=1, num_workers=2, transport="inproc", **ALG) as c:
         finals = {}
 
         def train(r, w):
@@ -89,7 +93,7 @@ def test_numpy_trainer_arsgd_equals_one_process_with_the_global_batch():
 
 
 def test_trainer_refuses_bad_input():
-    with layerps.LocalCluster(num_servers=1, num_workers=1, transport="inproc", **FAST) as c:
+    with layerps.LocalCluster(num_servers=1, num_workers=1, transport="inproc", **ALG) as c:
         w = c.workers[0]
         x = np.zeros(4, np.float32)
         with pytest.raises(layerps.InvalidArgumentError, match="staleness"):
@@ -149,7 +153,7 @@ def test_torch_arsgd_equals_one_process_with_the_global_batch():
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
     ref = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
-    with layerps.LocalCluster(num_servers=1, num_workers=2, transport="inproc", **FAST) as c:
+    with layerps.LocalCluster(num_servers=1, num_workers=2, transport="inproc", **ALG) as c:
         finals = _train_torch(c, "arsgd", steps, batch, lr=lr, momentum=m)
     for r in range(2):
         np.testing.assert_allclose(finals[r], ref, rtol=1e-5, atol=1e-5)
@@ -168,7 +172,7 @@ def _mse(flat):
 @pytest.mark.parametrize("algorithm", ALL)
 def test_every_algorithm_trains_a_torch_model(algorithm):
     start = _mse(torch.cat([p.detach().reshape(-1) for p in _model(0).parameters()]).numpy())
-    with layerps.LocalCluster(num_servers=1, num_workers=2, transport="inproc", **FAST) as c:
+    with layerps.LocalCluster(num_servers=1, num_workers=2, transport="inproc", **ALG) as c:
         finals = _train_torch(c, algorithm, steps=80, batch=16, lr=0.05, momentum=0.5,
                               warmup_steps=5, name=f"model-{algorithm}")
     for r, flat in finals.items():
@@ -176,7 +180,7 @@ def test_every_algorithm_trains_a_torch_model(algorithm):
 
 
 def test_distributed_optimizer_refuses_what_the_algorithms_cannot_run():
-    with layerps.LocalCluster(num_servers=1, num_workers=1, transport="inproc", **FAST) as c:
+    with layerps.LocalCluster(num_servers=1, num_workers=1, transport="inproc", **ALG) as c:
         w = c.workers[0]
         model = _model()
         with pytest.raises(layerps.InvalidArgumentError, match="torch.optim.SGD"):
