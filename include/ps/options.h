@@ -55,7 +55,8 @@ struct CommonOptions {
   // Largest message part (frame) the receive socket of a server or a worker accepts, in
   // bytes: ZeroMQ drops the connection of a peer that announces a bigger one, before
   // reading it. It also bounds what one connection that has not authenticated can make
-  // the node buffer. A worker refuses to send a part above it (ResourceExhausted), so it
+  // the node buffer. A received message whose header and frames together exceed it (or
+  // that has more parts than any LayerPS message) is dropped and counted as bad. A worker refuses to send a part above it (ResourceExhausted), so it
   // caps a table's share per server: 256 MiB = 64M float32 elements. 1 KiB..16 GiB,
   // default 256 MiB. Env: LAYERPS_MAX_MESSAGE_BYTES.
   int64_t max_message_bytes = int64_t{256} << 20;
