@@ -7,6 +7,9 @@
 
 #include <glog/logging.h>
 #include <google/protobuf/stubs/common.h>
+#if GOOGLE_PROTOBUF_VERSION < 4022000
+#include <google/protobuf/stubs/logging.h>
+#endif
 
 #include <cstddef>
 #include <cstdint>
@@ -24,7 +27,9 @@ namespace fuzz {
 inline void QuietLogs() {
   FLAGS_minloglevel = 3;
   FLAGS_logtostderr = true;
+#if GOOGLE_PROTOBUF_VERSION < 4022000
   google::protobuf::SetLogHandler(nullptr);
+#endif
 }
 
 // A property that must hold for every input: a violation is a crash libFuzzer reports.
