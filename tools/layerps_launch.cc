@@ -257,6 +257,7 @@ int main(int argc, char** argv) {
       "LAYERPS_SHARED_MEMORY=" + std::string(o.shared_memory ? "1" : "0"),
       "LAYERPS_MAX_MESSAGE_BYTES=" + std::to_string(o.max_message_bytes),
       "LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES=" + std::to_string(o.scheduler_max_message_bytes),
+      "LAYERPS_TOLERATE_WORKER_LOSS=" + std::string(o.tolerate_worker_loss ? "1" : "0"),
   };
   if (!o.bind_address.empty()) common_env.push_back("LAYERPS_BIND=" + o.bind_address);
 

@@ -81,6 +81,14 @@ struct ClusterShape {
   // Elements per dense chunk (one key of a dense table): the unit in which dense tables
   // are spread over servers. 1..2^30, default 65536.
   uint64_t dense_chunk_elems = 65536;
+  // What the death of a worker (a crash or silence past heartbeat_timeout_ms; not a
+  // Leave) does to the job. false (default, synchronous training): the job fails at once:
+  // every node's pending and later requests, barriers and declares fail with
+  // kUnavailable naming the worker, the servers stop and the scheduler's Join fails.
+  // true (asynchronous training): the other workers go on (calls waiting on the dead one
+  // fail), and the job succeeds if at least one worker finishes with Stop.
+  // Env: LAYERPS_TOLERATE_WORKER_LOSS (0 or 1).
+  bool tolerate_worker_loss = false;
 
   Status Validate() const;
 };

@@ -75,6 +75,9 @@ StatusOr<Options> Options::FromEnv() {
   int shm = o.shared_memory ? 1 : 0;
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_SHARED_MEMORY", 0, 1, &shm));
   o.shared_memory = shm == 1;
+  int tolerate = o.tolerate_worker_loss ? 1 : 0;
+  PS_RETURN_IF_ERROR(EnvInt("LAYERPS_TOLERATE_WORKER_LOSS", 0, 1, &tolerate));
+  o.tolerate_worker_loss = tolerate == 1;
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_HEARTBEAT_INTERVAL_MS", 10, 60000, &o.heartbeat_interval_ms));
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_HEARTBEAT_TIMEOUT_MS", 20, 3600000, &o.heartbeat_timeout_ms));
   PS_RETURN_IF_ERROR(EnvInt("LAYERPS_CONNECT_TIMEOUT_MS", 1, 3600000, &o.connect_timeout_ms));
