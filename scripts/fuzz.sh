@@ -15,7 +15,7 @@ seconds=${1:-60}
 shift || true
 harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then
-  harnesses=(header_fuzz map_codec_fuzz control_fuzz request_fuzz shm_manifest_fuzz)
+  harnesses=(header_fuzz map_codec_fuzz control_fuzz request_fuzz reply_fuzz shm_manifest_fuzz)
 fi
 
 bash scripts/install-deps.sh core

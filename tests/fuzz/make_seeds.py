@@ -74,6 +74,25 @@ def manifests():
     }
 
 
+def replies():
+    """reply_fuzz records: [selector][mode][index][value][u16 length][frames]. The parts'
+    value counts are not known here (the sparse split depends on the key hash), so each
+    seed answers one part with a frame of every size the requests can ask for."""
+    sizes = [512, 488, 300, 40, 3, 6, 9, 12]
+
+    def record(selector, mode, frames_bytes, index=0, value=0):
+        return bytes([selector, mode, index, value]) + struct.pack("<H", len(frames_bytes)) + frames_bytes
+
+    out = {}
+    for sel in range(10):
+        out["part%d" % sel] = b"".join(record(sel, 0, frames(floats(n))) for n in sizes)
+    out["error_replies"] = b"".join(record(sel, 1, frames(b"server out of memory"), value=8)
+                                    for sel in range(10))
+    out["flipped_counts"] = b"".join(record(sel, 2, frames(floats(40)), index=40, value=1)
+                                     for sel in range(10))
+    return out
+
+
 def protoc_encode(message_type, text):
     proto_dir = os.path.join(ROOT, "proto")
     return subprocess.run(["protoc", "--encode=layerps.pb." + message_type, "-I", proto_dir,
@@ -120,6 +139,8 @@ def main():
     for name, data in data_messages().items():
         write("header_fuzz", name, data)
         write("request_fuzz", name, data)
+    for name, data in replies().items():
+        write("reply_fuzz", name, data)
     for name, data in manifests().items():
         write("shm_manifest_fuzz", name, data)
     write("map_codec_fuzz", "map", protoc_encode("ClusterMap", MAP))
