@@ -50,7 +50,8 @@ Status ParseShmManifest(const void* data, size_t size, const std::vector<size_t>
     // Ascending frame indices: no frame is referenced twice.
     if (e.frame >= frame_sizes.size() || frame_sizes[e.frame] != 0 ||
         (i > 0 && e.frame <= entries[i - 1].frame) || e.slot >= kShmSlots || e.size == 0 ||
-        e.offset > kShmDataBytes || e.size > kShmDataBytes - e.offset) {
+        e.offset % kShmBlockAlign != 0 || e.offset > kShmDataBytes ||
+        e.size > kShmDataBytes - e.offset) {
       return ProtocolError("bad shared-memory frame reference");
     }
     for (size_t j = 0; j < i; ++j) {

@@ -28,6 +28,7 @@ constexpr size_t kShmMaxFrame = kShmDataBytes / 4;     // bigger frames take the
 constexpr uint64_t kShmMagic = 0x31304D4853535046ull;  // "FPSSHM01"
 constexpr char kShmPrefix[] = "/layerps-shm-";
 constexpr size_t kShmMaxName = 55;  // characters of a segment name (NUL excluded)
+constexpr size_t kShmBlockAlign = 64;  // blocks start on this boundary of the data area
 
 // The manifest part: 72 bytes of head, then one entry per frame in shared memory. Its
 // size is never 64, the size of a header part.
@@ -59,8 +60,8 @@ bool IsShmSegmentName(const std::string& name);
 
 // Decodes a received manifest part and checks it against the message it came with:
 // `frame_sizes` are the sizes of the payload parts as received. Every entry must name a
-// distinct payload frame that arrived empty, a slot below kShmSlots, and a non-empty
-// block inside the data area; the name must be a segment name. kProtocolError otherwise.
+// distinct payload frame that arrived empty, a distinct slot below kShmSlots, and a
+// non-empty block inside the data area starting on a kShmBlockAlign boundary; the name must be a segment name. kProtocolError otherwise.
 Status ParseShmManifest(const void* data, size_t size, const std::vector<size_t>& frame_sizes,
                         ShmManifest* out);
 

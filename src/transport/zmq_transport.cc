@@ -62,6 +62,10 @@ constexpr size_t kCopyBelow = 512;
 
 constexpr size_t kShmMaxMappings = 1024;  // peers' segments mapped at once (address space)
 
+// Payload frames are handed to the node on this boundary (the widest wire element, a u64
+// key): keys and values are read in place as arrays.
+constexpr uintptr_t kFrameAlign = 8;
+
 // The most parts a received message may have: the routing id, a manifest, the header and
 // kMaxFrames payload frames.
 constexpr size_t kMaxParts = kMaxFrames + 3;
@@ -431,6 +435,13 @@ class ZmqTransport final : public Transport {
       msg->identity.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
       PS_RETURN_IF_ERROR(ParseHeader(parts[first].data(), parts[first].size(), &msg->header));
       for (size_t i = first + 1; i < parts.size(); ++i) {
+        // ZeroMQ hands out small parts at any offset of its receive buffer; payloads are
+        // read as arrays of u64 keys and floats, so a part not on an 8-byte boundary is
+        // copied to one (only parts that fit in one read batch, a few KiB, are affected).
+        if (reinterpret_cast<uintptr_t>(parts[i].data()) % kFrameAlign != 0) {
+          msg->frames.push_back(Frame::Copy(parts[i].data(), parts[i].size()));
+          continue;
+        }
         auto owned = std::make_shared<zmq::message_t>(std::move(parts[i]));
         const void* data = owned->data();
         const size_t size = owned->size();

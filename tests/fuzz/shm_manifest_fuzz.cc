@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const ShmEntry& e : m.frames) {
     FUZZ_ASSERT(e.frame < frame_sizes.size() && frame_sizes[e.frame] == 0 && !seen[e.frame]);
     seen[e.frame] = true;
-    FUZZ_ASSERT(e.slot < kShmSlots && e.size > 0);
+    FUZZ_ASSERT(e.slot < kShmSlots && e.size > 0 && e.offset % kShmBlockAlign == 0);
     FUZZ_ASSERT(e.offset + e.size <= kShmDataBytes && e.offset + e.size > e.offset);
   }
   // What the sender would write for it parses back the same.

@@ -40,12 +40,13 @@ TEST(ShmManifestTest, RefusesWhatCouldReachOutsideTheSegmentOrTheMessage) {
   EXPECT_TRUE(refused(kName, {{1, 0, 0, 10}, {0, 1, 64, 10}}, {0, 0}));       // not ascending
   EXPECT_TRUE(refused(kName, {{0, kShmSlots, 0, 10}}, {0}));                  // slot
   EXPECT_TRUE(refused(kName, {{0, 0, 0, 0}}, {0}));                           // empty block
-  EXPECT_TRUE(refused(kName, {{0, 0, kShmDataBytes - 4, 8}}, {0}));           // past the end
-  EXPECT_TRUE(refused(kName, {{0, 0, ~uint64_t{0} - 2, 8}}, {0}));            // wraps
+  EXPECT_TRUE(refused(kName, {{0, 0, kShmDataBytes - 64, 65}}, {0}));         // past the end
+  EXPECT_TRUE(refused(kName, {{0, 0, ~uint64_t{0} - 63, 8}}, {0}));           // wraps
+  EXPECT_TRUE(refused(kName, {{0, 0, 65, 8}}, {0}));                          // misaligned
   EXPECT_TRUE(refused("/dev/shm/x", {{0, 0, 0, 8}}, {0}));                    // not ours
   EXPECT_TRUE(refused("/layerps-shm-../../x", {{0, 0, 0, 8}}, {0}));          // a path
   EXPECT_TRUE(refused("/layerps-shm-", {{0, 0, 0, 8}}, {0}));                 // prefix only
-  EXPECT_FALSE(refused(kName, {{0, kShmSlots - 1, kShmDataBytes - 8, 8}}, {0}));
+  EXPECT_FALSE(refused(kName, {{0, kShmSlots - 1, kShmDataBytes - 64, 64}}, {0}));
   // Sizes that are not 72 + 24n, or above the largest manifest, and a wrong magic or count.
   ShmManifest m;
   std::string bytes = EncodeShmManifest(kName, {{0, 0, 0, 8}});
