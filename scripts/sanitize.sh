@@ -40,14 +40,23 @@ build() {
   cmake --build "$dir" -j "$(nproc)" --target "${targets[@]}"
 }
 
-# run DIR BINARIES...: their CTest tests (labelled by binary), serially.
+# run DIR EXCLUDE BINARIES...: their CTest tests (labelled by binary), serially, but those
+# matching the regex EXCLUDE.
 run() {
-  local dir=$1
-  shift
+  local dir=$1 exclude=$2
+  shift 2
   local labels
   labels="^($(IFS='|'; echo "$*"))\$"
-  ctest --test-dir "$dir" -L "$labels" --output-on-failure --timeout 900
+  ctest --test-dir "$dir" -L "$labels" -E "$exclude" --output-on-failure --timeout 900
 }
+
+# Tests that cannot hold under a sanitizer, with the reason:
+# - ResourceTest.TableTooBigForTheServersFailsTheDeclare: it checks that a server catches
+#   std::bad_alloc for a table it cannot allocate; ASan's operator new reports an
+#   allocation that size as an error and exits instead of throwing.
+ASAN_EXCLUDE='^ResourceTest\.TableTooBigForTheServersFailsTheDeclare$'
+TSAN_EXCLUDE='^$'
+
 
 if [ "$mode" = asan ] || [ "$mode" = all ]; then
   t0=$(date +%s)
@@ -57,7 +66,7 @@ if [ "$mode" = asan ] || [ "$mode" = all ]; then
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
-  run build-asan "${ASAN_BINARIES[@]}"
+  run build-asan "$ASAN_EXCLUDE" "${ASAN_BINARIES[@]}"
   echo "sanitize.sh: asan: built in $((t1 - t0)) s, tests ran in $(($(date +%s) - t1)) s"
 fi
 if [ "$mode" = tsan ] || [ "$mode" = all ]; then
@@ -65,7 +74,7 @@ if [ "$mode" = tsan ] || [ "$mode" = all ]; then
   build build-tsan "-O1 -g -fno-omit-frame-pointer -fsanitize=thread" "${TSAN_BINARIES[@]}"
   t1=$(date +%s)
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
-  run build-tsan "${TSAN_BINARIES[@]}"
+  run build-tsan "$TSAN_EXCLUDE" "${TSAN_BINARIES[@]}"
   echo "sanitize.sh: tsan: built in $((t1 - t0)) s, tests ran in $(($(date +%s) - t1)) s"
 fi
 echo "sanitize.sh: $mode passed in $(($(date +%s) - start)) s"
