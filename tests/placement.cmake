@@ -6,7 +6,7 @@ if(TARGET layerps_placement)
     placement/json_test.cc)
   target_link_libraries(placement_test PRIVATE layerps_placement GTest::gtest GTest::gtest_main)
   target_compile_options(placement_test PRIVATE -Wall -Wextra -Wno-unused-parameter)
-  gtest_discover_tests(placement_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+  gtest_discover_tests(placement_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS placement_test)
 endif()
 
 # layerps-plan from the outside: its choices, its files, and exit 2 on every bad input.

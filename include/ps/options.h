@@ -56,7 +56,8 @@ struct CommonOptions {
   // Largest message part (frame) the receive socket of a server or a worker accepts, in
   // bytes: ZeroMQ drops the connection of a peer that announces a bigger one, before
   // reading it. It also bounds what one connection that has not authenticated can make
-  // the node buffer. A worker refuses to send a part above it (ResourceExhausted), so it
+  // the node buffer. A received message whose header and frames together exceed it (or
+  // that has more parts than any LayerPS message) is dropped and counted as bad. A worker refuses to send a part above it (ResourceExhausted), so it
   // caps a table's share per server: 256 MiB = 64M float32 elements. 1 KiB..16 GiB,
   // default 256 MiB. Env: LAYERPS_MAX_MESSAGE_BYTES.
   int64_t max_message_bytes = int64_t{256} << 20;
@@ -81,6 +82,14 @@ struct ClusterShape {
   // Elements per dense chunk (one key of a dense table): the unit in which dense tables
   // are spread over servers. 1..2^30, default 65536.
   uint64_t dense_chunk_elems = 65536;
+  // What the death of a worker (a crash or silence past heartbeat_timeout_ms; not a
+  // Leave) does to the job. false (default, synchronous training): the job fails at once:
+  // every node's pending and later requests, barriers and declares fail with
+  // kUnavailable naming the worker, the servers stop and the scheduler's Join fails.
+  // true (asynchronous training): the other workers go on (calls waiting on the dead one
+  // fail), and the job succeeds if at least one worker finishes with Stop.
+  // Env: LAYERPS_TOLERATE_WORKER_LOSS (a boolean).
+  bool tolerate_worker_loss = false;
 
   Status Validate() const;
 };

@@ -46,6 +46,10 @@ DEFINE_int64(max_message_bytes, 0,
              "Servers and workers: largest message part accepted (bytes, 1 KiB..16 GiB); "
              "also the largest share of a table per server one push can carry. Default: "
              "$LAYERPS_MAX_MESSAGE_BYTES, else 268435456 (256 MiB)");
+DEFINE_bool(tolerate_worker_loss, false,
+            "Scheduler: a dead worker does not fail the job (asynchronous training); "
+            "without it, the death of a worker fails every node's calls at once. "
+            "Default: $LAYERPS_TOLERATE_WORKER_LOSS, else false");
 DEFINE_int64(scheduler_max_message_bytes, 0,
              "Scheduler: largest control message accepted (bytes, 4 KiB..1 GiB). Default: "
              "$LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES, else 1048576 (1 MiB)");

@@ -155,6 +155,10 @@ const std::vector<Row>& Rows() {
       IntRow(Info("dense_chunk_elems", "dense_chunk_elems", "LAYERPS_DENSE_CHUNK_ELEMS", "S",
                   "Elements per dense chunk (the unit tables are spread in), 1..2^30"),
              &Options::dense_chunk_elems, 1, int64_t{1} << 30),
+      BoolRow(Info("tolerate_worker_loss", "tolerate_worker_loss", "LAYERPS_TOLERATE_WORKER_LOSS", "S",
+                   "Let a job go on when a worker dies (otherwise the scheduler ends it with "
+                   "Unavailable: a synchronous job cannot finish without it)"),
+              &Options::tolerate_worker_loss),
       IntRow(Info("io_threads", "io_threads", "LAYERPS_IO_THREADS", "Ssw", "ZeroMQ I/O threads, 1..64"),
              &Options::io_threads, 1, 64),
       BoolRow(Info("shared_memory", "shared_memory", "LAYERPS_SHARED_MEMORY", "Ssw",

@@ -562,9 +562,14 @@ void NodeRuntime::HandleControl(Message&& msg) {
       break;
     }
     case layerps::pb::Control::kShutdown: {
-      Status s = c.shutdown().failed() ? Aborted("the cluster failed: " + c.shutdown().reason())
-                                       : Status::OK();
+      Status s;
+      if (c.shutdown().failed()) {
+        const std::string why = "the cluster failed: " + c.shutdown().reason().substr(0, 4096);
+        const int code = c.shutdown().code();
+        s = code == 0 ? Aborted(why) : StatusFromWire(code, why);
+      }
       FinishShutdown(s);
+      if (!s.ok() && handlers_.on_failure) handlers_.on_failure(s);
       break;
     }
     case layerps::pb::Control::kHeartbeat:

@@ -48,6 +48,10 @@ class NodeRuntime {
         on_map;
     // A peer was declared dead by the scheduler, or the scheduler is lost (kSchedulerId).
     std::function<void(NodeId, const Status&)> on_node_dead;
+    // The scheduler ended the cluster as failed (e.g. a worker died and the job does not
+    // tolerate it): the owner fails what is pending and refuses what comes with `why`.
+    // Receive thread.
+    std::function<void(const Status&)> on_failure;
     // Periodic tick on the receive thread (about every 50 ms).
     std::function<void()> on_tick;
   };

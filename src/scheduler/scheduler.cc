@@ -433,11 +433,18 @@ class Scheduler::Impl final : public ClusterState {
     if (n == nullptr) return;
     n->alive = false;
     // A server gone before the workers finished takes its shards with it: the cluster
-    // has failed whether it crashed or left. Only a crash counts as a dead node.
+    // has failed whether it crashed or left. Only a crash counts as a dead node. (A
+    // worker that leaves never comes here: HandleLeave.)
     if (!members_[id].left) Count([](SchedulerStats& st) { ++st.dead_nodes; });
-    if (first_failure_.ok()) {
+    const bool lost_worker = n->role == Role::kWorker;
+    if (lost_worker) ++dead_workers_;
+    if (first_failure_.ok() && !(lost_worker && options_.tolerate_worker_loss)) {
       first_failure_ = Unavailable(std::string(RoleName(n->role)) + " node " + std::to_string(id) +
-                                   (members_[id].left ? " left: " : " died: ") + reason);
+                                   (lost_worker ? " (rank " + std::to_string(n->rank) + ")" : "") +
+                                   (members_[id].left ? " left: " : " died: ") + reason +
+                                   (lost_worker ? "; the job does not tolerate worker loss "
+                                                  "(tolerate_worker_loss is off)"
+                                                : ""));
     }
     LOG(WARNING) << RoleName(n->role) << " node " << id << " is dead: " << reason;
     transport_->Disconnect(id);
@@ -450,6 +457,13 @@ class Scheduler::Impl final : public ClusterState {
     BroadcastMap();
     barriers_.FailAll(Unavailable("node " + std::to_string(id) + " died during the barrier"));
     tables_.Resolve();
+    if (lost_worker && !options_.tolerate_worker_loss && complete_) {
+      // A synchronous job cannot go on with a smaller global batch: end it now, so every
+      // node's pending and later calls fail with this reason instead of training on.
+      BroadcastShutdown(first_failure_.message(), true, StatusCode::kUnavailable);
+      Finish(first_failure_);
+      return;
+    }
     MaybeFinish();
   }
 
@@ -459,15 +473,22 @@ class Scheduler::Impl final : public ClusterState {
     for (const auto& n : map_.nodes) {
       if (n.role == Role::kWorker && n.alive) return;
     }
+    // Tolerated worker losses fail the job only when no worker finished.
+    if (first_failure_.ok() && dead_workers_ > 0 && dead_workers_ == map_.CountRole(Role::kWorker)) {
+      first_failure_ = Unavailable("every worker died");
+    }
     const bool failed = !first_failure_.ok();
     BroadcastShutdown(failed ? first_failure_.message() : "every worker finished", failed);
     Finish(first_failure_);
   }
 
-  void BroadcastShutdown(const std::string& reason, bool failed) {
+  // `code`: what the members fail their calls with (kAborted when not given).
+  void BroadcastShutdown(const std::string& reason, bool failed,
+                         StatusCode code = StatusCode::kAborted) {
     layerps::pb::Control c;
     c.mutable_shutdown()->set_reason(reason);
     c.mutable_shutdown()->set_failed(failed);
+    if (failed && code != StatusCode::kAborted) c.mutable_shutdown()->set_code(static_cast<int>(code));
     for (const auto& n : map_.nodes) {
       if (n.id != kSchedulerId && n.alive) SendControl(n.id, c);
     }
@@ -521,6 +542,7 @@ class Scheduler::Impl final : public ClusterState {
   TableDirectory tables_{this, options_.dense_chunk_elems};
   Barriers barriers_{this};
   Status first_failure_;
+  int dead_workers_ = 0;  // workers declared dead (crashed or silent; not those that left)
 
   // Shared with callers of the public accessors.
   mutable std::mutex mu_;

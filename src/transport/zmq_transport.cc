@@ -34,6 +34,7 @@
 #include <zmq.hpp>
 
 #include "common/host.h"
+#include "transport/shm_manifest.h"
 #include "transport/transport.h"
 
 namespace ps {
@@ -59,31 +60,15 @@ constexpr size_t kCopyBelow = 512;
 
 // ---- Shared-memory segments ------------------------------------------------------------
 
-constexpr size_t kShmMinFrame = size_t{64} << 10;
-constexpr size_t kShmSlots = 4096;                   // blocks in flight per segment
-constexpr size_t kShmControlBytes = kShmSlots * 4;   // one atomic flag per slot
-constexpr size_t kShmDataBytes = size_t{128} << 20;  // ring of payload bytes
-constexpr size_t kShmSegmentBytes = kShmControlBytes + kShmDataBytes;
-constexpr size_t kShmMaxFrame = kShmDataBytes / 4;     // bigger frames take the socket
-constexpr uint64_t kShmMagic = 0x31304D4853535046ull;  // "FPSSHM01"
-constexpr char kShmPrefix[] = "/layerps-shm-";
 constexpr size_t kShmMaxMappings = 1024;  // peers' segments mapped at once (address space)
 
-// The manifest part: 72 bytes of head, then one entry per frame in shared memory. Its
-// size is never 64, the size of a header part.
-struct ShmHead {
-  uint64_t magic;
-  uint32_t count;
-  uint32_t reserved;
-  char name[56];  // NUL-terminated segment name
-};
-struct ShmEntry {
-  uint32_t frame;   // index among the payload frames
-  uint32_t slot;    // flag slot, set to 0 by the receiver when done
-  uint64_t offset;  // in the data area
-  uint64_t size;
-};
-static_assert(sizeof(ShmHead) == 72 && sizeof(ShmEntry) == 24, "manifest layout");
+// Payload frames are handed to the node on this boundary (the widest wire element, a u64
+// key): keys and values are read in place as arrays.
+constexpr uintptr_t kFrameAlign = 8;
+
+// The most parts a received message may have: the routing id, a manifest, the header and
+// kMaxFrames payload frames.
+constexpr size_t kMaxParts = kMaxFrames + 3;
 
 std::atomic<uint32_t>* ShmFlags(void* base) { return static_cast<std::atomic<uint32_t>*>(base); }
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,
@@ -369,14 +354,8 @@ class ZmqTransport final : public Transport {
     try {
       p->socket->set(zmq::sockopt::sndtimeo, timeout_ms);
       if (!entries.empty()) {
-        zmq::message_t manifest(sizeof(ShmHead) + entries.size() * sizeof(ShmEntry));
-        ShmHead head{};
-        head.magic = kShmMagic;
-        head.count = static_cast<uint32_t>(entries.size());
-        std::strncpy(head.name, p->shm->name().c_str(), sizeof(head.name) - 1);
-        std::memcpy(manifest.data(), &head, sizeof(head));
-        std::memcpy(static_cast<uint8_t*>(manifest.data()) + sizeof(head), entries.data(),
-                    entries.size() * sizeof(ShmEntry));
+        const std::string bytes = EncodeShmManifest(p->shm->name(), entries);
+        zmq::message_t manifest(bytes.data(), bytes.size());
         if (!p->socket->send(manifest, zmq::send_flags::sndmore)) {
           p->shm->Undo(entries.size());
           return Unavailable("send queue to node " + std::to_string(peer) + " stayed full for " +
@@ -417,13 +396,35 @@ class ZmqTransport final : public Transport {
       zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms));
       if (!(item.revents & ZMQ_POLLIN)) return Timeout("no message");
       // Frame 0 is the sender's routing id (ROUTER adds it); then header and payload.
+      // The whole message is always consumed, but only a well-sized one is kept: parts
+      // past kMaxParts and bytes past the limit are released as they are read, and the
+      // message is then refused (the caller counts it as a bad message).
       std::vector<zmq::message_t> parts;
+      size_t num_parts = 0;
+      uint64_t bytes = 0;  // header and payload parts, as the sender's limit counts them
+      bool oversized = false;
       bool more = true;
       while (more) {
         zmq::message_t part;
         if (!router_->recv(part, zmq::recv_flags::dontwait)) break;
         more = part.more();
-        if (parts.size() <= kMaxFrames + 3) parts.push_back(std::move(part));
+        ++num_parts;
+        // The identity (part 0) and a manifest (a part 1 that is not 64 bytes long) are
+        // bounded on their own; everything else counts against max_message_bytes.
+        const bool counted = num_parts > 2 || (num_parts == 2 && part.size() == sizeof(Header));
+        if (counted) bytes += part.size();
+        if (num_parts == 2 && !counted && part.size() > kMaxManifestBytes) oversized = true;
+        if (bytes > static_cast<uint64_t>(options_.max_message_bytes)) oversized = true;
+        if (!oversized && num_parts <= kMaxParts) parts.push_back(std::move(part));
+      }
+      if (num_parts > kMaxParts) {
+        return ProtocolError("message of " + std::to_string(num_parts) + " parts (at most " +
+                             std::to_string(kMaxParts) + ")");
+      }
+      if (oversized) {
+        return ProtocolError("message of " + std::to_string(bytes) +
+                             " bytes in all, above max_message_bytes=" +
+                             std::to_string(options_.max_message_bytes));
       }
       // A manifest part (never 64 bytes long) may precede the header: frames in shared memory.
       const size_t first = parts.size() >= 3 && parts[1].size() != sizeof(Header) ? 2 : 1;
@@ -434,6 +435,13 @@ class ZmqTransport final : public Transport {
       msg->identity.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
       PS_RETURN_IF_ERROR(ParseHeader(parts[first].data(), parts[first].size(), &msg->header));
       for (size_t i = first + 1; i < parts.size(); ++i) {
+        // ZeroMQ hands out small parts at any offset of its receive buffer; payloads are
+        // read as arrays of u64 keys and floats, so a part not on an 8-byte boundary is
+        // copied to one (only parts that fit in one read batch, a few KiB, are affected).
+        if (reinterpret_cast<uintptr_t>(parts[i].data()) % kFrameAlign != 0) {
+          msg->frames.push_back(Frame::Copy(parts[i].data(), parts[i].size()));
+          continue;
+        }
         auto owned = std::make_shared<zmq::message_t>(std::move(parts[i]));
         const void* data = owned->data();
         const size_t size = owned->size();
@@ -505,8 +513,7 @@ class ZmqTransport final : public Transport {
     }
     auto it = mappings_.find(identity);
     if (it != mappings_.end() && it->second.name == name) return it->second.map;
-    if (name.rfind(kShmPrefix, 0) != 0 || name.find('/', 1) != std::string::npos ||
-        name.size() > 55) {
+    if (!IsShmSegmentName(name)) {
       return ProtocolError("'" + name + "' is not a shared-memory segment name");
     }
     if (it == mappings_.end() && mappings_.size() >= kShmMaxMappings) {
@@ -530,32 +537,18 @@ class ZmqTransport final : public Transport {
     return m;
   }
 
-  // Replaces frames marked in the manifest `head` (parts[0]) by their bytes in shared
-  // memory. `frames` are the payload frames as received.
+  // Replaces frames marked in the manifest (ParseShmManifest checked it against the
+  // frames) by their bytes in shared memory. `frames` are the payload frames as received.
   Status ResolveShm(const zmq::message_t& manifest, const std::string& identity,
                     std::vector<Frame>* frames) {
-    if (manifest.size() < sizeof(ShmHead) ||
-        (manifest.size() - sizeof(ShmHead)) % sizeof(ShmEntry) != 0) {
-      return ProtocolError("malformed shared-memory manifest");
-    }
-    ShmHead head;
-    std::memcpy(&head, manifest.data(), sizeof(head));
-    const size_t count = (manifest.size() - sizeof(ShmHead)) / sizeof(ShmEntry);
-    if (head.magic != kShmMagic || head.count != count || count == 0 || count > kMaxFrames) {
-      return ProtocolError("bad shared-memory manifest");
-    }
-    head.name[sizeof(head.name) - 1] = '\0';
-    StatusOr<std::shared_ptr<ShmMapping>> mapped = MapSegment(head.name, identity);
+    std::vector<size_t> sizes;
+    for (const Frame& f : *frames) sizes.push_back(f.size());
+    ShmManifest m;
+    PS_RETURN_IF_ERROR(ParseShmManifest(manifest.data(), manifest.size(), sizes, &m));
+    StatusOr<std::shared_ptr<ShmMapping>> mapped = MapSegment(m.segment, identity);
     if (!mapped.ok()) return mapped.status();
     std::shared_ptr<ShmMapping> map = *mapped;
-    const uint8_t* entries = static_cast<const uint8_t*>(manifest.data()) + sizeof(ShmHead);
-    for (size_t i = 0; i < count; ++i) {
-      ShmEntry e;
-      std::memcpy(&e, entries + i * sizeof(ShmEntry), sizeof(e));
-      if (e.frame >= frames->size() || (*frames)[e.frame].size() != 0 || e.slot >= kShmSlots ||
-          e.size == 0 || e.offset > kShmDataBytes || e.size > kShmDataBytes - e.offset) {
-        return ProtocolError("bad shared-memory frame reference");
-      }
+    for (const ShmEntry& e : m.frames) {
       std::atomic<uint32_t>* flag = ShmFlags(map->base) + e.slot;
       const uint8_t* data = static_cast<const uint8_t*>(map->base) + kShmControlBytes + e.offset;
       std::shared_ptr<const void> owner(

@@ -25,14 +25,13 @@ class Worker::Impl {
  public:
   explicit Impl(WorkerOptions options)
       : options_(std::move(options)),
-        tracker_(options_,
-                 [this](NodeId to, Message&& m) { return runtime_->Send(to, std::move(m)); }),
+        tracker_(options_, [this](NodeId to, Message&& m) { return SendData(to, std::move(m)); }),
         ps_(&tracker_,
             [this]() -> std::shared_ptr<const ClusterMap> {
               return started_ ? runtime_->map() : nullptr;
             }),
         peers_(
-            &tracker_, [this](NodeId to, Message&& m) { return runtime_->Send(to, std::move(m)); },
+            &tracker_, [this](NodeId to, Message&& m) { return SendData(to, std::move(m)); },
             kPeerBufferBytes),
         collectives_(&peers_, &tracker_, options_) {}
 
@@ -40,6 +39,7 @@ class Worker::Impl {
     if (ever_started_) return FailedPrecondition("worker already started (a Worker starts once)");
     NodeRuntime::Handlers h;
     h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
+    h.on_failure = [this](const Status& why) { OnClusterFailed(why); };
     h.on_tick = [this] { Expire(); };
     auto rt = std::make_unique<NodeRuntime>(options_, Role::kWorker, std::move(h));
     rt->Handle(MsgType::kReply, [this](Message&& m) { tracker_.OnReply(std::move(m)); });
@@ -184,6 +184,7 @@ class Worker::Impl {
       return tracker_.Failed(Unavailable("worker " + std::to_string(rank) + " is dead or has left"),
                              std::move(cb));
     }
+    if (failed_.load(std::memory_order_acquire)) return tracker_.Failed(failure_, std::move(cb));
     if (tag & kCollectiveTagBit) {
       return tracker_.Failed(InvalidArgument("tags >= 2^63 are reserved for collectives"),
                              std::move(cb));
@@ -215,6 +216,24 @@ class Worker::Impl {
   }
 
  private:
+  // Every data message (requests, peer tensors) leaves through here: once the cluster
+  // failed, nothing more is sent and the request fails with the reason.
+  Status SendData(NodeId to, Message&& m) {
+    if (failed_.load(std::memory_order_acquire)) return failure_;
+    return runtime_->Send(to, std::move(m));
+  }
+
+  // The scheduler ended the cluster as failed: what is pending fails now, what comes
+  // later fails when it is sent (SendData) or, for receives, at once (PeerOp).
+  void OnClusterFailed(const Status& why) {
+    if (!failed_.load()) {
+      failure_ = why;  // written once, before failed_ publishes it
+      failed_.store(true, std::memory_order_release);
+    }
+    collectives_.OnNodeDead(kSchedulerId, why);
+    tracker_.FailMatching([](const Part&) { return true; }, why);
+  }
+
   void OnNodeDead(NodeId id, const Status& why) {
     collectives_.OnNodeDead(id, why);  // every collective including it, not only its neighbours
     if (id == kSchedulerId) {
@@ -246,6 +265,8 @@ class Worker::Impl {
   // Tensors received before their RecvFrom are kept up to this many bytes.
   static constexpr uint64_t kPeerBufferBytes = uint64_t{1} << 30;
 
+  std::atomic<bool> failed_{false};  // the scheduler ended the cluster as failed
+  Status failure_;                    // why; written once before failed_ is set
   RequestTracker tracker_;
   PsRequests ps_;
   PeerMessages peers_;

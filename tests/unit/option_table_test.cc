@@ -35,6 +35,7 @@ const std::map<std::string, std::string>& Samples() {
       {"dense_chunk_elems", "1024"},
       {"io_threads", "3"},
       {"shared_memory", "false"},
+      {"tolerate_worker_loss", "true"},
       {"max_message_bytes", "1048576"},
       {"scheduler_max_message_bytes", "65536"},
   };

@@ -685,6 +685,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("rank", &ps::Options::rank)
       .def_readwrite("shared_memory", &ps::Options::shared_memory)
       .def_readwrite("scheduler_max_message_bytes", &ps::Options::scheduler_max_message_bytes)
+      .def_readwrite("tolerate_worker_loss", &ps::Options::tolerate_worker_loss)
       .def_static(
           "from_env",
           [] {

@@ -7,9 +7,13 @@
 #ifndef PS_SERVER_OPTIMIZERS_KERNEL_H_
 #define PS_SERVER_OPTIMIZERS_KERNEL_H_
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// (Not under ThreadSanitizer: the loader runs the versions' resolver before TSan's runtime
+// is set up, which crashes the program at load.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define PS_DENSE_KERNEL \
   __attribute__((target_clones("avx512f", "avx2", "default"), optimize("fp-contract=off")))
+#elif defined(__GNUC__) && !defined(__clang__)
+#define PS_DENSE_KERNEL __attribute__((optimize("fp-contract=off")))
 #else
 #define PS_DENSE_KERNEL
 #endif

@@ -1,0 +1,47 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// The data header and frame validation every receiver runs first (ParseHeader,
+// ValidateDataFrames, FusedElements): no input may crash them, and what they accept must
+// agree with the header (the sizes the handlers then rely on).
+#include "fuzz_util.h"
+
+namespace {
+constexpr uint64_t kMaxElems = uint64_t{1} << 20;
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  ps::fuzz::QuietLogs();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ps;
+  Message msg;
+  Status header;
+  if (!fuzz::SplitMessage(data, size, &msg, &header)) return 0;
+  const Header& h = msg.header;
+  FUZZ_ASSERT(h.magic == kMagic && h.version == kProtocolVersion);
+  Status valid = ValidateDataFrames(msg, kMaxElems);
+  if (h.msg_type() == MsgType::kControl) FUZZ_ASSERT(!valid.ok());
+  if (!valid.ok()) return 0;
+  FUZZ_ASSERT(msg.frames.size() <= 2);
+  if (h.msg_type() == MsgType::kReply && h.status != 0) return 0;
+  if (h.fused()) {
+    if (h.msg_type() == MsgType::kReply) return 0;
+    StatusOr<uint64_t> total = FusedElements(msg, kMaxElems);
+    FUZZ_ASSERT(total.ok() && *total <= kMaxElems);
+    FUZZ_ASSERT(msg.frames[0].size() == h.count * sizeof(FusedSegment));
+    if (h.msg_type() != MsgType::kPull) {
+      FUZZ_ASSERT(msg.frames[1].size() == *total * sizeof(float));
+    }
+    return 0;
+  }
+  const uint64_t width = h.sparse() ? h.dim : 1;
+  FUZZ_ASSERT(width >= 1 && h.count <= kMaxElems && h.count * width <= kMaxElems);
+  const uint64_t value_bytes = h.count * width * sizeof(float);
+  const bool keyed = h.sparse() && h.msg_type() != MsgType::kReply;
+  if (keyed) FUZZ_ASSERT(!msg.frames.empty() && msg.frames[0].size() == h.count * sizeof(Key));
+  const size_t values = keyed ? 1 : 0;  // the frame that holds values, if any
+  if (msg.frames.size() > values) FUZZ_ASSERT(msg.frames[values].size() == value_bytes);
+  return 0;
+}
