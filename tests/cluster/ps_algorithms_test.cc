@@ -271,6 +271,9 @@ TEST_P(DeadWorkerTest, DoesNotFreezeTheOthers) {
   Options o = TwoServerOptions();
   o.heartbeat_timeout_ms = 1000;
   o.transport_factory = injector;
+  // A death ends the job unless it is tolerated (worker_loss_test checks that); here the
+  // survivors must go on: the dead worker's clock stops counting.
+  o.tolerate_worker_loss = true;
   const int world = 3, steps = 20, victim = world - 1;
   LinearRegression problem(37, 480);
   LocalCluster c(2, world, "inproc", o);
