@@ -125,9 +125,12 @@ def _train_torch(c, algorithm, steps, batch, lr=0.05, momentum=0.0, **kw):
     """Trains _model() on every worker with algorithm=...; returns {rank: flat params}."""
     world = len(c.workers)
     finals = {}
+    # Built here, not in the threads: torch.manual_seed seeds one global generator, which
+    # concurrent threads would reseed under each other.
+    models = {r: _model(seed=0 if r == 0 else 100 + r) for r in range(world)}  # rank 0's must win
 
     def train(r, w):
-        model = _model(seed=0 if r == 0 else 100 + r)  # rank 0's weights must win
+        model = models[r]
         opt = DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum),
                                    model.named_parameters(), worker=w, algorithm=algorithm, **kw)
         for s in range(steps):
