@@ -145,6 +145,7 @@ Status Store::ApplyDense(TableId table, uint64_t offset, uint64_t count, const f
     x = fresh.get() + at;
   }
   auto apply = [&](uint64_t b, uint64_t n) {
+    if (n == 0) return;  // an empty request: nothing to read (values may be null)
     float* st = state ? state + b : nullptr;
     if (op == ApplyOp::kAssign)
       std::memcpy(x + b, values + b, n * sizeof(float));
