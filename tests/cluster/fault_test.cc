@@ -105,6 +105,17 @@ TEST_F(FaultTest, DelayedHeartbeatsBeyondTheTimeoutMakeAServerDead) {
   while (c.scheduler().stats().dead_nodes == 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(milliseconds(20));
   EXPECT_EQ(c.scheduler().stats().dead_nodes, 1u);
+  // The worker learns of the death from the scheduler's notice, which may still be on its
+  // way (slow machines, sanitizer builds): push once the worker knows.
+  auto worker_knows = [&] {
+    for (const NodeInfo& n : w.Nodes()) {
+      if (n.id == victim) return !n.alive;
+    }
+    return false;
+  };
+  const auto known_by = std::chrono::steady_clock::now() + milliseconds(10000);
+  while (!worker_knows() && std::chrono::steady_clock::now() < known_by)
+    std::this_thread::sleep_for(milliseconds(20));
   Status s = w.Wait(w.Push(*table, g.data(), 8), milliseconds(5000));
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
 }
