@@ -13,9 +13,13 @@
 
 namespace ps {
 
-// The code a peer sent, or kInternal for a value outside StatusCode.
+// The code a peer sent, or kInternal for a value outside StatusCode. No peer reports
+// kTimeout (it means "still in flight: wait again" to a caller of Wait, Barrier or
+// DeclareTable, whose own deadline is the only source of it): one on the wire is
+// kUnavailable, so a finished call never looks unfinished.
 inline StatusCode StatusCodeFromWire(int64_t code) {
   if (code < 0 || code > static_cast<int64_t>(StatusCode::kIoError)) return StatusCode::kInternal;
+  if (code == static_cast<int64_t>(StatusCode::kTimeout)) return StatusCode::kUnavailable;
   return static_cast<StatusCode>(code);
 }
 

@@ -1,0 +1,76 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Regression tests for what the libFuzzer harnesses of tests/fuzz found (their inputs are
+// kept in tests/fuzz/corpus/<harness>/regression-*).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/status_wire.h"
+#include "worker/ps_requests.h"
+#include "worker/request_tracker.h"
+
+namespace ps {
+namespace {
+
+TEST(StatusWireTest, APeerCannotReportTimeout) {
+  EXPECT_EQ(StatusFromWire(static_cast<int>(StatusCode::kTimeout), "x").code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(StatusFromWire(static_cast<int>(StatusCode::kNotFound), "x").code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(StatusFromWire(-3, "x").code(), StatusCode::kInternal);
+  EXPECT_EQ(StatusFromWire(99, "x").code(), StatusCode::kInternal);
+  EXPECT_TRUE(StatusFromWire(0, "x").ok());
+}
+
+// reply_fuzz: a server's error reply carrying the code kTimeout completed the request,
+// and Wait then returned Timeout, which means "still in flight: wait again" (a second
+// Wait found no such ticket).
+TEST(ReplyPathTest, AnErrorReplySayingTimeoutDoesNotLookInFlight) {
+  MemberOptions options;
+  std::mutex mu;
+  std::vector<std::pair<NodeId, Header>> sent;
+  RequestTracker tracker(options, [&](NodeId to, Message&& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    sent.emplace_back(to, m.header);
+    return Status::OK();
+  });
+  tracker.Start();
+  auto map = std::make_shared<ClusterMap>();
+  NodeInfo server;
+  server.id = 1;
+  server.role = Role::kServer;
+  server.alive = true;
+  map->nodes.push_back(server);
+  TableInfo t;
+  t.id = 0;
+  t.spec = TableSpec::Dense("d", 10);
+  t.chunk_elems = 16;
+  t.ranges = {{0, 1, 1}};
+  map->tables[0] = t;
+  PsRequests ps(&tracker, [&] { return std::shared_ptr<const ClusterMap>(map); });
+  std::vector<float> out(10);
+  const Ticket ticket = ps.Dense(MsgType::kPull, 0, nullptr, out.data(), out.size(), nullptr);
+  std::pair<NodeId, Header> part;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(sent.size(), 1u);
+    part = sent[0];
+  }
+  Message reply;
+  reply.header = part.second;
+  reply.header.type = static_cast<uint16_t>(MsgType::kReply);
+  reply.header.sender = part.first;
+  reply.header.status = static_cast<int32_t>(StatusCode::kTimeout);
+  tracker.OnReply(std::move(reply));
+  Status s = tracker.Wait(ticket, std::chrono::milliseconds(5000));
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("server 1"), std::string::npos) << s;
+  tracker.Stop(Aborted("done"));
+}
+
+}  // namespace
+}  // namespace ps
