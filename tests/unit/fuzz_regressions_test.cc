@@ -95,10 +95,9 @@ TEST(RequestPathTest, AnEmptyDenseUpdateAppliesNothing) {
     DataRequest req;
     ASSERT_TRUE(CheckRequest(std::move(msg), store, 1, 1 << 20, &req).ok());
     Status replied;
-    NewApplyOnArrival()->Handle(std::move(req), store,
-                                [&](const Header&, const Status& s, std::vector<Frame>) {
-                                  replied = s;
-                                });
+    NewApplyOnArrival()->Handle(
+        std::move(req), store,
+        [&](const Header&, const Status& s, std::vector<Frame>) { replied = s; });
     EXPECT_TRUE(replied.ok()) << replied;
   }
   EXPECT_TRUE(store.ApplyDense(0, 100, 0, nullptr, ApplyOp::kAssign).ok());
