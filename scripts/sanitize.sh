@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The unit and in-process cluster tests under sanitizers (gcc):
-#   asan  ASan + UBSan (build-asan/): every unit test binary and every in-process cluster
+# The unit and in-process cluster tests under sanitizers:
+#   asan  ASan + UBSan (clang, build-asan/, the build scripts/fuzz.sh uses: see
+#         scripts/sanitizer-build.sh): every unit test binary and every in-process cluster
 #         test binary (the multi-process tests, the consumer project and the Python suite
 #         are left to scripts/test.sh: they time real daemons, which ASan slows down);
-#   tsan  TSan (build-tsan/): the unit tests and the fault-injection and worker-loss
+#   tsan  TSan (gcc, build-tsan/): the unit tests and the fault-injection and worker-loss
 #         cluster tests, which run over the in-process transport (no ZeroMQ: its
 #         uninstrumented lock-free queues would hide the ordering TSan needs to see).
 # Any report fails the test that printed it. Suppressions (third-party code only, each
@@ -26,14 +27,10 @@ launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 supp="$PWD/tests/sanitizers"
 
-# build DIR FLAGS BINARIES...: configures (tools and examples are configured, since the
-# test list names them, but only the given test binaries are built) and builds.
-build() {
-  local dir=$1 flags=$2
-  shift 2
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="$flags" \
-    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DLAYERPS_BUILD_TESTS=ON -DLAYERPS_BUILD_BENCHMARKS=OFF \
-    -DLAYERPS_BUILD_PYTHON=OFF -DLAYERPS_BUILD_CUDA=OFF "${launcher[@]}" >/dev/null
+# build_targets DIR TARGETS...: builds those of the targets the build defines.
+build_targets() {
+  local dir=$1
+  shift
   local targets=() known
   known=$(cmake --build "$dir" --target help)
   for t in "$@"; do
@@ -60,11 +57,12 @@ run() {
 ASAN_EXCLUDE='^ResourceTest\.TableTooBigForTheServersFailsTheDeclare$'
 TSAN_EXCLUDE='^$'
 
-
 if [ "$mode" = asan ] || [ "$mode" = all ]; then
   t0=$(date +%s)
-  build build-asan "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
-    "${ASAN_BINARIES[@]}"
+  source scripts/sanitizer-build.sh
+  need_clang
+  configure_clang_asan
+  build_targets "$LAYERPS_ASAN_DIR" "${ASAN_BINARIES[@]}"
   t1=$(date +%s)
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
@@ -74,7 +72,11 @@ if [ "$mode" = asan ] || [ "$mode" = all ]; then
 fi
 if [ "$mode" = tsan ] || [ "$mode" = all ]; then
   t0=$(date +%s)
-  build build-tsan "-O1 -g -fno-omit-frame-pointer -fsanitize=thread" "${TSAN_BINARIES[@]}"
+  flags="-O1 -g -fno-omit-frame-pointer -fsanitize=thread"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DLAYERPS_BUILD_TESTS=ON -DLAYERPS_BUILD_BENCHMARKS=OFF \
+    -DLAYERPS_BUILD_PYTHON=OFF -DLAYERPS_BUILD_CUDA=OFF "${launcher[@]}" >/dev/null
+  build_targets build-tsan "${TSAN_BINARIES[@]}"
   t1=$(date +%s)
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
   # TBB is not instrumented, so TSan cannot see how its scheduler hands a loop's chunks to

@@ -57,9 +57,10 @@ struct CommonOptions {
   // bytes: ZeroMQ drops the connection of a peer that announces a bigger one, before
   // reading it. It also bounds what one connection that has not authenticated can make
   // the node buffer. A received message whose header and frames together exceed it (or
-  // that has more parts than any LayerPS message) is dropped and counted as bad. A worker refuses to send a part above it (ResourceExhausted), so it
-  // caps a table's share per server: 256 MiB = 64M float32 elements. 1 KiB..16 GiB,
-  // default 256 MiB. Env: LAYERPS_MAX_MESSAGE_BYTES.
+  // that has more parts than any LayerPS message) is dropped and counted as bad. A worker
+  // refuses to send a part above it (ResourceExhausted), so it caps a table's share per
+  // server: 256 MiB = 64M float32 elements. 1 KiB..16 GiB, default 256 MiB.
+  // Env: LAYERPS_MAX_MESSAGE_BYTES.
   int64_t max_message_bytes = int64_t{256} << 20;
   // The same for the scheduler's socket, which only ever receives control messages
   // (register, heartbeats, declares, barriers, placements: kilobytes). 4 KiB..1 GiB,

@@ -474,7 +474,8 @@ class Scheduler::Impl final : public ClusterState {
       if (n.role == Role::kWorker && n.alive) return;
     }
     // Tolerated worker losses fail the job only when no worker finished.
-    if (first_failure_.ok() && dead_workers_ > 0 && dead_workers_ == map_.CountRole(Role::kWorker)) {
+    if (first_failure_.ok() && dead_workers_ > 0 &&
+        dead_workers_ == map_.CountRole(Role::kWorker)) {
       first_failure_ = Unavailable("every worker died");
     }
     const bool failed = !first_failure_.ok();
@@ -488,7 +489,8 @@ class Scheduler::Impl final : public ClusterState {
     layerps::pb::Control c;
     c.mutable_shutdown()->set_reason(reason);
     c.mutable_shutdown()->set_failed(failed);
-    if (failed && code != StatusCode::kAborted) c.mutable_shutdown()->set_code(static_cast<int>(code));
+    if (failed && code != StatusCode::kAborted)
+      c.mutable_shutdown()->set_code(static_cast<int>(code));
     for (const auto& n : map_.nodes) {
       if (n.id != kSchedulerId && n.alive) SendControl(n.id, c);
     }

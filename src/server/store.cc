@@ -128,6 +128,7 @@ Status Store::ApplyDense(TableId table, uint64_t offset, uint64_t count, const f
   if (!t) return err;
   DenseRange* d = const_cast<DenseRange*>(FindDense(*t, offset, count, &err));
   if (!d) return err;
+  if (count == 0) return Status::OK();  // nothing to apply (and `values` may be null)
   const uint64_t at = offset - d->first;
   const Optimizer& opt = *t->optimizer;
   float* x = d->data() + at;

@@ -422,9 +422,9 @@ class ZmqTransport final : public Transport {
                              std::to_string(kMaxParts) + ")");
       }
       if (oversized) {
-        return ProtocolError("message of " + std::to_string(bytes) +
-                             " bytes in all, above max_message_bytes=" +
-                             std::to_string(options_.max_message_bytes));
+        return ProtocolError(
+            "message of " + std::to_string(bytes) +
+            " bytes in all, above max_message_bytes=" + std::to_string(options_.max_message_bytes));
       }
       // A manifest part (never 64 bytes long) may precede the header: frames in shared memory.
       const size_t first = parts.size() >= 3 && parts[1].size() != sizeof(Header) ? 2 : 1;

@@ -266,7 +266,7 @@ class Worker::Impl {
   static constexpr uint64_t kPeerBufferBytes = uint64_t{1} << 30;
 
   std::atomic<bool> failed_{false};  // the scheduler ended the cluster as failed
-  Status failure_;                    // why; written once before failed_ is set
+  Status failure_;                   // why; written once before failed_ is set
   RequestTracker tracker_;
   PsRequests ps_;
   PeerMessages peers_;

@@ -100,8 +100,8 @@ TEST_F(TransportLimitsTest, PartsSummingPastTheLimitAreRefused) {
 // Exactly at the limit (header included) is accepted; one byte more is not.
 TEST_F(TransportLimitsTest, TheLimitCountsTheHeaderAndEveryFrame) {
   const size_t payload = (64 << 10) - sizeof(Header);
-  SendParts(dealer_, {HeaderBytes(MsgType::kPeerTensor, payload / 4, 0, 0),
-                      std::string(payload, 'x')});
+  SendParts(dealer_,
+            {HeaderBytes(MsgType::kPeerTensor, payload / 4, 0, 0), std::string(payload, 'x')});
   SendParts(dealer_, {HeaderBytes(MsgType::kPeerTensor, payload / 4, 0, 0), std::string(10, 'x'),
                       std::string(payload - 9, 'x')});
   Message m;

@@ -100,12 +100,13 @@ TEST(WorkerLossTest, ATolerantJobTrainsOnAndSucceeds) {
   });
   EXPECT_TRUE(barrier[0].ok()) << barrier[0];
   EXPECT_TRUE(barrier[1].ok()) << barrier[1];
-  ASSERT_TRUE(c.worker(0).Wait(c.worker(0).Pull(*d, out.data(), out.size()), milliseconds(20000)).ok());
+  ASSERT_TRUE(
+      c.worker(0).Wait(c.worker(0).Pull(*d, out.data(), out.size()), milliseconds(20000)).ok());
   for (float v : out) ASSERT_EQ(v, 2.0f);
   // Receives from the dead worker still fail.
   std::vector<float> got(4);
-  Status recv = c.worker(0).Wait(c.worker(0).RecvFrom(2, 1, got.data(), got.size()),
-                                 milliseconds(20000));
+  Status recv =
+      c.worker(0).Wait(c.worker(0).RecvFrom(2, 1, got.data(), got.size()), milliseconds(20000));
   EXPECT_EQ(recv.code(), StatusCode::kUnavailable) << recv;
   // Workers 0 and 1 finish: the job succeeds.
   c.worker(0).Stop();

@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   StatusOr<std::shared_ptr<const ClusterMap>> back = MapFromProto(again);
   FUZZ_ASSERT(back.ok());
   FUZZ_ASSERT((*back)->epoch == map.epoch && (*back)->nodes.size() == map.nodes.size() &&
-              (*back)->tables.size() == map.tables.size() &&
-              (*back)->placement == map.placement && (*back)->tags == map.tags);
+              (*back)->tables.size() == map.tables.size() && (*back)->placement == map.placement &&
+              (*back)->tags == map.tags);
   return 0;
 }

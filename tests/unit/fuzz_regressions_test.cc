@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "common/status_wire.h"
+#include "server/request.h"
+#include "server/store.h"
+#include "server/sync_policy.h"
 #include "worker/ps_requests.h"
 #include "worker/request_tracker.h"
 
@@ -70,6 +73,37 @@ TEST(ReplyPathTest, AnErrorReplySayingTimeoutDoesNotLookInFlight) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find("server 1"), std::string::npos) << s;
   tracker.Stop(Aborted("done"));
+}
+
+// request_fuzz: an assign of 0 elements with an empty values frame reached
+// memcpy(dst, nullptr, 0) in Store::ApplyDense (undefined behaviour; UBSan stops on it).
+TEST(RequestPathTest, AnEmptyDenseUpdateAppliesNothing) {
+  Store store(1);
+  TableInfo t;
+  t.id = 0;
+  t.spec = TableSpec::Dense("d", 100);
+  t.chunk_elems = 256;
+  t.ranges = {{0, 1, 1}};
+  ASSERT_TRUE(store.Install(t).ok());
+  for (MsgType type : {MsgType::kAssign, MsgType::kPush, MsgType::kPushPull}) {
+    Message msg;
+    msg.header.type = static_cast<uint16_t>(type);
+    msg.header.table = 0;
+    msg.header.offset = 5;
+    msg.header.count = 0;
+    msg.frames.push_back(Frame::Copy(nullptr, 0));
+    DataRequest req;
+    ASSERT_TRUE(CheckRequest(std::move(msg), store, 1, 1 << 20, &req).ok());
+    Status replied;
+    NewApplyOnArrival()->Handle(
+        std::move(req), store,
+        [&](const Header&, const Status& s, std::vector<Frame>) { replied = s; });
+    EXPECT_TRUE(replied.ok()) << replied;
+  }
+  EXPECT_TRUE(store.ApplyDense(0, 100, 0, nullptr, ApplyOp::kAssign).ok());
+  std::vector<float> out(100, -1.0f);
+  ASSERT_TRUE(store.ReadDense(0, 0, 100, out.data()).ok());
+  for (float v : out) EXPECT_EQ(v, 0.0f);
 }
 
 }  // namespace

@@ -25,27 +25,26 @@ TEST(ShmManifestTest, RoundTrip) {
 }
 
 TEST(ShmManifestTest, RefusesWhatCouldReachOutsideTheSegmentOrTheMessage) {
-  auto refused = [](const std::string& name, std::vector<ShmEntry> e,
-                    std::vector<size_t> frames) {
+  auto refused = [](const std::string& name, std::vector<ShmEntry> e, std::vector<size_t> frames) {
     const std::string bytes = EncodeShmManifest(name, e);
     ShmManifest m;
     return ParseShmManifest(bytes.data(), bytes.size(), frames, &m).code() ==
            StatusCode::kProtocolError;
   };
-  EXPECT_TRUE(refused(kName, {}, {0}));                                      // no entry
-  EXPECT_TRUE(refused(kName, {{1, 0, 0, 10}}, {0}));                          // no such frame
-  EXPECT_TRUE(refused(kName, {{0, 0, 0, 10}}, {5}));                          // frame not empty
-  EXPECT_TRUE(refused(kName, {{0, 0, 0, 10}, {0, 1, 64, 10}}, {0}));          // frame twice
-  EXPECT_TRUE(refused(kName, {{0, 1, 0, 10}, {1, 1, 64, 10}}, {0, 0}));       // slot twice
-  EXPECT_TRUE(refused(kName, {{1, 0, 0, 10}, {0, 1, 64, 10}}, {0, 0}));       // not ascending
-  EXPECT_TRUE(refused(kName, {{0, kShmSlots, 0, 10}}, {0}));                  // slot
-  EXPECT_TRUE(refused(kName, {{0, 0, 0, 0}}, {0}));                           // empty block
-  EXPECT_TRUE(refused(kName, {{0, 0, kShmDataBytes - 64, 65}}, {0}));         // past the end
-  EXPECT_TRUE(refused(kName, {{0, 0, ~uint64_t{0} - 63, 8}}, {0}));           // wraps
-  EXPECT_TRUE(refused(kName, {{0, 0, 65, 8}}, {0}));                          // misaligned
-  EXPECT_TRUE(refused("/dev/shm/x", {{0, 0, 0, 8}}, {0}));                    // not ours
-  EXPECT_TRUE(refused("/layerps-shm-../../x", {{0, 0, 0, 8}}, {0}));          // a path
-  EXPECT_TRUE(refused("/layerps-shm-", {{0, 0, 0, 8}}, {0}));                 // prefix only
+  EXPECT_TRUE(refused(kName, {}, {0}));                                  // no entry
+  EXPECT_TRUE(refused(kName, {{1, 0, 0, 10}}, {0}));                     // no such frame
+  EXPECT_TRUE(refused(kName, {{0, 0, 0, 10}}, {5}));                     // frame not empty
+  EXPECT_TRUE(refused(kName, {{0, 0, 0, 10}, {0, 1, 64, 10}}, {0}));     // frame twice
+  EXPECT_TRUE(refused(kName, {{0, 1, 0, 10}, {1, 1, 64, 10}}, {0, 0}));  // slot twice
+  EXPECT_TRUE(refused(kName, {{1, 0, 0, 10}, {0, 1, 64, 10}}, {0, 0}));  // not ascending
+  EXPECT_TRUE(refused(kName, {{0, kShmSlots, 0, 10}}, {0}));             // slot
+  EXPECT_TRUE(refused(kName, {{0, 0, 0, 0}}, {0}));                      // empty block
+  EXPECT_TRUE(refused(kName, {{0, 0, kShmDataBytes - 64, 65}}, {0}));    // past the end
+  EXPECT_TRUE(refused(kName, {{0, 0, ~uint64_t{0} - 63, 8}}, {0}));      // wraps
+  EXPECT_TRUE(refused(kName, {{0, 0, 65, 8}}, {0}));                     // misaligned
+  EXPECT_TRUE(refused("/dev/shm/x", {{0, 0, 0, 8}}, {0}));               // not ours
+  EXPECT_TRUE(refused("/layerps-shm-../../x", {{0, 0, 0, 8}}, {0}));     // a path
+  EXPECT_TRUE(refused("/layerps-shm-", {{0, 0, 0, 8}}, {0}));            // prefix only
   EXPECT_FALSE(refused(kName, {{0, kShmSlots - 1, kShmDataBytes - 64, 64}}, {0}));
   // Sizes that are not 72 + 24n, or above the largest manifest, and a wrong magic or count.
   ShmManifest m;
