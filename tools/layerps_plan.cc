@@ -46,7 +46,11 @@ DEFINE_bool(park_conv_suffix, false,
             "park: also search cuts that leave conv layers in the suffix (run by the PS worker)");
 DEFINE_double(backward_factor, 2.0, "Training FLOPs = (1 + this) x forward FLOPs");
 DEFINE_bool(json, false, "Print JSON (the comparison, or the one plan) instead of tables");
-DEFINE_string(write_plan, "", "Write the chosen plan as JSON to this file");
+DEFINE_string(write_plan, "", "Write the chosen plan as JSON to this file (with "
+              "--strategy=optcnn: the plan that runs --optcnn_run on LayerPS)");
+DEFINE_string(optcnn_run, "optcnn",
+              "With --strategy=optcnn --write_plan: which strategy's execution plan to write "
+              "(optcnn: the search's pick; data; owt; model). Exit 2 when LayerPS cannot run it");
 DEFINE_string(write_profile, "", "Write the model profile as JSON to this file");
 DEFINE_bool(layers, true, "Print the per-layer table");
 
@@ -288,6 +292,20 @@ int RunOptcnn(const pl::ModelProfile& model, const pl::ClusterSpec& cluster,
   if (!rep.ok()) Bad(rep.status().ToString());
   std::cout << (FLAGS_json ? pl::optcnn::ReportToJson(*rep) + "\n"
                            : pl::optcnn::FormatReport(*rep));
+  if (FLAGS_write_plan.empty()) return 0;
+  const pl::optcnn::ParallelStrategy* run = nullptr;
+  if (FLAGS_optcnn_run == "optcnn") run = &rep->optcnn;
+  for (const pl::optcnn::ParallelStrategy& b : rep->baselines) {
+    if (b.name == FLAGS_optcnn_run) run = &b;
+  }
+  if (run == nullptr) {
+    Bad("unknown --optcnn_run '" + FLAGS_optcnn_run + "' (optcnn, data, model, owt)");
+  }
+  ps::StatusOr<pl::Plan> plan =
+      pl::optcnn::ExecutionPlan(model, cluster, options, *run, rep->num_devices);
+  if (!plan.ok()) Bad(plan.status().message());
+  WriteFileOrDie(FLAGS_write_plan, pl::PlanToJson(*plan));
+  if (!FLAGS_json) std::printf("\nWrote %s: %s\n", FLAGS_write_plan.c_str(), plan->reason.c_str());
   return 0;
 }
 

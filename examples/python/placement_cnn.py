@@ -15,11 +15,14 @@
 - stanza: the same split step with the last worker rank as the FC node; the conv tables
   are spread over every server.
 
-With --plan FILE (written by `layerps-plan --write_plan`, for park or stanza) the cut and
-the roles come from the plan: its conv workers are worker ranks 0..W-1 and its suffix ranks
-(the PS worker, or the N_f FC nodes; they run beside the server ranks the plan names) are
-the last worker ranks; launch W + N_f workers (and give the same file to the launcher's
---plan so the scheduler pins the tables as the plan says).
+With --plan FILE (written by `layerps-plan --write_plan`: park, stanza, or the execution
+plan of an OptCNN strategy, `--strategy=optcnn --optcnn_run=...`) the strategy, the cut and
+the roles come from the plan: a uniform plan trains data-parallel; otherwise its conv
+workers are worker ranks 0..W-1 and its suffix ranks (the PS worker, or the N_f FC nodes;
+they run beside the server ranks the plan names) are the last worker ranks; launch W + N_f
+workers (and give the same file to the launcher's --plan so the scheduler pins the tables
+as the plan says). A plan with "fc_parallel": "channel" splits every FC layer's output
+channels over the FC nodes (model parallelism) instead of replicating the FC layers.
 
 The global batch (--batch samples, split evenly over the conv workers) and the seed are
 the same in every mode, so each mode computes the same SGD steps as --local (within float
@@ -131,13 +134,18 @@ def train_split(args, data, w):
     x_tr, y_tr, x_te, y_te = data
     model = big_fc_cnn(args.seed)
     n = w.num_workers
-    cut, fc_nodes = "fc1", 1
+    cut, fc_nodes, suffix_parallel, channel_degrees = "fc1", 1, "data", None
     if args.plan:
         with open(args.plan) as f:
             plan = json.load(f)
         if plan.get("strategy") not in ("park", "stanza") or not plan.get("cut_layer"):
-            raise SystemExit(f"--plan {args.plan}: a park or stanza plan with a cut is needed")
+            raise SystemExit(f"--plan {args.plan}: a uniform plan, or a park or stanza plan with a cut, is needed")
         cut = plan["cut_layer"]
+        suffix_parallel = plan.get("fc_parallel", "data")
+        if suffix_parallel == "channel":
+            # Each FC layer's rows on the first K FC nodes, as the plan lists them.
+            channel_degrees = {l["layer"]: len(l["servers"]) for l in plan["layers"]
+                               if l["mode"] == "fc_node" and l["servers"]}
         fc_nodes = max(1, len(plan["roles"].get("fc_nodes") or [])) if plan["strategy"] == "stanza" else 1
         if len(plan["roles"]["conv_workers"]) + fc_nodes != n:
             raise SystemExit(f"--plan {args.plan}: it has {len(plan['roles']['conv_workers'])} conv worker(s) and "
@@ -156,7 +164,8 @@ def train_split(args, data, w):
         w.install_placement({"conv1": others, "conv2": others})
     w.barrier()
     trainer = SplitTrainer(w, model, cut, F.cross_entropy, lr=args.lr, conv_workers=conv, suffix_ranks=suffixes,
-                           batch=per, example_input=x_tr[:per], name="placement_cnn")
+                           batch=per, example_input=x_tr[:per], name="placement_cnn",
+                           suffix_parallel=suffix_parallel, channel_degrees=channel_degrees)
     history, steps = [], 0
     start = w.traffic()  # what setting up cost is not a training step's
     for epoch in range(args.epochs):
@@ -168,7 +177,9 @@ def train_split(args, data, w):
                 k = conv.index(w.rank)
                 trainer.step(x[k * per:(k + 1) * per], y[k * per:(k + 1) * per])
             steps += 1
-        entry = dict(epoch=epoch, seconds=time.time() - t0)
+        entry = dict(epoch=epoch, seconds=time.time() - t0, steps=len(losses) if w.rank in suffixes else None)
+        if w.rank in suffixes:
+            trainer.gather_suffix()  # channel-parallel: every FC node's rows (a collective)
         if w.rank == suffix:
             # The whole model: the prefix as the servers hold it, the suffix as trained here.
             with torch.no_grad():
@@ -197,6 +208,16 @@ def main():
     args = p.parse_args()
     if args.epochs < 1 or args.batch < 1 or args.lr <= 0 or args.limit < 0:
         raise SystemExit("--epochs, --batch and --lr must be positive, --limit >= 0")
+    if args.plan:
+        try:
+            with open(args.plan) as f:
+                plan_strategy = json.load(f).get("strategy")
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"--plan {args.plan}: {e}")
+        if plan_strategy == "uniform":
+            args.strategy = "uniform"
+        elif args.strategy == "uniform":
+            args.strategy = plan_strategy
     torch.set_num_threads(1)
     data = load_data(args.seed, args.limit)
     if args.local:

@@ -220,9 +220,13 @@ struct ParallelStrategy {
   double sync_s = 0;          // sum of t_s
   double transfer_s = 0;      // sum of t_x
   double bytes_per_step = 0;  // sync + transfer bytes crossing devices
-  // True when LayerPS can run it: every non-FC layer data-parallel on all devices (sample
-  // degree = devices) and every FC layer either that or channel-parallel (sample degree 1).
+  // True when LayerPS can run it (ExecutionPlan): every layer before the first FC layer
+  // data-parallel on all devices (sample degree = devices), and the layers from the first
+  // FC layer on either the same, or all one configuration that FC nodes run: channel-
+  // parallel cN (model parallelism over N FC nodes), or nN with N < devices (N replicas).
   bool executable = false;
+  // Why not, naming the first layer that breaks the rule; empty when executable.
+  std::string not_executable_reason;
 };
 
 // The cost of an assignment (config_index per layer). InvalidArgument when it is malformed.
@@ -250,6 +254,21 @@ struct Report {
   double tables_seconds = 0;  // wall time of BuildCostTables
   double search_seconds = 0;  // wall time of Search (eliminations, enumeration, undo)
 };
+
+// The placement plan (ps/placement.h) that runs an executable strategy on LayerPS, for
+// layerps-plan --write_plan and the placement executor (examples/python/placement_cnn.py):
+//  - every layer data-parallel: the "uniform" plan (every worker trains the whole model
+//    through the servers);
+//  - else a "stanza" plan cut at the first FC layer, with N FC nodes on the last N server
+//    machines and fc_parallel "channel" (cN: FC node j holds the j-th block of output
+//    channels) or "data" (nN: N replicas). The FC nodes are extra worker processes beside
+//    those servers; the cost model's devices are the conv workers (cluster.workers), and
+//    with one server per device machine the FC node's traffic is what the model counts.
+// FailedPrecondition when the strategy is not executable (its reason), or N exceeds the
+// servers or the workers; InvalidArgument when cluster.workers is not num_devices.
+StatusOr<Plan> ExecutionPlan(const ModelProfile& model, const ClusterSpec& cluster,
+                             const PlanOptions& options, const ParallelStrategy& strategy,
+                             int num_devices);
 
 // BuildCostTables, Search, the baselines. Errors as theirs.
 StatusOr<Report> Optimize(const ModelProfile& model, const ClusterSpec& cluster,

@@ -218,6 +218,11 @@ struct Plan {
   std::string cut_layer;  // name of the first suffix layer; empty when no cut
   std::vector<LayerPlacement> layers;  // one per model layer, in the model's order
   PlanRoles roles;
+  // stanza: how the FC nodes share the suffix. "data" (Stanza): each FC node trains a
+  // replica on its conv workers' activations and the replicas all-reduce their gradients.
+  // "channel" (model parallelism, OptCNN's channel-parallel FC layers): FC node j holds
+  // the j-th block of every FC layer's output channels and sees every worker's activations.
+  std::string fc_parallel = "data";
   PlanPrediction prediction;
   std::string reason;  // one line: why this strategy made this choice
 };

@@ -415,6 +415,7 @@ json PlanToJsonValue(const Plan& plan) {
           {"cut", plan.cut < 0 ? json(nullptr) : json(plan.cut)},
           {"cut_layer", plan.cut_layer},
           {"reason", plan.reason},
+          {"fc_parallel", plan.fc_parallel},
           {"cluster", ClusterToJsonValue(plan.cluster)},
           {"roles",
            {{"conv_workers", r.conv_workers},
@@ -511,7 +512,7 @@ StatusOr<Plan> PlanFromJson(const std::string& text) {
   PS_RETURN_IF_ERROR(r.IsObject());
   PS_RETURN_IF_ERROR(
       r.OnlyKeys({"format", "version", "strategy", "model", "batch", "cut", "cut_layer", "reason",
-                  "cluster", "roles", "layers", "prediction"}));
+                  "fc_parallel", "cluster", "roles", "layers", "prediction"}));
   PS_RETURN_IF_ERROR(CheckFormat(r, "layerps.plan"));
   Plan plan;
   PS_RETURN_IF_ERROR(r.String("strategy", true, &plan.strategy));
@@ -524,6 +525,10 @@ StatusOr<Plan> PlanFromJson(const std::string& text) {
   plan.cut = static_cast<int>(v);
   PS_RETURN_IF_ERROR(r.String("cut_layer", false, &plan.cut_layer));
   PS_RETURN_IF_ERROR(r.String("reason", false, &plan.reason));
+  PS_RETURN_IF_ERROR(r.String("fc_parallel", false, &plan.fc_parallel));
+  if (plan.fc_parallel != "data" && plan.fc_parallel != "channel") {
+    return r.Error("fc_parallel", "must be \"data\" or \"channel\", not \"" + plan.fc_parallel + "\"");
+  }
   if (!r.Has("cluster")) return r.Error("cluster", "is required");
   PS_RETURN_IF_ERROR(ClusterFromJsonValue(r.At("cluster"), "plan: cluster", &plan.cluster));
   if (r.Has("roles")) {

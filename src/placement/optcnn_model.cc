@@ -702,6 +702,58 @@ StatusOr<CostTables> BuildCostTables(const ModelProfile& model, const ClusterSpe
   return t;
 }
 
+namespace {
+
+bool AllDevicesData(const Degrees& d, int devices) { return d.n == devices && d.Product() == devices; }
+
+int FirstFc(const std::vector<LayerChoice>& layers) {
+  for (size_t v = 0; v < layers.size(); ++v) {
+    if (layers[v].kind == LayerKind::kFc) return static_cast<int>(v);
+  }
+  return -1;
+}
+
+// The rule of ParallelStrategy::executable; "" when LayerPS runs the strategy.
+std::string NotExecutableReason(const std::vector<LayerChoice>& layers, int devices) {
+  const int n = static_cast<int>(layers.size());
+  const int first_fc = FirstFc(layers);
+  const int prefix_end = first_fc < 0 ? n : first_fc;
+  for (int v = 0; v < prefix_end; ++v) {
+    if (!AllDevicesData(layers[v].degrees, devices)) {
+      return "layer '" + layers[v].layer + "' is " + layers[v].degrees.ToString() +
+             ": layers before the first FC layer run data-parallel on all " +
+             std::to_string(devices) + " devices (n" + std::to_string(devices) + ")";
+    }
+  }
+  if (first_fc < 0) return "";
+  bool all_data = true;
+  for (int v = first_fc; v < n; ++v) all_data = all_data && AllDevicesData(layers[v].degrees, devices);
+  if (all_data) return "";
+  // FC nodes: every FC layer channel-parallel on its own number of FC nodes (cK, or one
+  // device), the element-wise layers between them replicated; or every FC layer one
+  // configuration nN of N < devices replicas.
+  const Degrees& d = layers[first_fc].degrees;
+  const bool replicas = d.c == 1 && d.h == 1 && d.w == 1 && d.n > 1 && d.n < devices;
+  for (int v = first_fc; v < n; ++v) {
+    const LayerChoice& l = layers[v];
+    if (l.kind == LayerKind::kOther) continue;  // element-wise: runs on every FC node
+    if (l.kind != LayerKind::kFc) {
+      return "layer '" + l.layer + "' (" + LayerKindName(l.kind) +
+             ") follows the first FC layer: FC nodes run FC and element-wise layers only";
+    }
+    const Degrees& e = l.degrees;
+    if (replicas ? !(e == d) : !(e.n == 1 && e.h == 1 && e.w == 1)) {
+      return "layer '" + l.layer + "' is " + e.ToString() +
+             ": FC nodes run the FC layers channel-parallel (cK, each its own K) or all as one "
+             "nN with N < " + std::to_string(devices) + " (replicas)" +
+             (replicas ? ", as '" + layers[first_fc].layer + "' is " + d.ToString() : "");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 StatusOr<ParallelStrategy> EvaluateStrategy(const CostTables& t, const std::string& name,
                                             const std::vector<int>& x) {
   auto total = t.graph.Evaluate(x);
@@ -710,7 +762,6 @@ StatusOr<ParallelStrategy> EvaluateStrategy(const CostTables& t, const std::stri
   s.name = name;
   s.config_index = x;
   s.step_time_s = *total;
-  s.executable = true;
   const int n = static_cast<int>(x.size());
   const int devices = t.num_devices;
   for (int v = 0; v < n; ++v) {
@@ -724,12 +775,10 @@ StatusOr<ParallelStrategy> EvaluateStrategy(const CostTables& t, const std::stri
     s.compute_s += c.compute_s;
     s.sync_s += c.sync_s;
     s.bytes_per_step += c.sync_bytes;
-    const Degrees& d = c.degrees;
-    const bool data = d.n == devices && d.Product() == devices;
-    const bool channel = d.n == 1 && d.h == 1 && d.w == 1;
-    if (!(data || (c.kind == LayerKind::kFc && channel))) s.executable = false;
     s.layers.push_back(std::move(c));
   }
+  s.not_executable_reason = NotExecutableReason(s.layers, devices);
+  s.executable = s.not_executable_reason.empty();
   for (size_t e = 0; e < t.graph.edges.size(); ++e) {
     const auto& edge = t.graph.edges[e];
     const size_t at = static_cast<size_t>(x[edge.src]) * t.graph.NumConfigs(edge.dst) + x[edge.dst];
@@ -807,6 +856,79 @@ StatusOr<std::vector<int>> OneWeirdTrick(const CostTables& t) {
   const auto first_fc = std::find(t.kinds.begin(), t.kinds.end(), LayerKind::kFc);
   for (size_t v = first_fc - t.kinds.begin(); v < x.size(); ++v) x[v] = (*model)[v];
   return x;
+}
+
+StatusOr<Plan> ExecutionPlan(const ModelProfile& model, const ClusterSpec& cluster,
+                             const PlanOptions& options, const ParallelStrategy& strategy,
+                             int num_devices) {
+  if (cluster.workers != num_devices) {
+    return InvalidArgument("optcnn execution plan: the strategy is for " +
+                           std::to_string(num_devices) + " devices, the cluster has " +
+                           std::to_string(cluster.workers) + " workers");
+  }
+  if (strategy.layers.size() != model.layers.size()) {
+    return InvalidArgument("optcnn execution plan: the strategy has " +
+                           std::to_string(strategy.layers.size()) + " layers, the model " +
+                           std::to_string(model.layers.size()));
+  }
+  const std::string why = NotExecutableReason(strategy.layers, num_devices);
+  if (!why.empty()) {
+    return FailedPrecondition("optcnn strategy '" + strategy.name +
+                              "' is beyond what LayerPS executes: " + why);
+  }
+  const int first_fc = FirstFc(strategy.layers);
+  bool all_data = true;
+  for (const LayerChoice& c : strategy.layers) all_data = all_data && AllDevicesData(c.degrees, num_devices);
+  if (all_data) {
+    StatusOr<Plan> plan = UniformPlan(model, cluster, options);
+    if (!plan.ok()) return plan.status();
+    plan->reason = "optcnn strategy '" + strategy.name + "': every layer data-parallel on " +
+                   std::to_string(num_devices) + " devices; " + plan->reason;
+    return plan;
+  }
+  const Degrees& d = strategy.layers[first_fc].degrees;
+  const bool channel = d.n == 1;
+  int nodes = channel ? 1 : d.n;
+  for (const LayerChoice& c : strategy.layers) {
+    if (channel && c.kind == LayerKind::kFc) nodes = std::max(nodes, c.degrees.c);
+  }
+  if (nodes > cluster.servers) {
+    return FailedPrecondition("optcnn strategy '" + strategy.name + "' runs its FC layers on " +
+                              std::to_string(nodes) + " FC nodes, one beside each of as many "
+                              "servers, but the cluster has " + std::to_string(cluster.servers) +
+                              " servers");
+  }
+  PlanOptions o = options;
+  o.fc_nodes = nodes;
+  StatusOr<Plan> plan = StanzaPlan(model, cluster, o);
+  if (!plan.ok()) return plan.status();
+  if (plan->cut_layer != strategy.layers[first_fc].layer) {
+    return FailedPrecondition("optcnn execution plan: stanza cuts before '" + plan->cut_layer +
+                              "', the strategy's FC layers start at '" +
+                              strategy.layers[first_fc].layer + "'");
+  }
+  plan->fc_parallel = channel ? "channel" : "data";
+  if (channel) {
+    // Layer l's rows on FC nodes 0..K_l-1 (the contiguous tile rule: tile t on device t).
+    for (size_t i = first_fc; i < strategy.layers.size(); ++i) {
+      LayerPlacement& p = plan->layers[i];
+      if (strategy.layers[i].kind != LayerKind::kFc || p.servers.empty()) continue;
+      const int k = strategy.layers[i].degrees.c;
+      const uint64_t m = model.layers[i].param_bytes;
+      p.servers.resize(k);
+      p.server_bytes.assign(k, m / k);
+    }
+  }
+  std::string fc;
+  for (size_t i = first_fc; i < strategy.layers.size(); ++i) {
+    if (strategy.layers[i].kind != LayerKind::kFc) continue;
+    fc += (fc.empty() ? "" : ", ") + strategy.layers[i].layer + " " + strategy.layers[i].degrees.ToString();
+  }
+  plan->reason = "optcnn strategy '" + strategy.name + "': layers before '" + plan->cut_layer +
+                 "' data-parallel on " + std::to_string(num_devices) + " conv workers; " + fc +
+                 " on " + std::to_string(nodes) + " FC node(s), " + plan->fc_parallel +
+                 "-parallel; " + plan->reason;
+  return plan;
 }
 
 StatusOr<Report> Optimize(const ModelProfile& model, const ClusterSpec& cluster,
@@ -890,6 +1012,7 @@ std::string StrategyJson(const ParallelStrategy& s, bool with_layers) {
       ", \"transfer_s\": " + JsonNumber(s.transfer_s) +
       ", \"bytes_per_step\": " + JsonNumber(s.bytes_per_step) +
       ", \"executable_by_layerps\": " + (s.executable ? "true" : "false");
+  if (!s.executable) j += ", \"not_executable_reason\": " + JsonString(s.not_executable_reason);
   if (with_layers) {
     j += ", \"layers\": [";
     for (size_t i = 0; i < s.layers.size(); ++i) {

@@ -185,6 +185,11 @@ TEST(PlanJsonTest, BadPlans) {
             {"dedicated_servers", "rank 7"});
   ExpectBad(PlanFromJson(edit("\"mode\": \"ps\"", "\"mode\": \"gossip\"")).status(), {"gossip"});
   ExpectBad(PlanFromJson(edit("\"batch\": 32", "\"batch\": 0")).status(), {"batch"});
+  ExpectBad(PlanFromJson(edit("\"fc_parallel\": \"data\"", "\"fc_parallel\": \"pipeline\"")).status(),
+            {"fc_parallel", "pipeline"});
+  StatusOr<Plan> channel = PlanFromJson(edit("\"fc_parallel\": \"data\"", "\"fc_parallel\": \"channel\""));
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  EXPECT_EQ(channel->fc_parallel, "channel");
   ExpectBad(PlanFromJson(edit("\"format\": \"layerps.plan\"", "\"format\": \"layerps.cluster\""))
                 .status(),
             {"format"});

@@ -759,6 +759,81 @@ TEST(OptcnnModels, ReportListsEveryLayerAndTheBaselines) {
   EXPECT_EQ(d.transfer_s, 0.0);  // data parallel everywhere: nothing between layers
 }
 
+// Item 5: what LayerPS runs. The big-FC-head CNN on 2 devices: data parallelism becomes the
+// uniform plan, OWT (conv n2, every FC layer c2) a stanza plan with 2 channel-parallel FC
+// nodes; model parallelism (conv c2) and mixed FC configurations are refused with the layer.
+TEST(OptcnnModels, ExecutionPlansOfWhatLayerPsRuns) {
+  auto model = BuiltinProfile("bigfc");
+  ASSERT_TRUE(model.ok());
+  ClusterSpec c = Devices(2);
+  c.servers = 2;
+  PlanOptions o;
+  o.batch = 32;
+  Options opt;
+  opt.batch_size = 64;
+  auto rep = Optimize(*model, c, opt);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  const ParallelStrategy* by_name[3] = {nullptr, nullptr, nullptr};
+  for (const ParallelStrategy& s : rep->baselines) {
+    if (s.name == "data") by_name[0] = &s;
+    if (s.name == "owt") by_name[1] = &s;
+    if (s.name == "model") by_name[2] = &s;
+  }
+  ASSERT_TRUE(by_name[0] && by_name[1] && by_name[2]);
+
+  auto data = ExecutionPlan(*model, c, o, *by_name[0], 2);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->strategy, "uniform");
+  EXPECT_EQ(data->cut, -1);
+
+  ASSERT_TRUE(by_name[1]->executable) << by_name[1]->not_executable_reason;
+  auto owt = ExecutionPlan(*model, c, o, *by_name[1], 2);
+  ASSERT_TRUE(owt.ok()) << owt.status();
+  EXPECT_EQ(owt->strategy, "stanza");
+  EXPECT_EQ(owt->cut_layer, "fc1");
+  EXPECT_EQ(owt->fc_parallel, "channel");
+  EXPECT_EQ(owt->roles.fc_nodes, (std::vector<int>{0, 1}));
+  auto back = PlanFromJson(PlanToJson(*owt));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->fc_parallel, "channel");
+
+  EXPECT_FALSE(by_name[2]->executable);
+  auto model_parallel = ExecutionPlan(*model, c, o, *by_name[2], 2);
+  ASSERT_FALSE(model_parallel.ok());
+  EXPECT_EQ(model_parallel.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(model_parallel.status().message().find("conv1"), std::string::npos)
+      << model_parallel.status();
+
+  // A mixed suffix (fc1 c2, fc2 and fc3 on one device): fc2's rows on FC node 0 only.
+  ParallelStrategy mixed = *by_name[1];
+  mixed.name = "mixed";
+  mixed.layers[5].degrees = Degrees{1, 1, 1, 1};
+  mixed.layers[6].degrees = Degrees{1, 1, 1, 1};
+  auto ran = ExecutionPlan(*model, c, o, mixed, 2);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(ran->fc_parallel, "channel");
+  EXPECT_EQ(ran->roles.fc_nodes.size(), 2u);
+  EXPECT_EQ(ran->layers[4].servers, (std::vector<int>{0, 1}));  // fc1 c2
+  EXPECT_EQ(ran->layers[5].servers, (std::vector<int>{0}));     // fc2 on one FC node
+  EXPECT_EQ(ran->layers[5].server_bytes, (std::vector<uint64_t>{model->layers[5].param_bytes}));
+  // Replicas and channel splits mixed, or a sample split beside a channel split: refused.
+  ParallelStrategy odd = *by_name[1];
+  odd.name = "odd";
+  odd.layers[5].degrees = Degrees{2, 1, 1, 1};
+  auto refused = ExecutionPlan(*model, c, o, odd, 2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("layer 'fc2' is n2"), std::string::npos)
+      << refused.status();
+
+  // More FC nodes than servers to put them beside; a cluster of the wrong size.
+  ClusterSpec one_server = c;
+  one_server.servers = 1;
+  EXPECT_EQ(ExecutionPlan(*model, one_server, o, *by_name[1], 2).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ExecutionPlan(*model, c, o, *by_name[1], 4).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace optcnn
 }  // namespace placement

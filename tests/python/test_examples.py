@@ -125,6 +125,50 @@ def test_placement_cnn_takes_its_cut_and_roles_from_a_stanza_plan(tmp_path):
     assert bad.returncode != 0 and "launch 4 workers" in bad.stdout + bad.stderr
 
 
+def test_placement_cnn_runs_the_optcnn_strategies_layerps_executes(tmp_path):
+    """layerps-plan --strategy=optcnn writes the execution plan of the search's pick (on a
+    slow link: conv data-parallel, the FC layers channel-parallel on FC nodes) and of OWT;
+    the example runs each through the launcher (2 conv workers + 2 FC nodes) and takes the
+    same SGD steps as one process. Model parallelism is refused with its reason (exit 2)."""
+    import torch
+    sys.path.insert(0, str(EXAMPLES))
+    from placement_cnn import big_fc_cnn
+    import layerps
+    from layerps.placement import profile
+    prof = tmp_path / "bigfc1.json"
+    prof.write_text(json.dumps(profile(big_fc_cnn(0), torch.zeros(2, 1, 32, 32), name="bigfc1")))
+    plan_args = [layerps.tool_path("layerps-plan"), f"--model={prof}", "--workers=2", "--servers=2", "--batch=16",
+                 "--bandwidth=100Mbit", "--worker_flops=20e9", "--strategy=optcnn"]
+    script = str(EXAMPLES / "placement_cnn.py")
+    common = ["--epochs", "1", "--batch", "32", "--limit", "96", "--lr", "0.1", "--seed", "3"]
+    local = subprocess.run([sys.executable, script, "--local", "--json", str(tmp_path / "local.json")] + common,
+                           capture_output=True, text=True, timeout=300, cwd=str(HERE))
+    assert local.returncode == 0, local.stdout + local.stderr
+    one = json.loads((tmp_path / "local.json").read_text())["history"][0]
+    for run in ("optcnn", "owt"):
+        plan = tmp_path / f"{run}.json"
+        p = subprocess.run(plan_args + [f"--optcnn_run={run}", f"--write_plan={plan}"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        written = json.loads(plan.read_text())
+        assert written["strategy"] == "stanza" and written["fc_parallel"] == "channel", written["reason"]
+        assert written["cut_layer"] == "fc1"
+        out = tmp_path / f"{run}-dist.json"
+        p = run_launched(["-s", "2", "-w", "4", "--quiet_daemons", "--timeout_s=300", f"--plan={plan}", "--",
+                          sys.executable, script, "--plan", str(plan), "--json", str(out)] + common)
+        assert p.returncode == 0, p.stdout + p.stderr
+        h = json.loads(out.read_text())["history"][0]
+        assert abs(h["loss"] - one["loss"]) <= 1e-4 * abs(one["loss"]), (run, h, one)
+        assert abs(h["accuracy"] - one["accuracy"]) <= 1e-3, (run, h, one)
+    data = tmp_path / "data.json"
+    p = subprocess.run(plan_args + ["--optcnn_run=data", f"--write_plan={data}"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0 and json.loads(data.read_text())["strategy"] == "uniform", p.stderr
+    p = subprocess.run(plan_args + ["--optcnn_run=model", f"--write_plan={tmp_path / 'model.json'}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "beyond what LayerPS executes" in p.stderr and "conv1" in p.stderr, p.stderr
+
+
 def test_hybrid_lm_modes_train_alike(tmp_path):
     """The hybrid, pure-PS and pure-all-reduce runs of the embedding language model take
     the same steps (same seeds, same global batches) as one process, and learn."""

@@ -266,3 +266,68 @@ def test_two_fc_nodes_stay_replicas_and_equal_data_parallel_sgd():
     for a, b, want in zip(results[2][1].parameters(), results[3][1].parameters(), ref_suffix.parameters()):
         assert torch.equal(a, b)  # replicas identical
         np.testing.assert_allclose(a.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fc_nodes,degrees", [(2, None), (3, None), (2, {"fc2": 1})])
+def test_channel_parallel_fc_nodes_split_the_weights_and_equal_data_parallel_sgd(fc_nodes, degrees):
+    """Model-parallel FC layers (OptCNN's channel-parallel configuration): FC node j holds
+    rows [j*out/N, (j+1)*out/N) of every linear layer; the training equals data-parallel SGD
+    and the assembled suffix equals the reference's. Bytes: every conv worker sends its
+    activations to every FC node; each FC node receives the other nodes' output columns."""
+    steps = 30
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(collections.OrderedDict([
+        ("conv", torch.nn.Conv2d(1, 4, 3)), ("relu1", torch.nn.ReLU()), ("flat", torch.nn.Flatten()),
+        ("fc1", torch.nn.Linear(4 * 6 * 6, 36)), ("relu2", torch.nn.ReLU()), ("fc2", torch.nn.Linear(36, 12)),
+    ]))
+    g = torch.Generator().manual_seed(1)
+    data = [[(torch.randn(BATCH, 1, 8, 8, generator=g), torch.randint(0, 12, (BATCH,), generator=g))
+             for _ in range(2)] for _ in range(steps)]
+    ref_model = copy.deepcopy(base)
+    ref_losses = reference(ref_model, data)
+    n = 2 + fc_nodes
+    models = [copy.deepcopy(base) for _ in range(n)]
+    example = torch.zeros(BATCH, 1, 8, 8)
+    fc = list(range(2, n))
+    with layerps.LocalCluster(num_servers=1, num_workers=n, transport="inproc", **FAST) as c:
+        def role(w):
+            t = SplitTrainer(w, models[w.rank], "fc1", torch.nn.functional.cross_entropy, lr=LR,
+                             conv_workers=[0, 1], suffix_ranks=fc, batch=BATCH, example_input=example,
+                             suffix_parallel="channel", channel_degrees=degrees)
+            losses = [t.step(*(data[s][w.rank] if w.rank < 2 else (None, None))) for s in range(steps)]
+            shard_rows = {k: v[0].shape[0] for k, v in t.shards.items()} if w.rank >= 2 else None
+            whole = t.gather_suffix() if w.rank >= 2 else None
+            return losses, shard_rows, whole
+
+        results = run_parallel(role, [(w,) for w in c.workers], timeout=120)
+        _, ref_suffix = split_sequential(ref_model, "fc1")
+        for r in fc:
+            np.testing.assert_allclose(results[r][0], ref_losses, rtol=1e-4)
+            k2 = (degrees or {}).get("fc2", fc_nodes)
+            want_rows = {"fc1": 36 // fc_nodes}
+            if r - 2 < k2:
+                want_rows["fc2"] = 12 // k2
+            assert results[r][1] == want_rows  # its rows only: no weight is replicated
+            for got, want in zip(results[r][2].parameters(), ref_suffix.parameters()):
+                np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
+        act_bytes = BATCH * 4 * 6 * 6 * 4
+        for w in c.workers[:2]:
+            peers = w.traffic()["peers"]
+            sent = sum(peers[c.workers[r].id]["bytes_sent"] - 64 * peers[c.workers[r].id]["messages_sent"]
+                       for r in fc)
+            assert sent == steps * fc_nodes * (act_bytes + BATCH * 4)
+        # The last FC node receives, per step and linear layer, the other holders' output
+        # columns, then the input gradients' all-reduce.
+        peers = c.workers[fc[-1]].traffic()["peers"]
+        from_fc = sum(peers[c.workers[r].id]["bytes_received"] - 64 * peers[c.workers[r].id]["messages_received"]
+                      for r in fc[:-1])
+        k2 = (degrees or {}).get("fc2", fc_nodes)
+        gathered = steps * 2 * BATCH * ((fc_nodes - 1) * 36 // fc_nodes + min(k2, fc_nodes - 1) * 12 // k2) * 4
+        assert from_fc > gathered  # plus the all-reduces of the input gradients
+        if degrees:
+            return
+    with pytest.raises(layerps.InvalidArgumentError, match="not divisible by the 5 FC nodes"):
+        with layerps.LocalCluster(num_servers=1, num_workers=7, transport="inproc", **FAST) as c:
+            SplitTrainer(c.workers[0], copy.deepcopy(base), "fc1", torch.nn.functional.cross_entropy, lr=LR,
+                         conv_workers=[0, 1], suffix_ranks=[2, 3, 4, 5, 6], batch=BATCH, example_input=example,
+                         suffix_parallel="channel")

@@ -14,6 +14,8 @@
 Every call here is collective over the worker ranks the trainer names, in the same order.
 """
 
+import collections
+
 import numpy as np
 import torch
 
@@ -82,6 +84,14 @@ def profile(model, example_input, name="model"):
                              out_channels=mod.out_channels, out_height=out_t.shape[2], out_width=out_t.shape[3],
                              kernel_h=mod.kernel_size[0], kernel_w=mod.kernel_size[1], stride=mod.stride[0],
                              padding=mod.padding[0])
+            elif isinstance(mod, (torch.nn.MaxPool2d, torch.nn.AvgPool2d)) and out_t.dim() == 4:
+                def first(v):
+                    return v[0] if isinstance(v, (tuple, list)) else v
+                k = mod.kernel_size if isinstance(mod.kernel_size, (tuple, list)) else (mod.kernel_size,) * 2
+                shape = dict(in_channels=inp[0].shape[1], in_height=inp[0].shape[2], in_width=inp[0].shape[3],
+                             out_channels=out_t.shape[1], out_height=out_t.shape[2], out_width=out_t.shape[3],
+                             kernel_h=k[0], kernel_w=k[1], stride=first(mod.stride if mod.stride else k[0]),
+                             padding=first(mod.padding))
             elif isinstance(mod, torch.nn.Linear):
                 shape = dict(in_channels=mod.in_features, in_height=1, in_width=1,
                              out_channels=mod.out_features, out_height=1, out_width=1)
@@ -115,8 +125,11 @@ def split_sequential(model, cut):
         index = int(cut)
     if not 0 < index < len(names):
         raise InvalidArgumentError(f"split_sequential: cut {cut!r} leaves an empty side")
-    children = list(model.children())
-    return torch.nn.Sequential(*children[:index]), torch.nn.Sequential(*children[index:])
+    # The children keep their names, so the prefix's tables carry the layer names that a
+    # placement (layerps-plan, install_placement) pins.
+    children = list(model.named_children())
+    return (torch.nn.Sequential(collections.OrderedDict(children[:index])),
+            torch.nn.Sequential(collections.OrderedDict(children[index:])))
 
 
 class SplitTrainer:
@@ -124,10 +137,28 @@ class SplitTrainer:
 
     ``conv_workers``: the ranks that run the prefix on their own batches; ``suffix_rank``:
     the rank that runs the suffix (Park's PS worker beside the dedicated server, or
-    Stanza's FC node), or ``suffix_ranks``: several FC nodes (Stanza's N_f > 1), conv worker
-    k sending to FC node ``k % N_f``; each FC node trains a replica of the suffix on its
-    workers' activations and the replicas all-reduce their gradients among themselves
-    (``Worker.allreduce`` over the FC nodes only), so they stay equal. Each rank builds the
+    Stanza's FC node), or ``suffix_ranks``: several FC nodes (N_f > 1), in one of two ways
+    (``suffix_parallel``):
+
+    * ``"data"`` (Stanza): conv worker k sends to FC node ``k % N_f``; each FC node trains a
+      replica of the suffix on its workers' activations and the replicas all-reduce their
+      gradients among themselves (``Worker.allreduce`` over the FC nodes only), so they
+      stay equal.
+    * ``"channel"`` (model parallelism; OptCNN's channel-parallel FC layers, the FC half of
+      "one weird trick"): every conv worker sends its activations to every FC node; FC node
+      j holds rows ``[j*out/N_f, (j+1)*out/N_f)`` of every ``nn.Linear`` of the suffix (its
+      output channels; ``out_features`` must divide by N_f) and updates only those, so no
+      weight is replicated. After each linear layer the FC nodes all-gather their output
+      columns (worker-to-worker sends); the layers without parameters (ReLU, ...) and the
+      loss run on the whole tensor on every FC node; backward, the gradient of each linear
+      layer's input is all-reduced among the FC nodes, and FC node ``k % N_f`` returns conv
+      worker k its activation gradient. ``channel_degrees`` ({layer name: K}, 1 <= K <= N_f)
+      puts a linear layer's rows on the first K FC nodes only (OptCNN may pick ``c2`` for one
+      layer and one device for the next); default N_f for every layer. A suffix module with
+      parameters other than ``nn.Linear`` is refused. :meth:`gather_suffix` assembles the
+      whole suffix on every FC node (for evaluation).
+
+    Each rank builds the
     same ``model`` (same seed) and calls :meth:`step` once per training step: conv workers
     with their batch ``(x, y)``, suffix ranks with none. ``loss_fn(output, y)`` must
     average over the batch: the step's loss is the mean over the global batch of
@@ -139,8 +170,13 @@ class SplitTrainer:
     """
 
     def __init__(self, worker, model, cut, loss_fn, *, lr, conv_workers, suffix_rank=None, batch,
-                 example_input, suffix_ranks=None, name="split", timeout=60.0):
+                 example_input, suffix_ranks=None, name="split", timeout=60.0, suffix_parallel="data",
+                 channel_degrees=None):
         self.w = worker
+        if suffix_parallel not in ("data", "channel"):
+            raise InvalidArgumentError(f"SplitTrainer: suffix_parallel must be 'data' or 'channel', "
+                                       f"not {suffix_parallel!r}")
+        self.suffix_parallel = suffix_parallel
         self.rank = worker.rank
         self.conv_workers = [int(r) for r in conv_workers]
         if (suffix_rank is None) == (suffix_ranks is None):
@@ -148,8 +184,9 @@ class SplitTrainer:
         self.suffix_ranks = [int(suffix_rank)] if suffix_ranks is None else [int(r) for r in suffix_ranks]
         if not self.conv_workers or not self.suffix_ranks:
             raise InvalidArgumentError("SplitTrainer: needs conv workers and at least one suffix rank")
-        if len(self.suffix_ranks) > len(self.conv_workers):
-            raise InvalidArgumentError("SplitTrainer: more suffix ranks than conv workers")
+        if len(self.suffix_ranks) > len(self.conv_workers) and suffix_parallel == "data":
+            raise InvalidArgumentError("SplitTrainer: more suffix ranks than conv workers (data-parallel replicas "
+                                       "each serve at least one)")
         if set(self.suffix_ranks) & set(self.conv_workers) or len(set(self.suffix_ranks)) != len(self.suffix_ranks):
             raise InvalidArgumentError("SplitTrainer: a suffix rank cannot also be a conv worker or appear twice")
         self.suffix_rank = self.suffix_ranks[0]
@@ -160,6 +197,12 @@ class SplitTrainer:
         self.lr = float(lr)
         self.timeout = timeout
         self.prefix, self.suffix = split_sequential(model, cut)
+        self.channel = suffix_parallel == "channel" and len(self.suffix_ranks) > 1
+        if self.channel:
+            self._check_channel_suffix(channel_degrees)
+        elif channel_degrees:
+            raise InvalidArgumentError("SplitTrainer: channel_degrees needs suffix_parallel='channel' and several "
+                                       "FC nodes")
         with torch.no_grad():
             shape = self.prefix(example_input[: self.batch]).shape
         if shape[0] != self.batch:
@@ -178,10 +221,155 @@ class SplitTrainer:
                 worker.assign(t, p.detach().reshape(-1).contiguous()).wait(timeout)
         worker.barrier(timeout=timeout)
         if self.rank in self.suffix_ranks:
-            self.optimizer = torch.optim.SGD(self.suffix.parameters(), lr=self.lr)
-            # The conv workers this suffix rank serves (their positions in conv_workers).
+            # The conv workers this suffix rank serves (their positions in conv_workers):
+            # it returns their activation gradients (and, data-parallel, trains on their
+            # activations only; channel-parallel, every FC node trains on every worker's).
             f = self.suffix_ranks.index(self.rank)
             self.served = [k for k in range(len(self.conv_workers)) if k % len(self.suffix_ranks) == f]
+            self.inputs = list(range(len(self.conv_workers))) if self.channel else self.served
+            if self.channel:
+                self.shards = self._make_shards(f)
+                # An FC node that holds no block of any layer (possible with channel_degrees)
+                # still runs the replicated layers and the collectives.
+                params = [p for shard in self.shards.values() for p in shard]
+                self.optimizer = torch.optim.SGD(params, lr=self.lr) if params else None
+            else:
+                self.optimizer = torch.optim.SGD(self.suffix.parameters(), lr=self.lr)
+
+    # --- channel-parallel suffix ------------------------------------------------------------
+    def _check_channel_suffix(self, degrees):
+        n = len(self.suffix_ranks)
+        degrees = dict(degrees or {})
+        self.degrees = {}
+        for mname, m in self.suffix.named_children():
+            if isinstance(m, torch.nn.Linear):
+                k = int(degrees.pop(mname, n))
+                if not 1 <= k <= n:
+                    raise InvalidArgumentError(f"SplitTrainer: channel degree {k} of layer {mname!r} is not in "
+                                               f"1..{n} (the FC nodes)")
+                if m.out_features % k:
+                    raise InvalidArgumentError(
+                        f"SplitTrainer: channel-parallel suffix: layer {mname!r} has {m.out_features} output "
+                        f"features, not divisible by the {k} FC nodes")
+                self.degrees[mname] = k
+            elif list(m.parameters(recurse=True)):
+                raise InvalidArgumentError(
+                    f"SplitTrainer: channel-parallel suffix: layer {mname!r} ({type(m).__name__}) has parameters "
+                    "but is not an nn.Linear; only linear layers split by output channel")
+        if degrees:
+            raise InvalidArgumentError(f"SplitTrainer: channel_degrees names {sorted(degrees)}, which are not "
+                                       "linear layers of the suffix")
+
+    def _make_shards(self, f):
+        """{layer name: [weight rows, bias rows]} of FC node f (the layers it holds a block
+        of), copied from the whole model."""
+        shards = {}
+        for mname, m in self.suffix.named_children():
+            k = self.degrees.get(mname)
+            if k is None or f >= k:
+                continue
+            rows = m.out_features // k
+            shard = [torch.nn.Parameter(m.weight.detach()[f * rows:(f + 1) * rows].clone())]
+            if m.bias is not None:
+                shard.append(torch.nn.Parameter(m.bias.detach()[f * rows:(f + 1) * rows].clone()))
+            shards[mname] = shard
+        return shards
+
+    def _channel_tag(self, layer, phase):
+        # Tags of the FC nodes' exchanges, apart from the conv workers' (below 2^40).
+        return (1 << 40) + ((self.step_no * 256 + layer) * 4 + phase)
+
+    def _gather_blocks(self, local, k, shape, dim, tag):
+        """The blocks of FC nodes 0..k-1 (each of `shape`), concatenated along `dim`, on every
+        FC node: each holder sends its block to every other FC node."""
+        w, me = self.w, self.rank
+        holders = self.suffix_ranks[:k]
+        parts, handles = {}, []
+        for r in holders:
+            if r == me:
+                parts[r] = local.contiguous()
+            else:
+                parts[r] = torch.empty(shape)
+                handles.append(w.recv_from(r, tag, parts[r]))
+        if me in holders:
+            handles += [w.send_to(r, tag, parts[me]) for r in self.suffix_ranks if r != me]
+        for h in handles:
+            h.wait(self.timeout)
+        return torch.cat([parts[r] for r in holders], dim=dim)
+
+    def _channel_forward(self, x):
+        trainer = self
+        f = self.suffix_ranks.index(self.rank)
+
+        class ChannelLinear(torch.autograd.Function):
+            # y = x W^T + b with W's rows in blocks on FC nodes 0..k-1. Forward: the holders
+            # compute their columns of y and all-gather them (every FC node gets all of y; the
+            # rest of the suffix runs on it replicated). Backward: every FC node has the same
+            # gradient of y; a holder takes its columns for its rows' gradients, and the
+            # input's gradient is the sum over holders of (its columns) x (its rows): an
+            # all-reduce over the FC nodes (the others add zeros).
+            @staticmethod
+            def forward(ctx, inp, weight, bias, k, out_features, tag):
+                ctx.k, ctx.has_bias = k, bias is not None
+                ctx.save_for_backward(inp, weight)
+                rows = out_features // k
+                local = torch.nn.functional.linear(inp, weight, bias) if f < k else None
+                return trainer._gather_blocks(local, k, (inp.shape[0], rows), 1, tag)
+
+            @staticmethod
+            def backward(ctx, g):
+                inp, weight = ctx.saved_tensors
+                gw = gb = None
+                if f < ctx.k:
+                    rows = weight.shape[0]
+                    gj = g[:, f * rows:(f + 1) * rows]
+                    gx = (gj @ weight).contiguous()
+                    gw = gj.t() @ inp
+                    gb = gj.sum(0) if ctx.has_bias else None
+                else:
+                    gx = torch.zeros_like(inp).contiguous()
+                trainer.w.allreduce(gx, timeout=trainer.timeout, ranks=trainer.suffix_ranks)
+                return gx, gw, gb, None, None, None
+
+        empty = torch.empty(0)
+        for i, (mname, m) in enumerate(self.suffix.named_children()):
+            if isinstance(m, torch.nn.Linear):
+                shard = self.shards.get(mname)
+                weight = shard[0] if shard else empty
+                bias = shard[1] if shard and len(shard) > 1 else None
+                x = ChannelLinear.apply(x, weight, bias, self.degrees[mname], m.out_features,
+                                        self._channel_tag(i, 0))
+            else:
+                x = m(x)
+        return x
+
+    def gather_suffix(self):
+        """Channel-parallel: assembles the whole suffix (every FC node's rows) into
+        ``self.suffix`` (the model's own modules) on every FC node. A collective over the FC
+        nodes; a no-op otherwise (each replica already holds the whole suffix)."""
+        if not self.channel or self.rank not in self.suffix_ranks:
+            return self.suffix
+        with torch.no_grad():
+            for i, (mname, m) in enumerate(self.suffix.named_children()):
+                k = self.degrees.get(mname)
+                if k is None:
+                    continue
+                shard = self.shards.get(mname)
+                rows = m.out_features // k
+                for j, full in enumerate([m.weight] + ([m.bias] if m.bias is not None else [])):
+                    shape = (rows,) + tuple(full.shape[1:])
+                    local = shard[j].detach() if shard else None
+                    full.copy_(self._gather_blocks(local, k, shape, 0, self._channel_tag(i, 2 + j)))
+        return self.suffix
+        with torch.no_grad():
+            for i, (mname, m) in enumerate(self.suffix.named_children()):
+                if not isinstance(m, torch.nn.Linear):
+                    continue
+                for j, (full, shard) in enumerate(zip((m.weight, m.bias), self.shards[mname])):
+                    whole = self._all_gather_columns(shard.detach().reshape(shard.shape[0], -1).t(),
+                                                     self._channel_tag(i, 2 + j))
+                    full.copy_(whole.t().reshape(full.shape))
+        return self.suffix
 
     def _suffix_of(self, k):
         return self.suffix_ranks[k % len(self.suffix_ranks)]
@@ -212,12 +400,13 @@ class SplitTrainer:
         sent = act.detach().contiguous()
         labels = y.to(torch.float32).contiguous()
         suffix = self._suffix_of(k)
-        h1 = w.send_to(suffix, act_tag, sent)
-        h2 = w.send_to(suffix, label_tag, labels)
+        receivers = self.suffix_ranks if self.channel else [suffix]
+        sends = [w.send_to(r, act_tag, sent) for r in receivers] + [w.send_to(r, label_tag, labels)
+                                                                     for r in receivers]
         grad = torch.empty(self.act_shape)
         w.recv_from(suffix, grad_tag, grad).wait(self.timeout)
-        h1.wait(self.timeout)
-        h2.wait(self.timeout)
+        for h in sends:
+            h.wait(self.timeout)
         for _, p in self.tables:
             p.grad = None
         act.backward(grad)
@@ -233,7 +422,7 @@ class SplitTrainer:
         w = self.w
         acts, labels = [], []
         handles = []
-        for k in self.served:
+        for k in self.inputs:
             act_tag, label_tag, _ = self._tags(k)
             a = torch.empty(self.act_shape)
             l = torch.empty(self.batch)
@@ -245,32 +434,41 @@ class SplitTrainer:
             h.wait(self.timeout)
         x = torch.cat(acts).requires_grad_(True)
         y = torch.cat(labels).to(torch.int64)
-        self.optimizer.zero_grad()
-        out = self.suffix(x)
-        # This node's share of the loss averaged over the global batch: the replicas' shares
-        # (and their gradients, once all-reduced) add up to the global mean's.
-        share = len(self.served) / len(self.conv_workers)
-        loss = self.loss_fn(out, y) * share
-        loss.backward()
-        if len(self.suffix_ranks) > 1:
-            params = [p for p in self.suffix.parameters()]
-            flat = torch.cat([p.grad.reshape(-1) for p in params]).contiguous()
-            w.allreduce(flat, timeout=self.timeout, ranks=self.suffix_ranks)
-            at = 0
-            for p in params:
-                p.grad.copy_(flat[at:at + p.numel()].view_as(p))
-                at += p.numel()
-            total = torch.tensor([float(loss.detach())])
-            w.allreduce(total, timeout=self.timeout, ranks=self.suffix_ranks)
-            global_loss = float(total[0])
-        else:
+        if self.optimizer is not None:
+            self.optimizer.zero_grad()
+        if self.channel:
+            # Every FC node computes the loss of the whole global batch from the gathered
+            # output; its weight rows get exactly their gradient (no all-reduce needed).
+            loss = self.loss_fn(self._channel_forward(x), y)
+            loss.backward()
             global_loss = float(loss.detach())
-        self.optimizer.step()
+        else:
+            out = self.suffix(x)
+            # This node's share of the loss averaged over the global batch: the replicas'
+            # shares (and their gradients, once all-reduced) add up to the global mean's.
+            share = len(self.served) / len(self.conv_workers)
+            loss = self.loss_fn(out, y) * share
+            loss.backward()
+            if len(self.suffix_ranks) > 1:
+                params = [p for p in self.suffix.parameters()]
+                flat = torch.cat([p.grad.reshape(-1) for p in params]).contiguous()
+                w.allreduce(flat, timeout=self.timeout, ranks=self.suffix_ranks)
+                at = 0
+                for p in params:
+                    p.grad.copy_(flat[at:at + p.numel()].view_as(p))
+                    at += p.numel()
+                total = torch.tensor([float(loss.detach())])
+                w.allreduce(total, timeout=self.timeout, ranks=self.suffix_ranks)
+                global_loss = float(total[0])
+            else:
+                global_loss = float(loss.detach())
+        if self.optimizer is not None:
+            self.optimizer.step()
         grads = x.grad.split(self.batch)
         sends = []
-        for i, k in enumerate(self.served):
+        for k in self.served:
             _, _, grad_tag = self._tags(k)
-            sends.append(w.send_to(self.conv_workers[k], grad_tag, grads[i].contiguous()))
+            sends.append(w.send_to(self.conv_workers[k], grad_tag, grads[self.inputs.index(k)].contiguous()))
         for h in sends:
             h.wait(self.timeout)
         w.barrier(timeout=self.timeout)
