@@ -110,6 +110,7 @@ def train_uniform(args, data, w):
         raise SystemExit(f"--batch={args.batch} must be a multiple of the {n} workers")
     per = args.batch // n
     history, steps = [], 0
+    step_ends = [time.time()]  # when training starts, then when each step ends
     start = w.traffic()  # what setting up cost is not a training step's
     for epoch in range(args.epochs):
         t0, losses = time.time(), []
@@ -122,11 +123,13 @@ def train_uniform(args, data, w):
             opt.step()
             losses.append(float(loss))
             steps += 1
+            step_ends.append(time.time())
+        trained = w.traffic()
         history.append(dict(epoch=epoch, accuracy=accuracy(model, x_te, y_te), seconds=time.time() - t0))
         if r == 0:
             print(f"epoch {epoch}: test accuracy {history[-1]['accuracy']:.4f}  ({history[-1]['seconds']:.2f} s)",
                   flush=True)
-    return dict(strategy="uniform", history=history, steps=steps), start
+    return dict(strategy="uniform", history=history, steps=steps, step_ends=step_ends), start, trained
 
 
 def train_split(args, data, w):
@@ -143,9 +146,10 @@ def train_split(args, data, w):
         cut = plan["cut_layer"]
         suffix_parallel = plan.get("fc_parallel", "data")
         if suffix_parallel == "channel":
-            # Each FC layer's rows on the first K FC nodes, as the plan lists them.
-            channel_degrees = {l["layer"]: len(l["servers"]) for l in plan["layers"]
-                               if l["mode"] == "fc_node" and l["servers"]}
+            # Each FC layer's rows on the first K FC nodes as the plan lists them; a layer
+            # whose configuration is sample-parallel ("nK") runs whole on every FC node.
+            channel_degrees = {l["layer"]: "replica" if l.get("config", "").startswith("n") else len(l["servers"])
+                               for l in plan["layers"] if l["mode"] == "fc_node" and l["servers"]}
         fc_nodes = max(1, len(plan["roles"].get("fc_nodes") or [])) if plan["strategy"] == "stanza" else 1
         if len(plan["roles"]["conv_workers"]) + fc_nodes != n:
             raise SystemExit(f"--plan {args.plan}: it has {len(plan['roles']['conv_workers'])} conv worker(s) and "
@@ -167,6 +171,7 @@ def train_split(args, data, w):
                            batch=per, example_input=x_tr[:per], name="placement_cnn",
                            suffix_parallel=suffix_parallel, channel_degrees=channel_degrees)
     history, steps = [], 0
+    step_ends = [time.time()]  # when training starts, then when each step ends
     start = w.traffic()  # what setting up cost is not a training step's
     for epoch in range(args.epochs):
         t0, losses = time.time(), []
@@ -177,7 +182,9 @@ def train_split(args, data, w):
                 k = conv.index(w.rank)
                 trainer.step(x[k * per:(k + 1) * per], y[k * per:(k + 1) * per])
             steps += 1
+            step_ends.append(time.time())
         entry = dict(epoch=epoch, seconds=time.time() - t0, steps=len(losses) if w.rank in suffixes else None)
+        trained = w.traffic()  # the steps' traffic, without the evaluation's below
         if w.rank in suffixes:
             trainer.gather_suffix()  # channel-parallel: every FC node's rows (a collective)
         if w.rank == suffix:
@@ -190,7 +197,7 @@ def train_split(args, data, w):
                   f"({entry['seconds']:.2f} s)", flush=True)
         w.barrier()  # conv workers start the next epoch once the suffix rank has evaluated
         history.append(entry)
-    return dict(strategy=args.strategy, history=history, steps=steps), start
+    return dict(strategy=args.strategy, history=history, steps=steps, step_ends=step_ends), start, trained
 
 
 def main():
@@ -227,8 +234,10 @@ def main():
         import layerps
         w = layerps.init()
         t0 = time.time()
-        result, start = (train_uniform if args.strategy == "uniform" else train_split)(args, data, w)
-        traffic = w.traffic()
+        # `traffic`: counted at the end of the last epoch's steps, before its evaluation (a
+        # channel-parallel suffix gathers its weights to evaluate; with several epochs the
+        # earlier epochs' gathers are counted too).
+        result, start, traffic = (train_uniform if args.strategy == "uniform" else train_split)(args, data, w)
         steps = max(result["steps"], 1)
         workers = {n.id for n in w.nodes() if n.role == layerps._core.Role.WORKER}
 
@@ -241,7 +250,27 @@ def main():
         peer = moved(to_workers, start["peers"], both) - 64 * moved(to_workers, start["peers"],
                                                                     ("messages_sent", "messages_received"))
         total = moved(traffic["peers"], start["peers"], both)
+        # Bytes that crossed to or from another host (by the peers' endpoint addresses): what
+        # this worker sent to any remote peer, and what it received from remote servers (the
+        # servers' own sends; a worker's sends are counted by the sender).
+        nodes = {n.id: n for n in w.nodes()}
+
+        def host(node_id):
+            endpoint = nodes[node_id].endpoint if node_id in nodes else ""
+            return endpoint.rsplit(":", 1)[0]
+
+        me = host(w.id)
+        remote = 0
+        for key, v in traffic["peers"].items():
+            if key in nodes and host(key) != me:
+                before = start["peers"].get(key, {})
+                remote += v["bytes_sent"] - before.get("bytes_sent", 0)
+                if key not in workers:
+                    remote += v["bytes_received"] - before.get("bytes_received", 0)
+        ends = result.pop("step_ends")
+        durations = [b - a for a, b in zip(ends, ends[1:])]
         result.update(rank=w.rank, seconds=time.time() - t0, ps_payload_bytes_per_step=ps / steps,
+                      remote_bytes_per_step=remote / steps, step_seconds=durations,
                       peer_payload_bytes_per_step=peer / steps, all_bytes_per_step=total / steps)
         print(f"[rank {w.rank}] per step: {ps / steps / 1e6:.3f} MB of table payload to/from the servers, "
               f"{peer / steps / 1e6:.3f} MB of activations to/from workers, {total / steps / 1e6:.3f} MB in all "

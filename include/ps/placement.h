@@ -159,9 +159,14 @@ struct LayerPlacement {
   std::string layer;
   TrainMode mode = TrainMode::kPs;
   // Server ranks holding the layer's parameters and the bytes on each (same length).
-  // kFcNode: the FC nodes' ranks, each holding a full replica.
+  // kFcNode: the FC nodes' ranks, each holding a full replica (or, fc_parallel
+  // "channel", its block of the layer's output channels).
   std::vector<int> servers;
   std::vector<uint64_t> server_bytes;
+  // An OptCNN execution plan's configuration of an FC-node layer: "cK" (rows on the first K
+  // FC nodes), "1" (one FC node), "nK" (every FC node computes it whole: a replica).
+  // Empty otherwise.
+  std::string config;
 };
 
 // Which ranks play which part. Worker ranks are 0..workers-1, server ranks 0..servers-1;

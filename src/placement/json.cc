@@ -401,10 +401,12 @@ Status PredictionFromJson(const json& j, PlanPrediction* p) {
 json PlanToJsonValue(const Plan& plan) {
   json layers = json::array();
   for (const LayerPlacement& l : plan.layers) {
-    layers.push_back({{"layer", l.layer},
-                      {"mode", TrainModeName(l.mode)},
-                      {"servers", l.servers},
-                      {"server_bytes", l.server_bytes}});
+    json entry = {{"layer", l.layer},
+                  {"mode", TrainModeName(l.mode)},
+                  {"servers", l.servers},
+                  {"server_bytes", l.server_bytes}};
+    if (!l.config.empty()) entry["config"] = l.config;
+    layers.push_back(std::move(entry));
   }
   const PlanRoles& r = plan.roles;
   return {{"format", "layerps.plan"},
@@ -551,7 +553,7 @@ StatusOr<Plan> PlanFromJson(const std::string& text) {
   for (const json& e : r.At("layers")) {
     Reader l(e, "plan: layer " + std::to_string(plan.layers.size()));
     PS_RETURN_IF_ERROR(l.IsObject());
-    PS_RETURN_IF_ERROR(l.OnlyKeys({"layer", "mode", "servers", "server_bytes"}));
+    PS_RETURN_IF_ERROR(l.OnlyKeys({"layer", "mode", "servers", "server_bytes", "config"}));
     LayerPlacement p;
     PS_RETURN_IF_ERROR(l.String("layer", true, &p.layer));
     std::string mode;
@@ -561,6 +563,7 @@ StatusOr<Plan> PlanFromJson(const std::string& text) {
     p.mode = *m;
     PS_RETURN_IF_ERROR(l.Ints("servers", &p.servers));
     PS_RETURN_IF_ERROR(l.Uints("server_bytes", &p.server_bytes));
+    PS_RETURN_IF_ERROR(l.String("config", false, &p.config));
     plan.layers.push_back(std::move(p));
   }
   if (r.Has("prediction"))

@@ -729,11 +729,9 @@ std::string NotExecutableReason(const std::vector<LayerChoice>& layers, int devi
   bool all_data = true;
   for (int v = first_fc; v < n; ++v) all_data = all_data && AllDevicesData(layers[v].degrees, devices);
   if (all_data) return "";
-  // FC nodes: every FC layer channel-parallel on its own number of FC nodes (cK, or one
-  // device), the element-wise layers between them replicated; or every FC layer one
-  // configuration nN of N < devices replicas.
-  const Degrees& d = layers[first_fc].degrees;
-  const bool replicas = d.c == 1 && d.h == 1 && d.w == 1 && d.n > 1 && d.n < devices;
+  // FC nodes: every FC layer either channel-parallel on its own number of FC nodes (cK,
+  // or one device) or sample-parallel (nK, run whole by every FC node: a replica); the
+  // element-wise layers between them run on every FC node.
   for (int v = first_fc; v < n; ++v) {
     const LayerChoice& l = layers[v];
     if (l.kind == LayerKind::kOther) continue;  // element-wise: runs on every FC node
@@ -742,11 +740,10 @@ std::string NotExecutableReason(const std::vector<LayerChoice>& layers, int devi
              ") follows the first FC layer: FC nodes run FC and element-wise layers only";
     }
     const Degrees& e = l.degrees;
-    if (replicas ? !(e == d) : !(e.n == 1 && e.h == 1 && e.w == 1)) {
+    if (e.h != 1 || e.w != 1 || (e.n > 1 && e.c > 1)) {
       return "layer '" + l.layer + "' is " + e.ToString() +
-             ": FC nodes run the FC layers channel-parallel (cK, each its own K) or all as one "
-             "nN with N < " + std::to_string(devices) + " (replicas)" +
-             (replicas ? ", as '" + layers[first_fc].layer + "' is " + d.ToString() : "");
+             ": FC nodes run each FC layer channel-parallel (cK) or sample-parallel (nK), "
+             "not both";
     }
   }
   return "";
@@ -886,11 +883,33 @@ StatusOr<Plan> ExecutionPlan(const ModelProfile& model, const ClusterSpec& clust
                    std::to_string(num_devices) + " devices; " + plan->reason;
     return plan;
   }
-  const Degrees& d = strategy.layers[first_fc].degrees;
-  const bool channel = d.n == 1;
-  int nodes = channel ? 1 : d.n;
-  for (const LayerChoice& c : strategy.layers) {
-    if (channel && c.kind == LayerKind::kFc) nodes = std::max(nodes, c.degrees.c);
+  // As many FC nodes as the widest FC layer's degree. All sample-parallel: Stanza's
+  // replicas (each FC node trains on its conv workers' samples); else channel-parallel
+  // execution, where a sample-parallel FC layer runs whole on every FC node.
+  int nodes = 1;
+  bool any_channel = false;
+  for (size_t i = first_fc; i < strategy.layers.size(); ++i) {
+    const LayerChoice& c = strategy.layers[i];
+    if (c.kind != LayerKind::kFc) continue;
+    any_channel = any_channel || c.degrees.n == 1;
+    nodes = std::max(nodes, c.degrees.Product());
+  }
+  const bool channel = any_channel;
+  if (!channel) {
+    for (size_t i = first_fc; i < strategy.layers.size(); ++i) {
+      const LayerChoice& c = strategy.layers[i];
+      if (c.kind == LayerKind::kFc && c.degrees.n != nodes) {
+        return FailedPrecondition("optcnn strategy '" + strategy.name + "': layer '" + c.layer +
+                                  "' is " + c.degrees.ToString() + ", others n" +
+                                  std::to_string(nodes) +
+                                  ": sample-parallel FC layers run as one group of replicas");
+      }
+    }
+  }
+  if (!channel && nodes == num_devices) {
+    return FailedPrecondition("optcnn strategy '" + strategy.name +
+                              "': FC layers sample-parallel on every device but earlier layers "
+                              "too would be data parallelism; this mix is not executed");
   }
   if (nodes > cluster.servers) {
     return FailedPrecondition("optcnn strategy '" + strategy.name + "' runs its FC layers on " +
@@ -908,16 +927,17 @@ StatusOr<Plan> ExecutionPlan(const ModelProfile& model, const ClusterSpec& clust
                               strategy.layers[first_fc].layer + "'");
   }
   plan->fc_parallel = channel ? "channel" : "data";
-  if (channel) {
+  for (size_t i = first_fc; i < strategy.layers.size(); ++i) {
+    LayerPlacement& p = plan->layers[i];
+    if (strategy.layers[i].kind != LayerKind::kFc) continue;
+    const Degrees& e = strategy.layers[i].degrees;
+    p.config = e.ToString();
+    if (!channel || e.n > 1 || p.servers.empty()) continue;  // replicas: every FC node
     // Layer l's rows on FC nodes 0..K_l-1 (the contiguous tile rule: tile t on device t).
-    for (size_t i = first_fc; i < strategy.layers.size(); ++i) {
-      LayerPlacement& p = plan->layers[i];
-      if (strategy.layers[i].kind != LayerKind::kFc || p.servers.empty()) continue;
-      const int k = strategy.layers[i].degrees.c;
-      const uint64_t m = model.layers[i].param_bytes;
-      p.servers.resize(k);
-      p.server_bytes.assign(k, m / k);
-    }
+    const int k = e.c;
+    const uint64_t m = model.layers[i].param_bytes;
+    p.servers.resize(k);
+    p.server_bytes.assign(k, m / k);
   }
   std::string fc;
   for (size_t i = first_fc; i < strategy.layers.size(); ++i) {

@@ -816,13 +816,23 @@ TEST(OptcnnModels, ExecutionPlansOfWhatLayerPsRuns) {
   EXPECT_EQ(ran->layers[4].servers, (std::vector<int>{0, 1}));  // fc1 c2
   EXPECT_EQ(ran->layers[5].servers, (std::vector<int>{0}));     // fc2 on one FC node
   EXPECT_EQ(ran->layers[5].server_bytes, (std::vector<uint64_t>{model->layers[5].param_bytes}));
-  // Replicas and channel splits mixed, or a sample split beside a channel split: refused.
+  EXPECT_EQ(ran->layers[5].config, "1");
+  EXPECT_EQ(ran->layers[4].config, "c2");
+  // A sample-parallel FC layer beside channel-parallel ones runs whole on every FC node.
+  ParallelStrategy replica = *by_name[1];
+  replica.name = "replica";
+  replica.layers[5].degrees = Degrees{2, 1, 1, 1};
+  auto whole = ExecutionPlan(*model, c, o, replica, 2);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->layers[5].config, "n2");
+  EXPECT_EQ(whole->layers[5].servers, (std::vector<int>{0, 1}));
+  // A split the FC nodes cannot run (a sample and a channel degree at once): refused.
   ParallelStrategy odd = *by_name[1];
   odd.name = "odd";
-  odd.layers[5].degrees = Degrees{2, 1, 1, 1};
+  odd.layers[5].degrees = Degrees{2, 2, 1, 1};
   auto refused = ExecutionPlan(*model, c, o, odd, 2);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("layer 'fc2' is n2"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("layer 'fc2' is n2c2"), std::string::npos)
       << refused.status();
 
   // More FC nodes than servers to put them beside; a cluster of the wrong size.

@@ -268,7 +268,7 @@ def test_two_fc_nodes_stay_replicas_and_equal_data_parallel_sgd():
         np.testing.assert_allclose(a.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("fc_nodes,degrees", [(2, None), (3, None), (2, {"fc2": 1})])
+@pytest.mark.parametrize("fc_nodes,degrees", [(2, None), (3, None), (2, {"fc2": 1}), (2, {"fc2": "replica"})])
 def test_channel_parallel_fc_nodes_split_the_weights_and_equal_data_parallel_sgd(fc_nodes, degrees):
     """Model-parallel FC layers (OptCNN's channel-parallel configuration): FC node j holds
     rows [j*out/N, (j+1)*out/N) of every linear layer; the training equals data-parallel SGD
@@ -305,7 +305,9 @@ def test_channel_parallel_fc_nodes_split_the_weights_and_equal_data_parallel_sgd
             np.testing.assert_allclose(results[r][0], ref_losses, rtol=1e-4)
             k2 = (degrees or {}).get("fc2", fc_nodes)
             want_rows = {"fc1": 36 // fc_nodes}
-            if r - 2 < k2:
+            if k2 == "replica":
+                want_rows["fc2"] = 12
+            elif r - 2 < k2:
                 want_rows["fc2"] = 12 // k2
             assert results[r][1] == want_rows  # its rows only: no weight is replicated
             for got, want in zip(results[r][2].parameters(), ref_suffix.parameters()):
@@ -321,11 +323,16 @@ def test_channel_parallel_fc_nodes_split_the_weights_and_equal_data_parallel_sgd
         peers = c.workers[fc[-1]].traffic()["peers"]
         from_fc = sum(peers[c.workers[r].id]["bytes_received"] - 64 * peers[c.workers[r].id]["messages_received"]
                       for r in fc[:-1])
-        k2 = (degrees or {}).get("fc2", fc_nodes)
-        gathered = steps * 2 * BATCH * ((fc_nodes - 1) * 36 // fc_nodes + min(k2, fc_nodes - 1) * 12 // k2) * 4
-        assert from_fc > gathered  # plus the all-reduces of the input gradients
         if degrees:
             return
+        # Per step: the others' columns of fc1's and fc2's outputs (forward), the others' parts
+        # of its own block of fc2's input gradient, and of the rows of the conv workers it
+        # serves (backward); at the end gather_suffix's weight rows.
+        n, last = fc_nodes, fc_nodes - 1
+        served = sum(1 for k in range(2) if k % n == last)
+        per_step = (n - 1) * 2 * BATCH * (36 + 12) // n + (n - 1) * 2 * BATCH * 36 // n + (n - 1) * BATCH * 144 * served
+        weights = (n - 1) * (36 * 144 + 36 + 12 * 36 + 12) // n
+        assert from_fc == 4 * (steps * per_step + weights), (from_fc, steps * per_step * 4, weights * 4)
     with pytest.raises(layerps.InvalidArgumentError, match="not divisible by the 5 FC nodes"):
         with layerps.LocalCluster(num_servers=1, num_workers=7, transport="inproc", **FAST) as c:
             SplitTrainer(c.workers[0], copy.deepcopy(base), "fc1", torch.nn.functional.cross_entropy, lr=LR,

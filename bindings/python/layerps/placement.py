@@ -154,7 +154,9 @@ class SplitTrainer:
       layer's input is all-reduced among the FC nodes, and FC node ``k % N_f`` returns conv
       worker k its activation gradient. ``channel_degrees`` ({layer name: K}, 1 <= K <= N_f)
       puts a linear layer's rows on the first K FC nodes only (OptCNN may pick ``c2`` for one
-      layer and one device for the next); default N_f for every layer. A suffix module with
+      layer and one device for the next), or, K = ``"replica"``, the whole layer on every FC
+      node, each computing it on the whole batch (the copies stay equal without exchange);
+      default N_f for every layer. A suffix module with
       parameters other than ``nn.Linear`` is refused. :meth:`gather_suffix` assembles the
       whole suffix on every FC node (for evaluation).
 
@@ -243,7 +245,11 @@ class SplitTrainer:
         self.degrees = {}
         for mname, m in self.suffix.named_children():
             if isinstance(m, torch.nn.Linear):
-                k = int(degrees.pop(mname, n))
+                k = degrees.pop(mname, n)
+                if k == "replica":
+                    self.degrees[mname] = k
+                    continue
+                k = int(k)
                 if not 1 <= k <= n:
                     raise InvalidArgumentError(f"SplitTrainer: channel degree {k} of layer {mname!r} is not in "
                                                f"1..{n} (the FC nodes)")
@@ -266,12 +272,16 @@ class SplitTrainer:
         shards = {}
         for mname, m in self.suffix.named_children():
             k = self.degrees.get(mname)
-            if k is None or f >= k:
+            if k == "replica":
+                k, f_rows = 1, 0  # the whole layer, on every FC node
+            else:
+                f_rows = f
+            if k is None or f_rows >= k:
                 continue
             rows = m.out_features // k
-            shard = [torch.nn.Parameter(m.weight.detach()[f * rows:(f + 1) * rows].clone())]
+            shard = [torch.nn.Parameter(m.weight.detach()[f_rows * rows:(f_rows + 1) * rows].clone())]
             if m.bias is not None:
-                shard.append(torch.nn.Parameter(m.bias.detach()[f * rows:(f + 1) * rows].clone()))
+                shard.append(torch.nn.Parameter(m.bias.detach()[f_rows * rows:(f_rows + 1) * rows].clone()))
             shards[mname] = shard
         return shards
 
@@ -297,20 +307,77 @@ class SplitTrainer:
             h.wait(self.timeout)
         return torch.cat([parts[r] for r in holders], dim=dim)
 
+    def _reduce_to_owners(self, partial, blocks, dim, tag):
+        """Reduce-scatter of per-FC-node partial sums: `blocks` lists (start, end, owner rank)
+        slices of `partial` along `dim`; each owner gets the sum over the FC nodes of its
+        slices (added in FC node order); the other slices of the result are zero (nobody
+        reads them)."""
+        w, me = self.w, self.rank
+        out = torch.zeros_like(partial)
+        recvs, sends = [], []
+        for start, end, owner in blocks:
+            mine = partial.narrow(dim, start, end - start).contiguous()
+            if owner == me:
+                parts = {}
+                for r in self.suffix_ranks:
+                    if r == me:
+                        parts[r] = mine
+                    else:
+                        parts[r] = torch.empty_like(mine)
+                        recvs.append(w.recv_from(r, tag, parts[r]))
+                recvs.append((out.narrow(dim, start, end - start), parts))
+            else:
+                sends.append(w.send_to(owner, tag, mine))
+        for h in sends + [h for h in recvs if not isinstance(h, tuple)]:
+            h.wait(self.timeout)
+        for item in recvs:
+            if isinstance(item, tuple):
+                target, parts = item
+                total = parts[self.suffix_ranks[0]].clone()
+                for r in self.suffix_ranks[1:]:
+                    total += parts[r]
+                target.copy_(total)
+        return out
+
+    def _input_gradient_owners(self):
+        """For each linear layer of the suffix, who needs which part of its input's gradient:
+        the layer before it (skipping element-wise ones) if that one is channel-parallel
+        (holder b of its K blocks needs column block b), the FC nodes serving the conv
+        workers if it is the first (FC node k % N_f needs conv worker k's rows), or everyone
+        the whole gradient (None) after a replicated layer."""
+        needs, previous = {}, None
+        n = len(self.suffix_ranks)
+        for mname, m in self.suffix.named_children():
+            if not isinstance(m, torch.nn.Linear):
+                continue
+            if previous is None:
+                needs[mname] = ("rows", [(k * self.batch, (k + 1) * self.batch, self.suffix_ranks[k % n])
+                                         for k in range(len(self.conv_workers))])
+            elif self.degrees[previous] == "replica":
+                needs[mname] = None
+            else:
+                k = self.degrees[previous]
+                cols = self.suffix.get_submodule(previous).out_features // k
+                needs[mname] = ("cols", [(b * cols, (b + 1) * cols, self.suffix_ranks[b]) for b in range(k)])
+            previous = mname
+        return needs
+
     def _channel_forward(self, x):
         trainer = self
         f = self.suffix_ranks.index(self.rank)
+        needs = self._input_gradient_owners()
 
         class ChannelLinear(torch.autograd.Function):
             # y = x W^T + b with W's rows in blocks on FC nodes 0..k-1. Forward: the holders
             # compute their columns of y and all-gather them (every FC node gets all of y; the
             # rest of the suffix runs on it replicated). Backward: every FC node has the same
             # gradient of y; a holder takes its columns for its rows' gradients, and the
-            # input's gradient is the sum over holders of (its columns) x (its rows): an
-            # all-reduce over the FC nodes (the others add zeros).
+            # input's gradient is the sum over holders of (its columns) x (its rows): reduced
+            # to the FC nodes that read each part (_input_gradient_owners; the others add
+            # zeros), or all-reduced when every FC node reads all of it.
             @staticmethod
-            def forward(ctx, inp, weight, bias, k, out_features, tag):
-                ctx.k, ctx.has_bias = k, bias is not None
+            def forward(ctx, inp, weight, bias, k, out_features, tag, need):
+                ctx.k, ctx.has_bias, ctx.need, ctx.tag = k, bias is not None, need, tag
                 ctx.save_for_backward(inp, weight)
                 rows = out_features // k
                 local = torch.nn.functional.linear(inp, weight, bias) if f < k else None
@@ -328,17 +395,26 @@ class SplitTrainer:
                     gb = gj.sum(0) if ctx.has_bias else None
                 else:
                     gx = torch.zeros_like(inp).contiguous()
-                trainer.w.allreduce(gx, timeout=trainer.timeout, ranks=trainer.suffix_ranks)
-                return gx, gw, gb, None, None, None
+                if ctx.need is None:
+                    trainer.w.allreduce(gx, timeout=trainer.timeout, ranks=trainer.suffix_ranks)
+                else:
+                    dim = 0 if ctx.need[0] == "rows" else 1
+                    gx = trainer._reduce_to_owners(gx, ctx.need[1], dim, ctx.tag + 1)
+                return gx, gw, gb, None, None, None, None
 
         empty = torch.empty(0)
         for i, (mname, m) in enumerate(self.suffix.named_children()):
-            if isinstance(m, torch.nn.Linear):
+            if isinstance(m, torch.nn.Linear) and self.degrees[mname] == "replica":
+                # Every FC node computes it whole on the same input: the same gradients, the
+                # same updates, so the copies stay equal without any exchange.
+                shard = self.shards[mname]
+                x = torch.nn.functional.linear(x, shard[0], shard[1] if len(shard) > 1 else None)
+            elif isinstance(m, torch.nn.Linear):
                 shard = self.shards.get(mname)
                 weight = shard[0] if shard else empty
                 bias = shard[1] if shard and len(shard) > 1 else None
                 x = ChannelLinear.apply(x, weight, bias, self.degrees[mname], m.out_features,
-                                        self._channel_tag(i, 0))
+                                        self._channel_tag(i, 0), needs[mname])
             else:
                 x = m(x)
         return x
@@ -353,6 +429,10 @@ class SplitTrainer:
             for i, (mname, m) in enumerate(self.suffix.named_children()):
                 k = self.degrees.get(mname)
                 if k is None:
+                    continue
+                if k == "replica":
+                    for full, own in zip([m.weight, m.bias], self.shards[mname]):
+                        full.copy_(own.detach())
                     continue
                 shard = self.shards.get(mname)
                 rows = m.out_features // k
