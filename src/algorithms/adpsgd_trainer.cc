@@ -213,11 +213,7 @@ class AdpsgdTrainer : public PeerTrainer {
 }  // namespace
 
 StatusOr<std::unique_ptr<Trainer>> NewAdpsgdTrainer(const TrainerArgs& args) {
-  if (args.broadcast) {
-    Status st = BroadcastFromRankZero(args.worker, args.params, args.n, args.options.timeout);
-    if (!st.ok()) return st;
-  }
-  return std::unique_ptr<Trainer>(new AdpsgdTrainer(args));
+  return NewAfterBroadcast<AdpsgdTrainer>(args);
 }
 
 }  // namespace algorithms

@@ -33,18 +33,8 @@ class EasgdTrainer : public Trainer {
 
   // Rank 0 seeds the centre with the (already common) parameters.
   Status Init() {
-    const auto timeout = options().timeout;
-    if (worker_->rank() == 0) {
-      std::copy(params_, params_ + n_, exchange_.send());
-      Status st = exchange_.Run(
-          [&](const float* send, float*, Worker::Callback cb) {
-            return worker_->Assign(centre_, send, n_, std::move(cb));
-          },
-          timeout);
-      if (!st.ok()) return st.WithContext("Trainer: seeding the centre");
-    }
-    Status st = worker_->Barrier(Group::kWorkers, timeout);
-    return st.ok() ? st : st.WithContext("Trainer: barrier after seeding the centre");
+    return SeedFromRankZero(worker_, exchange_, centre_, params_, n_, options().timeout,
+                            "the centre");
   }
 
   Status Step(const float* grad) override {

@@ -192,11 +192,7 @@ class GosgdTrainer : public PeerTrainer {
 }  // namespace
 
 StatusOr<std::unique_ptr<Trainer>> NewGosgdTrainer(const TrainerArgs& args) {
-  if (args.broadcast) {
-    Status st = BroadcastFromRankZero(args.worker, args.params, args.n, args.options.timeout);
-    if (!st.ok()) return st;
-  }
-  return std::unique_ptr<Trainer>(new GosgdTrainer(args));
+  return NewAfterBroadcast<GosgdTrainer>(args);
 }
 
 }  // namespace algorithms

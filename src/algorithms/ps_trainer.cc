@@ -61,19 +61,9 @@ class PsTrainer : public Trainer {
 
   // Rank 0 seeds the table; every worker then starts from it.
   Status Init() {
-    const auto timeout = options().timeout;
-    if (worker_->rank() == 0) {
-      std::copy(params_, params_ + n_, exchange_.send());
-      Status st = exchange_.Run(
-          [&](const float* send, float*, Worker::Callback cb) {
-            return worker_->Assign(table_, send, n_, std::move(cb));
-          },
-          timeout);
-      if (!st.ok()) return st.WithContext("Trainer: seeding table");
-    }
-    Status st = worker_->Barrier(Group::kWorkers, timeout);
-    if (!st.ok()) return st.WithContext("Trainer: barrier after seeding");
-    return PullInto();
+    Status st =
+        SeedFromRankZero(worker_, exchange_, table_, params_, n_, options().timeout, "the table");
+    return st.ok() ? PullInto() : st;
   }
 
   Status Step(const float* grad) override {

@@ -10,6 +10,7 @@
 #ifndef PS_ALGORITHMS_TABLE_EXCHANGE_H_
 #define PS_ALGORITHMS_TABLE_EXCHANGE_H_
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -68,6 +69,25 @@ class TableExchange {
   const size_t n_;
   std::shared_ptr<State> state_;
 };
+
+// Rank 0 assigns params[0..n) to `table` through `exchange`, then every worker waits at a
+// barrier of the workers, so the table holds rank 0's values before anyone reads it.
+// Collective over the workers; `what` names the table in errors ("the centre").
+inline Status SeedFromRankZero(Worker* worker, TableExchange& exchange, TableId table,
+                               const float* params, size_t n, std::chrono::milliseconds timeout,
+                               const std::string& what) {
+  if (worker->rank() == 0) {
+    std::copy(params, params + n, exchange.send());
+    Status st = exchange.Run(
+        [&](const float* send, float*, Worker::Callback cb) {
+          return worker->Assign(table, send, n, std::move(cb));
+        },
+        timeout);
+    if (!st.ok()) return st.WithContext("Trainer: seeding " + what);
+  }
+  Status st = worker->Barrier(Group::kWorkers, timeout);
+  return st.ok() ? st : st.WithContext("Trainer: barrier after seeding " + what);
+}
 
 }  // namespace algorithms
 }  // namespace ps

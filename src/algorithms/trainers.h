@@ -42,6 +42,16 @@ StatusOr<std::unique_ptr<Trainer>> NewAdpsgdTrainer(const TrainerArgs& args);
 Status BroadcastFromRankZero(Worker* worker, float* params, size_t n,
                              std::chrono::milliseconds timeout);
 
+// A T built from args once, if args.broadcast asks, every worker's params are rank 0's.
+template <typename T>
+StatusOr<std::unique_ptr<Trainer>> NewAfterBroadcast(const TrainerArgs& args) {
+  if (args.broadcast) {
+    Status st = BroadcastFromRankZero(args.worker, args.params, args.n, args.options.timeout);
+    if (!st.ok()) return st;
+  }
+  return std::unique_ptr<Trainer>(new T(args));
+}
+
 }  // namespace algorithms
 }  // namespace ps
 

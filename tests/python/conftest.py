@@ -20,6 +20,28 @@ FAST = dict(heartbeat_interval_ms=100, heartbeat_timeout_ms=1000, connect_timeou
             request_timeout_ms=10000)
 
 
+def on_every_worker(workers, fn, timeout=180):
+    """Runs fn(rank, worker) on one thread per worker (the collectives block with the GIL
+    released); returns the exceptions raised, by rank. A thread still running after
+    `timeout` seconds counts as an AssertionError for its rank."""
+    errors = {}
+
+    def run(r, w):
+        try:
+            fn(r, w)
+        except Exception as e:  # noqa: BLE001 (reported by the test)
+            errors[r] = e
+
+    threads = [threading.Thread(target=run, args=(r, w), daemon=True) for r, w in enumerate(workers)]
+    for t in threads:
+        t.start()
+    for r, t in enumerate(threads):
+        t.join(timeout)
+        if t.is_alive():
+            errors.setdefault(r, AssertionError(f"rank {r} did not finish within {timeout} s"))
+    return errors
+
+
 def run_parallel(fn, args_list, timeout=60):
     """Runs fn(*args) for each args in threads (the workers of an in-process cluster);
     returns the results in order, re-raising the first exception."""

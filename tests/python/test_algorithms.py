@@ -1,7 +1,6 @@
 """The seven training algorithms from Python: layerps.algorithms.Trainer over numpy
 buffers and layerps.torch.DistributedOptimizer(algorithm=...) over a torch model."""
 
-import threading
 
 import numpy as np
 import pytest
@@ -9,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import layerps
-from conftest import FAST
+from conftest import FAST, on_every_worker
 from layerps.algorithms import Trainer, parse_algorithm
 from layerps.torch import DistributedOptimizer
 
@@ -21,21 +20,7 @@ ALL = ["bsp", "asp", "ssp(s=1)", "easgd(tau=2,alpha=0.3)", "arsgd", "gosgd(p=0.5
 
 
 def _on_every_worker(workers, fn):
-    """fn(rank, worker) on one thread per worker; returns the exceptions by rank."""
-    errors = {}
-
-    def run(r, w):
-        try:
-            fn(r, w)
-        except Exception as e:  # noqa: BLE001 (reported by the test)
-            errors[r] = e
-
-    threads = [threading.Thread(target=run, args=(r, w)) for r, w in enumerate(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(180)
-    return errors
+    return on_every_worker(workers, fn, timeout=180)
 
 
 def test_parse_algorithm_canonical_forms_and_errors():

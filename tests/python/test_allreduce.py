@@ -1,32 +1,16 @@
 """Worker.allreduce: the ring all-reduce from Python (numpy arrays and torch tensors, in place)."""
 
-import threading
 
 import numpy as np
 import pytest
 import torch
 
 import layerps
-from conftest import FAST
+from conftest import FAST, on_every_worker
 
 
 def _on_every_worker(workers, fn):
-    """Runs fn(rank, worker) on one thread per worker (allreduce blocks with the GIL
-    released); returns the exceptions raised, by rank."""
-    errors = {}
-
-    def run(r, w):
-        try:
-            fn(r, w)
-        except Exception as e:  # noqa: BLE001 (reported by the test)
-            errors[r] = e
-
-    threads = [threading.Thread(target=run, args=(r, w)) for r, w in enumerate(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    return errors
+    return on_every_worker(workers, fn, timeout=120)
 
 
 def test_allreduce_sums_numpy_arrays_and_torch_tensors_in_place():
