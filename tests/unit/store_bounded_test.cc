@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <random>
 #include <vector>
 
 #include "common/hash.h"
@@ -242,6 +244,58 @@ TEST(StoreBoundedTest, ProbabilityAdmissionIsSeeded) {
   admitted(2, &c);
   EXPECT_NE(a, c);  // another seed: other ids
   for (float v : a) EXPECT_TRUE(v == 0.0f || v == 2.0f);
+}
+
+// Random pushes and pulls over a small key space against a reference model of the
+// policy: every pulled value and the set of held rows agree (this exercises the index's
+// deletions among colliding keys, row reuse, the LRU list and the LFU heap).
+TEST(StoreBoundedTest, MatchesAReferenceModel) {
+  for (Eviction ev : {Eviction::kLru, Eviction::kLfu}) {
+    const uint64_t cap = 37;
+    Store s(1);
+    ASSERT_TRUE(s.Install(Bounded(1, UpdateRule::kSum, cap, ev)).ok());
+    struct Ref {
+      float value;
+      uint64_t touches, tick;
+    };
+    std::map<Key, Ref> held;
+    uint64_t clock = 0, evicted = 0;
+    auto touch = [&](Key k) -> Ref& {
+      auto it = held.find(k);
+      if (it == held.end()) {
+        if (held.size() == cap) {
+          auto victim = held.begin();
+          for (auto i = held.begin(); i != held.end(); ++i) {
+            const Ref& a = i->second;
+            const Ref& b = victim->second;
+            const bool less = ev == Eviction::kLru
+                                  ? a.tick < b.tick
+                                  : (a.touches != b.touches ? a.touches < b.touches : a.tick < b.tick);
+            if (less) victim = i;
+          }
+          held.erase(victim);
+          ++evicted;
+        }
+        it = held.emplace(k, Ref{0.0f, 0, 0}).first;
+      }
+      ++it->second.touches;
+      it->second.tick = ++clock;
+      return it->second;
+    };
+    std::mt19937_64 rng(7);
+    for (int op = 0; op < 20000; ++op) {
+      const Key k = rng() % 120;
+      if (rng() % 2) {
+        Push(s, {k}, 1.0f);
+        touch(k).value += 1.0f;
+      } else {
+        ASSERT_EQ(Pull(s, k), touch(k).value) << EvictionName(ev) << " op " << op;
+      }
+    }
+    const Store::SparseCounters c = Counters(s);
+    EXPECT_EQ(c.rows_live, held.size());
+    EXPECT_EQ(c.evicted, evicted);
+  }
 }
 
 TEST(StoreBoundedTest, UnboundedCountersAndInstallErrors) {
