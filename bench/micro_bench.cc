@@ -408,8 +408,8 @@ BENCHMARK(BM_SparseRead)->Arg(10000000)->UseRealTime();
 // Bounded tables (docs/sparse.md): a push of 100k keys x 16 into a table of capacity 1M
 // rows (16 stripes), cycling through 16 batches of keys. range(0): key space (500K: every
 // row stays held, no eviction; 10M: ~1.6M distinct keys cycled, so a key's row was evicted
-// since its last push and every key evicts one); range(1): 1 lru, 2 lfu. Compare with
-// BM_SparseSum (unbounded, same request size).
+// since its last push and every key evicts one); range(1): 0 unbounded (the same stream
+// without a capacity, for comparison), 1 lru, 2 lfu.
 void BM_SparseBoundedSum(benchmark::State& state) {
   const size_t n = 100000;
   const uint32_t dim = 16;
@@ -417,8 +417,8 @@ void BM_SparseBoundedSum(benchmark::State& state) {
   TableInfo t;
   t.id = 4;
   t.spec = TableSpec::Sparse("bench-bounded", dim, UpdateRule::kSum);
-  t.spec.capacity = 1000000;
   t.spec.eviction = static_cast<Eviction>(state.range(1));
+  t.spec.capacity = state.range(1) == 0 ? 0 : 1000000;  // 0: the same stream, unbounded
   t.ranges.push_back(KeyRange{0, 0, kSelf});
   if (!store.Install(t).ok()) state.SkipWithError("install");
   const auto rows = Floats(n * dim, 0.01f);
@@ -446,8 +446,10 @@ void BM_SparseBoundedSum(benchmark::State& state) {
   state.counters["rows"] = static_cast<double>(store.sparse_rows());
 }
 BENCHMARK(BM_SparseBoundedSum)
+    ->Args({500000, 0})
     ->Args({500000, 1})
     ->Args({500000, 2})
+    ->Args({10000000, 0})
     ->Args({10000000, 1})
     ->Args({10000000, 2})
     ->UseRealTime();

@@ -518,20 +518,35 @@ Status Store::ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, co
   const uint64_t step = t.bounded->step.fetch_add(1, std::memory_order_relaxed) + 1;
   if (t.spec.expiry_steps > 0) Expire(t, step);
   const Optimizer& opt = *t.optimizer;
-  // One key at a time: creating a row may evict another, possibly one this request
-  // touched before, which is then no longer in use.
+  // Rows are resolved one key at a time and their updates deferred into one ApplyRows
+  // call per stripe, as on the unbounded path; but creating a row may evict another,
+  // possibly one this request resolved before, so the deferred updates are applied first
+  // (the evicted row is then no longer in use, and its memory may be reused).
   return ForEachBoundedStripe(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
+        thread_local std::vector<float*> xs;
+        thread_local std::vector<const float*> gs;
+        xs.clear();
+        gs.clear();
+        auto flush = [&] {
+          if (op == ApplyOp::kAssign) {
+            for (size_t i = 0; i < xs.size(); ++i) std::memcpy(xs[i], gs[i], dim * sizeof(float));
+          } else if (!xs.empty()) {
+            opt.ApplyRows(xs.data(), gs.data(), xs.size(), dim);
+          }
+          xs.clear();
+          gs.clear();
+        };
         for (size_t j = 0; j < count; ++j) {
-          const uint32_t row = TouchBounded(t, st, keys[pos[j]], h[pos[j]], step);
+          if (j + kPrefetchSlots < count && !st.slots.empty()) {
+            __builtin_prefetch(&st.slots[SlotOf(h[pos[j + kPrefetchSlots]], st.slots.size() - 1)]);
+          }
+          const uint32_t row = TouchBounded(t, st, keys[pos[j]], h[pos[j]], step, flush);
           if (row == kNoRow) continue;  // refused by admission: dropped (counted)
-          float* x = RowPtr(st, row, t);
-          const float* g = rows + size_t{pos[j]} * dim;
-          if (op == ApplyOp::kAssign)
-            std::memcpy(x, g, dim * sizeof(float));
-          else
-            opt.ApplyRows(&x, &g, 1, dim);
+          xs.push_back(RowPtr(st, row, t));
+          gs.push_back(rows + size_t{pos[j]} * dim);
         }
+        flush();
       });
 }
 
@@ -539,9 +554,12 @@ Status Store::ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, flo
   return ForEachBoundedStripe(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
         for (size_t j = 0; j < count; ++j) {
+          if (j + kPrefetchSlots < count && !st.slots.empty()) {
+            __builtin_prefetch(&st.slots[SlotOf(h[pos[j + kPrefetchSlots]], st.slots.size() - 1)]);
+          }
           const Key key = keys[pos[j]];
           float* o = out + size_t{pos[j]} * dim;
-          const uint32_t row = TouchBounded(t, st, key, h[pos[j]], 0);
+          const uint32_t row = TouchBounded(t, st, key, h[pos[j]], 0, [] {});
           if (row != kNoRow) {
             std::memcpy(o, RowPtr(st, row, t), dim * sizeof(float));
           } else {
@@ -621,7 +639,9 @@ void Store::LfuSiftDown(Bounds& b, uint32_t pos) {
   b.meta[row].prev = pos;
 }
 
-uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step) {
+template <typename BeforeEvict>
+uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
+                             BeforeEvict&& before_evict) {
   Bounds& b = *s.bounds;
   const TableSpec& spec = t.spec;
   uint32_t row = kNoRow;
@@ -645,6 +665,7 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
     }
     const uint64_t live = s.rows - b.free.size();
     if (b.capacity > 0 && live >= b.capacity) {
+      before_evict();
       DropRow(t, s, spec.eviction == Eviction::kLru ? b.tail : b.heap[0]);
       ++b.evicted;
     }

@@ -198,13 +198,17 @@ class Store {
   Status ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, const float* rows,
                       ApplyOp op);
   Status ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, float* out);
-  // Runs fn(stripe, positions, count) per stripe of a bounded table under its lock.
+  // Runs fn(stripe, positions, count, hashes) per stripe of a bounded table under its lock.
   template <typename Fn>
   Status ForEachBoundedStripe(Table& t, const Key* keys, size_t n, uint32_t dim, Fn fn);
   // The row of `key`, touched (LRU/LFU; `step` > 0: a push of that step, which also
   // refreshes expiry); created (evicting one if the stripe is full) unless admission
   // refuses it: kNoRow, for a push or, in a table with admission, a pull of an absent id.
-  uint32_t TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step);
+  // before_evict() runs just before a row is evicted (the caller applies what it deferred:
+  // row pointers it holds may then be reused).
+  template <typename BeforeEvict>
+  uint32_t TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
+                        BeforeEvict&& before_evict);
   // Drops a row: index slot, lists, heap; its number goes to the free list.
   void DropRow(const Table& t, Stripe& s, uint32_t row);
   // Counts a push of an absent id; true when the id may get a row now.
