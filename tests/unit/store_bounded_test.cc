@@ -88,6 +88,24 @@ TEST(StoreBoundedTest, LruEvictsTheLeastRecentlyTouched) {
   EXPECT_EQ(c.admitted, 6u);
 }
 
+TEST(StoreBoundedTest, OneRequestWithMoreKeysThanCapacity) {
+  // Updates are deferred per stripe but applied before any eviction: a row evicted and
+  // reused inside one request never receives another key's update.
+  for (Eviction ev : {Eviction::kLru, Eviction::kLfu}) {
+    Store s(1);
+    ASSERT_TRUE(s.Install(Bounded(1, UpdateRule::kSum, 3, ev)).ok());
+    Push(s, {1, 2, 3, 4, 1});  // 4 evicts 1, then 1 comes back and evicts 2
+    const Store::SparseCounters c = Counters(s);
+    EXPECT_EQ(c.evicted, 2u) << EvictionName(ev);
+    EXPECT_EQ(c.admitted, 5u);
+    std::vector<float> v(3);
+    const Key held[3] = {3, 4, 1};
+    ASSERT_TRUE(s.ReadSparse(0, held, 3, 1, v.data()).ok());
+    EXPECT_EQ(v, (std::vector<float>{1.0f, 1.0f, 1.0f})) << EvictionName(ev);
+    EXPECT_EQ(Counters(s).evicted, 2u);  // all three were held
+  }
+}
+
 TEST(StoreBoundedTest, LfuKeepsTheHotKeys) {
   Store s(1);
   ASSERT_TRUE(s.Install(Bounded(1, UpdateRule::kSum, 4, Eviction::kLfu)).ok());
