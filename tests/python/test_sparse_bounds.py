@@ -84,3 +84,19 @@ def test_bad_keywords_are_refused(local):
     w.declare_sparse("twice", 4, capacity=10)
     with pytest.raises(layerps.AlreadyExistsError, match="capacity: 10 declared, 20 asked"):
         w.declare_sparse("twice", 4, capacity=20)
+
+
+def test_torch_embedding_with_capacity(local):
+    import torch
+    import layerps.torch as lt
+    w = local.workers[0]
+    emb = lt.Embedding(None, 4, worker=w, name="temb", lr=0.5, init="zeros", capacity=40,
+                       eviction="lfu")
+    ids = torch.arange(1, 301, dtype=torch.int64) * 7919
+    for _ in range(2):
+        emb(ids).sum().backward()
+        emb.flush()
+    st = _stats(local, "temb")
+    assert all(s["rows_live"] <= 40 for s in st)
+    assert all(s["admitted"] - s["evicted"] - s["expired"] == s["rows_live"] for s in st)
+    assert sum(s["evicted"] for s in st) > 0
