@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <atomic>
 #include <map>
+#include <thread>
 #include <random>
 #include <vector>
 
@@ -313,6 +315,42 @@ TEST(StoreBoundedTest, MatchesAReferenceModel) {
     const Store::SparseCounters c = Counters(s);
     EXPECT_EQ(c.rows_live, held.size());
     EXPECT_EQ(c.evicted, evicted);
+  }
+}
+
+// Pushes and pulls from several threads (stripes locked, eviction and expiry under the
+// stripe's lock): the capacity holds at every check and the counters add up at the end.
+TEST(StoreBoundedTest, ConcurrentRequests) {
+  for (uint64_t cap : {uint64_t{100}, uint64_t{70000}}) {  // one stripe, then 16
+    TableInfo info = Bounded(2, UpdateRule::kAdagrad, cap, Eviction::kLfu);
+    info.spec.expiry_steps = 50;
+    Store s(1);
+    ASSERT_TRUE(s.Install(info).ok());
+    std::vector<std::thread> threads;
+    std::atomic<bool> over{false};
+    for (int th = 0; th < 4; ++th) {
+      threads.emplace_back([&, th] {
+        std::mt19937_64 rng(th);
+        std::vector<Key> keys(5000);
+        std::vector<float> rows(keys.size() * 2, 0.5f), out(rows.size());
+        for (int r = 0; r < 40; ++r) {
+          for (Key& k : keys) k = rng() % 300000;
+          if (r % 2) {
+            EXPECT_TRUE(s.ApplySparse(0, keys.data(), keys.size(), 2, rows.data(),
+                                      ApplyOp::kRule).ok());
+          } else {
+            EXPECT_TRUE(s.ReadSparse(0, keys.data(), keys.size(), 2, out.data()).ok());
+          }
+          if (s.sparse_rows() > cap) over = true;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_FALSE(over.load());
+    const Store::SparseCounters c = Counters(s);
+    EXPECT_LE(c.rows_live, cap);
+    EXPECT_EQ(c.admitted - c.evicted - c.expired, c.rows_live);
+    EXPECT_GT(c.evicted, 0u);
   }
 }
 
