@@ -116,12 +116,16 @@ struct TableSpec {
   std::string layer;  // optional: the model layer this table belongs to
   // Bounded sparse tables (docs/sparse.md); sparse only, the defaults keep a table
   // unbounded (every row created on first touch and kept for ever).
-  uint64_t capacity = 0;  // most rows one server holds (0: unbounded); needs an eviction
-  Eviction eviction = Eviction::kNone;  // needs capacity > 0
-  uint64_t expiry_steps = 0;  // > 0: a row in none of the last N pushes to the table that
-                              // this server applied is dropped (0: never)
-  uint32_t admit_after = 0;   // > 1: a new id gets a row at its k-th push (count-min sketch)
-  float admit_probability = 1.0f;  // in (0, 1]: ids with hash(seed, name, id) < p get rows
+  // Most rows one server holds (0: unbounded); needs an eviction.
+  uint64_t capacity = 0;
+  // Which row a full server drops; needs capacity > 0.
+  Eviction eviction = Eviction::kNone;
+  // > 0: a row in none of the last N pushes this server applied to the table is dropped.
+  uint64_t expiry_steps = 0;
+  // > 1: a new id gets a row at its k-th push (counted in a count-min sketch).
+  uint32_t admit_after = 0;
+  // In (0, 1]: only ids with hash(seed, name, id) < p ever get rows.
+  float admit_probability = 1.0f;
   // True when any of the fields above bounds the table.
   bool bounded() const {
     return capacity > 0 || expiry_steps > 0 || admit_after > 1 || admit_probability < 1.0f;

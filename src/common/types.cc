@@ -145,16 +145,18 @@ Status TableSpec::Validate() const {
   }
   if (layer.size() > 256) return InvalidArgument(where + ": layer name longer than 256 bytes");
   // Bounded sparse tables (docs/sparse.md).
-  if (static_cast<int>(eviction) < 0 || static_cast<int>(eviction) > static_cast<int>(Eviction::kLfu)) {
-    return InvalidArgument(where + ": unknown eviction " + std::to_string(static_cast<int>(eviction)));
+  if (static_cast<int>(eviction) < 0 ||
+      static_cast<int>(eviction) > static_cast<int>(Eviction::kLfu)) {
+    return InvalidArgument(where + ": unknown eviction " +
+                           std::to_string(static_cast<int>(eviction)));
   }
   if (kind == TableKind::kDense) {
-    const char* field = capacity != 0                  ? "capacity"
-                        : eviction != Eviction::kNone  ? "eviction"
-                        : expiry_steps != 0            ? "expiry_steps"
-                        : admit_after != 0             ? "admit_after"
-                        : admit_probability != 1.0f    ? "admit_probability"
-                                                       : nullptr;
+    const char* field = capacity != 0                 ? "capacity"
+                        : eviction != Eviction::kNone ? "eviction"
+                        : expiry_steps != 0           ? "expiry_steps"
+                        : admit_after != 0            ? "admit_after"
+                        : admit_probability != 1.0f   ? "admit_probability"
+                                                      : nullptr;
     if (field) return InvalidArgument(where + ": " + field + " is for sparse tables only");
   }
   if (capacity > (uint64_t{1} << 40)) return InvalidArgument(where + ": capacity above 2^40");
@@ -166,7 +168,8 @@ Status TableSpec::Validate() const {
     return InvalidArgument(where + ": eviction " + EvictionName(eviction) +
                            " needs a capacity > 0");
   }
-  if (expiry_steps > (uint64_t{1} << 62)) return InvalidArgument(where + ": expiry_steps above 2^62");
+  if (expiry_steps > (uint64_t{1} << 62))
+    return InvalidArgument(where + ": expiry_steps above 2^62");
   if (!(std::isfinite(admit_probability) && admit_probability > 0 && admit_probability <= 1)) {
     return InvalidArgument(where + ": admit_probability must be in (0, 1]");
   }
@@ -197,7 +200,8 @@ std::string TableSpec::Difference(const TableSpec& o) const {
   };
   const Field fields[] = {
       {"name", name, o.name},
-      {"kind", kind == TableKind::kDense ? "dense" : "sparse", o.kind == TableKind::kDense ? "dense" : "sparse"},
+      {"kind", kind == TableKind::kDense ? "dense" : "sparse",
+       o.kind == TableKind::kDense ? "dense" : "sparse"},
       {"size", std::to_string(size), std::to_string(o.size)},
       {"dim", std::to_string(dim), std::to_string(o.dim)},
       {"dtype", std::to_string(static_cast<int>(dtype)), std::to_string(static_cast<int>(o.dtype))},

@@ -494,9 +494,8 @@ Status Store::ForEachBoundedStripe(Table& t, const Key* keys, size_t n, uint32_t
   for (size_t i = 0; i < n; ++i) h[i] = MixKey(keys[i]);
   PS_RETURN_IF_ERROR(CheckKeys(t, keys, h, n));
   if (t.bounded->stripes == kStripes) {
-    ForEachStripe(t, h, n, [&](Stripe& st, const uint32_t* pos, size_t count) {
-      fn(st, pos, count, h);
-    });
+    ForEachStripe(t, h, n,
+                  [&](Stripe& st, const uint32_t* pos, size_t count) { fn(st, pos, count, h); });
     return Status::OK();
   }
   // One stripe: every key, in input order.
@@ -736,7 +735,10 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
   if (spec.eviction == Eviction::kLru && b.head != row) {
     // Unlink, then in front.
     b.meta[m.prev].next = m.next;
-    if (m.next != kNoRow) b.meta[m.next].prev = m.prev; else b.tail = m.prev;
+    if (m.next != kNoRow)
+      b.meta[m.next].prev = m.prev;
+    else
+      b.tail = m.prev;
     m.prev = kNoRow;
     m.next = b.head;
     b.meta[b.head].prev = row;
@@ -749,7 +751,10 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
     m.step = std::max(m.step, step);
     if (b.up_head != row) {
       b.meta[m.up_prev].up_next = m.up_next;
-      if (m.up_next != kNoRow) b.meta[m.up_next].up_prev = m.up_prev; else b.up_tail = m.up_prev;
+      if (m.up_next != kNoRow)
+        b.meta[m.up_next].up_prev = m.up_prev;
+      else
+        b.up_tail = m.up_prev;
       m.up_prev = kNoRow;
       m.up_next = b.up_head;
       b.meta[b.up_head].up_prev = row;
@@ -778,8 +783,14 @@ void Store::DropRow(const Table& t, Stripe& s, uint32_t row) {
   }
   s.slots[i] = Slot{};
   if (t.spec.eviction == Eviction::kLru) {
-    if (m.prev != kNoRow) b.meta[m.prev].next = m.next; else b.head = m.next;
-    if (m.next != kNoRow) b.meta[m.next].prev = m.prev; else b.tail = m.prev;
+    if (m.prev != kNoRow)
+      b.meta[m.prev].next = m.next;
+    else
+      b.head = m.next;
+    if (m.next != kNoRow)
+      b.meta[m.next].prev = m.prev;
+    else
+      b.tail = m.prev;
   } else if (t.spec.eviction == Eviction::kLfu) {
     const uint32_t pos = m.prev;
     const uint32_t last = b.heap.back();
@@ -792,8 +803,14 @@ void Store::DropRow(const Table& t, Stripe& s, uint32_t row) {
     }
   }
   if (t.spec.expiry_steps > 0) {
-    if (m.up_prev != kNoRow) b.meta[m.up_prev].up_next = m.up_next; else b.up_head = m.up_next;
-    if (m.up_next != kNoRow) b.meta[m.up_next].up_prev = m.up_prev; else b.up_tail = m.up_prev;
+    if (m.up_prev != kNoRow)
+      b.meta[m.up_prev].up_next = m.up_next;
+    else
+      b.up_head = m.up_next;
+    if (m.up_next != kNoRow)
+      b.meta[m.up_next].up_prev = m.up_prev;
+    else
+      b.up_tail = m.up_prev;
   }
   m = RowMeta{};
   b.free.push_back(row);

@@ -118,8 +118,8 @@ class Store {
   // Per-row metadata of a bounded table. Links are row numbers (kNoRow: none).
   struct RowMeta {
     Key key = 0;
-    uint32_t prev = kNoRow, next = kNoRow;  // LRU list (head: most recent), or
-                                            // prev = position in the LFU heap
+    uint32_t prev = kNoRow, next = kNoRow;        // LRU list (head: most recent), or
+                                                  // prev = position in the LFU heap
     uint32_t up_prev = kNoRow, up_next = kNoRow;  // update list (head: latest push)
     uint32_t touches = 0;                         // LFU (saturating)
     uint64_t tick = 0;                            // the stripe's clock at the last touch
@@ -127,9 +127,9 @@ class Store {
   };
   // What a bounded table keeps per stripe (all guarded by Stripe::mu).
   struct Bounds {
-    uint64_t capacity = 0;  // this stripe's share (0: none)
-    std::vector<RowMeta> meta;      // by row number
-    std::vector<uint32_t> free;     // row numbers of dropped rows, reused first
+    uint64_t capacity = 0;                        // this stripe's share (0: none)
+    std::vector<RowMeta> meta;                    // by row number
+    std::vector<uint32_t> free;                   // row numbers of dropped rows, reused first
     uint32_t head = kNoRow, tail = kNoRow;        // LRU list
     uint32_t up_head = kNoRow, up_tail = kNoRow;  // update list (expiry)
     std::vector<uint32_t> heap;                   // LFU: min-heap on (touches, tick)
@@ -148,10 +148,10 @@ class Store {
   };
   // A bounded table's shared settings (fixed at install) and its push clock.
   struct BoundedTable {
-    size_t stripes = 0;  // 1 (capacity < kSingleStripeCapacity) or kStripes
+    size_t stripes = 0;                 // 1 (capacity < kSingleStripeCapacity) or kStripes
     bool admit_by_probability = false;  // admit_probability < 1
-    uint64_t admit_threshold = 0;  // admit_probability as a 64-bit threshold on a hash
-    size_t sketch_width = 0;       // counters per sketch row per stripe (admit_after > 1)
+    uint64_t admit_threshold = 0;       // admit_probability as a 64-bit threshold on a hash
+    size_t sketch_width = 0;            // counters per sketch row per stripe (admit_after > 1)
     uint64_t admit_seed = 0;
     std::atomic<uint64_t> step{0};  // pushes applied to the table on this server
   };

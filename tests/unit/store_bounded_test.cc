@@ -5,11 +5,11 @@
 // outcomes: capacities below 65536 use one stripe, so the policy is exact per server.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <map>
-#include <thread>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "common/hash.h"
@@ -72,9 +72,9 @@ TEST(StoreBoundedTest, CapacityNeverExceededOverManyKeys) {
 TEST(StoreBoundedTest, LruEvictsTheLeastRecentlyTouched) {
   Store s(1);
   ASSERT_TRUE(s.Install(Bounded(1, UpdateRule::kSum, 3, Eviction::kLru)).ok());
-  Push(s, {1, 2, 3});  // recency: 3 2 1
+  Push(s, {1, 2, 3});           // recency: 3 2 1
   EXPECT_EQ(Pull(s, 1), 1.0f);  // a pull touches: 1 3 2
-  Push(s, {4});                  // evicts 2
+  Push(s, {4});                 // evicts 2
   EXPECT_EQ(Counters(s).evicted, 1u);
   Push(s, {3});  // 3 4 1: keeps 3 with 2 pushes
   EXPECT_EQ(Pull(s, 3), 2.0f);
@@ -152,10 +152,10 @@ TEST(StoreBoundedTest, ExpiryDropsRowsNotPushedForNSteps) {
   info.spec.expiry_steps = 2;
   Store s(1);
   ASSERT_TRUE(s.Install(info).ok());
-  Push(s, {1, 2});  // step 1
-  Push(s, {2});     // step 2
+  Push(s, {1, 2});              // step 1
+  Push(s, {2});                 // step 2
   EXPECT_EQ(Pull(s, 1), 1.0f);  // a pull does not refresh
-  Push(s, {3});     // step 3: row 1 was in push 1, one of the last two: kept
+  Push(s, {3});                 // step 3: row 1 was in push 1, one of the last two: kept
   EXPECT_EQ(Counters(s).expired, 0u);
   Push(s, {3});  // step 4: row 1 in neither push 2 nor 3: expires; 2 (push 2) stays
   EXPECT_EQ(Counters(s).expired, 1u);
@@ -288,9 +288,9 @@ TEST(StoreBoundedTest, MatchesAReferenceModel) {
           for (auto i = held.begin(); i != held.end(); ++i) {
             const Ref& a = i->second;
             const Ref& b = victim->second;
-            const bool less = ev == Eviction::kLru
-                                  ? a.tick < b.tick
-                                  : (a.touches != b.touches ? a.touches < b.touches : a.tick < b.tick);
+            const bool less = ev == Eviction::kLru ? a.tick < b.tick
+                                                   : (a.touches != b.touches ? a.touches < b.touches
+                                                                             : a.tick < b.tick);
             if (less) victim = i;
           }
           held.erase(victim);
@@ -336,8 +336,8 @@ TEST(StoreBoundedTest, ConcurrentRequests) {
         for (int r = 0; r < 40; ++r) {
           for (Key& k : keys) k = rng() % 300000;
           if (r % 2) {
-            EXPECT_TRUE(s.ApplySparse(0, keys.data(), keys.size(), 2, rows.data(),
-                                      ApplyOp::kRule).ok());
+            EXPECT_TRUE(
+                s.ApplySparse(0, keys.data(), keys.size(), 2, rows.data(), ApplyOp::kRule).ok());
           } else {
             EXPECT_TRUE(s.ReadSparse(0, keys.data(), keys.size(), 2, out.data()).ok());
           }

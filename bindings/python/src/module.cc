@@ -795,18 +795,19 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("id", &ps::Server::id)
       .def_property_readonly("rank", &ps::Server::rank)
       .def_property_readonly("endpoint", &ps::Server::endpoint)
-      .def("stats", [](const ps::Server& s) {
-        const ps::ServerStats st = s.stats();
-        py::dict d;
-        d["messages_received"] = st.messages_received;
-        d["bad_messages"] = st.bad_messages;
-        d["push_requests"] = st.push_requests;
-        d["pull_requests"] = st.pull_requests;
-        d["bytes_received"] = st.bytes_received;
-        d["bytes_sent"] = st.bytes_sent;
-        d["sparse_rows"] = st.sparse_rows;
-        return d;
-      })
+      .def("stats",
+           [](const ps::Server& s) {
+             const ps::ServerStats st = s.stats();
+             py::dict d;
+             d["messages_received"] = st.messages_received;
+             d["bad_messages"] = st.bad_messages;
+             d["push_requests"] = st.push_requests;
+             d["pull_requests"] = st.pull_requests;
+             d["bytes_received"] = st.bytes_received;
+             d["bytes_sent"] = st.bytes_sent;
+             d["sparse_rows"] = st.sparse_rows;
+             return d;
+           })
       .def("table_stats", [](const ps::Server& s) {
         // {table name: {rows_live, evicted, expired, admitted, refused}} (docs/sparse.md)
         py::dict out;
