@@ -7,8 +7,9 @@
 //
 // Bounded sparse tables (TableSpec::bounded(): capacity, expiry, admission; docs/sparse.md)
 // take a separate path that keeps per-row metadata (an LRU list or an LFU heap, the push
-// step of the last update) beside each stripe; rows are evicted, expired and admitted under
-// the stripe's lock, one key at a time, so a row is never dropped while a request reads or
+// step of the last update) beside each stripe; rows are found, evicted, expired and
+// admitted under the stripe's lock, one key at a time, and a push's deferred row updates
+// are applied before any eviction, so a row is never dropped while a request reads or
 // writes it. Unbounded tables never enter that path.
 //
 // Thread-safety: Install* must not run concurrently with anything else. Apply/Read on
