@@ -12,7 +12,8 @@ counters (Server.table_stats) and RSS (/proc/PID/status VmRSS).
         --batches 200 --batch 10000 --capacity 100000
 
 Prints one line per sample and a summary per configuration (unbounded, lru, lfu,
-lru + admit_after=2); --json writes everything.
+lru + admit_after=2 by default; expiry50: expiry_steps only, no capacity); --json writes
+everything.
 """
 
 import argparse
@@ -120,7 +121,9 @@ def main():
     ap.add_argument("--space", type=int, default=10**9, help="id space")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--every", type=int, default=20, help="sample every N batches")
-    ap.add_argument("--configs", default="unbounded,lru,lfu,lru+admit2")
+    ap.add_argument("--expiry", type=int, default=50, help="expiry_steps of config expiry50")
+    ap.add_argument("--configs", default="unbounded,lru,lfu,lru+admit2",
+                    help="comma list of: unbounded, lru, lfu, lru+admit2, expiry50")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     cap = args.capacity
@@ -129,6 +132,7 @@ def main():
         "lru": dict(capacity=cap, eviction="lru"),
         "lfu": dict(capacity=cap, eviction="lfu"),
         "lru+admit2": dict(capacity=cap, eviction="lru", admit_after=2),
+        "expiry50": dict(expiry_steps=args.expiry),
     }
     results = []
     for name in args.configs.split(","):
