@@ -405,6 +405,55 @@ BENCHMARK(BM_SparseSgd)->Arg(10000000)->UseRealTime();
 BENCHMARK(BM_SparseAssign)->Arg(10000000)->UseRealTime();
 BENCHMARK(BM_SparseRead)->Arg(10000000)->UseRealTime();
 
+// Bounded tables (docs/sparse.md): a push of 100k keys x 16 into a table of capacity 1M
+// rows (16 stripes), cycling through 16 batches of keys. range(0): key space (500K: every
+// row stays held, no eviction; 10M: ~1.6M distinct keys cycled, so a key's row was evicted
+// since its last push and every key evicts one); range(1): 0 unbounded (the same stream
+// without a capacity, for comparison), 1 lru, 2 lfu.
+void BM_SparseBoundedSum(benchmark::State& state) {
+  const size_t n = 100000;
+  const uint32_t dim = 16;
+  Store store(kSelf);
+  TableInfo t;
+  t.id = 4;
+  t.spec = TableSpec::Sparse("bench-bounded", dim, UpdateRule::kSum);
+  t.spec.eviction = static_cast<Eviction>(state.range(1));
+  t.spec.capacity = state.range(1) == 0 ? 0 : 1000000;  // 0: the same stream, unbounded
+  t.ranges.push_back(KeyRange{0, 0, kSelf});
+  if (!store.Install(t).ok()) state.SkipWithError("install");
+  const auto rows = Floats(n * dim, 0.01f);
+  std::vector<std::vector<Key>> batches;
+  for (uint64_t seed = 0; seed < 16; ++seed) {  // 10M space: ~1.6M distinct keys cycled
+    auto keys = RandomKeys(n, static_cast<uint64_t>(state.range(0)), 50 + seed);
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    batches.push_back(std::move(keys));
+  }
+  // Warm: fill the table (up to its capacity) before timing.
+  for (int r = 0; r < 32; ++r) {
+    const auto& k = batches[r % batches.size()];
+    store.ApplySparse(t.id, k.data(), k.size(), dim, rows.data(), ApplyOp::kRule);
+  }
+  size_t i = 0, keys = 0;
+  for (auto _ : state) {
+    const auto& k = batches[i++ % batches.size()];
+    Status s = store.ApplySparse(t.id, k.data(), k.size(), dim, rows.data(), ApplyOp::kRule);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    keys += k.size();
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(keys));
+  state.counters["rows"] = static_cast<double>(store.sparse_rows());
+}
+BENCHMARK(BM_SparseBoundedSum)
+    ->Args({500000, 0})
+    ->Args({500000, 1})
+    ->Args({500000, 2})
+    ->Args({10000000, 0})
+    ->Args({10000000, 1})
+    ->Args({10000000, 2})
+    ->UseRealTime();
+
 void BM_SparseFirstTouch(benchmark::State& state) {
   // Pushes of keys never seen before: row creation dominates.
   const size_t n = 100000;

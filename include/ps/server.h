@@ -9,6 +9,7 @@
 #define PS_SERVER_H_
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,17 @@ struct ServerStats {
   uint64_t bytes_received = 0;  // payload bytes of accepted data messages
   uint64_t bytes_sent = 0;      // payload bytes of replies
   uint64_t sparse_rows = 0;     // rows held in sparse tables
+};
+
+// One sparse table's rows on one server (docs/sparse.md). rows_live = admitted - evicted -
+// expired; an unbounded table only ever counts rows_live and admitted.
+struct SparseTableStats {
+  std::string name;
+  uint64_t rows_live = 0;
+  uint64_t evicted = 0;   // rows dropped to make room for new ones (capacity)
+  uint64_t expired = 0;   // rows dropped by expiry_steps
+  uint64_t admitted = 0;  // rows created
+  uint64_t refused = 0;   // pushed rows dropped because their id was not admitted
 };
 
 class Server {
@@ -51,6 +63,8 @@ class Server {
   // The endpoint this server's receive socket is bound to.
   std::string endpoint() const;
   ServerStats stats() const;
+  // The counters of every sparse table this server holds, by table id (empty before Start).
+  std::map<TableId, SparseTableStats> table_stats() const;
   // Bytes and messages exchanged with each peer and per table since Start (also after Stop).
   TrafficStats traffic() const;
 

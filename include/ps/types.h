@@ -77,6 +77,16 @@ enum class Initializer : int {
   kNormal = 2,   // normal with mean init_a and standard deviation init_b
 };
 
+// Which row a full bounded sparse table drops to make room for a new one (docs/sparse.md).
+enum class Eviction : int {
+  kNone = 0,  // no eviction (a table with a capacity needs one of the others)
+  kLru = 1,   // the least recently touched row (a push or a pull touches a row)
+  kLfu = 2,   // the row touched the fewest times; ties: the least recently touched
+};
+// "none", "lru", "lfu"; ParseEviction is its inverse.
+const char* EvictionName(Eviction eviction);
+StatusOr<Eviction> ParseEviction(const std::string& name);
+
 // One named parameter tensor: a layer's weight or bias, or an embedding.
 struct TableSpec {
   std::string name;  // required, unique in the cluster, <= 256 bytes
@@ -104,6 +114,22 @@ struct TableSpec {
   float init_b = 0.0f;
   uint64_t seed = 0;
   std::string layer;  // optional: the model layer this table belongs to
+  // Bounded sparse tables (docs/sparse.md); sparse only, the defaults keep a table
+  // unbounded (every row created on first touch and kept for ever).
+  // Most rows one server holds (0: unbounded); needs an eviction.
+  uint64_t capacity = 0;
+  // Which row a full server drops; needs capacity > 0.
+  Eviction eviction = Eviction::kNone;
+  // > 0: a row in none of the last N pushes this server applied to the table is dropped.
+  uint64_t expiry_steps = 0;
+  // > 1: a new id gets a row at its k-th push (counted in a count-min sketch).
+  uint32_t admit_after = 0;
+  // In (0, 1]: only ids with hash(seed, name, id) < p ever get rows.
+  float admit_probability = 1.0f;
+  // True when any of the fields above bounds the table.
+  bool bounded() const {
+    return capacity > 0 || expiry_steps > 0 || admit_after > 1 || admit_probability < 1.0f;
+  }
 
   static TableSpec Dense(std::string name, uint64_t size, UpdateRule rule = UpdateRule::kSum);
   static TableSpec Sparse(std::string name, uint32_t dim, UpdateRule rule = UpdateRule::kSum);

@@ -144,6 +144,36 @@ Status TableSpec::Validate() const {
       return InvalidArgument(where + ": unknown initializer");
   }
   if (layer.size() > 256) return InvalidArgument(where + ": layer name longer than 256 bytes");
+  // Bounded sparse tables (docs/sparse.md).
+  if (static_cast<int>(eviction) < 0 ||
+      static_cast<int>(eviction) > static_cast<int>(Eviction::kLfu)) {
+    return InvalidArgument(where + ": unknown eviction " +
+                           std::to_string(static_cast<int>(eviction)));
+  }
+  if (kind == TableKind::kDense) {
+    const char* field = capacity != 0                 ? "capacity"
+                        : eviction != Eviction::kNone ? "eviction"
+                        : expiry_steps != 0           ? "expiry_steps"
+                        : admit_after != 0            ? "admit_after"
+                        : admit_probability != 1.0f   ? "admit_probability"
+                                                      : nullptr;
+    if (field) return InvalidArgument(where + ": " + field + " is for sparse tables only");
+  }
+  if (capacity > (uint64_t{1} << 40)) return InvalidArgument(where + ": capacity above 2^40");
+  if (capacity > 0 && eviction == Eviction::kNone) {
+    return InvalidArgument(where + ": capacity " + std::to_string(capacity) +
+                           " needs an eviction (lru or lfu)");
+  }
+  if (capacity == 0 && eviction != Eviction::kNone) {
+    return InvalidArgument(where + ": eviction " + EvictionName(eviction) +
+                           " needs a capacity > 0");
+  }
+  if (expiry_steps > (uint64_t{1} << 62))
+    return InvalidArgument(where + ": expiry_steps above 2^62");
+  if (!(std::isfinite(admit_probability) && admit_probability > 0 && admit_probability <= 1)) {
+    return InvalidArgument(where + ": admit_probability must be in (0, 1]");
+  }
+  if (admit_after > 65535) return InvalidArgument(where + ": admit_after above 65535");
   return Status::OK();
 }
 
@@ -153,7 +183,9 @@ bool TableSpec::SameAs(const TableSpec& o) const {
          init_a == o.init_a && init_b == o.init_b && seed == o.seed && layer == o.layer &&
          momentum == o.momentum && beta1 == o.beta1 && beta2 == o.beta2 && epsilon == o.epsilon &&
          l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta && elastic_alpha == o.elastic_alpha &&
-         sync == o.sync && staleness == o.staleness;
+         sync == o.sync && staleness == o.staleness && capacity == o.capacity &&
+         eviction == o.eviction && expiry_steps == o.expiry_steps && admit_after == o.admit_after &&
+         admit_probability == o.admit_probability;
 }
 
 std::string TableSpec::Difference(const TableSpec& o) const {
@@ -168,7 +200,8 @@ std::string TableSpec::Difference(const TableSpec& o) const {
   };
   const Field fields[] = {
       {"name", name, o.name},
-      {"kind", kind == TableKind::kDense ? "dense" : "sparse", o.kind == TableKind::kDense ? "dense" : "sparse"},
+      {"kind", kind == TableKind::kDense ? "dense" : "sparse",
+       o.kind == TableKind::kDense ? "dense" : "sparse"},
       {"size", std::to_string(size), std::to_string(o.size)},
       {"dim", std::to_string(dim), std::to_string(o.dim)},
       {"dtype", std::to_string(static_cast<int>(dtype)), std::to_string(static_cast<int>(o.dtype))},
@@ -189,6 +222,11 @@ std::string TableSpec::Difference(const TableSpec& o) const {
       {"layer", "'" + layer + "'", "'" + o.layer + "'"},
       {"sync", SyncModeName(sync), SyncModeName(o.sync)},
       {"staleness", std::to_string(staleness), std::to_string(o.staleness)},
+      {"capacity", std::to_string(capacity), std::to_string(o.capacity)},
+      {"eviction", EvictionName(eviction), EvictionName(o.eviction)},
+      {"expiry_steps", std::to_string(expiry_steps), std::to_string(o.expiry_steps)},
+      {"admit_after", std::to_string(admit_after), std::to_string(o.admit_after)},
+      {"admit_probability", f(admit_probability), f(o.admit_probability)},
   };
   for (const Field& x : fields) {
     if (x.mine != x.theirs) return std::string(x.name) + ": " + x.mine + " declared, " + x.theirs + " asked";
@@ -229,6 +267,25 @@ const char* SyncModeName(SyncMode mode) {
       return "ssp";
   }
   return "unknown";
+}
+
+const char* EvictionName(Eviction eviction) {
+  switch (eviction) {
+    case Eviction::kNone:
+      return "none";
+    case Eviction::kLru:
+      return "lru";
+    case Eviction::kLfu:
+      return "lfu";
+  }
+  return "unknown";
+}
+
+StatusOr<Eviction> ParseEviction(const std::string& name) {
+  for (int e = 0; e <= static_cast<int>(Eviction::kLfu); ++e) {
+    if (name == EvictionName(static_cast<Eviction>(e))) return static_cast<Eviction>(e);
+  }
+  return InvalidArgument("unknown eviction '" + name + "' (none, lru, lfu)");
 }
 
 StatusOr<SyncMode> ParseSyncMode(const std::string& name) {

@@ -78,6 +78,23 @@ class Server::Impl {
     return s;
   }
 
+  std::map<TableId, SparseTableStats> table_stats() const {
+    std::map<TableId, SparseTableStats> out;
+    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    if (!store_) return out;
+    for (const auto& kv : store_->SparseStats()) {
+      SparseTableStats& t = out[kv.first];
+      const TableSpec* spec = store_->Spec(kv.first);
+      t.name = spec ? spec->name : std::string();
+      t.rows_live = kv.second.rows_live;
+      t.evicted = kv.second.evicted;
+      t.expired = kv.second.expired;
+      t.admitted = kv.second.admitted;
+      t.refused = kv.second.refused;
+    }
+    return out;
+  }
+
  private:
   std::vector<std::pair<TableId, Status>> InstallMap(const ClusterMap& map) {
     std::unique_lock<std::shared_mutex> lock(store_mu_);
@@ -260,6 +277,7 @@ NodeId Server::id() const { return impl_->id(); }
 uint32_t Server::rank() const { return impl_->rank(); }
 std::string Server::endpoint() const { return impl_->endpoint(); }
 ServerStats Server::stats() const { return impl_->stats(); }
+std::map<TableId, SparseTableStats> Server::table_stats() const { return impl_->table_stats(); }
 TrafficStats Server::traffic() const { return impl_->traffic(); }
 
 }  // namespace ps

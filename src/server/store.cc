@@ -4,6 +4,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +45,44 @@ Status Store::Install(const TableInfo& info) {
     return ResourceExhausted("not enough memory for this server's share of table '" +
                              info.spec.name + "'");
   }
+}
+
+namespace {
+// Below this capacity a bounded table uses one stripe: its policy is exact over the whole
+// server. From it on, 16 stripes each hold their share (capacity / 16, the first
+// capacity % 16 stripes one more) with an exact policy inside the stripe.
+constexpr uint64_t kSingleStripeCapacity = 65536;
+// admit_after's count-min sketch, per server and table: kSketchDepth rows of
+// kSketchCounters 16-bit saturating counters (conservative update), 4 MiB, split evenly
+// over the table's stripes. A stripe halves its counters after width / 8 sightings (the
+// server: every 65536), so at most ~1/8 as many distinct ids as counters are counted
+// between halvings: an id seen once is admitted by mistake with probability about
+// (1 - e^(-4/8))^4 ~ 2.4% at worst (just before a halving), much less on average.
+constexpr size_t kSketchDepth = 4;
+constexpr size_t kSketchCounters = size_t{1} << 19;
+}  // namespace
+
+Status Store::InstallBounds(Table& t) {
+  const TableSpec& spec = t.spec;
+  if (spec.capacity > 0 && spec.eviction == Eviction::kNone) {
+    return InvalidArgument("table '" + spec.name + "': capacity needs an eviction (lru or lfu)");
+  }
+  t.bounded = std::make_unique<BoundedTable>();
+  BoundedTable& bt = *t.bounded;
+  bt.stripes = spec.capacity > 0 && spec.capacity < kSingleStripeCapacity ? 1 : kStripes;
+  if (spec.admit_probability < 1.0f) {
+    bt.admit_by_probability = true;
+    bt.admit_threshold = static_cast<uint64_t>(std::ldexp(double{spec.admit_probability}, 64));
+  }
+  bt.sketch_width = kSketchCounters / bt.stripes;
+  bt.admit_seed = MixKey(t.name_hash ^ MixKey(spec.seed) ^ 0x61646d6974ull);  // "admit"
+  for (size_t i = 0; i < bt.stripes; ++i) {
+    auto b = std::make_unique<Bounds>();
+    b->capacity = spec.capacity / bt.stripes + (i < spec.capacity % bt.stripes ? 1 : 0);
+    if (spec.admit_after > 1) b->sketch.assign(kSketchDepth * bt.sketch_width, 0);
+    t.stripes[i].bounds = std::move(b);
+  }
+  return Status::OK();
 }
 
 Status Store::InstallUnguarded(const TableInfo& info) {
@@ -90,6 +129,7 @@ Status Store::InstallUnguarded(const TableInfo& info) {
       ++t.block_shift;
     t.holds_all =
         t.hash_ranges.size() == 1 && t.hash_ranges[0].first == 0 && t.hash_ranges[0].second == 0;
+    if (t.spec.bounded()) PS_RETURN_IF_ERROR(InstallBounds(t));
   }
   tables_.emplace(info.id, std::move(t));
   return Status::OK();
@@ -320,6 +360,7 @@ Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim
   const Table* ct = Find(table, TableKind::kSparse, &err);
   if (!ct) return err;
   Table& t = const_cast<Table&>(*ct);
+  if (t.bounded) return ApplyBounded(t, keys, n, dim, rows, op);
   const Optimizer& opt = *t.optimizer;
   return ForEachRow(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
@@ -347,6 +388,7 @@ Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim,
   const Table* ct = Find(table, TableKind::kSparse, &err);
   if (!ct) return err;
   Table& t = const_cast<Table&>(*ct);
+  if (t.bounded) return ReadBounded(t, keys, n, dim, out);
   return ForEachRow(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
         for (size_t j = 0; j < count; ++j) {
@@ -409,11 +451,383 @@ uint64_t Store::sparse_rows() const {
   for (const auto& kv : tables_) {
     if (kv.second.spec.kind != TableKind::kSparse) continue;
     for (size_t s = 0; s < kStripes; ++s) {
-      std::lock_guard<std::mutex> lock(kv.second.stripes[s].mu);
-      rows += kv.second.stripes[s].rows;
+      Stripe& st = kv.second.stripes[s];
+      std::lock_guard<std::mutex> lock(st.mu);
+      rows += st.rows - (st.bounds ? st.bounds->free.size() : 0);
     }
   }
   return rows;
+}
+
+std::map<TableId, Store::SparseCounters> Store::SparseStats() const {
+  std::map<TableId, SparseCounters> out;
+  for (const auto& kv : tables_) {
+    if (kv.second.spec.kind != TableKind::kSparse) continue;
+    SparseCounters& c = out[kv.first];
+    for (size_t s = 0; s < kStripes; ++s) {
+      Stripe& st = kv.second.stripes[s];
+      std::lock_guard<std::mutex> lock(st.mu);
+      if (!st.bounds) {
+        c.rows_live += st.rows;
+        c.admitted += st.rows;
+        continue;
+      }
+      c.rows_live += st.rows - st.bounds->free.size();
+      c.evicted += st.bounds->evicted;
+      c.expired += st.bounds->expired;
+      c.admitted += st.bounds->admitted;
+      c.refused += st.bounds->refused;
+    }
+  }
+  return out;
+}
+
+// --- bounded tables -----------------------------------------------------------------
+
+template <typename Fn>
+Status Store::ForEachBoundedStripe(Table& t, const Key* keys, size_t n, uint32_t dim, Fn fn) {
+  if (dim != t.spec.dim)
+    return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
+  SparseScratch& sc = Scratch();
+  sc.hashes.resize(n);
+  uint64_t* h = sc.hashes.data();
+  for (size_t i = 0; i < n; ++i) h[i] = MixKey(keys[i]);
+  PS_RETURN_IF_ERROR(CheckKeys(t, keys, h, n));
+  if (t.bounded->stripes == kStripes) {
+    ForEachStripe(t, h, n,
+                  [&](Stripe& st, const uint32_t* pos, size_t count) { fn(st, pos, count, h); });
+    return Status::OK();
+  }
+  // One stripe: every key, in input order.
+  sc.order.resize(n);
+  for (size_t i = 0; i < n; ++i) sc.order[i] = static_cast<uint32_t>(i);
+  Stripe& st = t.stripes[0];
+  std::lock_guard<std::mutex> lock(st.mu);
+  fn(st, sc.order.data(), n, h);
+  return Status::OK();
+}
+
+Status Store::ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, const float* rows,
+                           ApplyOp op) {
+  if (dim != t.spec.dim)
+    return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
+  // Every push applied here is one step of the table's clock (also one whose rows were all
+  // refused); expiry runs before the push, so a row pushed at step k lives through the
+  // pushes k+1 .. k+expiry_steps and is dropped at the start of the next one.
+  const uint64_t step = t.bounded->step.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (t.spec.expiry_steps > 0) Expire(t, step);
+  const Optimizer& opt = *t.optimizer;
+  // Rows are resolved one key at a time and their updates deferred into one ApplyRows
+  // call per stripe, as on the unbounded path; but creating a row may evict another,
+  // possibly one this request resolved before, so the deferred updates are applied first
+  // (the evicted row is then no longer in use, and its memory may be reused).
+  return ForEachBoundedStripe(
+      t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
+        thread_local std::vector<float*> xs;
+        thread_local std::vector<const float*> gs;
+        xs.clear();
+        gs.clear();
+        auto flush = [&] {
+          if (op == ApplyOp::kAssign) {
+            for (size_t i = 0; i < xs.size(); ++i) std::memcpy(xs[i], gs[i], dim * sizeof(float));
+          } else if (!xs.empty()) {
+            opt.ApplyRows(xs.data(), gs.data(), xs.size(), dim);
+          }
+          xs.clear();
+          gs.clear();
+        };
+        for (size_t j = 0; j < count; ++j) {
+          if (j + kPrefetchSlots < count && !st.slots.empty()) {
+            __builtin_prefetch(&st.slots[SlotOf(h[pos[j + kPrefetchSlots]], st.slots.size() - 1)]);
+          }
+          const uint32_t row = TouchBounded(t, st, keys[pos[j]], h[pos[j]], step, flush);
+          if (row == kNoRow) continue;  // refused by admission: dropped (counted)
+          xs.push_back(RowPtr(st, row, t));
+          gs.push_back(rows + size_t{pos[j]} * dim);
+        }
+        flush();
+      });
+}
+
+Status Store::ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, float* out) {
+  return ForEachBoundedStripe(
+      t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
+        for (size_t j = 0; j < count; ++j) {
+          if (j + kPrefetchSlots < count && !st.slots.empty()) {
+            __builtin_prefetch(&st.slots[SlotOf(h[pos[j + kPrefetchSlots]], st.slots.size() - 1)]);
+          }
+          const Key key = keys[pos[j]];
+          float* o = out + size_t{pos[j]} * dim;
+          const uint32_t row = TouchBounded(t, st, key, h[pos[j]], 0, [] {});
+          if (row != kNoRow) {
+            std::memcpy(o, RowPtr(st, row, t), dim * sizeof(float));
+          } else {
+            // Not admitted: the value its row would start from.
+            for (uint32_t c = 0; c < dim; ++c) o[c] = InitialValue(t.spec, t.name_hash, key, c);
+          }
+        }
+      });
+}
+
+bool Store::Admit(const Table& t, Stripe& s, Key key, uint64_t h) {
+  const BoundedTable& bt = *t.bounded;
+  // Probability: a fixed hash of (seed, name, id), so an id is always admitted or never.
+  if (bt.admit_by_probability && MixKey(bt.admit_seed ^ MixKey(key)) >= bt.admit_threshold)
+    return false;
+  if (t.spec.admit_after <= 1) return true;
+  // Count-min sketch with conservative update: only the counters at the minimum grow.
+  Bounds& b = *s.bounds;
+  const size_t width = bt.sketch_width;
+  size_t at[kSketchDepth];
+  uint16_t least = 0xFFFF;
+  for (size_t d = 0; d < kSketchDepth; ++d) {
+    at[d] = d * width + (MixKey(h + 0x9E3779B97F4A7C15ull * (d + 1)) & (width - 1));
+    least = std::min(least, b.sketch[at[d]]);
+  }
+  if (least < 0xFFFF) {
+    for (size_t d = 0; d < kSketchDepth; ++d) {
+      if (b.sketch[at[d]] == least) ++b.sketch[at[d]];
+    }
+    ++least;
+  }
+  // Aging: the counts halve every width / 8 sightings, so the sketch keeps telling recent
+  // ids apart however long the stream (it never fills up).
+  if (++b.sightings >= width / 8) {
+    for (uint16_t& c : b.sketch) c >>= 1;
+    b.sightings = 0;
+  }
+  return least >= t.spec.admit_after;
+}
+
+void Store::LfuSiftUp(Bounds& b, uint32_t pos) {
+  auto less = [&](uint32_t x, uint32_t y) {
+    const RowMeta& mx = b.meta[x];
+    const RowMeta& my = b.meta[y];
+    return mx.touches != my.touches ? mx.touches < my.touches : mx.tick < my.tick;
+  };
+  const uint32_t row = b.heap[pos];
+  while (pos > 0) {
+    const uint32_t parent = (pos - 1) / 2;
+    if (!less(row, b.heap[parent])) break;
+    b.heap[pos] = b.heap[parent];
+    b.meta[b.heap[pos]].prev = pos;
+    pos = parent;
+  }
+  b.heap[pos] = row;
+  b.meta[row].prev = pos;
+}
+
+void Store::LfuSiftDown(Bounds& b, uint32_t pos) {
+  auto less = [&](uint32_t x, uint32_t y) {
+    const RowMeta& mx = b.meta[x];
+    const RowMeta& my = b.meta[y];
+    return mx.touches != my.touches ? mx.touches < my.touches : mx.tick < my.tick;
+  };
+  const uint32_t row = b.heap[pos];
+  const size_t n = b.heap.size();
+  for (;;) {
+    size_t child = 2 * size_t{pos} + 1;
+    if (child >= n) break;
+    if (child + 1 < n && less(b.heap[child + 1], b.heap[child])) ++child;
+    if (!less(b.heap[child], row)) break;
+    b.heap[pos] = b.heap[child];
+    b.meta[b.heap[pos]].prev = pos;
+    pos = static_cast<uint32_t>(child);
+  }
+  b.heap[pos] = row;
+  b.meta[row].prev = pos;
+}
+
+template <typename BeforeEvict>
+uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
+                             BeforeEvict&& before_evict) {
+  Bounds& b = *s.bounds;
+  const TableSpec& spec = t.spec;
+  uint32_t row = kNoRow;
+  if (!s.slots.empty()) {
+    const size_t mask = s.slots.size() - 1;
+    for (size_t i = SlotOf(h, mask); s.slots[i].row != kNoRow; i = (i + 1) & mask) {
+      if (s.slots[i].key == key) {
+        row = s.slots[i].row;
+        break;
+      }
+    }
+  }
+  const bool expiry = spec.expiry_steps > 0;
+  if (row == kNoRow) {
+    const bool admission = spec.admit_after > 1 || t.bounded->admit_by_probability;
+    if (step == 0) {
+      if (admission) return kNoRow;  // a pull does not admit
+    } else if (admission && !Admit(t, s, key, h)) {
+      ++b.refused;
+      return kNoRow;
+    }
+    const uint64_t live = s.rows - b.free.size();
+    if (b.capacity > 0 && live >= b.capacity) {
+      before_evict();
+      DropRow(t, s, spec.eviction == Eviction::kLru ? b.tail : b.heap[0]);
+      ++b.evicted;
+    }
+    // A row number: a dropped one, else a new one (in a new block when needed).
+    if (!b.free.empty()) {
+      row = b.free.back();
+      b.free.pop_back();
+    } else {
+      if (s.rows == kNoRow - 1) return kNoRow;  // 2^32 rows in one stripe: cannot happen
+      row = s.rows++;
+      if ((row >> t.block_shift) >= s.blocks.size()) {
+        s.blocks.emplace_back(new float[(size_t{1} << t.block_shift) * t.row_width]);
+      }
+      b.meta.resize(s.rows);
+    }
+    // The index, kept at most half full (live rows; dropped ones left no slot).
+    if (s.slots.empty()) s.slots.resize(kInitialSlots);
+    if ((s.rows - b.free.size()) * 2 > s.slots.size()) {
+      std::vector<Slot> bigger(s.slots.size() * 2);
+      const size_t m = bigger.size() - 1;
+      for (const Slot& old : s.slots) {
+        if (old.row == kNoRow) continue;
+        size_t j = SlotOf(MixKey(old.key), m);
+        while (bigger[j].row != kNoRow) j = (j + 1) & m;
+        bigger[j] = old;
+      }
+      s.slots.swap(bigger);
+    }
+    const size_t mask = s.slots.size() - 1;
+    size_t i = SlotOf(h, mask);
+    while (s.slots[i].row != kNoRow) i = (i + 1) & mask;
+    s.slots[i] = Slot{key, row};
+    // Values from the initializer, the rule's state zero: an evicted id starts afresh.
+    float* r = RowPtr(s, row, t);
+    const uint32_t dim = spec.dim;
+    if (spec.init == Initializer::kZeros) {
+      std::memset(r, 0, size_t{dim} * sizeof(float));
+    } else {
+      for (uint32_t j = 0; j < dim; ++j) r[j] = InitialValue(spec, t.name_hash, key, j);
+    }
+    if (t.row_width > dim) std::memset(r + dim, 0, size_t{t.row_width - dim} * sizeof(float));
+    RowMeta& m = b.meta[row];
+    m = RowMeta{};
+    m.key = key;
+    m.tick = ++b.clock;
+    if (spec.eviction == Eviction::kLru) {
+      m.next = b.head;
+      if (b.head != kNoRow) b.meta[b.head].prev = row;
+      b.head = row;
+      if (b.tail == kNoRow) b.tail = row;
+    } else if (spec.eviction == Eviction::kLfu) {
+      m.touches = 1;
+      b.heap.push_back(row);
+      LfuSiftUp(b, static_cast<uint32_t>(b.heap.size() - 1));
+    }
+    if (expiry) {
+      m.step = step > 0 ? step : t.bounded->step.load(std::memory_order_relaxed);
+      m.up_next = b.up_head;
+      if (b.up_head != kNoRow) b.meta[b.up_head].up_prev = row;
+      b.up_head = row;
+      if (b.up_tail == kNoRow) b.up_tail = row;
+    }
+    ++b.admitted;
+    return row;
+  }
+  RowMeta& m = b.meta[row];
+  m.tick = ++b.clock;
+  if (spec.eviction == Eviction::kLru && b.head != row) {
+    // Unlink, then in front.
+    b.meta[m.prev].next = m.next;
+    if (m.next != kNoRow)
+      b.meta[m.next].prev = m.prev;
+    else
+      b.tail = m.prev;
+    m.prev = kNoRow;
+    m.next = b.head;
+    b.meta[b.head].prev = row;
+    b.head = row;
+  } else if (spec.eviction == Eviction::kLfu) {
+    if (m.touches != 0xFFFFFFFFu) ++m.touches;
+    LfuSiftDown(b, m.prev);
+  }
+  if (expiry && step > 0) {
+    m.step = std::max(m.step, step);
+    if (b.up_head != row) {
+      b.meta[m.up_prev].up_next = m.up_next;
+      if (m.up_next != kNoRow)
+        b.meta[m.up_next].up_prev = m.up_prev;
+      else
+        b.up_tail = m.up_prev;
+      m.up_prev = kNoRow;
+      m.up_next = b.up_head;
+      b.meta[b.up_head].up_prev = row;
+      b.up_head = row;
+    }
+  }
+  return row;
+}
+
+void Store::DropRow(const Table& t, Stripe& s, uint32_t row) {
+  Bounds& b = *s.bounds;
+  RowMeta& m = b.meta[row];
+  // The index: find the row's slot, then close the gap (backward-shift deletion keeps
+  // every other key reachable from its home slot without tombstones).
+  const size_t mask = s.slots.size() - 1;
+  size_t i = SlotOf(MixKey(m.key), mask);
+  while (s.slots[i].row != row) i = (i + 1) & mask;
+  for (size_t j = (i + 1) & mask; s.slots[j].row != kNoRow; j = (j + 1) & mask) {
+    const size_t home = SlotOf(MixKey(s.slots[j].key), mask);
+    // Slot j may move to the gap i unless its home lies cyclically in (i, j].
+    const bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!stays) {
+      s.slots[i] = s.slots[j];
+      i = j;
+    }
+  }
+  s.slots[i] = Slot{};
+  if (t.spec.eviction == Eviction::kLru) {
+    if (m.prev != kNoRow)
+      b.meta[m.prev].next = m.next;
+    else
+      b.head = m.next;
+    if (m.next != kNoRow)
+      b.meta[m.next].prev = m.prev;
+    else
+      b.tail = m.prev;
+  } else if (t.spec.eviction == Eviction::kLfu) {
+    const uint32_t pos = m.prev;
+    const uint32_t last = b.heap.back();
+    b.heap.pop_back();
+    if (pos < b.heap.size()) {
+      b.heap[pos] = last;
+      b.meta[last].prev = pos;
+      LfuSiftUp(b, pos);
+      LfuSiftDown(b, b.meta[last].prev);
+    }
+  }
+  if (t.spec.expiry_steps > 0) {
+    if (m.up_prev != kNoRow)
+      b.meta[m.up_prev].up_next = m.up_next;
+    else
+      b.up_head = m.up_next;
+    if (m.up_next != kNoRow)
+      b.meta[m.up_next].up_prev = m.up_prev;
+    else
+      b.up_tail = m.up_prev;
+  }
+  m = RowMeta{};
+  b.free.push_back(row);
+}
+
+void Store::Expire(Table& t, uint64_t step) {
+  const uint64_t n = t.spec.expiry_steps;
+  for (size_t i = 0; i < t.bounded->stripes; ++i) {
+    Stripe& s = t.stripes[i];
+    std::lock_guard<std::mutex> lock(s.mu);
+    Bounds& b = *s.bounds;
+    // The update list is ordered by step (head: latest), up to pushes in flight together.
+    while (b.up_tail != kNoRow && b.meta[b.up_tail].step + n < step) {
+      DropRow(t, s, b.up_tail);
+      ++b.expired;
+    }
+  }
 }
 
 }  // namespace ps

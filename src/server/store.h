@@ -5,6 +5,13 @@
 // beside them); sparse rows live in striped hash maps, each row followed by its state,
 // and are created on first touch by the table's deterministic initializer.
 //
+// Bounded sparse tables (TableSpec::bounded(): capacity, expiry, admission; docs/sparse.md)
+// take a separate path that keeps per-row metadata (an LRU list or an LFU heap, the push
+// step of the last update) beside each stripe; rows are found, evicted, expired and
+// admitted under the stripe's lock, one key at a time, and a push's deferred row updates
+// are applied before any eviction, so a row is never dropped while a request reads or
+// writes it. Unbounded tables never enter that path.
+//
 // Thread-safety: Install* must not run concurrently with anything else. Apply/Read on
 // different tables, or on the same sparse table, may run concurrently (stripes are
 // locked); dense ranges of one table must not be written concurrently with reads of
@@ -12,6 +19,7 @@
 #ifndef PS_SERVER_STORE_H_
 #define PS_SERVER_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -73,6 +81,18 @@ class Store {
 
   uint64_t sparse_rows() const;
 
+  // Counters of one sparse table on this server (docs/sparse.md). Unbounded tables:
+  // rows_live == admitted, the others 0.
+  struct SparseCounters {
+    uint64_t rows_live = 0;
+    uint64_t evicted = 0;   // rows dropped to make room (capacity)
+    uint64_t expired = 0;   // rows dropped by expiry_steps
+    uint64_t admitted = 0;  // rows created (rows_live = admitted - evicted - expired)
+    uint64_t refused = 0;   // pushed rows of ids not admitted (dropped)
+  };
+  // Every sparse table this server holds, by id.
+  std::map<TableId, SparseCounters> SparseStats() const;
+
  private:
   Status InstallUnguarded(const TableInfo& table);
   // A contiguous range of a dense table. Its values may be lent to a pull reply still
@@ -96,11 +116,45 @@ class Store {
     Key key = 0;
     uint32_t row = kNoRow;
   };
+  // Per-row metadata of a bounded table. Links are row numbers (kNoRow: none).
+  struct RowMeta {
+    Key key = 0;
+    uint32_t prev = kNoRow, next = kNoRow;        // LRU list (head: most recent), or
+                                                  // prev = position in the LFU heap
+    uint32_t up_prev = kNoRow, up_next = kNoRow;  // update list (head: latest push)
+    uint32_t touches = 0;                         // LFU (saturating)
+    uint64_t tick = 0;                            // the stripe's clock at the last touch
+    uint64_t step = 0;                            // the table's push step of the last update
+  };
+  // What a bounded table keeps per stripe (all guarded by Stripe::mu).
+  struct Bounds {
+    uint64_t capacity = 0;                        // this stripe's share (0: none)
+    std::vector<RowMeta> meta;                    // by row number
+    std::vector<uint32_t> free;                   // row numbers of dropped rows, reused first
+    uint32_t head = kNoRow, tail = kNoRow;        // LRU list
+    uint32_t up_head = kNoRow, up_tail = kNoRow;  // update list (expiry)
+    std::vector<uint32_t> heap;                   // LFU: min-heap on (touches, tick)
+    uint64_t clock = 0;
+    std::vector<uint16_t> sketch;  // admit_after: count-min sketch (kSketchDepth rows)
+    uint64_t sightings = 0;        // pushes counted in the sketch since its last halving
+    uint64_t evicted = 0, expired = 0, admitted = 0, refused = 0;
+  };
   struct Stripe {
     std::mutex mu;
     std::vector<Slot> slots;                       // guarded by mu; size a power of two (or 0)
-    uint32_t rows = 0;                             // guarded by mu; rows in use
+    uint32_t rows = 0;                             // guarded by mu; rows in use (bounded:
+                                                   // rows ever allocated, free ones included)
     std::vector<std::unique_ptr<float[]>> blocks;  // guarded by mu
+    std::unique_ptr<Bounds> bounds;                // bounded tables only
+  };
+  // A bounded table's shared settings (fixed at install) and its push clock.
+  struct BoundedTable {
+    size_t stripes = 0;                 // 1 (capacity < kSingleStripeCapacity) or kStripes
+    bool admit_by_probability = false;  // admit_probability < 1
+    uint64_t admit_threshold = 0;       // admit_probability as a 64-bit threshold on a hash
+    size_t sketch_width = 0;            // counters per sketch row per stripe (admit_after > 1)
+    uint64_t admit_seed = 0;
+    std::atomic<uint64_t> step{0};  // pushes applied to the table on this server
   };
   struct Table {
     TableSpec spec;
@@ -114,6 +168,7 @@ class Store {
     std::unique_ptr<Stripe[]> stripes;
     uint32_t block_shift = 0;  // sparse: log2(rows per block)
     bool holds_all = false;    // sparse: one range covering the whole hash space
+    std::unique_ptr<BoundedTable> bounded;  // sparse with TableSpec::bounded(), else null
   };
 
   const Table* Find(TableId id, TableKind kind, Status* error) const;
@@ -137,6 +192,32 @@ class Store {
   // index `keys`, row ids the stripe's rows.
   template <typename Fn>
   Status ForEachRow(Table& t, const Key* keys, size_t n, uint32_t dim, Fn fn);
+
+  // Sets up a bounded table's stripes (t.spec.bounded()).
+  Status InstallBounds(Table& t);
+  // The bounded path (see the header comment). op: a push (rule or assign) or a pull.
+  Status ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, const float* rows,
+                      ApplyOp op);
+  Status ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, float* out);
+  // Runs fn(stripe, positions, count, hashes) per stripe of a bounded table under its lock.
+  template <typename Fn>
+  Status ForEachBoundedStripe(Table& t, const Key* keys, size_t n, uint32_t dim, Fn fn);
+  // The row of `key`, touched (LRU/LFU; `step` > 0: a push of that step, which also
+  // refreshes expiry); created (evicting one if the stripe is full) unless admission
+  // refuses it: kNoRow, for a push or, in a table with admission, a pull of an absent id.
+  // before_evict() runs just before a row is evicted (the caller applies what it deferred:
+  // row pointers it holds may then be reused).
+  template <typename BeforeEvict>
+  uint32_t TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
+                        BeforeEvict&& before_evict);
+  // Drops a row: index slot, lists, heap; its number goes to the free list.
+  void DropRow(const Table& t, Stripe& s, uint32_t row);
+  // Counts a push of an absent id; true when the id may get a row now.
+  bool Admit(const Table& t, Stripe& s, Key key, uint64_t h);
+  // Drops the rows of every stripe last updated more than expiry_steps pushes before `step`.
+  void Expire(Table& t, uint64_t step);
+  void LfuSiftUp(Bounds& b, uint32_t pos);
+  void LfuSiftDown(Bounds& b, uint32_t pos);
 
   const NodeId self_;
   std::map<TableId, Table> tables_;

@@ -31,6 +31,12 @@ void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
   pb->set_sync(static_cast<uint32_t>(s.sync));
   pb->set_staleness(s.staleness);
   pb->set_elastic_alpha(s.elastic_alpha);
+  pb->set_capacity(s.capacity);
+  pb->set_eviction(static_cast<uint32_t>(s.eviction));
+  pb->set_expiry_steps(s.expiry_steps);
+  pb->set_admit_after(s.admit_after);
+  pb->set_has_admit_probability(true);
+  pb->set_admit_probability(s.admit_probability);
 }
 
 TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
@@ -57,6 +63,13 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   s.sync = static_cast<SyncMode>(pb.sync());
   s.staleness = pb.staleness();
   s.elastic_alpha = pb.elastic_alpha();
+  s.capacity = pb.capacity();
+  // Out-of-range enum values are kept as is: Validate (run on every decoded map) refuses them.
+  s.eviction = static_cast<Eviction>(pb.eviction() > 1000 ? 1000 : pb.eviction());
+  s.expiry_steps = pb.expiry_steps();
+  s.admit_after = pb.admit_after();
+  // proto3 floats default to 0, which is not "unbounded": a flag says the field was set.
+  s.admit_probability = pb.has_admit_probability() ? pb.admit_probability() : 1.0f;
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "common/hash.h"
 #include "local_cluster.h"
 
 namespace ps {
@@ -754,6 +755,71 @@ TEST(ClusterStartTest, IpcSocketFilesAreRemovedAtAStop) {
   }
   EXPECT_NE(access(scheduler_path.c_str(), F_OK), 0) << scheduler_path << " left behind";
   EXPECT_NE(access(worker_path.c_str(), F_OK), 0) << worker_path << " left behind";
+}
+
+}  // namespace
+}  // namespace ps
+
+namespace ps {
+namespace {
+
+// A capacity-limited sparse table (docs/sparse.md) on 2 servers: 10k distinct ids
+// pushed in batches; no server ever holds more than its capacity, and the counters add up.
+TEST(BoundedSparseTest, CapacityHeldOnEveryServer) {
+  LocalCluster c(2, 1, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  TableSpec spec = TableSpec::Sparse("bounded_emb", 4);
+  spec.capacity = 1000;
+  spec.eviction = Eviction::kLru;
+  auto id = w.DeclareTable(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  const size_t kIds = 10000, kBatch = 500;
+  std::vector<Key> keys(kIds);
+  for (size_t i = 0; i < kIds; ++i) keys[i] = MixKey(i + 1);  // spread over both servers
+  std::vector<float> rows(kBatch * 4);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i % 13 + 1);
+  for (size_t b = 0; b < kIds; b += kBatch) {
+    ASSERT_TRUE(
+        w.Wait(w.PushSparse(*id, keys.data() + b, kBatch, rows.data(), rows.size()), kWait).ok());
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_LE(c.server(s).table_stats().at(*id).rows_live, 1000u) << "server " << s;
+    }
+  }
+  uint64_t admitted = 0;
+  for (int s = 0; s < 2; ++s) {
+    const SparseTableStats t = c.server(s).table_stats().at(*id);
+    EXPECT_EQ(t.name, "bounded_emb");
+    EXPECT_EQ(t.rows_live, 1000u) << "server " << s;  // each got ~5000 ids
+    EXPECT_EQ(t.admitted - t.evicted - t.expired, t.rows_live);
+    EXPECT_EQ(t.refused, 0u);
+    admitted += t.admitted;
+  }
+  EXPECT_EQ(admitted, kIds);  // every id created exactly once, on one server
+  // The last batch (~250 ids per server) is still held; the first was evicted and reads
+  // as the initializer (zeros).
+  std::vector<float> out(rows.size(), -1.0f);
+  ASSERT_TRUE(
+      w.Wait(w.PullSparse(*id, keys.data() + kIds - kBatch, kBatch, out.data(), out.size()), kWait)
+          .ok());
+  EXPECT_EQ(out, rows);
+  ASSERT_TRUE(w.Wait(w.PullSparse(*id, keys.data(), kBatch, out.data(), out.size()), kWait).ok());
+  EXPECT_EQ(out, std::vector<float>(rows.size(), 0.0f));
+  // Declaring the name again with another capacity names the field; bad bounds are
+  // refused at declare.
+  TableSpec other = spec;
+  other.capacity = 2000;
+  auto again = w.DeclareTable(other);
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(again.status().message().find("capacity: 1000 declared, 2000 asked"), std::string::npos)
+      << again.status();
+  TableSpec dense = TableSpec::Dense("bounded_dense", 10);
+  dense.capacity = 5;
+  dense.eviction = Eviction::kLru;
+  auto refused = w.DeclareTable(dense);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("capacity"), std::string::npos);
+  EXPECT_TRUE(c.Finish().ok());
 }
 
 }  // namespace

@@ -65,6 +65,11 @@ ClusterMap TwoServerMap() {
   e.spec = TableSpec::Sparse("e", 4);
   e.spec.sync = SyncMode::kSsp;
   e.spec.staleness = 3;
+  e.spec.capacity = 1000;
+  e.spec.eviction = Eviction::kLfu;
+  e.spec.expiry_steps = 50;
+  e.spec.admit_after = 3;
+  e.spec.admit_probability = 0.75f;
   e.ranges = placement::AssignRanges(e.spec, 0, {1, 2}, &load);
   m.tables[1] = e;
   return m;
@@ -81,6 +86,20 @@ TEST(ClusterMapTest, ProtoRoundTrip) {
   ASSERT_NE((*back)->FindTable(1), nullptr);
   EXPECT_EQ((*back)->FindTable(1)->spec.dim, 4u);
   EXPECT_TRUE((*back)->FindTable(1)->spec.SameAs(m.tables[1].spec));  // sync, staleness too
+  const TableSpec& e = (*back)->FindTable(1)->spec;  // the bounded-table fields too
+  EXPECT_EQ(e.capacity, 1000u);
+  EXPECT_EQ(e.eviction, Eviction::kLfu);
+  EXPECT_EQ(e.expiry_steps, 50u);
+  EXPECT_EQ(e.admit_after, 3u);
+  EXPECT_EQ(e.admit_probability, 0.75f);
+  // A spec from a peer that predates them decodes as unbounded (admit_probability 1).
+  layerps::pb::TableSpec old;
+  old.set_name("old");
+  old.set_kind(1);
+  old.set_dim(4);
+  const TableSpec o = SpecFromProto(old);
+  EXPECT_FALSE(o.bounded());
+  EXPECT_EQ(o.admit_probability, 1.0f);
   EXPECT_EQ((*back)->FindTableByName("w")->id, 0u);
 }
 
@@ -111,6 +130,17 @@ TEST(ClusterMapTest, RejectsMalformedMaps) {
   {
     auto bad = pb;
     bad.add_nodes()->CopyFrom(pb.nodes(1));  // duplicate id
+    EXPECT_FALSE(MapFromProto(bad).ok());
+  }
+  {
+    auto bad = pb;  // bounded-table fields out of range: refused, not trusted
+    bad.mutable_tables(1)->mutable_spec()->set_eviction(0xFFFFFFFFu);
+    EXPECT_FALSE(MapFromProto(bad).ok());
+    bad = pb;
+    bad.mutable_tables(1)->mutable_spec()->set_admit_probability(0.0f);
+    EXPECT_FALSE(MapFromProto(bad).ok());
+    bad = pb;
+    bad.mutable_tables(0)->mutable_spec()->set_capacity(5);  // on a dense table
     EXPECT_FALSE(MapFromProto(bad).ok());
   }
 }

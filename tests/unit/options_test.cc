@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "ps/types.h"
@@ -144,6 +145,64 @@ TEST(TableSpecTest, SameAs) {
   b = a;
   b.elastic_alpha = 0.25f;
   EXPECT_FALSE(a.SameAs(b));
+}
+
+TEST(TableSpecTest, BoundedSparseFields) {
+  TableSpec s = TableSpec::Sparse("e", 8);
+  EXPECT_FALSE(s.bounded());
+  s.capacity = 100;
+  s.eviction = Eviction::kLfu;
+  s.expiry_steps = 10;
+  s.admit_after = 2;
+  s.admit_probability = 0.5f;
+  EXPECT_TRUE(s.bounded());
+  EXPECT_TRUE(s.Validate().ok()) << s.Validate();
+  auto bad = [](TableSpec t, const std::string& field) {
+    Status st = t.Validate();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(st.message().find(field), std::string::npos) << st.message();
+  };
+  TableSpec d = TableSpec::Dense("w", 4);
+  d.capacity = 10;
+  d.eviction = Eviction::kLru;
+  bad(d, "capacity");  // sparse only
+  d = TableSpec::Dense("w", 4);
+  d.admit_after = 3;
+  bad(d, "admit_after");
+  TableSpec t = TableSpec::Sparse("e", 8);
+  t.capacity = 10;  // no eviction
+  bad(t, "eviction");
+  t = TableSpec::Sparse("e", 8);
+  t.eviction = Eviction::kLru;  // no capacity
+  bad(t, "capacity");
+  t = TableSpec::Sparse("e", 8);
+  t.eviction = static_cast<Eviction>(9);
+  bad(t, "eviction");
+  for (float p : {0.0f, -0.5f, 1.5f, std::nanf("")}) {
+    t = TableSpec::Sparse("e", 8);
+    t.admit_probability = p;
+    bad(t, "admit_probability");
+  }
+  EXPECT_EQ(ParseEviction("lfu").value(), Eviction::kLfu);
+  Status unknown = ParseEviction("fifo").status();
+  EXPECT_EQ(unknown.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("fifo"), std::string::npos);
+  // Re-declaring with another bound names the field.
+  TableSpec a = TableSpec::Sparse("e", 8);
+  TableSpec b = a;
+  b.capacity = 5;
+  b.eviction = Eviction::kLru;
+  EXPECT_FALSE(a.SameAs(b));
+  EXPECT_EQ(a.Difference(b), "capacity: 0 declared, 5 asked");
+  b = a;
+  b.expiry_steps = 7;
+  EXPECT_EQ(a.Difference(b), "expiry_steps: 0 declared, 7 asked");
+  b = a;
+  b.admit_probability = 0.5f;
+  EXPECT_EQ(a.Difference(b), "admit_probability: 1 declared, 0.5 asked");
+  b = a;
+  b.admit_after = 4;
+  EXPECT_EQ(a.Difference(b), "admit_after: 0 declared, 4 asked");
 }
 
 }  // namespace

@@ -39,6 +39,8 @@ _HYPER = ("momentum", "beta1", "beta2", "epsilon", "l1", "l2", "ftrl_beta", "ela
 _SYNCS = {"async": _core.SyncMode.ASYNC, "bsp": _core.SyncMode.BSP, "ssp": _core.SyncMode.SSP}
 _INITS = {"zeros": _core.Initializer.ZEROS, "uniform": _core.Initializer.UNIFORM,
           "normal": _core.Initializer.NORMAL}
+# Which row a full bounded sparse table evicts (docs/sparse.md).
+_EVICTIONS = {"none": _core.Eviction.NONE, "lru": _core.Eviction.LRU, "lfu": _core.Eviction.LFU}
 _GROUPS = {"workers": _core.Group.WORKERS, "servers": _core.Group.SERVERS, "all": _core.Group.ALL}
 
 
@@ -255,6 +257,12 @@ class Server(_Node):
     def stats(self):
         return self._node.stats()
 
+    def table_stats(self):
+        """Counters of this server's sparse tables, by name: rows_live, evicted, expired,
+        admitted (rows created) and refused (pushed rows dropped by admission); see
+        docs/sparse.md."""
+        return self._node.table_stats()
+
 
 def _address(scheduler):
     if scheduler is None or isinstance(scheduler, str):
@@ -374,16 +382,35 @@ class Worker(_Node):
                              init_b, seed, layer, sync, staleness, hyper)
 
     def declare_sparse(self, name, dim, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
-                       init_b=0.0, seed=0, layer="", sync="async", staleness=0, **hyper):
+                       init_b=0.0, seed=0, layer="", sync="async", staleness=0, capacity=0,
+                       eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0,
+                       **hyper):
         """Declares a sparse table whose rows (any uint64 id) have ``dim`` float32 values,
         created on first touch by ``init`` ('zeros', 'uniform' in [init_a, init_b),
         'normal' with mean init_a and std init_b), seeded by (seed, name, key). ``sync``
-        and ``staleness`` as for declare_dense."""
+        and ``staleness`` as for declare_dense.
+
+        Bounded tables (docs/sparse.md): ``capacity`` rows at most per server (0: no
+        limit), evicting by ``eviction`` ('lru' or 'lfu'; default 'lru' when a capacity
+        is given); ``expiry_steps``: a row in none of a server's last N pushes to the
+        table is dropped; ``admit_after``: an id gets a row at its k-th push;
+        ``admit_probability``: only ids whose seeded hash falls below p get rows."""
+        if eviction is None:
+            eviction = "lru" if capacity else "none"
+        if eviction not in _EVICTIONS:
+            raise InvalidArgumentError(
+                f"eviction must be one of {sorted(_EVICTIONS)}, not {eviction!r}")
+        bounds = {"capacity": int(capacity), "eviction": _EVICTIONS[eviction],
+                  "expiry_steps": int(expiry_steps), "admit_after": int(admit_after),
+                  "admit_probability": float(admit_probability)}
+        for k in ("capacity", "expiry_steps", "admit_after"):
+            if bounds[k] < 0:
+                raise InvalidArgumentError(f"table '{name}': {k} must be >= 0, not {bounds[k]}")
         return self._declare(name, _core.TableKind.SPARSE, 0, int(dim), rule, lr, init, init_a,
-                             init_b, seed, layer, sync, staleness, hyper)
+                             init_b, seed, layer, sync, staleness, hyper, bounds)
 
     def _declare(self, name, kind, size, dim, rule, lr, init, init_a, init_b, seed, layer, sync,
-                 staleness, hyper):
+                 staleness, hyper, bounds=None):
         if rule not in _RULES:
             raise InvalidArgumentError(f"rule must be one of {sorted(_RULES)}, not {rule!r}")
         if sync not in _SYNCS:
@@ -410,6 +437,8 @@ class Worker(_Node):
             if k not in _HYPER:
                 raise InvalidArgumentError(f"unknown table option {k!r} (known: {', '.join(_HYPER)})")
             setattr(spec, k, float(v))
+        for k, v in (bounds or {}).items():
+            setattr(spec, k, v)
         spec.validate()
         table_id = self._node.declare_table(spec)
         t = Table(self, table_id, self._node.table_spec(table_id))

@@ -476,10 +476,15 @@ class Embedding(torch.nn.Module):
     'zeros'), seeded by (seed, table name, id), so every worker and run agrees.
 
     Give each Embedding a ``name`` (the table's name): workers must agree on it.
+
+    ``capacity``, ``eviction``, ``expiry_steps``, ``admit_after``, ``admit_probability``
+    bound the table's rows on each server, as for ``Worker.declare_sparse``
+    (docs/sparse.md): an evicted or not yet admitted id reads as its initial value.
     """
 
     def __init__(self, num_embeddings, embedding_dim, *, worker=None, name=None, lr=0.01,
-                 init="uniform", init_a=-0.05, init_b=0.05, seed=0, grad_scale=1.0, timeout=None):
+                 init="uniform", init_a=-0.05, init_b=0.05, seed=0, grad_scale=1.0, timeout=None,
+                 capacity=0, eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0):
         super().__init__()
         if num_embeddings is not None and int(num_embeddings) < 1:
             raise InvalidArgumentError("num_embeddings must be >= 1 (or None for hashed ids)")
@@ -492,7 +497,10 @@ class Embedding(torch.nn.Module):
         self.grad_scale = float(grad_scale)
         self.timeout = timeout
         self.table = self.worker.declare_sparse(self.name, self.embedding_dim, "sgd", lr=lr, init=init,
-                                                init_a=init_a, init_b=init_b, seed=seed)
+                                                init_a=init_a, init_b=init_b, seed=seed,
+                                                capacity=capacity, eviction=eviction,
+                                                expiry_steps=expiry_steps, admit_after=admit_after,
+                                                admit_probability=admit_probability)
         self._pending = []
         self.rows_pulled = 0
         self.rows_pushed = 0

@@ -658,6 +658,10 @@ PYBIND11_MODULE(_core, m) {
       .value("ASYNC", ps::SyncMode::kAsync)
       .value("BSP", ps::SyncMode::kBsp)
       .value("SSP", ps::SyncMode::kSsp);
+  py::enum_<ps::Eviction>(m, "Eviction")
+      .value("NONE", ps::Eviction::kNone)
+      .value("LRU", ps::Eviction::kLru)
+      .value("LFU", ps::Eviction::kLfu);
   py::enum_<ps::Initializer>(m, "Initializer")
       .value("ZEROS", ps::Initializer::kZeros)
       .value("UNIFORM", ps::Initializer::kUniform)
@@ -745,6 +749,11 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("init_b", &ps::TableSpec::init_b)
       .def_readwrite("seed", &ps::TableSpec::seed)
       .def_readwrite("layer", &ps::TableSpec::layer)
+      .def_readwrite("capacity", &ps::TableSpec::capacity)
+      .def_readwrite("eviction", &ps::TableSpec::eviction)
+      .def_readwrite("expiry_steps", &ps::TableSpec::expiry_steps)
+      .def_readwrite("admit_after", &ps::TableSpec::admit_after)
+      .def_readwrite("admit_probability", &ps::TableSpec::admit_probability)
       .def("validate", [](const ps::TableSpec& s) { ThrowIfError(s.Validate()); });
 
   py::class_<ps::NodeInfo>(m, "NodeInfo")
@@ -786,17 +795,34 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("id", &ps::Server::id)
       .def_property_readonly("rank", &ps::Server::rank)
       .def_property_readonly("endpoint", &ps::Server::endpoint)
-      .def("stats", [](const ps::Server& s) {
-        const ps::ServerStats st = s.stats();
-        py::dict d;
-        d["messages_received"] = st.messages_received;
-        d["bad_messages"] = st.bad_messages;
-        d["push_requests"] = st.push_requests;
-        d["pull_requests"] = st.pull_requests;
-        d["bytes_received"] = st.bytes_received;
-        d["bytes_sent"] = st.bytes_sent;
-        d["sparse_rows"] = st.sparse_rows;
-        return d;
+      .def("stats",
+           [](const ps::Server& s) {
+             const ps::ServerStats st = s.stats();
+             py::dict d;
+             d["messages_received"] = st.messages_received;
+             d["bad_messages"] = st.bad_messages;
+             d["push_requests"] = st.push_requests;
+             d["pull_requests"] = st.pull_requests;
+             d["bytes_received"] = st.bytes_received;
+             d["bytes_sent"] = st.bytes_sent;
+             d["sparse_rows"] = st.sparse_rows;
+             return d;
+           })
+      .def("table_stats", [](const ps::Server& s) {
+        // {table name: {rows_live, evicted, expired, admitted, refused}} (docs/sparse.md)
+        py::dict out;
+        for (const auto& kv : s.table_stats()) {
+          const ps::SparseTableStats& t = kv.second;
+          py::dict d;
+          d["id"] = kv.first;
+          d["rows_live"] = t.rows_live;
+          d["evicted"] = t.evicted;
+          d["expired"] = t.expired;
+          d["admitted"] = t.admitted;
+          d["refused"] = t.refused;
+          out[py::str(t.name)] = d;
+        }
+        return out;
       });
 
   py::class_<Handle>(m, "Handle")
