@@ -36,6 +36,10 @@ class Server::Impl {
     NodeRuntime::Handlers h;
     h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { return InstallMap(*map); };
     h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
+    // A joined worker's clock no longer counts (it may still pull): as if it were gone.
+    h.on_worker_joined = [this](NodeId id) {
+      OnNodeDead(id, FailedPrecondition("the worker joined (ran out of data)"));
+    };
     h.on_tick = [this] { Tick(); };
     runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h));
     for (MsgType t : {MsgType::kPush, MsgType::kPull, MsgType::kPushPull, MsgType::kAssign}) {
