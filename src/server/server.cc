@@ -33,6 +33,8 @@ class Server::Impl {
 
   Status Start() {
     if (started_) return FailedPrecondition("server already started (a Server starts once)");
+    bsp_->SetStallWarning(options_.stall_warning_ms);
+    ssp_->SetStallWarning(options_.stall_warning_ms);
     NodeRuntime::Handlers h;
     h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { return InstallMap(*map); };
     h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
@@ -77,6 +79,7 @@ class Server::Impl {
     s.pull_requests = pulls_.load();
     s.bytes_received = bytes_in_.load();
     s.bytes_sent = bytes_out_.load();
+    s.stall_warnings = bsp_->stall_warnings() + ssp_->stall_warnings();
     std::shared_lock<std::shared_mutex> lock(store_mu_);
     s.sparse_rows = store_ ? store_->sparse_rows() : 0;
     return s;

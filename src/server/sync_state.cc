@@ -265,6 +265,16 @@ void ClockedPolicy::Tick(int64_t now_ms, Store& store, const ReplyFn& reply) {
         reply(held.req.header, Unavailable(why), {});
         --held_count_;
       } else {
+        const int64_t since_warned = held.warned_ms != 0 ? held.warned_ms : held.since_ms;
+        if (stall_warning_ms_ > 0 && now_ms - since_warned >= stall_warning_ms_) {
+          held.warned_ms = now_ms;
+          stall_warnings_.fetch_add(1);
+          LOG(WARNING) << "stall: table '" << r.info.spec.name << "' (" << SyncModeName(mode_)
+                       << "): a pull for clock " << held.need << " of worker node "
+                       << held.req.header.sender << " has waited " << (now_ms - held.since_ms)
+                       << " ms for " << Waiting(r, held.need) << "; " << Clocks(r)
+                       << " (stall_warning_ms=" << stall_warning_ms_ << "); still waiting";
+        }
         if (kept != i) r.held[kept] = std::move(held);
         ++kept;
       }

@@ -165,5 +165,36 @@ TEST(JoinTest, BspStepsGoOnWithoutTheJoinedWorker) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
+// A synchronous step held up by a straggler is reported by the server (and completes).
+TEST(JoinTest, StalledBspStepIsReportedByTheServer) {
+  Options o = FastOptions();
+  o.stall_warning_ms = 200;
+  LocalCluster c(1, 2, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  TableSpec spec = TableSpec::Dense("bsp-stall", 4, UpdateRule::kSum);
+  spec.sync = SyncMode::kBsp;
+  std::vector<Status> errors(2);
+  std::vector<float> got(2, 0);
+  c.OnEveryWorker([&](int r) {
+    Worker& w = c.worker(r);
+    auto table = w.DeclareTable(spec);
+    if (!table.ok()) {
+      errors[r] = table.status();
+      return;
+    }
+    if (r == 1) std::this_thread::sleep_for(milliseconds(1000));
+    const std::vector<float> ones(4, 1.0f);
+    std::vector<float> out(4);
+    errors[r] = w.Wait(w.PushPull(*table, ones.data(), out.data(), 4), milliseconds(20000));
+    got[r] = out[0];
+  });
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(errors[r].ok()) << errors[r];
+  EXPECT_EQ(got, std::vector<float>({2, 2}));
+  const uint64_t warnings = c.server(0).stats().stall_warnings;
+  EXPECT_GE(warnings, 1u);
+  EXPECT_LE(warnings, 5u);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 }  // namespace
 }  // namespace ps

@@ -691,6 +691,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("token", &ps::Options::token)
       .def_readwrite("heartbeat_interval_ms", &ps::Options::heartbeat_interval_ms)
       .def_readwrite("heartbeat_timeout_ms", &ps::Options::heartbeat_timeout_ms)
+      .def_readwrite("stall_warning_ms", &ps::Options::stall_warning_ms)
       .def_readwrite("connect_timeout_ms", &ps::Options::connect_timeout_ms)
       .def_readwrite("request_timeout_ms", &ps::Options::request_timeout_ms)
       .def_readwrite("dense_chunk_elems", &ps::Options::dense_chunk_elems)
