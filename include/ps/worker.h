@@ -222,7 +222,8 @@ class Worker {
   // timeout: kTimeout naming the workers that have not), then returns; `joined` (when
   // not null) receives how many workers joined. Call Stop() afterwards. A worker that
   // Stop()s without joining makes the other workers' barriers fail (kUnavailable
-  // naming its rank) rather than pass without it.
+  // naming its rank) rather than pass without it, unless the scheduler's
+  // tolerate_worker_loss is on (then the barriers go on without it).
   Status Join(std::chrono::milliseconds timeout, int* joined = nullptr);
 
   WorkerStats stats() const;

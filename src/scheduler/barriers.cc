@@ -26,7 +26,13 @@ const char* Barriers::GroupName(int g) {
 void Barriers::Forget(NodeId node) {
   const NodeInfo* n = state_->map().FindNode(node);
   if (n != nullptr && n->role == Role::kWorker && !joined_.count(node)) {
-    deserted_[node] = n->rank;
+    if (tolerate_departures_) {
+      LOG(WARNING) << "worker rank " << n->rank << " (node " << node
+                   << ") left without join(); tolerate_worker_loss is on: barriers go on "
+                      "without it";
+    } else {
+      deserted_[node] = n->rank;
+    }
   }
   Drop(node);
 }

@@ -8,7 +8,7 @@
 // from then on the group's barriers go on without it. A worker that leaves (Stop)
 // without joining makes every barrier of a group it belonged to fail, now and later,
 // with kUnavailable naming its rank: such a barrier can never complete as the program
-// meant it. A Join itself is answered once every live worker has joined.
+// meant it (unless the job tolerates worker loss: then it is dropped as a dead worker). A Join itself is answered once every live worker has joined.
 //
 // Deadlines: a waiter carries its caller's timeout; past it the scheduler answers
 // kTimeout naming the members not arrived and forgets the waiter (so it never counts
@@ -41,7 +41,11 @@ namespace ps {
 
 class Barriers {
  public:
-  explicit Barriers(ClusterState* state) : state_(state) {}
+  // tolerate_departures (the scheduler's tolerate_worker_loss): a worker that leaves
+  // without joining is dropped from the groups as a tolerated dead one is, instead of
+  // failing their barriers.
+  Barriers(ClusterState* state, bool tolerate_departures)
+      : state_(state), tolerate_departures_(tolerate_departures) {}
 
   void HandleBarrier(NodeId from, const layerps::pb::Barrier& b, int64_t now_ms);
   void HandleJoin(NodeId from, const layerps::pb::Join& j, int64_t now_ms);
@@ -79,6 +83,7 @@ class Barriers {
   static const char* GroupName(int g);
 
   ClusterState* const state_;
+  const bool tolerate_departures_;
   std::map<int, Wait> waiting_;
   std::set<NodeId> joined_;
   std::map<NodeId, uint32_t> deserted_;  // workers that left without joining -> rank

@@ -551,7 +551,7 @@ class Scheduler::Impl final : public ClusterState {
   std::map<NodeId, Member> members_;
   std::map<std::string, NodeId> identities_;  // registration routing id -> node
   TableDirectory tables_{this, options_.dense_chunk_elems};
-  Barriers barriers_{this};
+  Barriers barriers_{this, options_.tolerate_worker_loss};
   Status first_failure_;
   int dead_workers_ = 0;  // workers declared dead (crashed or silent; not those that left)
 

@@ -140,7 +140,11 @@ class ClockedPolicy : public SyncPolicy {
   std::set<NodeId> live_;
   size_t held_count_ = 0;
   uint64_t duplicates_ = 0;
+  // "worker node 5 is rank 1, node 6 is rank 0" for the live workers (stall warnings).
+  std::string Ranks() const;
+
   int stall_warning_ms_ = 0;
+  std::map<NodeId, uint32_t> rank_of_;  // workers' ranks, from the maps
   std::atomic<uint64_t> stall_warnings_{0};
 };
 

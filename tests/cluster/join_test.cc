@@ -5,10 +5,12 @@
 // worker that leaves without joining makes the barrier fail naming its rank; a barrier's
 // timeout names the ranks not arrived and forgets the waiter; a stalled barrier is
 // reported (stall_warning_ms) and keeps waiting.
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +25,30 @@ using testing::FastOptions;
 using testing::LocalCluster;
 
 constexpr milliseconds kWait(20000);
+
+// Keeps the warning lines logged while it is installed.
+class WarningCapture : public google::LogSink {
+ public:
+  WarningCapture() { google::AddLogSink(this); }
+  ~WarningCapture() override { google::RemoveLogSink(this); }
+  void send(google::LogSeverity severity, const char*, const char*, int, const std::tm*,
+            const char* message, size_t len) override {
+    if (severity < google::GLOG_WARNING) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.emplace_back(message, len);
+  }
+  std::vector<std::string> Matching(const std::string& needle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& l : lines_)
+      if (l.find(needle) != std::string::npos) out.push_back(l);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
 
 TEST(JoinTest, BarriersGoOnWithoutTheJoinedWorker) {
   LocalCluster c(1, 3, "inproc");
@@ -82,6 +108,24 @@ TEST(JoinTest, LeavingWithoutJoinFailsTheBarrierNamingTheRank) {
   c.Finish();
 }
 
+// A job that tolerates worker loss (asynchronous training) tolerates departures too: the
+// barriers go on without a worker that left without joining.
+TEST(JoinTest, ToleratedLossLetsBarriersGoOnWithoutALeaver) {
+  Options o = FastOptions();
+  o.tolerate_worker_loss = true;
+  LocalCluster c(1, 3, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  c.worker(2).Stop();
+  std::vector<int> n(2, -1);
+  std::vector<Status> s(2);
+  c.OnEveryWorker([&](int r) {
+    if (r < 2) s[r] = c.worker(r).Barrier(Group::kWorkers, kWait, &n[r]);
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(s[r].ok()) << s[r];
+  EXPECT_EQ(n, std::vector<int>({2, 2}));
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 TEST(JoinTest, TimeoutNamesTheMissingRanksAndForgetsTheWaiter) {
   LocalCluster c(1, 3, "inproc");
   ASSERT_TRUE(c.Start().ok());
@@ -111,6 +155,7 @@ TEST(JoinTest, StalledBarrierIsReportedAndKeepsWaiting) {
   o.stall_warning_ms = 200;
   LocalCluster c(1, 3, "inproc", o);
   ASSERT_TRUE(c.Start().ok());
+  WarningCapture log;
   EXPECT_EQ(c.scheduler().stats().stall_warnings, 0u);
   std::vector<Status> s(3);
   std::vector<int> n(3, -1);
@@ -123,6 +168,12 @@ TEST(JoinTest, StalledBarrierIsReportedAndKeepsWaiting) {
   const uint64_t warnings = c.scheduler().stats().stall_warnings;
   EXPECT_GE(warnings, 1u);
   EXPECT_LE(warnings, 5u);  // once per stall_warning_ms, not once per tick
+  // The line names the straggler (rank 2) and not the ranks that arrived.
+  const auto lines = log.Matching("stall: barrier of the workers");
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("worker rank 2"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0].find("worker rank 0"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("still waiting"), std::string::npos) << lines[0];
   // A barrier that does not stall is not reported.
   c.OnEveryWorker([&](int r) { EXPECT_TRUE(c.worker(r).Barrier(Group::kWorkers, kWait).ok()); });
   EXPECT_EQ(c.scheduler().stats().stall_warnings, warnings);
@@ -171,6 +222,7 @@ TEST(JoinTest, StalledBspStepIsReportedByTheServer) {
   o.stall_warning_ms = 200;
   LocalCluster c(1, 2, "inproc", o);
   ASSERT_TRUE(c.Start().ok());
+  WarningCapture log;
   TableSpec spec = TableSpec::Dense("bsp-stall", 4, UpdateRule::kSum);
   spec.sync = SyncMode::kBsp;
   std::vector<Status> errors(2);
@@ -193,6 +245,14 @@ TEST(JoinTest, StalledBspStepIsReportedByTheServer) {
   const uint64_t warnings = c.server(0).stats().stall_warnings;
   EXPECT_GE(warnings, 1u);
   EXPECT_LE(warnings, 5u);
+  const auto lines = log.Matching("stall: table 'bsp-stall' (bsp)");
+  ASSERT_FALSE(lines.empty());
+  // Names the worker whose push the step lacks (rank 1's node).
+  EXPECT_NE(lines[0].find("lacks the pushes of worker node(s) " + std::to_string(c.worker(1).id())),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("node " + std::to_string(c.worker(1).id()) + " is rank 1"), std::string::npos)
+      << lines[0];
   EXPECT_TRUE(c.Finish().ok());
 }
 
