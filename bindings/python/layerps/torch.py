@@ -179,10 +179,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
       The server keeps a running sum (x += g), so per-step sums come from three tables
       used in rotation: step t pushes to table t % 3, meets the others at a barrier and
       pulls it (exactly the sum of step t's gradients, no differencing of large running
-      sums); rank 0 then zeroes the table of step t-1, which everybody has pulled (they
-      did so before the barrier of step t) and which nobody uses again before step t+2,
-      whose pushes wait for the barrier of step t+1 that rank 0 enters only once the
-      zeroing is acknowledged. One barrier per step.
+      sums); the workers then zero the tables of step t-1 (parameter i's by rank i % W),
+      which everybody has pulled (they did so before the barrier of step t) and which
+      nobody uses again before step t+2, whose pushes wait for the barrier of step t+1
+      that each rank enters only once its zeroing is acknowledged. One barrier per step.
 
     mode='server': the parameters live on the servers in a table with rule 'sgd'
       (x -= lr * g, lr from the optimizer's param group unless ``lr`` is given; plain
@@ -443,9 +443,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
             pulls = [w.pull(t, self._sbuf[o:o + n]) for t, o, n in zip(self._tables[k], self._offs, self._numel)]
             for h in pulls:
                 h.wait(timeout)
-            if w.rank == 0:
-                self._pending_reset = [w.assign(t, self._zeros[o:o + n])
-                                       for t, o, n in zip(self._tables[(k + 2) % 3], self._offs, self._numel)]
+            # Table i of step t-1 is zeroed by rank i % W (spread so that no worker's link
+            # carries them all), acknowledged before that rank enters the next barrier.
+            W = w.num_workers
+            self._pending_reset = [w.assign(t, self._zeros[o:o + n])
+                                   for i, (t, o, n) in enumerate(zip(self._tables[(k + 2) % 3], self._offs,
+                                                                     self._numel)) if i % W == w.rank]
             self._sbuf.mul_(1.0 / w.num_workers)
             self._unflatten_into_grads(self._sbuf)
             self._step += 1
