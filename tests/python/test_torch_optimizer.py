@@ -203,3 +203,29 @@ def test_more_backward_passes_than_declared_is_refused(worker):
     with pytest.raises(layerps.FailedPreconditionError, match="backward_passes_per_step=1"):
         opt.step()
     opt.finish()
+
+
+def test_aggregate_steps_go_on_after_a_worker_joins(cluster):
+    """Uneven inputs: rank 1 has one batch, rank 0 three. After rank 1 joins, rank 0's
+    steps go on (its barrier counts 1 participant); the joined worker counts as a zero
+    gradient (the average still divides by size(), as Horovod's join)."""
+    def work(w):
+        # Two parameters: each rank zeroes one of them between steps while both are there;
+        # after rank 1 joined, its share must still be zeroed (7 steps: the 3-table
+        # rotation comes round twice).
+        p = torch.nn.Parameter(torch.zeros(2))
+        q = torch.nn.Parameter(torch.zeros(3))
+        opt = lt.DistributedOptimizer(torch.optim.SGD([p, q], lr=1.0), [("p", p), ("q", q)], worker=w,
+                                      name="uneven", mode="aggregate")
+        grads = []
+        for t in range(7 if w.rank == 0 else 1):
+            opt.zero_grad()
+            ((p * 4.0).sum() + (q * 6.0).sum()).backward()
+            opt.step()
+            grads.append((float(p.grad[0]), float(q.grad[0])))
+        opt.finish()
+        return w.rank, grads, w.join(timeout=20)
+
+    results = {r: (g, j) for r, g, j in run_parallel(work, [(w,) for w in cluster.workers], timeout=60)}
+    assert results[1] == ([(4.0, 6.0)], 2)
+    assert results[0] == ([(4.0, 6.0)] + [(2.0, 3.0)] * 6, 2)

@@ -439,16 +439,20 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 for h in self._pending_reset:
                     h.wait(timeout)  # before the barrier: see the class doc
                 self._pending_reset = None
-            w.barrier("workers", timeout)
+            present = w.barrier("workers", timeout)  # fewer than W once a worker joined
             pulls = [w.pull(t, self._sbuf[o:o + n]) for t, o, n in zip(self._tables[k], self._offs, self._numel)]
             for h in pulls:
                 h.wait(timeout)
             # Table i of step t-1 is zeroed by rank i % W (spread so that no worker's link
             # carries them all), acknowledged before that rank enters the next barrier.
+            # Once a worker has joined (w.join(): uneven inputs) its share would be left
+            # undone: then every worker still present zeroes every table (an assign of
+            # zeros is idempotent).
             W = w.num_workers
+            everyone = present is not None and present < W
             self._pending_reset = [w.assign(t, self._zeros[o:o + n])
                                    for i, (t, o, n) in enumerate(zip(self._tables[(k + 2) % 3], self._offs,
-                                                                     self._numel)) if i % W == w.rank]
+                                                                     self._numel)) if everyone or i % W == w.rank]
             self._sbuf.mul_(1.0 / w.num_workers)
             self._unflatten_into_grads(self._sbuf)
             self._step += 1
