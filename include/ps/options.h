@@ -45,6 +45,11 @@ struct CommonOptions {
   // A node silent this long (ms) is declared dead. Must exceed 2 * heartbeat_interval_ms.
   // Default 5000. Env: LAYERPS_HEARTBEAT_TIMEOUT_MS.
   int heartbeat_timeout_ms = 5000;
+  // Stall warning: a barrier or a Join (scheduler) or a synchronous step's pull (server,
+  // bsp/ssp tables) waiting longer than this (ms) logs which ranks it waits for, again
+  // every stall_warning_ms, and goes on waiting. 0 disables. 0..86400000, default 60000.
+  // Env: LAYERPS_STALL_WARNING_MS.
+  int stall_warning_ms = 60000;
 
   // ZeroMQ I/O threads of this node's context. 1..64, default 1.
   int io_threads = 1;

@@ -27,6 +27,8 @@ struct ServerStats {
   uint64_t bytes_received = 0;  // payload bytes of accepted data messages
   uint64_t bytes_sent = 0;      // payload bytes of replies
   uint64_t sparse_rows = 0;     // rows held in sparse tables
+  // Stall warnings logged: a bsp/ssp pull held longer than stall_warning_ms.
+  uint64_t stall_warnings = 0;
 };
 
 // One sparse table's rows on one server (docs/sparse.md). rows_live = admitted - evicted -

@@ -206,7 +206,25 @@ class Worker {
   std::vector<uint32_t> TableServers(TableId table) const;
 
   // Blocks until every node of the group reached the barrier, or the timeout passes.
+  // Workers that joined (Join) are not waited for; `participants` (when not null)
+  // receives, on OK, how many nodes took part. Errors: kTimeout (the timeout passed;
+  // the message names the ranks not arrived, and this worker no longer counts as
+  // arrived), kUnavailable (a member died, or a worker of the group left with Stop()
+  // without joining: the barrier can never complete; the message names its rank),
+  // kFailedPrecondition (not started, or this worker has joined). A barrier waiting
+  // longer than stall_warning_ms makes the scheduler log the ranks it waits for.
   Status Barrier(Group group, std::chrono::milliseconds timeout);
+  Status Barrier(Group group, std::chrono::milliseconds timeout, int* participants);
+
+  // Uneven inputs, as Horovod's join: this worker ran out of data. From now on the other
+  // workers' barriers and synchronous steps (bsp/ssp tables' clocks on the servers) go on
+  // without it; it may still pull. Blocks until every live worker has joined (or the
+  // timeout: kTimeout naming the workers that have not), then returns; `joined` (when
+  // not null) receives how many workers joined. Call Stop() afterwards. A worker that
+  // Stop()s without joining makes the other workers' barriers fail (kUnavailable
+  // naming its rank) rather than pass without it, unless the scheduler's
+  // tolerate_worker_loss is on (then the barriers go on without it).
+  Status Join(std::chrono::milliseconds timeout, int* joined = nullptr);
 
   WorkerStats stats() const;
   // Bytes and messages exchanged with each peer and per table since Start (also after Stop).

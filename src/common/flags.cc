@@ -35,6 +35,10 @@ DEFINE_int32(heartbeat_interval_ms, 0, "Heartbeat period, 10..60000. Default 500
 DEFINE_int32(heartbeat_timeout_ms, 0,
              "Silence after which a node is dead; > 2x interval. "
              "Default 5000");
+DEFINE_int32(stall_warning_ms, 0,
+             "Scheduler and servers: a barrier, join or synchronous step waiting longer "
+             "(ms) logs the ranks it waits for, then keeps waiting; 0: off. Default: "
+             "$LAYERPS_STALL_WARNING_MS, else 60000");
 DEFINE_int32(connect_timeout_ms, 0, "How long Start() waits for the cluster. Default 30000");
 DEFINE_int32(request_timeout_ms, 0, "How long a request may wait for its reply. Default 60000");
 DEFINE_uint64(dense_chunk_elems, 0, "Scheduler: elements per dense chunk, 1..2^30. Default 65536");

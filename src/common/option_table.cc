@@ -146,6 +146,10 @@ const std::vector<Row>& Rows() {
       IntRow(Info("heartbeat_timeout_ms", "heartbeat_timeout_ms", "LAYERPS_HEARTBEAT_TIMEOUT_MS", "Ssw",
                   "Silence (ms) after which a node is dead; > 2x the interval"),
              &Options::heartbeat_timeout_ms, 20, 3600000),
+      IntRow(Info("stall_warning_ms", "stall_warning_ms", "LAYERPS_STALL_WARNING_MS", "Ss",
+                  "A barrier, join or synchronous step waiting longer (ms) logs the ranks it "
+                  "waits for, then keeps waiting; 0: off"),
+             &Options::stall_warning_ms, 0, 86400000),
       IntRow(Info("connect_timeout_ms", "connect_timeout_ms", "LAYERPS_CONNECT_TIMEOUT_MS", "sw",
                   "How long Start() waits for the cluster (ms), 1..3600000"),
              &Options::connect_timeout_ms, 1, 3600000),

@@ -4,6 +4,7 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/hash.h"
@@ -289,14 +290,38 @@ StatusOr<TableId> NodeRuntime::DeclareTable(const TableSpec& spec,
   return static_cast<TableId>(*id);
 }
 
-Status NodeRuntime::Barrier(Group group, std::chrono::milliseconds timeout) {
+namespace {
+// The scheduler enforces the caller's deadline itself (and names who is missing); this
+// node waits a little longer for that answer before giving up on its own.
+constexpr int64_t kSchedulerDeadlineGraceMs = 2000;
+std::chrono::milliseconds WithGrace(std::chrono::milliseconds t) {
+  const int64_t cap = int64_t{1} << 40;
+  return std::chrono::milliseconds(std::min<int64_t>(t.count(), cap) + kSchedulerDeadlineGraceMs);
+}
+}  // namespace
+
+Status NodeRuntime::Barrier(Group group, std::chrono::milliseconds timeout, int* participants) {
   StatusOr<uint32_t> r = CallScheduler(
       [&](uint64_t call_id, void* msg) {
         auto* b = static_cast<layerps::pb::Control*>(msg)->mutable_barrier();
         b->set_request_id(call_id);
         b->set_group(static_cast<uint32_t>(group));
+        b->set_timeout_ms(static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 1)));
       },
-      timeout, "barrier");
+      WithGrace(timeout), "barrier");
+  if (r.ok() && participants != nullptr) *participants = static_cast<int>(*r);
+  return r.status();
+}
+
+Status NodeRuntime::Join(std::chrono::milliseconds timeout, int* joined) {
+  StatusOr<uint32_t> r = CallScheduler(
+      [&](uint64_t call_id, void* msg) {
+        auto* j = static_cast<layerps::pb::Control*>(msg)->mutable_join();
+        j->set_request_id(call_id);
+        j->set_timeout_ms(static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 1)));
+      },
+      WithGrace(timeout), "join");
+  if (r.ok() && joined != nullptr) *joined = static_cast<int>(*r);
   return r.status();
 }
 
@@ -540,10 +565,20 @@ void NodeRuntime::HandleControl(Message&& msg) {
       if (it == calls_.end() || it->second.done) break;  // late reply to a timed-out call
       it->second.done = true;
       it->second.status = StatusFromWire(code, error);
+      // A barrier's kTimeout is the scheduler's own deadline passing: final, and what
+      // the caller asked for (the waiter is forgotten there).
+      if (barrier && code == static_cast<int>(StatusCode::kTimeout))
+        it->second.status = Timeout(error);
       if (declare) it->second.value = c.declare_table_reply().table_id();
+      if (barrier) it->second.value = c.barrier_reply().participants();
       cv_.notify_all();
       break;
     }
+    case layerps::pb::Control::kWorkerJoined:
+      VLOG(1) << "worker rank " << c.worker_joined().rank() << " (node "
+              << c.worker_joined().id() << ") joined";
+      if (handlers_.on_worker_joined) handlers_.on_worker_joined(c.worker_joined().id());
+      break;
     case layerps::pb::Control::kNodeDead: {
       const NodeId dead = c.node_dead().id();
       Status why =

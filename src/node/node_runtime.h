@@ -54,6 +54,9 @@ class NodeRuntime {
     std::function<void(const Status&)> on_failure;
     // Periodic tick on the receive thread (about every 50 ms).
     std::function<void()> on_tick;
+    // A worker joined (Worker::Join): it takes no further part in synchronous steps.
+    // Receive thread.
+    std::function<void(NodeId)> on_worker_joined;
   };
 
   NodeRuntime(const MemberOptions& options, Role role, Handlers handlers);
@@ -80,7 +83,11 @@ class NodeRuntime {
   // buffers those frames borrowed); the next Send to it reconnects. Thread-safe.
   void DropConnection(NodeId peer) { transport_->Disconnect(peer); }
   StatusOr<TableId> DeclareTable(const TableSpec& spec, std::chrono::milliseconds timeout);
-  Status Barrier(Group group, std::chrono::milliseconds timeout);
+  // `participants` (when not null): on OK, how many members took part.
+  Status Barrier(Group group, std::chrono::milliseconds timeout, int* participants = nullptr);
+  // Worker::Join: tells the scheduler this worker joined and waits until every live
+  // worker has; `joined` (when not null): on OK, how many workers joined.
+  Status Join(std::chrono::milliseconds timeout, int* joined = nullptr);
   // Asks the scheduler to install a placement; returns once this node's map shows it.
   Status InstallPlacement(const std::vector<LayerServers>& placement,
                           std::chrono::milliseconds timeout);

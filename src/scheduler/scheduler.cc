@@ -218,7 +218,10 @@ class Scheduler::Impl final : public ClusterState {
         tables_.HandleDeclare(from, c.declare_table());
         break;
       case layerps::pb::Control::kBarrier:
-        barriers_.HandleBarrier(from, c.barrier());
+        barriers_.HandleBarrier(from, c.barrier(), SteadyMillis());
+        break;
+      case layerps::pb::Control::kJoin:
+        barriers_.HandleJoin(from, c.join(), SteadyMillis());
         break;
       case layerps::pb::Control::kMembershipQuery: {
         layerps::pb::Control r;
@@ -455,7 +458,10 @@ class Scheduler::Impl final : public ClusterState {
       if (m.id != kSchedulerId && m.alive) SendControl(m.id, c);
     }
     BroadcastMap();
-    barriers_.FailAll(Unavailable("node " + std::to_string(id) + " died during the barrier"));
+    barriers_.FailAll(Unavailable(std::string(RoleName(n->role)) + " rank " +
+                                  std::to_string(n->rank) + " (node " + std::to_string(id) +
+                                  ") died during the barrier"));
+    barriers_.Drop(id);
     tables_.Resolve();
     if (lost_worker && !options_.tolerate_worker_loss && complete_) {
       // A synchronous job cannot go on with a smaller global batch: end it now, so every
@@ -524,6 +530,9 @@ class Scheduler::Impl final : public ClusterState {
     for (NodeId id : dead) {
       MarkDead(id, "no heartbeat for " + std::to_string(now - members_[id].last_seen_ms) + " ms");
     }
+    if (done_) return;
+    const int warnings = barriers_.Tick(now, options_.stall_warning_ms);
+    if (warnings > 0) Count([warnings](SchedulerStats& st) { st.stall_warnings += warnings; });
   }
 
   const SchedulerOptions options_;
@@ -542,7 +551,7 @@ class Scheduler::Impl final : public ClusterState {
   std::map<NodeId, Member> members_;
   std::map<std::string, NodeId> identities_;  // registration routing id -> node
   TableDirectory tables_{this, options_.dense_chunk_elems};
-  Barriers barriers_{this};
+  Barriers barriers_{this, options_.tolerate_worker_loss};
   Status first_failure_;
   int dead_workers_ = 0;  // workers declared dead (crashed or silent; not those that left)
 

@@ -33,9 +33,15 @@ class Server::Impl {
 
   Status Start() {
     if (started_) return FailedPrecondition("server already started (a Server starts once)");
+    bsp_->SetStallWarning(options_.stall_warning_ms);
+    ssp_->SetStallWarning(options_.stall_warning_ms);
     NodeRuntime::Handlers h;
     h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { return InstallMap(*map); };
     h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
+    // A joined worker's clock no longer counts (it may still pull): as if it were gone.
+    h.on_worker_joined = [this](NodeId id) {
+      OnNodeDead(id, FailedPrecondition("the worker joined (ran out of data)"));
+    };
     h.on_tick = [this] { Tick(); };
     runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h));
     for (MsgType t : {MsgType::kPush, MsgType::kPull, MsgType::kPushPull, MsgType::kAssign}) {
@@ -73,6 +79,7 @@ class Server::Impl {
     s.pull_requests = pulls_.load();
     s.bytes_received = bytes_in_.load();
     s.bytes_sent = bytes_out_.load();
+    s.stall_warnings = bsp_->stall_warnings() + ssp_->stall_warnings();
     std::shared_lock<std::shared_mutex> lock(store_mu_);
     s.sparse_rows = store_ ? store_->sparse_rows() : 0;
     return s;

@@ -54,6 +54,10 @@ class SyncPolicy {
   virtual void Tick(int64_t now_ms, Store& store, const ReplyFn& reply) {}
   // Requests held now (tests, stats).
   virtual size_t held() const { return 0; }
+  // Stall warning: a held request waiting longer than `ms` (0: off) logs what it waits
+  // for (once per request and ms); stall_warnings() counts those lines.
+  virtual void SetStallWarning(int ms) {}
+  virtual uint64_t stall_warnings() const { return 0; }
 };
 
 // Applies each request as it arrives and answers at once. A pushpull on an elastic table

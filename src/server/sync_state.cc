@@ -53,6 +53,9 @@ Status ApplyPush(const DataRequest& req, Store& store, ApplyOp op) {
 }
 
 void ClockedPolicy::OnMap(const ClusterMap& map, NodeId self) {
+  for (const NodeInfo& n : map.nodes) {
+    if (n.role == Role::kWorker) rank_of_[n.id] = n.rank;
+  }
   for (const auto& kv : map.tables) {
     const TableInfo& t = kv.second;
     if (t.spec.sync != mode_) continue;
@@ -250,6 +253,17 @@ std::string ClockedPolicy::SetWorkers(const std::set<NodeId>& live, Store& store
   return held_up;
 }
 
+std::string ClockedPolicy::Ranks() const {
+  std::string out;
+  for (NodeId w : live_) {
+    auto it = rank_of_.find(w);
+    if (it == rank_of_.end()) continue;
+    out += (out.empty() ? "worker node " : ", node ") + std::to_string(w) + " is rank " +
+           std::to_string(it->second);
+  }
+  return out;
+}
+
 void ClockedPolicy::Tick(int64_t now_ms, Store& store, const ReplyFn& reply) {
   for (auto& kv : ranges_) {
     Range& r = kv.second;
@@ -265,6 +279,17 @@ void ClockedPolicy::Tick(int64_t now_ms, Store& store, const ReplyFn& reply) {
         reply(held.req.header, Unavailable(why), {});
         --held_count_;
       } else {
+        const int64_t since_warned = held.warned_ms != 0 ? held.warned_ms : held.since_ms;
+        if (stall_warning_ms_ > 0 && now_ms - since_warned >= stall_warning_ms_) {
+          held.warned_ms = now_ms;
+          stall_warnings_.fetch_add(1);
+          LOG(WARNING) << "stall: table '" << r.info.spec.name << "' (" << SyncModeName(mode_)
+                       << "): a pull for clock " << held.need << " of worker node "
+                       << held.req.header.sender << " has waited " << (now_ms - held.since_ms)
+                       << " ms for " << Waiting(r, held.need) << "; " << Clocks(r) << " ("
+                       << Ranks() << "; stall_warning_ms=" << stall_warning_ms_
+                       << "); still waiting";
+        }
         if (kept != i) r.held[kept] = std::move(held);
         ++kept;
       }

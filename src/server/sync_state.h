@@ -13,6 +13,7 @@
 #ifndef PS_SERVER_SYNC_STATE_H_
 #define PS_SERVER_SYNC_STATE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -62,6 +63,7 @@ struct Held {
   uint64_t need = 0;
   int64_t since_ms = 0;
   int64_t deadline_ms = 0;
+  int64_t warned_ms = 0;  // the last stall warning about it (0: none)
 };
 
 // A pending bsp step of one range: the sum of the pushes counted so far and who sent them.
@@ -105,6 +107,8 @@ class ClockedPolicy : public SyncPolicy {
   std::string SetWorkers(const std::set<NodeId>& live, Store& store, const ReplyFn& reply) final;
   void Tick(int64_t now_ms, Store& store, const ReplyFn& reply) final;
   size_t held() const final { return held_count_; }
+  void SetStallWarning(int ms) final { stall_warning_ms_ = ms; }
+  uint64_t stall_warnings() const final { return stall_warnings_.load(); }
 
  protected:
   // May refuse a push of `clock` not counted before (bsp: its step is over, or too far).
@@ -136,6 +140,12 @@ class ClockedPolicy : public SyncPolicy {
   std::set<NodeId> live_;
   size_t held_count_ = 0;
   uint64_t duplicates_ = 0;
+  // "worker node 5 is rank 1, node 6 is rank 0" for the live workers (stall warnings).
+  std::string Ranks() const;
+
+  int stall_warning_ms_ = 0;
+  std::map<NodeId, uint32_t> rank_of_;  // workers' ranks, from the maps
+  std::atomic<uint64_t> stall_warnings_{0};
 };
 
 }  // namespace sync

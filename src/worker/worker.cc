@@ -125,9 +125,14 @@ class Worker::Impl {
     return out;
   }
 
-  Status Barrier(Group group, std::chrono::milliseconds timeout) {
+  Status Barrier(Group group, std::chrono::milliseconds timeout, int* participants) {
     if (!started_) return FailedPrecondition("Barrier: the worker is not started");
-    return runtime_->Barrier(group, timeout);
+    return runtime_->Barrier(group, timeout, participants);
+  }
+
+  Status Join(std::chrono::milliseconds timeout, int* joined) {
+    if (!started_) return FailedPrecondition("Join: the worker is not started");
+    return runtime_->Join(timeout, joined);
   }
 
   WorkerStats stats() const {
@@ -399,7 +404,13 @@ Status Worker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   return impl_->tracker().Wait(ticket, timeout);
 }
 Status Worker::Barrier(Group group, std::chrono::milliseconds timeout) {
-  return impl_->Barrier(group, timeout);
+  return impl_->Barrier(group, timeout, nullptr);
+}
+Status Worker::Barrier(Group group, std::chrono::milliseconds timeout, int* participants) {
+  return impl_->Barrier(group, timeout, participants);
+}
+Status Worker::Join(std::chrono::milliseconds timeout, int* joined) {
+  return impl_->Join(timeout, joined);
 }
 WorkerStats Worker::stats() const { return impl_->stats(); }
 TrafficStats Worker::traffic() const { return impl_->traffic(); }

@@ -30,6 +30,7 @@ const std::map<std::string, std::string>& Samples() {
       {"rank", "2"},
       {"heartbeat_interval_ms", "250"},
       {"heartbeat_timeout_ms", "4000"},
+      {"stall_warning_ms", "1500"},
       {"connect_timeout_ms", "1234"},
       {"request_timeout_ms", "4321"},
       {"dense_chunk_elems", "1024"},

@@ -365,10 +365,22 @@ class Worker(_Node):
         return self._node.table_servers(self._id(table))
 
     def barrier(self, group="workers", timeout=None):
-        """Blocks until every node of the group ('workers', 'servers', 'all') is here."""
+        """Blocks until every node of the group ('workers', 'servers', 'all') is here, and
+        returns how many took part (workers that joined are not waited for nor counted).
+        Raises TimeoutError naming the ranks not arrived when ``timeout`` (seconds)
+        passes, and UnavailableError naming the rank when a member died or a worker left
+        (stop) without join(): such a barrier can never complete, also with timeout=None.
+        Waiting past the scheduler's stall_warning_ms logs the ranks it waits for."""
         if group not in _GROUPS:
             raise InvalidArgumentError(f"barrier group must be one of {sorted(_GROUPS)}, not {group!r}")
-        self._node.barrier(_GROUPS[group], timeout)
+        return self._node.barrier(_GROUPS[group], timeout)
+
+    def join(self, timeout=None):
+        """Uneven inputs, as Horovod's ``hvd.join()``: this worker ran out of data. The
+        other workers' barriers and synchronous (bsp/ssp) steps go on without it from
+        now on. Blocks until every live worker has joined (TimeoutError naming those that
+        have not when ``timeout`` passes) and returns how many joined. Call stop() after."""
+        return self._node.join(timeout)
 
     # --- tables --------------------------------------------------------------------------
     def declare_dense(self, name, size, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,

@@ -3,7 +3,9 @@
 * :class:`DistributedOptimizer` wraps a ``torch.optim`` optimizer: after ``backward()``,
   ``step()`` sends the gradients through the cluster and leaves every worker's parameters
   equal (bulk-synchronous: step t of every worker sees exactly the gradients of step t).
-* :func:`broadcast_parameters` makes every worker start from root's weights.
+* :func:`broadcast_parameters` makes every worker start from root's weights;
+  :func:`broadcast_optimizer_state` does the same for an optimizer's state.
+* :func:`rank`, :func:`size`, :func:`local_rank`, :func:`local_size`: as Horovod's.
 * :class:`Embedding` is an embedding table whose rows live on the servers: forward pulls
   only the batch's unique rows, backward pushes only their gradient rows.
 
@@ -11,6 +13,7 @@ Every function here is collective where it says so: all workers must call it, in
 order, with tensors of the same shapes.
 """
 
+import io
 import itertools
 import time
 
@@ -21,7 +24,8 @@ from .cluster import default_worker
 from . import hybrid as _hybrid
 from .errors import FailedPreconditionError, InvalidArgumentError
 
-__all__ = ["DistributedOptimizer", "broadcast_parameters", "Embedding"]
+__all__ = ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state", "Embedding",
+           "rank", "size", "local_rank", "local_size"]
 
 _MODES = ("hybrid", "ps", "allreduce", "aggregate", "server")
 
@@ -45,6 +49,33 @@ def _named_tensors(params, what):
     if len(set(names)) != len(names):
         raise InvalidArgumentError(f"{what}: parameter names are not unique")
     return items
+
+
+def rank(worker=None):
+    """This worker's rank, 0..size()-1 (the default worker's unless ``worker`` is given)."""
+    return _worker(worker).rank
+
+
+def size(worker=None):
+    """How many workers the cluster has."""
+    return _worker(worker).num_workers
+
+
+def _host_ranks(w):
+    by_rank = {n.rank: n.hostname for n in w.nodes() if str(n.role).lower().endswith("worker")}
+    mine = by_rank.get(w.rank)
+    return sorted(r for r, h in by_rank.items() if h == mine)
+
+
+def local_rank(worker=None):
+    """This worker's index among the workers of its host (registered hostnames)."""
+    w = _worker(worker)
+    return _host_ranks(w).index(w.rank)
+
+
+def local_size(worker=None):
+    """How many workers run on this worker's host."""
+    return len(_host_ranks(_worker(worker)))
 
 
 def _flat_size(tensors):
@@ -87,7 +118,36 @@ def broadcast_parameters(params, worker=None, root_rank=0, *, name="layerps.broa
     w.barrier("workers", timeout)
 
 
-class DistributedOptimizer:
+def broadcast_optimizer_state(optimizer, root_rank=0, worker=None, *, name="layerps.broadcast_state",
+                              timeout=None):
+    """Makes every worker's optimizer state (``state_dict()``: momentum buffers, Adam
+    moments, step counts, param_groups' hyper-parameters) equal root_rank's, as Horovod's
+    ``broadcast_optimizer_state``. Collective; every worker's optimizer must have the same
+    parameters (shapes, order). Works with a DistributedOptimizer or any torch optimizer.
+    Root serializes its state_dict (torch.save), the bytes travel through a dense table
+    (one float per byte: exact) after their length, and the others load_state_dict it."""
+    w = _worker(worker)
+    if not 0 <= root_rank < w.num_workers:
+        raise InvalidArgumentError(f"root_rank {root_rank} is not a worker rank (0..{w.num_workers - 1})")
+    payload = b""
+    if w.rank == root_rank:
+        bio = io.BytesIO()
+        torch.save(optimizer.state_dict(), bio)
+        payload = bio.getvalue()
+    # 2^24 bytes is the largest length a float32 holds exactly: send it in two halves.
+    parts = torch.tensor([float(len(payload) >> 20), float(len(payload) & ((1 << 20) - 1))])
+    broadcast_parameters([parts], w, root_rank, name=f"{name}/len", timeout=timeout)
+    n = (int(parts[0]) << 20) + int(parts[1])
+    buf = torch.zeros(n, dtype=torch.float32)
+    if w.rank == root_rank:
+        buf.copy_(torch.from_numpy(np.frombuffer(payload, dtype=np.uint8).astype(np.float32)))
+    broadcast_parameters([buf], w, root_rank, name=f"{name}/bytes", timeout=timeout)
+    if w.rank != root_rank:
+        data = buf.to(torch.uint8).numpy().tobytes()
+        optimizer.load_state_dict(torch.load(io.BytesIO(data)))
+
+
+class DistributedOptimizer(torch.optim.Optimizer):
     """Wraps ``optimizer`` so that ``step()`` first synchronizes the gradients (or the
     parameters) of ``named_parameters`` through the cluster. Collective: every worker
     builds it with the same parameters (names, shapes, order) and steps together.
@@ -119,10 +179,10 @@ class DistributedOptimizer:
       The server keeps a running sum (x += g), so per-step sums come from three tables
       used in rotation: step t pushes to table t % 3, meets the others at a barrier and
       pulls it (exactly the sum of step t's gradients, no differencing of large running
-      sums); rank 0 then zeroes the table of step t-1, which everybody has pulled (they
-      did so before the barrier of step t) and which nobody uses again before step t+2,
-      whose pushes wait for the barrier of step t+1 that rank 0 enters only once the
-      zeroing is acknowledged. One barrier per step.
+      sums); the workers then zero the tables of step t-1 (parameter i's by rank i % W),
+      which everybody has pulled (they did so before the barrier of step t) and which
+      nobody uses again before step t+2, whose pushes wait for the barrier of step t+1
+      that each rank enters only once its zeroing is acknowledged. One barrier per step.
 
     mode='server': the parameters live on the servers in a table with rule 'sgd'
       (x -= lr * g, lr from the optimizer's param group unless ``lr`` is given; plain
@@ -142,17 +202,30 @@ class DistributedOptimizer:
       of it); ``step()`` hands it this worker's gradient and does not step ``optimizer``.
       Call ``finish()`` (collective) at the end: it drains gossips and averagings.
 
-    Gradients of all parameters travel fused in one flat float32 buffer (one request per
-    step). A parameter without a gradient counts as a zero gradient.
+    Modes 'server' and algorithm=...: the gradients of all parameters travel fused in one
+    flat float32 buffer (one request per step). Mode 'aggregate': one table per parameter
+    (three, for the rotation), and each parameter's push starts from a hook as soon as
+    backward has produced its gradient (its AccumulateGrad node's hook;
+    ``register_post_accumulate_grad_hook`` where torch has it), so the pushes overlap the
+    rest of backward; ``step()`` pushes what no hook pushed (gradients set by hand), waits
+    for the pushes, meets the others and pulls. ``overlap=False`` registers no hook (every
+    push from step()). ``backward_passes_per_step=N`` (as Horovod's): the gradients of N
+    backward passes accumulate locally (summed, as torch does) and the hook pushes after
+    the N-th; call step() once per N passes. ``hook_pushes`` counts the pushes started
+    from hooks. A parameter without a gradient counts as a zero gradient.
 
-    The wrapped optimizer stays reachable as ``.optimizer`` (give it to LR schedulers);
-    zero_grad, state_dict, load_state_dict and param_groups are forwarded.
+    It is a ``torch.optim.Optimizer`` (isinstance holds) that shares the wrapped
+    optimizer's ``param_groups``, ``state`` and ``defaults`` (the same objects): LR
+    schedulers given this optimizer change the learning rate the wrapped one uses;
+    ``state_dict()``/``load_state_dict()``/``zero_grad()``/``add_param_group()`` are the
+    wrapped optimizer's. The wrapped optimizer stays reachable as ``.optimizer``.
     """
 
     def __init__(self, optimizer, named_parameters=None, *, worker=None, mode=None,
                  name="model", lr=None, timeout=None, algorithm=None, warmup_steps=0,
                  decay="none", gamma=0.1, decay_every=0, seed=0, routes=None, hosts=None,
-                 local_aggregation=True, partitions=None):
+                 local_aggregation=True, partitions=None, backward_passes_per_step=1,
+                 overlap=True):
         if algorithm is not None and mode is not None:
             raise InvalidArgumentError("pass either mode= or algorithm=, not both")
         if mode is None and algorithm is None:
@@ -163,7 +236,19 @@ class DistributedOptimizer:
             raise InvalidArgumentError(f"mode must be one of {', '.join(repr(m) for m in _MODES)}, not {mode!r}")
         if mode not in _hybrid.MODES and (routes is not None or hosts is not None or partitions is not None):
             raise InvalidArgumentError("routes=, hosts= and partitions= belong to modes 'hybrid', 'ps' and 'allreduce'")
-        self.optimizer = optimizer
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise InvalidArgumentError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
+        if int(backward_passes_per_step) < 1:
+            raise InvalidArgumentError("backward_passes_per_step must be >= 1")
+        # A real torch.optim.Optimizer whose groups, state and defaults are the wrapped
+        # optimizer's own objects (as Horovod's wrapper shares them).
+        torch.optim.Optimizer.__init__(
+            self, [{"params": list(g["params"])} for g in optimizer.param_groups], dict(optimizer.defaults))
+        self.optimizer = optimizer  # from here on param_groups, state, defaults are its own
+        self._wrapping_done = True
+        self.backward_passes_per_step = int(backward_passes_per_step)
+        self.overlap = bool(overlap)
+        self.hook_pushes = 0
         self.worker = w = _worker(worker)
         self.mode = mode
         self.timeout = timeout
@@ -199,13 +284,23 @@ class DistributedOptimizer:
             self._init_algorithm(algorithm, lr, name, timeout, warmup_steps, decay, gamma,
                                  decay_every, seed)
         elif mode == "aggregate":
-            self._tables = [w.declare_dense(f"{name}/grad_sum/{k}", total, "sum") for k in range(3)]
+            # One table per parameter and rotation slot: step t's pushes go to slot t % 3.
+            self._offs = list(itertools.accumulate([0] + self._numel[:-1]))
+            self._tables = [[w.declare_dense(f"{name}/grad_sum/{k}/{i}", n, "sum")
+                             for i, n in enumerate(self._numel)] for k in range(3)]
             self._zeros = np.zeros(total, dtype=np.float32)
             # The tables may hold sums of an earlier optimizer of the same name: start at 0.
             if w.rank == 0:
-                for h in [w.assign(t, self._zeros) for t in self._tables]:
+                for h in [w.assign(t, self._zeros[o:o + n])
+                          for ts in self._tables for t, o, n in zip(ts, self._offs, self._numel)]:
                     h.wait(timeout)
             w.barrier("workers", timeout)
+            self._pushes = [None] * len(self._params)
+            self._passes = [0] * len(self._params)
+            self._grad_accs = []
+            if self.overlap:
+                for i, p in enumerate(self._params):
+                    self._register_hook(i, p)
         else:
             if lr is None:
                 lrs = {g["lr"] for g in optimizer.param_groups}
@@ -223,16 +318,69 @@ class DistributedOptimizer:
             w.barrier("workers", timeout)
 
     # --- forwarding ----------------------------------------------------------------------
-    @property
-    def param_groups(self):
-        return self.optimizer.param_groups
+    # param_groups, state and defaults are the wrapped optimizer's attributes, read and
+    # written through (its load_state_dict rebinds them: they must never be copies).
+    # Before the wrapped optimizer is attached (torch.optim.Optimizer.__init__) they are
+    # this object's own.
+    def _forwarded(name):
+        def get(self):
+            opt = self.__dict__.get("optimizer")
+            return getattr(opt, name) if opt is not None else self.__dict__.get("_own_" + name)
 
-    @property
-    def state(self):
-        return self.optimizer.state
+        def put(self, value):
+            opt = self.__dict__.get("optimizer")
+            if opt is not None:
+                setattr(opt, name, value)
+            else:
+                self.__dict__["_own_" + name] = value
+
+        return property(get, put)
+
+    param_groups = _forwarded("param_groups")
+    state = _forwarded("state")
+    defaults = _forwarded("defaults")
+    del _forwarded
 
     def zero_grad(self, set_to_none=False):
         self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def add_param_group(self, param_group):
+        if not getattr(self, "_wrapping_done", False):  # torch.optim.Optimizer.__init__
+            return super().add_param_group(param_group)
+        # Not synchronized: the tables are laid out at construction.
+        raise FailedPreconditionError("DistributedOptimizer: add the param group to the wrapped optimizer "
+                                      "before wrapping it")
+
+    # --- hooks (mode 'aggregate') ----------------------------------------------------------
+    def _register_hook(self, i, p):
+        def fired(*_):
+            if p.grad is not None and p.grad.is_sparse:
+                return  # refused by step(), in parameter order
+            self._passes[i] += 1
+            if self._passes[i] >= self.backward_passes_per_step and self._pushes[i] is None:
+                self._start_push(i)
+                self.hook_pushes += 1
+
+        if hasattr(p, "register_post_accumulate_grad_hook"):
+            self._grad_accs.append(p.register_post_accumulate_grad_hook(fired))
+        else:
+            # The gradient accumulator node of a leaf: its hook runs once the gradient has
+            # been added to p.grad (Horovod's way before torch 2.1).
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            acc.register_hook(fired)
+            self._grad_accs.append(acc)  # keeps the node (and its hook) alive
+
+    def _start_push(self, i):
+        p, off, n = self._params[i], self._offs[i], self._numel[i]
+        buf = self._gbuf[off:off + n]
+        if p.grad is None:
+            buf.zero_()
+        elif p.grad.is_sparse:
+            raise InvalidArgumentError(f"parameter '{self._names[i]}' has a sparse gradient, which mode "
+                                       f"'aggregate' does not take: use mode='hybrid' (the default)")
+        else:
+            buf.copy_(p.grad.detach().reshape(-1))
+        self._pushes[i] = self.worker.push(self._tables[self._step % 3][i], buf)
 
     def state_dict(self):
         return self.optimizer.state_dict()
@@ -264,21 +412,54 @@ class DistributedOptimizer:
             self._hybrid.synchronize()
             self._step += 1
             return
+        if self.mode == "aggregate":
+            k = self._step % 3
+            for i, p in enumerate(self._params):
+                if p.grad is not None and p.grad.is_sparse:
+                    self._start_push(i)  # raises, naming the parameter
+            over = [n for n, c in zip(self._names, self._passes) if c > self.backward_passes_per_step]
+            if over:
+                # Its push left after pass N; later passes' gradients would be lost.
+                self._passes = [0] * len(self._params)
+                for h in self._pushes:
+                    if h is not None:
+                        h.wait(timeout)
+                self._pushes = [None] * len(self._params)
+                raise FailedPreconditionError(
+                    f"parameter '{over[0]}': more backward passes than backward_passes_per_step="
+                    f"{self.backward_passes_per_step} before step() (raise backward_passes_per_step)")
+            for i in range(len(self._params)):
+                if self._pushes[i] is None:
+                    self._start_push(i)  # no hook pushed it (overlap off, or a grad set by hand)
+            pushes, self._pushes = self._pushes, [None] * len(self._params)
+            self._passes = [0] * len(self._params)
+            for h in pushes:
+                h.wait(timeout)
+            if self._pending_reset is not None:
+                for h in self._pending_reset:
+                    h.wait(timeout)  # before the barrier: see the class doc
+                self._pending_reset = None
+            present = w.barrier("workers", timeout)  # fewer than W once a worker joined
+            pulls = [w.pull(t, self._sbuf[o:o + n]) for t, o, n in zip(self._tables[k], self._offs, self._numel)]
+            for h in pulls:
+                h.wait(timeout)
+            # Table i of step t-1 is zeroed by rank i % W (spread so that no worker's link
+            # carries them all), acknowledged before that rank enters the next barrier.
+            # Once a worker has joined (w.join(): uneven inputs) its share would be left
+            # undone: then every worker still present zeroes every table (an assign of
+            # zeros is idempotent).
+            W = w.num_workers
+            everyone = present is not None and present < W
+            self._pending_reset = [w.assign(t, self._zeros[o:o + n])
+                                   for i, (t, o, n) in enumerate(zip(self._tables[(k + 2) % 3], self._offs,
+                                                                     self._numel)) if everyone or i % W == w.rank]
+            self._sbuf.mul_(1.0 / w.num_workers)
+            self._unflatten_into_grads(self._sbuf)
+            self._step += 1
+            return
         self._flatten_grads(self._gbuf)
         if self.mode == "algorithm":
             self._trainer.step(self._gbuf)
-        elif self.mode == "aggregate":
-            k = self._step % 3
-            w.push(self._tables[k], self._gbuf).wait(timeout)
-            if self._pending_reset is not None:
-                self._pending_reset.wait(timeout)  # before the barrier: see the class doc
-                self._pending_reset = None
-            w.barrier("workers", timeout)
-            w.pull(self._tables[k], self._sbuf).wait(timeout)
-            if w.rank == 0:
-                self._pending_reset = w.assign(self._tables[(k + 2) % 3], self._zeros)
-            self._sbuf.mul_(1.0 / w.num_workers)
-            self._unflatten_into_grads(self._sbuf)
         else:
             self._gbuf.mul_(1.0 / w.num_workers)
             w.push(self._table, self._gbuf).wait(timeout)
@@ -301,7 +482,8 @@ class DistributedOptimizer:
         if self._hybrid is not None:
             self._hybrid.finish()
         if self._pending_reset is not None:
-            self._pending_reset.wait(self.timeout)
+            for h in self._pending_reset:
+                h.wait(self.timeout)
             self._pending_reset = None
 
     # --- the hybrid (modes 'hybrid', 'ps', 'allreduce') ----------------------------------------

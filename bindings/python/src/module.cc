@@ -297,14 +297,28 @@ class PyWorker {
     return *spec;
   }
 
-  void Barrier(ps::Group group, std::optional<double> timeout_s) {
+  int Barrier(ps::Group group, std::optional<double> timeout_s) {
     const Millis t = ToMillis(timeout_s, kNoLimit);
     ps::Status s;
+    int participants = 0;
     {
       py::gil_scoped_release release;
-      s = w().Barrier(group, t);
+      s = w().Barrier(group, t, &participants);
     }
     ThrowIfError(s);
+    return participants;
+  }
+
+  int Join(std::optional<double> timeout_s) {
+    const Millis t = ToMillis(timeout_s, kNoLimit);
+    ps::Status s;
+    int joined = 0;
+    {
+      py::gil_scoped_release release;
+      s = w().Join(t, &joined);
+    }
+    ThrowIfError(s);
+    return joined;
   }
 
   // --- Dense ---------------------------------------------------------------------------
@@ -681,6 +695,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("token", &ps::Options::token)
       .def_readwrite("heartbeat_interval_ms", &ps::Options::heartbeat_interval_ms)
       .def_readwrite("heartbeat_timeout_ms", &ps::Options::heartbeat_timeout_ms)
+      .def_readwrite("stall_warning_ms", &ps::Options::stall_warning_ms)
       .def_readwrite("connect_timeout_ms", &ps::Options::connect_timeout_ms)
       .def_readwrite("request_timeout_ms", &ps::Options::request_timeout_ms)
       .def_readwrite("dense_chunk_elems", &ps::Options::dense_chunk_elems)
@@ -783,6 +798,7 @@ PYBIND11_MODULE(_core, m) {
         d["bad_messages"] = st.bad_messages;
         d["rejected_registrations"] = st.rejected_registrations;
         d["dead_nodes"] = st.dead_nodes;
+        d["stall_warnings"] = st.stall_warnings;
         d["map_epoch"] = st.map_epoch;
         return d;
       });
@@ -838,6 +854,7 @@ PYBIND11_MODULE(_core, m) {
       .def("declare_table", &PyWorker::DeclareTable)
       .def("table_spec", &PyWorker::GetTableSpec)
       .def("barrier", &PyWorker::Barrier, py::arg("group"), py::arg("timeout") = py::none())
+      .def("join", &PyWorker::Join, py::arg("timeout") = py::none())
       .def("push", &PyWorker::Push, py::return_value_policy::take_ownership)
       .def("pull", &PyWorker::Pull, py::arg("table"), py::arg("out") = py::none(),
            py::return_value_policy::take_ownership)

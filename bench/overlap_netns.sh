@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# bench/overlap_bench.py (overlap on/off, alternating blocks) on M machines made of network
+# namespaces joined by a bridge, each link shaped with tc tbf to RATE in both directions
+# (as bench/hybrid_netns.sh). Machine k runs layerps-server rank k and the worker of rank
+# k; machine 0 also the scheduler. Prints rank 0's JSON line.
+#
+# Usage (root): bench/overlap_netns.sh [RATE=300mbit] [M=2] [overlap_bench.py args...]
+# PY (default /usr/bin/python3) must import layerps (e.g. PYTHONPATH=build-dev/bindings/python).
+set -u
+rate=${1:-300mbit}
+machines=${2:-2}
+shift $(( $# < 2 ? $# : 2 ))
+extra=("$@")
+here=$(cd "$(dirname "$0")/.." && pwd)
+py=${PY:-/usr/bin/python3}
+if [ "$(id -u)" -ne 0 ] || ! command -v tc >/dev/null || ! "$py" -c 'import layerps' 2>/dev/null; then
+  echo "overlap_netns: needs root, tc and a python ($py) that imports layerps"
+  exit 2
+fi
+bin=$("$py" -c 'import layerps; print(layerps.bin_dir())')
+tag=$$
+sw=lpsOS$tag
+work=$(mktemp -d /tmp/layerps-onetns-XXXXXX)
+cleanup() {
+  for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
+  for k in $(seq 0 $((machines - 1))); do ip netns del "lpsO${k}_$tag" 2>/dev/null; done
+  ip netns del "$sw" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ip netns add "$sw" || exit 1
+ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up && ip -n "$sw" link set lo up || exit 1
+for k in $(seq 0 $((machines - 1))); do
+  ns=lpsO${k}_$tag
+  ip netns add "$ns" || exit 1
+  ip link add "o${k}_$tag" type veth peer name "p${k}_$tag" || exit 1
+  ip link set "o${k}_$tag" netns "$ns" && ip link set "p${k}_$tag" netns "$sw" || exit 1
+  ip -n "$ns" addr add "10.235.0.$((k + 1))/24" dev "o${k}_$tag" && ip -n "$ns" link set "o${k}_$tag" up || exit 1
+  ip -n "$ns" link set lo up
+  ip -n "$sw" link set "p${k}_$tag" master br0 && ip -n "$sw" link set "p${k}_$tag" up || exit 1
+  ip netns exec "$ns" tc qdisc add dev "o${k}_$tag" root tbf rate "$rate" burst 256kb latency 400ms || exit 1
+  ip netns exec "$sw" tc qdisc add dev "p${k}_$tag" root tbf rate "$rate" burst 256kb latency 400ms || exit 1
+done
+common=(--token=bench --heartbeat_interval_ms=500 --heartbeat_timeout_ms=30000)
+ip netns exec "lpsO0_$tag" "$bin/layerps-scheduler" --scheduler=tcp://0.0.0.0:0 --advertise_host=10.235.0.1 \
+  --num_servers="$machines" --num_workers="$machines" --address_file="$work/addr" --run_timeout_s=3600 \
+  "${common[@]}" >"$work/scheduler.log" 2>&1 &
+for _ in $(seq 100); do [ -s "$work/addr" ] && break; sleep 0.1; done
+addr=$(cat "$work/addr")
+for k in $(seq 0 $((machines - 1))); do
+  ip netns exec "lpsO${k}_$tag" "$bin/layerps-server" --scheduler="$addr" --bind=tcp://0.0.0.0:0 \
+    --advertise_host="10.235.0.$((k + 1))" --rank="$k" --connect_timeout_ms=120000 "${common[@]}" >"$work/server$k.log" 2>&1 &
+done
+env=(LAYERPS_SCHEDULER="$addr" LAYERPS_TOKEN=bench LAYERPS_BIND=tcp://0.0.0.0:0
+     LAYERPS_HEARTBEAT_INTERVAL_MS=500 LAYERPS_HEARTBEAT_TIMEOUT_MS=30000
+     LAYERPS_CONNECT_TIMEOUT_MS=120000 LAYERPS_REQUEST_TIMEOUT_MS=600000 GLOG_minloglevel=2)
+pids=()
+for k in $(seq 0 $((machines - 1))); do
+  ip netns exec "lpsO${k}_$tag" env "${env[@]}" LAYERPS_ADVERTISE_HOST="10.235.0.$((k + 1))" LAYERPS_RANK="$k" \
+    "$py" "$here/bench/overlap_bench.py" "${extra[@]}" >"$work/worker$k.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+if [ $status -ne 0 ]; then
+  echo "overlap_netns: a worker failed"
+  tail -n 5 "$work"/*.log
+  exit 1
+fi
+echo "link $rate (tbf, both directions), $machines machines (1 worker + 1 server each)"
+grep '^{' "$work/worker0.log"
