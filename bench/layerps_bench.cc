@@ -79,6 +79,9 @@ DEFINE_bool(baseline, true,
             "streaming of the same bytes for push/pull, round trips with the same window for "
             "pushpull), one raw repeat before each LayerPS repeat, and print the ratio");
 DEFINE_bool(verify, true, "Check the values moved (sampled per reply, full final state)");
+DEFINE_string(wire_dtype, "fp32",
+              "How the tables' values travel: fp32, fp16 or bf16 (TableSpec::wire_dtype). "
+              "fp16/bf16 round the values, so they are not verified");
 DEFINE_string(sparse_keys, "100000", "Sparse: comma list of keys per request");
 DEFINE_uint64(key_space, 10000000, "Sparse: keys are drawn from [0, key_space)");
 DEFINE_int32(dim, 16, "Sparse: floats per row, 1..4096");
@@ -101,6 +104,12 @@ DEFINE_bool(progress, true, "Print one progress line per case to stderr");
 namespace ps {
 namespace bench {
 namespace {
+
+// --wire_dtype, checked in Main.
+WireDType WireDTypeFlag() {
+  auto w = ParseWireDType(FLAGS_wire_dtype);
+  return w.ok() ? *w : WireDType::kFloat32;
+}
 
 using Clock = std::chrono::steady_clock;
 double Secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -571,7 +580,8 @@ class LayerPSRunner {
           specs.push_back(TableSpec::Dense(prefix + "-fused", per * c_.tensors));
         }
       }
-      for (const auto& spec : specs) {
+      for (auto& spec : specs) {
+        spec.wire_dtype = WireDTypeFlag();
         auto id = s.w->DeclareTable(spec);
         if (!id.ok()) {
           r.error = "DeclareTable: " + id.status().ToString();
@@ -679,7 +689,8 @@ class LayerPSRunner {
 
   // Checks a completed pull in slot `slot` (sampled elements).
   void CheckPulled(WorkerCase* s, size_t slot, uint64_t batch) {
-    if (!FLAGS_verify || !s->verify_error.empty()) return;
+    if (!FLAGS_verify || WireDTypeFlag() != WireDType::kFloat32 || !s->verify_error.empty())
+      return;
     const std::vector<float>& out = s->out[slot];
     if (c_.mode == "sparse") {
       const uint32_t dim = c_.dim;
@@ -827,6 +838,11 @@ class LayerPSRunner {
     }
     if (!FLAGS_verify) {
       r->verify_note = "not verified (--noverify)";
+      return;
+    }
+    if (WireDTypeFlag() != WireDType::kFloat32) {
+      r->verify_note = std::string("not verified (--wire_dtype=") + FLAGS_wire_dtype +
+                       " rounds the values)";
       return;
     }
     Worker* w = ws_[0].w;
@@ -1117,6 +1133,7 @@ int Main(int argc, char** argv) {
   if (FLAGS_repeats < 1 || FLAGS_repeats > 1000) Die("--repeats must be 1..1000");
   if (!(FLAGS_seconds >= 0.01 && FLAGS_seconds <= 60)) Die("--seconds must be 0.01..60");
   if (FLAGS_dim < 1 || FLAGS_dim > 4096) Die("--dim must be 1..4096");
+  if (!ParseWireDType(FLAGS_wire_dtype).ok()) Die("--wire_dtype must be fp32, fp16 or bf16");
   if (FLAGS_key_space < 1) Die("--key_space must be >= 1");
   if (!(FLAGS_zipf_s > 0)) Die("--zipf_s must be > 0");
   if (FLAGS_key_batches < 1 || FLAGS_key_batches > 64) Die("--key_batches must be 1..64");

@@ -31,6 +31,7 @@ void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
   pb->set_sync(static_cast<uint32_t>(s.sync));
   pb->set_staleness(s.staleness);
   pb->set_elastic_alpha(s.elastic_alpha);
+  pb->set_wire_dtype(static_cast<uint32_t>(s.wire_dtype));
 }
 
 TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
@@ -57,6 +58,7 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   s.sync = static_cast<SyncMode>(pb.sync());
   s.staleness = pb.staleness();
   s.elastic_alpha = pb.elastic_alpha();
+  s.wire_dtype = static_cast<WireDType>(pb.wire_dtype());
   return s;
 }
 
