@@ -3,6 +3,11 @@
 
 #include <cstring>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#include <immintrin.h>
+#define LAYERPS_WIRE_F16C 1
+#endif
+
 namespace ps {
 namespace pack {
 namespace {
@@ -86,8 +91,53 @@ float BFloat16ToFloat(uint16_t b) {
   return BitsFloat(uint32_t{b} << 16);
 }
 
+#if LAYERPS_WIRE_F16C
+namespace {
+
+// The CPU's half conversions (F16C), 8 values at a time: round to nearest even, subnormals
+// kept, overflow to infinity, exactly as FloatToHalf/HalfToFloat, except that NaNs keep a
+// payload: a block holding one is redone with the scalar code (canonical NaNs).
+bool HaveF16C() {
+  static const bool ok = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return ok;
+}
+
+__attribute__((target("avx,f16c"))) void ToHalfF16C(const float* in, size_t n, uint16_t* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(in + i);
+    const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)) != 0) {
+      for (size_t j = i; j < i + 8; ++j) out[j] = FloatToHalf(in[j]);
+    }
+  }
+  for (; i < n; ++i) out[i] = FloatToHalf(in[i]);
+}
+
+__attribute__((target("avx,f16c"))) void FromHalfF16C(const uint16_t* in, size_t n, float* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    _mm256_storeu_ps(out + i, f);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)) != 0) {
+      for (size_t j = i; j < i + 8; ++j) out[j] = HalfToFloat(in[j]);
+    }
+  }
+  for (; i < n; ++i) out[i] = HalfToFloat(in[i]);
+}
+
+}  // namespace
+#endif  // LAYERPS_WIRE_F16C
+
 void ToWire(const float* in, size_t n, WireType type, void* out) {
   if (n == 0) return;
+#if LAYERPS_WIRE_F16C
+  if (type == WireType::kFloat16 && HaveF16C()) {
+    ToHalfF16C(in, n, static_cast<uint16_t*>(out));
+    return;
+  }
+#endif
   switch (type) {
     case WireType::kFloat32:
       std::memcpy(out, in, n * sizeof(float));
@@ -107,6 +157,12 @@ void ToWire(const float* in, size_t n, WireType type, void* out) {
 
 void FromWire(const void* in, size_t n, WireType type, float* out) {
   if (n == 0) return;
+#if LAYERPS_WIRE_F16C
+  if (type == WireType::kFloat16 && HaveF16C()) {
+    FromHalfF16C(static_cast<const uint16_t*>(in), n, out);
+    return;
+  }
+#endif
   switch (type) {
     case WireType::kFloat32:
       std::memcpy(out, in, n * sizeof(float));
