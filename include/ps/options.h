@@ -119,8 +119,9 @@ struct MemberOptions : CommonOptions {
   // this size, all in flight at once, each received into its own buffer; the request
   // completes when every part is answered and fails if any part fails (docs/wire-format.md,
   // "Parts"). Tables with sync bsp/ssp are never split. 0: never split. 0 or
-  // 4 KiB..1 GiB, default 4 MiB (bench/RESULTS.md). Env: LAYERPS_PART_BYTES.
-  int64_t part_bytes = int64_t{4} << 20;
+  // 4 KiB..1 GiB, default 1 MiB (measured on a 2-core VM: bench/RESULTS.md, issue 14).
+  // Env: LAYERPS_PART_BYTES.
+  int64_t part_bytes = int64_t{1} << 20;
 
   // Checks these fields and the common ones.
   Status Validate() const;
