@@ -134,7 +134,7 @@ Ticket PsRequests::Dense(MsgType type, TableId table, const float* in, float* ou
                                            p.count * wire_bytes, borrow));
           } else if (wire != 0) {
             frames.push_back(Narrowed(in + p.offset, p.count, wire));
-            ++tracker_->stats().copies;
+            if (i == 0) ++tracker_->stats().copies;  // one copied push, whatever its parts
           } else {
             frames.push_back(Frame::Borrow(in + p.offset, p.count * sizeof(float), borrow));
           }

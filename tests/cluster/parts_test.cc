@@ -152,6 +152,41 @@ TEST(PartsTest, ALostPartFailsTheWholeRequest) {
   c.Finish();
 }
 
+// A server that dies after some parts of a push were answered: the request fails
+// Unavailable once the worker learns of the death (the heartbeat timeout, not the
+// request's deadline), naming a part; the other server's parts were applied.
+TEST(PartsTest, AServerDyingBetweenPartsFailsTheRequest) {
+  auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
+  Options o = PartOptions();
+  o.heartbeat_interval_ms = 50;
+  o.heartbeat_timeout_ms = 1000;
+  o.request_timeout_ms = 60000;
+  o.dense_chunk_elems = 2 * kPartElems;  // server 0: chunk 0, server 1: chunk 1
+  o.transport_factory = injector;
+  LocalCluster c(2, 1, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  const uint64_t n = 4 * kPartElems;  // 2 parts per server
+  auto t = w.DeclareTable(TableSpec::Dense("dies", n));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const NodeId victim = c.server(1).id();
+  // The victim answers its first part, never its second, then is cut off.
+  injector->AddRule({[victim](NodeId, const Message& m) {
+                       return m.header.sender == victim &&
+                              m.header.msg_type() == MsgType::kReply && m.header.part % 2 == 1;
+                     },
+                     FaultAction::kDrop});
+  std::vector<float> g(n, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  Ticket tk = w.Push(*t, g.data(), n);
+  std::this_thread::sleep_for(200ms);
+  injector->Isolate(victim);
+  Status st = w.Wait(tk, 20s);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st;
+  EXPECT_NE(st.message().find("of 4"), std::string::npos) << st;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+}
+
 // bsp tables count one push per worker and step per range: never split.
 TEST(PartsTest, SynchronizedTablesAreNotSplit) {
   LocalCluster c(1, 1, "tcp", PartOptions());
