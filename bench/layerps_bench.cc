@@ -727,10 +727,10 @@ class LayerPSRunner {
     const size_t step = std::max<size_t>(1, elems_ / 61);
     for (size_t i = 0; i < elems_; i += step) {
       const float k = out[i] / G(i);
-      const bool ok = c_.op == "pull" && !cl_->joined ? out[i] == G(i)
-                      : narrowed ? (std::isfinite(out[i]) && out[i] >= G(i) &&
-                                    out[i] == std::floor(out[i]))
-                                 : (k >= 1 && k == std::floor(k));
+      const bool ok =
+          c_.op == "pull" && !cl_->joined ? out[i] == G(i)
+          : narrowed ? (std::isfinite(out[i]) && out[i] >= G(i) && out[i] == std::floor(out[i]))
+                     : (k >= 1 && k == std::floor(k));
       if (!ok) {
         s->verify_error = "element " + std::to_string(i) + " = " + std::to_string(out[i]) +
                           ", expected a multiple of " + std::to_string(G(i));

@@ -138,8 +138,8 @@ bool HaveAvx2() {
 __attribute__((target("avx2"))) __m256i ToBf16Lanes(__m256i x) {
   const __m256i one = _mm256_set1_epi32(1);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
-  __m256i r = _mm256_srli_epi32(
-      _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+  __m256i r =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7FFF)), lsb), 16);
   const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF)),
                                          _mm256_set1_epi32(0x7F800000));
   return _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FFF), nan);
@@ -149,8 +149,7 @@ __attribute__((target("avx2"))) void ToBf16Avx2(const float* in, size_t n, uint1
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i a = ToBf16Lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i)));
-    const __m256i b =
-        ToBf16Lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 8)));
+    const __m256i b = ToBf16Lanes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 8)));
     // packus works within 128-bit lanes: a0-3 b0-3 a4-7 b4-7, then put the quarters in order.
     const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), p);

@@ -52,7 +52,9 @@ constexpr uint32_t kFlagFused = 1u << 1;
 // many bytes. Fused and peer-tensor messages are float32 only.
 constexpr uint32_t kFlagWireShift = 2;
 constexpr uint32_t kFlagWireMask = 3u << kFlagWireShift;
-inline uint32_t WireFlags(uint8_t wire) { return (uint32_t{wire} << kFlagWireShift) & kFlagWireMask; }
+inline uint32_t WireFlags(uint8_t wire) {
+  return (uint32_t{wire} << kFlagWireShift) & kFlagWireMask;
+}
 
 struct FusedSegment {
   uint32_t table = 0;

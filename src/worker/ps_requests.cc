@@ -22,7 +22,8 @@ uint8_t WireOf(const TableInfo& t) { return static_cast<uint8_t>(t.spec.wire_dty
 Frame Narrowed(const float* src, size_t n, uint8_t wire) {
   std::shared_ptr<uint16_t[]> buf(new uint16_t[n == 0 ? 1 : n]);
   pack::ToWire(src, n, static_cast<pack::WireType>(wire), buf.get());
-  return Frame::Borrow(buf.get(), n * sizeof(uint16_t), std::shared_ptr<const void>(buf, buf.get()));
+  return Frame::Borrow(buf.get(), n * sizeof(uint16_t),
+                       std::shared_ptr<const void>(buf, buf.get()));
 }
 
 // The part that moves range r of dense table t; a pull's values land at out + its first
@@ -54,7 +55,7 @@ size_t PsRequests::AddDenseParts(std::vector<Part>* parts, const TableInfo& t, c
     return 1;
   }
   const uint64_t n = (wire_bytes + part_bytes_ - 1) / part_bytes_;  // parts
-  const uint64_t per = (whole.count + n - 1) / n;                     // elements per part
+  const uint64_t per = (whole.count + n - 1) / n;                   // elements per part
   size_t added = 0;
   for (uint64_t first = 0; first < whole.count; first += per) {
     Part p = whole;
@@ -129,9 +130,9 @@ Ticket PsRequests::Dense(MsgType type, TableId table, const float* in, float* ou
         if (pushes) {
           const Part& p = req->parts[i];
           if (in_is_wire) {
-            frames.push_back(Frame::Borrow(reinterpret_cast<const uint8_t*>(in) +
-                                               p.offset * wire_bytes,
-                                           p.count * wire_bytes, borrow));
+            frames.push_back(
+                Frame::Borrow(reinterpret_cast<const uint8_t*>(in) + p.offset * wire_bytes,
+                              p.count * wire_bytes, borrow));
           } else if (wire != 0) {
             frames.push_back(Narrowed(in + p.offset, p.count, wire));
             if (i == 0) ++tracker_->stats().copies;  // one copied push, whatever its parts
@@ -181,14 +182,13 @@ Ticket PsRequests::Many(MsgType type, const std::vector<TableId>& tables,
   for (size_t i = 0; i < infos.size(); ++i) {
     const TableInfo* t = infos[i];
     const bool synced = t->spec.sync != SyncMode::kAsync;  // its own parts, with its clock
-    const bool narrowed = WireOf(*t) != 0;  // fused messages carry float32 only
+    const bool narrowed = WireOf(*t) != 0;                 // fused messages carry float32 only
     const uint32_t clock = TakeClock(*t, type);
     for (const KeyRange& r : t->ranges) {
       const uint64_t first = t->RangeFirstElem(r);
       const uint64_t count = t->RangeEndElem(r) - first;
       if (synced || narrowed || count * sizeof(float) >= kFuseBelowBytes) {
-        const size_t added =
-            AddDenseParts(&req->parts, *t, r, pulls ? outs[i] : nullptr, clock);
+        const size_t added = AddDenseParts(&req->parts, *t, r, pulls ? outs[i] : nullptr, clock);
         for (size_t k = req->parts.size() - added; k < req->parts.size(); ++k) {
           part_src.push_back(pushes ? ins[i] + req->parts[k].offset : nullptr);
         }
@@ -357,9 +357,9 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
         std::vector<Frame> frames;
         frames.push_back(Frame::Borrow(batch.keys + p.offset, p.count * sizeof(Key), batch.owner));
         if (pushes && batch.rows_in_wire) {
-          frames.push_back(Frame::Borrow(
-              reinterpret_cast<const uint8_t*>(batch.rows) + p.offset * dim * t.spec.WireElementBytes(),
-              p.count * dim * t.spec.WireElementBytes(), batch.owner));
+          frames.push_back(Frame::Borrow(reinterpret_cast<const uint8_t*>(batch.rows) +
+                                             p.offset * dim * t.spec.WireElementBytes(),
+                                         p.count * dim * t.spec.WireElementBytes(), batch.owner));
         } else if (pushes && p.wire != 0) {
           frames.push_back(Narrowed(batch.rows + p.offset * dim, p.count * dim, p.wire));
         } else if (pushes) {

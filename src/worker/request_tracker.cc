@@ -87,8 +87,7 @@ bool Claim(Request* req, size_t i, const Status& status) {
                  : status.WithContext(
                        "part " + std::to_string(i) + " of " + std::to_string(req->parts.size()) +
                        " (elements " + std::to_string(p.offset) + ".." +
-                       std::to_string(p.offset + p.count) + " of table " +
-                       std::to_string(p.table) +
+                       std::to_string(p.offset + p.count) + " of table " + std::to_string(p.table) +
                        "; the request failed as a whole, the servers may have applied its "
                        "other parts)");
   }
@@ -213,8 +212,8 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
       // Either direction above max_message_bytes would be dropped by the receiving
       // socket without a word: refuse it here, with the reason.
       const uint64_t largest =
-          std::max<uint64_t>(bytes, p.value_count * pack::WireBytes(
-                                                          static_cast<pack::WireType>(p.wire))) +
+          std::max<uint64_t>(bytes,
+                             p.value_count * pack::WireBytes(static_cast<pack::WireType>(p.wire))) +
           sizeof(Header);
       Status s;
       if (largest > static_cast<uint64_t>(options_.max_message_bytes)) {

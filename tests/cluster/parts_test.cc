@@ -46,8 +46,8 @@ TEST(PartsTest, ValuesAroundTheThresholdAndMessageCounts) {
     WireDType wire;
   };
   const Case cases[] = {
-      {kPartElems - 1, 1, WireDType::kFloat32}, {kPartElems, 1, WireDType::kFloat32},
-      {kPartElems + 1, 2, WireDType::kFloat32}, {5 * kPartElems + 7, 6, WireDType::kFloat32},
+      {kPartElems - 1, 1, WireDType::kFloat32},      {kPartElems, 1, WireDType::kFloat32},
+      {kPartElems + 1, 2, WireDType::kFloat32},      {5 * kPartElems + 7, 6, WireDType::kFloat32},
       {2 * kPartElems, 1, WireDType::kFloat16},  // 2 bytes per element on the wire
       {2 * kPartElems + 1, 2, WireDType::kBFloat16},
   };
@@ -172,8 +172,8 @@ TEST(PartsTest, AServerDyingBetweenPartsFailsTheRequest) {
   const NodeId victim = c.server(1).id();
   // The victim answers its first part, never its second, then is cut off.
   injector->AddRule({[victim](NodeId, const Message& m) {
-                       return m.header.sender == victim &&
-                              m.header.msg_type() == MsgType::kReply && m.header.part % 2 == 1;
+                       return m.header.sender == victim && m.header.msg_type() == MsgType::kReply &&
+                              m.header.part % 2 == 1;
                      },
                      FaultAction::kDrop});
   std::vector<float> g(n, 1.0f);

@@ -165,15 +165,15 @@ TEST_P(WireDTypeTest, ManyMixesWireTypes) {
   const TableId b = Declare(TableSpec::Dense("b", 1000), wire);
   const TableId c = Declare(TableSpec::Dense("c", 200000), wire);
   const auto ga = Random(1000, 6), gb = Random(1000, 7), gc = Random(200000, 8);
-  ASSERT_TRUE(w().Wait(w().PushMany({{a, ga.data(), 1000}, {b, gb.data(), 1000},
-                                     {c, gc.data(), 200000}}),
-                       kWait)
-                  .ok());
+  ASSERT_TRUE(
+      w().Wait(w().PushMany({{a, ga.data(), 1000}, {b, gb.data(), 1000}, {c, gc.data(), 200000}}),
+               kWait)
+          .ok());
   std::vector<float> oa(1000), ob(1000), oc(200000);
-  ASSERT_TRUE(w().Wait(w().PullMany({{a, oa.data(), 1000}, {b, ob.data(), 1000},
-                                     {c, oc.data(), 200000}}),
-                       kWait)
-                  .ok());
+  ASSERT_TRUE(
+      w().Wait(w().PullMany({{a, oa.data(), 1000}, {b, ob.data(), 1000}, {c, oc.data(), 200000}}),
+               kWait)
+          .ok());
   for (size_t i = 0; i < 1000; ++i) {
     ASSERT_EQ(oa[i], ga[i]) << i;
     ASSERT_EQ(ob[i], Round(Round(gb[i], wire), wire)) << i;
