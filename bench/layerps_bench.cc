@@ -37,6 +37,7 @@
 #include <zmq.hpp>
 
 #include "common/hash.h"
+#include "common/wire_type.h"
 #include "ps/flags.h"
 #include "ps/ps.h"
 #include "tools/cli.h"
@@ -79,6 +80,9 @@ DEFINE_bool(baseline, true,
             "streaming of the same bytes for push/pull, round trips with the same window for "
             "pushpull), one raw repeat before each LayerPS repeat, and print the ratio");
 DEFINE_bool(verify, true, "Check the values moved (sampled per reply, full final state)");
+DEFINE_string(wire_dtype, "fp32",
+              "How the tables' values travel: fp32, fp16 or bf16 (TableSpec::wire_dtype). "
+              "fp16/bf16 round the values, so they are not verified");
 DEFINE_string(sparse_keys, "100000", "Sparse: comma list of keys per request");
 DEFINE_uint64(key_space, 10000000, "Sparse: keys are drawn from [0, key_space)");
 DEFINE_int32(dim, 16, "Sparse: floats per row, 1..4096");
@@ -101,6 +105,24 @@ DEFINE_bool(progress, true, "Print one progress line per case to stderr");
 namespace ps {
 namespace bench {
 namespace {
+
+// --wire_dtype, checked in Main.
+WireDType WireDTypeFlag() {
+  auto w = ParseWireDType(FLAGS_wire_dtype);
+  return w.ok() ? *w : WireDType::kFloat32;
+}
+
+// v as a pull returns it: rounded once to the wire type (the servers sum in float32, and
+// the pushed values, small integers, travel exactly).
+float OnWire(float v) {
+  const auto t = static_cast<pack::WireType>(WireDTypeFlag());
+  uint16_t h = 0;
+  float out = v;
+  if (t == pack::WireType::kFloat32) return v;
+  pack::ToWire(&v, 1, t, &h);
+  pack::FromWire(&h, 1, t, &out);
+  return out;
+}
 
 using Clock = std::chrono::steady_clock;
 double Secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -571,7 +593,8 @@ class LayerPSRunner {
           specs.push_back(TableSpec::Dense(prefix + "-fused", per * c_.tensors));
         }
       }
-      for (const auto& spec : specs) {
+      for (auto& spec : specs) {
+        spec.wire_dtype = WireDTypeFlag();
         auto id = s.w->DeclareTable(spec);
         if (!id.ok()) {
           r.error = "DeclareTable: " + id.status().ToString();
@@ -680,6 +703,9 @@ class LayerPSRunner {
   // Checks a completed pull in slot `slot` (sampled elements).
   void CheckPulled(WorkerCase* s, size_t slot, uint64_t batch) {
     if (!FLAGS_verify || !s->verify_error.empty()) return;
+    // Narrowed values (--wire_dtype): a sum rounded to fp16/bf16 stays an integer but is
+    // no longer a multiple of the pushed value; the final check below is exact.
+    const bool narrowed = WireDTypeFlag() != WireDType::kFloat32;
     const std::vector<float>& out = s->out[slot];
     if (c_.mode == "sparse") {
       const uint32_t dim = c_.dim;
@@ -702,7 +728,9 @@ class LayerPSRunner {
     for (size_t i = 0; i < elems_; i += step) {
       const float k = out[i] / G(i);
       const bool ok =
-          c_.op == "pull" && !cl_->joined ? out[i] == G(i) : (k >= 1 && k == std::floor(k));
+          c_.op == "pull" && !cl_->joined ? out[i] == G(i)
+          : narrowed ? (std::isfinite(out[i]) && out[i] >= G(i) && out[i] == std::floor(out[i]))
+                     : (k >= 1 && k == std::floor(k));
       if (!ok) {
         s->verify_error = "element " + std::to_string(i) + " = " + std::to_string(out[i]) +
                           ", expected a multiple of " + std::to_string(G(i));
@@ -829,6 +857,12 @@ class LayerPSRunner {
       r->verify_note = "not verified (--noverify)";
       return;
     }
+    const bool narrowed = WireDTypeFlag() != WireDType::kFloat32;
+    if (narrowed && cl_->joined) {
+      r->verify_note = std::string("not verified (--wire_dtype=") + FLAGS_wire_dtype +
+                       " with --join: other workers' pushes round too)";
+      return;
+    }
     Worker* w = ws_[0].w;
     uint64_t total = 0;
     for (const auto& s : ws_) total += s.pushes;
@@ -859,7 +893,7 @@ class LayerPSRunner {
         const double want = expect[keys[i]];
         for (uint32_t j = 0; j < c_.dim; ++j) {
           const float v = rows[i * c_.dim + j];
-          if (cl_->joined ? !(v >= want) : v != want) {
+          if (cl_->joined ? !(v >= want) : v != OnWire(static_cast<float>(want))) {
             r->verify_note = "key " + std::to_string(keys[i]) + " holds " + std::to_string(v) +
                              ", expected " + std::to_string(want);
             return;
@@ -885,7 +919,7 @@ class LayerPSRunner {
     }
     const uint64_t checked = per_tensor ? per * c_.tensors : elems_;
     for (uint64_t i = 0; i < checked; ++i) {
-      const float want = static_cast<float>(total) * G(i);
+      const float want = OnWire(static_cast<float>(total) * G(i));
       const float k = out[i] / G(i);
       if (cl_->joined ? !(k >= total && k == std::floor(k)) : out[i] != want) {
         r->verify_note = "element " + std::to_string(i) + " = " + std::to_string(out[i]) +
@@ -895,7 +929,8 @@ class LayerPSRunner {
     }
     r->verified = true;
     r->verify_note = std::string("every reply sampled; final ") + std::to_string(checked) +
-                     " elements exact (" + std::to_string(total) + " pushes)";
+                     " elements exact (" + std::to_string(total) + " pushes" +
+                     (narrowed ? ", sums rounded once to " + FLAGS_wire_dtype : "") + ")";
   }
 
   Cluster* cl_;
@@ -1117,6 +1152,7 @@ int Main(int argc, char** argv) {
   if (FLAGS_repeats < 1 || FLAGS_repeats > 1000) Die("--repeats must be 1..1000");
   if (!(FLAGS_seconds >= 0.01 && FLAGS_seconds <= 60)) Die("--seconds must be 0.01..60");
   if (FLAGS_dim < 1 || FLAGS_dim > 4096) Die("--dim must be 1..4096");
+  if (!ParseWireDType(FLAGS_wire_dtype).ok()) Die("--wire_dtype must be fp32, fp16 or bf16");
   if (FLAGS_key_space < 1) Die("--key_space must be >= 1");
   if (!(FLAGS_zipf_s > 0)) Die("--zipf_s must be > 0");
   if (FLAGS_key_batches < 1 || FLAGS_key_batches > 64) Die("--key_batches must be 1..64");

@@ -119,6 +119,14 @@ struct MemberOptions : CommonOptions {
   // A request without a reply this long (ms) fails. 1..3600000, default 60000.
   // Env: LAYERPS_REQUEST_TIMEOUT_MS.
   int request_timeout_ms = 60000;
+  // Workers: a dense push, pull or pushpull whose share for one server is larger than
+  // this many bytes (on the wire) goes to that server as several messages of at most
+  // this size, all in flight at once, each received into its own buffer; the request
+  // completes when every part is answered and fails if any part fails (docs/wire-format.md,
+  // "Parts"). Tables with sync bsp/ssp are never split. 0: never split. 0 or
+  // 4 KiB..1 GiB, default 1 MiB (measured on a 2-core VM: bench/RESULTS.md, issue 14).
+  // Env: LAYERPS_PART_BYTES.
+  int64_t part_bytes = int64_t{1} << 20;
 
   // Checks these fields and the common ones.
   Status Validate() const;

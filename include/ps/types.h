@@ -34,7 +34,18 @@ const char* RoleName(Role role);
 
 enum class TableKind : int { kDense = 0, kSparse = 1 };
 
+// How a table's values are stored on the servers (float32 only).
 enum class DType : int { kFloat32 = 0 };
+
+// How a table's values travel between workers and servers (TableSpec::wire_dtype):
+// as float32, or narrowed to IEEE half (fp16) or bfloat16 on the wire to halve the bytes.
+// The servers always store float32 and apply every update rule in float32: pushes are
+// widened on arrival, pulled values narrowed for the reply (round to nearest even).
+enum class WireDType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+// "fp32", "fp16", "bf16"; ParseWireDType is its inverse (it also takes "float32",
+// "float16", "bfloat16", "half").
+const char* WireDTypeName(WireDType type);
+StatusOr<WireDType> ParseWireDType(const std::string& name);
 
 // What a server does with a pushed gradient g.
 // The stateful rules keep their state beside every value on the servers (sparse: beside
@@ -130,6 +141,8 @@ struct TableSpec {
   bool bounded() const {
     return capacity > 0 || expiry_steps > 0 || admit_after > 1 || admit_probability < 1.0f;
   }
+  // How the values travel (pushes and pulls, dense and sparse); the servers keep float32.
+  WireDType wire_dtype = WireDType::kFloat32;
 
   static TableSpec Dense(std::string name, uint64_t size, UpdateRule rule = UpdateRule::kSum);
   static TableSpec Sparse(std::string name, uint32_t dim, UpdateRule rule = UpdateRule::kSum);
@@ -141,8 +154,10 @@ struct TableSpec {
   // The first field that differs, as "size: 100 declared, 200 asked" (this spec first);
   // empty when SameAs.
   std::string Difference(const TableSpec& other) const;
-  // Bytes per element (4 for float32).
+  // Bytes per element as stored (4 for float32).
   size_t ElementBytes() const { return 4; }
+  // Bytes per element on the wire (4 for fp32, 2 for fp16 and bf16).
+  size_t WireElementBytes() const { return wire_dtype == WireDType::kFloat32 ? 4 : 2; }
 };
 
 // A member of the cluster, as the scheduler announced it.

@@ -41,6 +41,10 @@ DEFINE_int32(stall_warning_ms, 0,
              "$LAYERPS_STALL_WARNING_MS, else 60000");
 DEFINE_int32(connect_timeout_ms, 0, "How long Start() waits for the cluster. Default 30000");
 DEFINE_int32(request_timeout_ms, 0, "How long a request may wait for its reply. Default 60000");
+DEFINE_int64(part_bytes, 0,
+             "Workers: a dense request's share for one server above this many bytes goes as "
+             "several messages in flight at once; 0 never splits, else 4 KiB..1 GiB. "
+             "Default: $LAYERPS_PART_BYTES, else 1048576 (1 MiB)");
 DEFINE_uint64(dense_chunk_elems, 0, "Scheduler: elements per dense chunk, 1..2^30. Default 65536");
 DEFINE_int32(io_threads, 0, "ZeroMQ I/O threads, 1..64. Default 1");
 DEFINE_bool(shared_memory, true,

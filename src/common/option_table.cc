@@ -156,6 +156,10 @@ const std::vector<Row>& Rows() {
       IntRow(Info("request_timeout_ms", "request_timeout_ms", "LAYERPS_REQUEST_TIMEOUT_MS", "sw",
                   "How long a request may wait for its reply (ms), 1..3600000"),
              &Options::request_timeout_ms, 1, 3600000),
+      IntRow(Info("part_bytes", "part_bytes", "LAYERPS_PART_BYTES", "w",
+                  "A dense request's share for one server above this many bytes goes as "
+                  "several messages in flight at once (0: never split; 4 KiB..1 GiB)"),
+             &Options::part_bytes, 0, int64_t{1} << 30),
       IntRow(Info("dense_chunk_elems", "dense_chunk_elems", "LAYERPS_DENSE_CHUNK_ELEMS", "S",
                   "Elements per dense chunk (the unit tables are spread in), 1..2^30"),
              &Options::dense_chunk_elems, 1, int64_t{1} << 30),

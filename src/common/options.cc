@@ -89,6 +89,9 @@ Status MemberOptions::Validate() const {
   if (connect_timeout_ms < 1 || connect_timeout_ms > 3600000) {
     return InvalidArgument("connect_timeout_ms is outside [1, 3600000]");
   }
+  if (part_bytes != 0 && (part_bytes < (int64_t{4} << 10) || part_bytes > (int64_t{1} << 30))) {
+    return InvalidArgument("part_bytes is outside 0 or [4096, 2^30]");
+  }
   if (request_timeout_ms < 1 || request_timeout_ms > 3600000) {
     return InvalidArgument("request_timeout_ms is outside [1, 3600000]");
   }

@@ -174,6 +174,12 @@ Status TableSpec::Validate() const {
     return InvalidArgument(where + ": admit_probability must be in (0, 1]");
   }
   if (admit_after > 65535) return InvalidArgument(where + ": admit_after above 65535");
+  if (wire_dtype != WireDType::kFloat32 && wire_dtype != WireDType::kFloat16 &&
+      wire_dtype != WireDType::kBFloat16) {
+    return InvalidArgument(where + ": unknown wire_dtype " +
+                           std::to_string(static_cast<int>(wire_dtype)) +
+                           " (fp32, fp16 or bf16)");
+  }
   return Status::OK();
 }
 
@@ -185,7 +191,7 @@ bool TableSpec::SameAs(const TableSpec& o) const {
          l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta && elastic_alpha == o.elastic_alpha &&
          sync == o.sync && staleness == o.staleness && capacity == o.capacity &&
          eviction == o.eviction && expiry_steps == o.expiry_steps && admit_after == o.admit_after &&
-         admit_probability == o.admit_probability;
+         admit_probability == o.admit_probability && wire_dtype == o.wire_dtype;
 }
 
 std::string TableSpec::Difference(const TableSpec& o) const {
@@ -227,12 +233,32 @@ std::string TableSpec::Difference(const TableSpec& o) const {
       {"expiry_steps", std::to_string(expiry_steps), std::to_string(o.expiry_steps)},
       {"admit_after", std::to_string(admit_after), std::to_string(o.admit_after)},
       {"admit_probability", f(admit_probability), f(o.admit_probability)},
+      {"wire_dtype", WireDTypeName(wire_dtype), WireDTypeName(o.wire_dtype)},
   };
   for (const Field& x : fields) {
     if (x.mine != x.theirs) return std::string(x.name) + ": " + x.mine + " declared, " + x.theirs + " asked";
   }
   // Fields equal as printed but not bitwise (a float differing past %g's digits).
   return SameAs(o) ? std::string() : std::string("a floating-point field differs past 6 digits");
+}
+
+const char* WireDTypeName(WireDType type) {
+  switch (type) {
+    case WireDType::kFloat32:
+      return "fp32";
+    case WireDType::kFloat16:
+      return "fp16";
+    case WireDType::kBFloat16:
+      return "bf16";
+  }
+  return "unknown";
+}
+
+StatusOr<WireDType> ParseWireDType(const std::string& name) {
+  if (name == "fp32" || name == "float32") return WireDType::kFloat32;
+  if (name == "fp16" || name == "float16" || name == "half") return WireDType::kFloat16;
+  if (name == "bf16" || name == "bfloat16") return WireDType::kBFloat16;
+  return InvalidArgument("unknown wire dtype '" + name + "' (fp32, fp16 or bf16)");
 }
 
 const char* UpdateRuleName(UpdateRule rule) {

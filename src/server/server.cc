@@ -15,6 +15,7 @@
 #include <shared_mutex>
 #include <string>
 
+#include "common/wire_type.h"
 #include "node/node_runtime.h"
 #include "server/request.h"
 #include "server/store.h"
@@ -206,6 +207,15 @@ class Server::Impl {
       frames.clear();
       const std::string& text = status.message();
       frames.push_back(Frame::Copy(text.data(), std::min<size_t>(text.size(), 4096)));
+    } else if (req.wire() != 0 && !frames.empty()) {
+      // The table's values travel narrowed (TableSpec::wire_dtype): the pulled float32
+      // values are narrowed for the reply, which echoes the request's wire type.
+      const size_t n = frames[0].size() / sizeof(float);
+      std::shared_ptr<uint16_t[]> narrow(new uint16_t[n == 0 ? 1 : n]);
+      pack::ToWire(reinterpret_cast<const float*>(frames[0].data()), n,
+                   static_cast<pack::WireType>(req.wire()), narrow.get());
+      frames[0] = Frame::Borrow(narrow.get(), n * sizeof(uint16_t),
+                                std::shared_ptr<const void>(narrow, narrow.get()));
     }
     for (const auto& f : frames) bytes_out_ += f.size();
     r.frames = std::move(frames);

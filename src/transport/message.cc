@@ -162,21 +162,28 @@ Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
   const MsgType t = h.msg_type();
   if (t == MsgType::kControl) return ProtocolError("not a data message");
   const bool sparse = h.sparse();
-  if ((h.flags & ~(kFlagSparse | kFlagFused)) != 0) return ProtocolError("unknown header flags");
+  if ((h.flags & ~(kFlagSparse | kFlagFused | kFlagWireMask)) != 0)
+    return ProtocolError("unknown header flags");
+  const uint8_t wire = h.wire();
+  if (wire > 2) return ProtocolError("unknown wire element type 3");
   // An error reply echoes the request's header (whatever its counts) and carries at most
   // one frame, the error text.
   if (t == MsgType::kReply && h.status != 0) {
     if (msg.frames.size() > 1) return ProtocolError("error reply with more than one frame");
     return Status::OK();
   }
-  if (h.fused()) return ValidateFusedFrames(msg, max_elems);
+  if (h.fused()) {
+    if (wire != 0) return ProtocolError("fused messages carry float32 only");
+    return ValidateFusedFrames(msg, max_elems);
+  }
+  if (t == MsgType::kPeerTensor && wire != 0) return ProtocolError("peer tensors are float32");
   if (sparse && h.dim == 0) return ProtocolError("sparse message with dim 0");
   if (!sparse && h.dim != 0) return ProtocolError("dense message with dim != 0");
   const uint64_t width = sparse ? h.dim : 1;
   if (h.count > max_elems || (width != 0 && h.count > max_elems / width)) {
     return ProtocolError("count " + std::to_string(h.count) + " x dim exceeds the limit");
   }
-  const uint64_t value_bytes = h.count * width * sizeof(float);
+  const uint64_t value_bytes = h.count * width * (wire == 0 ? sizeof(float) : 2);
   const uint64_t key_bytes = h.count * sizeof(Key);
   auto want = [&](size_t i, uint64_t bytes, const char* what) -> Status {
     if (msg.frames.size() <= i) return ProtocolError(std::string("missing ") + what + " frame");

@@ -46,6 +46,16 @@ constexpr uint32_t kFlagSparse = 1u << 0;
 // replies return them the same way. header.table and header.offset are unused (0).
 constexpr uint32_t kFlagFused = 1u << 1;
 
+// Bits 2-3: the element type of the message's values (pack::WireType: 0 float32,
+// 1 float16, 2 bfloat16; 3 is malformed). Requests carry their table's
+// TableSpec::wire_dtype, replies echo it; value frames hold count x dim elements of that
+// many bytes. Fused and peer-tensor messages are float32 only.
+constexpr uint32_t kFlagWireShift = 2;
+constexpr uint32_t kFlagWireMask = 3u << kFlagWireShift;
+inline uint32_t WireFlags(uint8_t wire) {
+  return (uint32_t{wire} << kFlagWireShift) & kFlagWireMask;
+}
+
 struct FusedSegment {
   uint32_t table = 0;
   uint32_t reserved = 0;
@@ -78,6 +88,8 @@ struct Header {
   MsgType msg_type() const { return static_cast<MsgType>(type); }
   bool sparse() const { return (flags & kFlagSparse) != 0; }
   bool fused() const { return (flags & kFlagFused) != 0; }
+  // The wire element type (pack::WireType's value); 3 is malformed (ValidateDataFrames).
+  uint8_t wire() const { return static_cast<uint8_t>((flags & kFlagWireMask) >> kFlagWireShift); }
 };
 static_assert(sizeof(Header) == 64, "the wire header is 64 bytes");
 static_assert(offsetof(Header, epoch) == 24 && offsetof(Header, clock) == 28 &&

@@ -12,6 +12,7 @@
 #if LAYERPS_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "common/wire_type.h"
 #include "cuda/packing_cuda.h"
 #endif
 
@@ -73,6 +74,23 @@ Ticket PsRequests::PushDevice(TableId table, const float* grad, size_t n, void* 
   if (!Worker::DeviceSupport())
     return tracker_->Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
   auto s = static_cast<cudaStream_t>(stream);
+  // A table whose values travel narrowed (TableSpec::wire_dtype): the GPU kernel writes
+  // the wire values straight into mapped pinned memory, which goes out as it is.
+  std::shared_ptr<const ClusterMap> map;
+  Status err;
+  const TableInfo* t = Lookup(table, TableKind::kDense, &map, &err);
+  if (!t) return tracker_->Failed(err, std::move(cb));
+  const auto wire = static_cast<pack::WireType>(t->spec.wire_dtype);
+  if (wire != pack::WireType::kFloat32 && grad != nullptr && n == t->spec.size) {
+    auto pinned = NewPinned(n * pack::WireBytes(wire));
+    if (!pinned.ok()) return tracker_->Failed(pinned.status(), std::move(cb));
+    pack::gpu::Error e = pack::gpu::ToWire(grad, n, wire, pinned->get(), s);
+    if (e == pack::gpu::kOk) e = cudaStreamSynchronize(s);
+    if (e != pack::gpu::kOk)
+      return tracker_->Failed(Internal(CudaError("narrowing to the wire type", e)), std::move(cb));
+    return Dense(MsgType::kPush, table, static_cast<const float*>(pinned->get()), nullptr, n,
+                 std::move(cb), *pinned, nullptr, /*in_is_wire=*/true);
+  }
   auto pinned = NewPinned(n * sizeof(float));
   if (!pinned.ok()) return tracker_->Failed(pinned.status(), std::move(cb));
   float* host = static_cast<float*>(pinned->get());
@@ -160,8 +178,16 @@ Ticket PsRequests::SparseDevice(MsgType type, TableId table, const Key* keys, si
   if (!d_begin.ok() || !d_keys.ok() || !d_rows.ok() || !d_offsets.ok()) {
     return tracker_->Failed(ResourceExhausted("CUDA device allocation failed"), std::move(cb));
   }
+  // Rows of a table whose values travel narrowed are narrowed on the GPU (in place of the
+  // float32 copy) and sent as they are.
+  const auto wire = static_cast<pack::WireType>(t->spec.wire_dtype);
+  const size_t wire_bytes = pack::WireBytes(wire);
+  StreamBuffer d_wire(wire == pack::WireType::kFloat32 ? 0 : num_keys * dim * wire_bytes, s);
+  if (!d_wire.ok()) {
+    return tracker_->Failed(ResourceExhausted("CUDA device allocation failed"), std::move(cb));
+  }
   auto pinned_keys = NewPinned(num_keys * sizeof(Key));
-  auto pinned_rows = NewPinned(num_keys * dim * sizeof(float));
+  auto pinned_rows = NewPinned(num_keys * dim * wire_bytes);
   auto pinned_offsets = NewPinned((buckets + 1) * sizeof(size_t));
   if (!pinned_keys.ok() || !pinned_rows.ok() || !pinned_offsets.ok()) {
     return tracker_->Failed(ResourceExhausted("pinned allocation failed"), std::move(cb));
@@ -179,7 +205,14 @@ Ticket PsRequests::SparseDevice(MsgType type, TableId table, const Key* keys, si
     e = pack::gpu::CopyCountedAsync(pinned_keys->get(), d_keys.as<Key>(), d_count, sizeof(Key),
                                     num_keys, s);
   }
-  if (e == pack::gpu::kOk) {
+  if (e == pack::gpu::kOk && wire != pack::WireType::kFloat32) {
+    // All num_keys rows (an upper bound of the unique ones): the count stays on the GPU.
+    e = pack::gpu::ToWire(d_rows.as<float>(), num_keys * size_t{dim}, wire, d_wire.as<void>(), s);
+    if (e == pack::gpu::kOk) {
+      e = pack::gpu::CopyCountedAsync(pinned_rows->get(), d_wire.as<void>(), d_count,
+                                      dim * wire_bytes, num_keys, s);
+    }
+  } else if (e == pack::gpu::kOk) {
     e = pack::gpu::CopyCountedAsync(pinned_rows->get(), d_rows.as<float>(), d_count,
                                     dim * sizeof(float), num_keys, s);
   }
@@ -197,6 +230,7 @@ Ticket PsRequests::SparseDevice(MsgType type, TableId table, const Key* keys, si
     return tracker_->Failed(Internal("GPU packing returned a bad count"), std::move(cb));
   batch.keys = static_cast<const Key*>(pinned_keys->get());
   batch.rows = static_cast<const float*>(pinned_rows->get());
+  batch.rows_in_wire = wire != pack::WireType::kFloat32;
   batch.owner = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
       *pinned_keys, *pinned_rows);
   ++tracker_->stats().copies;

@@ -1,10 +1,12 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "worker/ps_requests.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
 
+#include "common/wire_type.h"
 #include "worker/packing.h"
 
 namespace ps {
@@ -12,6 +14,17 @@ namespace {
 
 // Slices below this size travel fused with the other small slices for the same server.
 constexpr uint64_t kFuseBelowBytes = 256 << 10;
+
+// The wire element type of table t's values (pack::WireType's value).
+uint8_t WireOf(const TableInfo& t) { return static_cast<uint8_t>(t.spec.wire_dtype); }
+
+// n pushed values narrowed to `wire` (fp16 or bf16) in a fresh buffer the frame owns.
+Frame Narrowed(const float* src, size_t n, uint8_t wire) {
+  std::shared_ptr<uint16_t[]> buf(new uint16_t[n == 0 ? 1 : n]);
+  pack::ToWire(src, n, static_cast<pack::WireType>(wire), buf.get());
+  return Frame::Borrow(buf.get(), n * sizeof(uint16_t),
+                       std::shared_ptr<const void>(buf, buf.get()));
+}
 
 // The part that moves range r of dense table t; a pull's values land at out + its first
 // element (out null: nothing comes back).
@@ -21,6 +34,7 @@ Part DensePart(const TableInfo& t, const KeyRange& r, float* out) {
   p.table = t.id;
   p.offset = t.RangeFirstElem(r);
   p.count = t.RangeEndElem(r) - p.offset;
+  p.wire = WireOf(t);
   if (out != nullptr) {
     p.dst = out + p.offset;
     p.value_count = p.count;
@@ -29,6 +43,34 @@ Part DensePart(const TableInfo& t, const KeyRange& r, float* out) {
 }
 
 }  // namespace
+
+size_t PsRequests::AddDenseParts(std::vector<Part>* parts, const TableInfo& t, const KeyRange& r,
+                                 float* out, uint32_t clock) const {
+  Part whole = DensePart(t, r, out);
+  whole.clock = clock;
+  const uint64_t wire_bytes = whole.count * t.spec.WireElementBytes();
+  // bsp/ssp servers count one push per (worker, clock) and range: those never split.
+  if (part_bytes_ == 0 || wire_bytes <= part_bytes_ || t.spec.sync != SyncMode::kAsync) {
+    parts->push_back(std::move(whole));
+    return 1;
+  }
+  const uint64_t n = (wire_bytes + part_bytes_ - 1) / part_bytes_;  // parts
+  const uint64_t per = (whole.count + n - 1) / n;                   // elements per part
+  size_t added = 0;
+  for (uint64_t first = 0; first < whole.count; first += per) {
+    Part p = whole;
+    p.offset = whole.offset + first;
+    p.count = std::min(per, whole.count - first);
+    if (out != nullptr) {
+      p.dst = out + p.offset;
+      p.value_count = p.count;
+    }
+    p.split = true;
+    parts->push_back(std::move(p));
+    ++added;
+  }
+  return added;
+}
 
 const TableInfo* PsRequests::Lookup(TableId table, TableKind kind,
                                     std::shared_ptr<const ClusterMap>* map, Status* error) const {
@@ -54,7 +96,7 @@ const TableInfo* PsRequests::Lookup(TableId table, TableKind kind,
 
 Ticket PsRequests::Dense(MsgType type, TableId table, const float* in, float* out, size_t n,
                          Callback cb, std::shared_ptr<const void> keep,
-                         std::function<Status(Request&)> finish) {
+                         std::function<Status(Request&)> finish, bool in_is_wire) {
   std::shared_ptr<const ClusterMap> map;
   Status err;
   const TableInfo* t = Lookup(table, TableKind::kDense, &map, &err);
@@ -76,16 +118,27 @@ Ticket PsRequests::Dense(MsgType type, TableId table, const float* in, float* ou
   req->finish = std::move(finish);
   const uint32_t clock = TakeClock(*t, type);
   for (const KeyRange& r : t->ranges) {
-    req->parts.push_back(DensePart(*t, r, req->pulls() ? out : nullptr));
-    req->parts.back().clock = clock;
+    AddDenseParts(&req->parts, *t, r, req->pulls() ? out : nullptr, clock);
   }
+  // Values narrowed for the wire go from a copy: the caller's memory is not lent.
+  const uint8_t wire = WireOf(*t);
+  const size_t wire_bytes = t->spec.WireElementBytes();
   return tracker_->Submit(
-      req, map->epoch, /*borrows=*/pushes,
+      req, map->epoch, /*borrows=*/pushes && (wire == 0 || in_is_wire),
       [&](size_t i, const std::shared_ptr<const void>& borrow) {
         std::vector<Frame> frames;
         if (pushes) {
           const Part& p = req->parts[i];
-          frames.push_back(Frame::Borrow(in + p.offset, p.count * sizeof(float), borrow));
+          if (in_is_wire) {
+            frames.push_back(
+                Frame::Borrow(reinterpret_cast<const uint8_t*>(in) + p.offset * wire_bytes,
+                              p.count * wire_bytes, borrow));
+          } else if (wire != 0) {
+            frames.push_back(Narrowed(in + p.offset, p.count, wire));
+            if (i == 0) ++tracker_->stats().copies;  // one copied push, whatever its parts
+          } else {
+            frames.push_back(Frame::Borrow(in + p.offset, p.count * sizeof(float), borrow));
+          }
         }
         return frames;
       });
@@ -129,14 +182,16 @@ Ticket PsRequests::Many(MsgType type, const std::vector<TableId>& tables,
   for (size_t i = 0; i < infos.size(); ++i) {
     const TableInfo* t = infos[i];
     const bool synced = t->spec.sync != SyncMode::kAsync;  // its own parts, with its clock
+    const bool narrowed = WireOf(*t) != 0;                 // fused messages carry float32 only
     const uint32_t clock = TakeClock(*t, type);
     for (const KeyRange& r : t->ranges) {
       const uint64_t first = t->RangeFirstElem(r);
       const uint64_t count = t->RangeEndElem(r) - first;
-      if (synced || count * sizeof(float) >= kFuseBelowBytes) {
-        req->parts.push_back(DensePart(*t, r, pulls ? outs[i] : nullptr));
-        req->parts.back().clock = clock;
-        part_src.push_back(pushes ? ins[i] + first : nullptr);
+      if (synced || narrowed || count * sizeof(float) >= kFuseBelowBytes) {
+        const size_t added = AddDenseParts(&req->parts, *t, r, pulls ? outs[i] : nullptr, clock);
+        for (size_t k = req->parts.size() - added; k < req->parts.size(); ++k) {
+          part_src.push_back(pushes ? ins[i] + req->parts[k].offset : nullptr);
+        }
       } else {
         Fusion& f = fusions[r.server];
         FusedSegment seg;
@@ -169,7 +224,12 @@ Ticket PsRequests::Many(MsgType type, const std::vector<TableId>& tables,
         std::vector<Frame> frames;
         const Part& p = req->parts[i];
         if (i < regular) {
-          if (pushes) frames.push_back(Frame::Borrow(part_src[i], p.count * sizeof(float), borrow));
+          if (pushes && p.wire != 0) {
+            frames.push_back(Narrowed(part_src[i], p.count, p.wire));
+            ++tracker_->stats().copies;
+          } else if (pushes) {
+            frames.push_back(Frame::Borrow(part_src[i], p.count * sizeof(float), borrow));
+          }
           return frames;
         }
         const Fusion& f = *fused_of_part[i - regular];
@@ -281,6 +341,7 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
       p.table = t.id;
       p.offset = batch.offsets[b];
       p.count = batch.offsets[b + 1] - batch.offsets[b];
+      p.wire = WireOf(t);
       if (req->pulls()) {
         p.dst = req->staging.data() + p.offset * dim;
         p.value_count = p.count * dim;
@@ -295,7 +356,13 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
         const Part& p = req->parts[i];
         std::vector<Frame> frames;
         frames.push_back(Frame::Borrow(batch.keys + p.offset, p.count * sizeof(Key), batch.owner));
-        if (pushes) {
+        if (pushes && batch.rows_in_wire) {
+          frames.push_back(Frame::Borrow(reinterpret_cast<const uint8_t*>(batch.rows) +
+                                             p.offset * dim * t.spec.WireElementBytes(),
+                                         p.count * dim * t.spec.WireElementBytes(), batch.owner));
+        } else if (pushes && p.wire != 0) {
+          frames.push_back(Narrowed(batch.rows + p.offset * dim, p.count * dim, p.wire));
+        } else if (pushes) {
           frames.push_back(Frame::Borrow(batch.rows + p.offset * dim, p.count * dim * sizeof(float),
                                          batch.owner));
         }

@@ -2,9 +2,10 @@
 //
 // PsRequests: a worker's requests to the parameter servers. Each call checks its
 // arguments against one snapshot of the cluster map, slices the request into parts by
-// the table's key ranges (dense: one part per range, small slices of a multi-tensor
-// request fused per server; sparse: keys coalesced and bucketed per range), and hands the
-// parts to the RequestTracker. GPU-memory variants (device_path.cc) pack on the GPU first.
+// the table's key ranges (dense: one part per range, or several when the range's share is
+// above Options::part_bytes; small slices of a multi-tensor request fused per server;
+// sparse: keys coalesced and bucketed per range), and hands the parts to the
+// RequestTracker. GPU-memory variants (device_path.cc) pack on the GPU first.
 //
 // Tables synchronized by the servers (TableSpec::sync bsp or ssp): every request carries
 // this worker's clock for the table (TakeClock); their tensors are never fused, and a
@@ -31,6 +32,9 @@ namespace ps {
 struct SparseBatch {
   const Key* keys = nullptr;          // m keys, grouped by range, unique
   const float* rows = nullptr;        // pushes: m x dim rows in the same order
+  // rows already hold the table's wire type (m x dim elements of 2 bytes; the device
+  // path narrows on the GPU), sent as they are.
+  bool rows_in_wire = false;
   std::shared_ptr<const void> owner;  // keeps keys and rows alive while frames are in flight
   std::vector<size_t> offsets;        // one more than the table's ranges; range b is [b, b+1)
   std::vector<uint32_t> inverse;      // pulls: caller position -> position in keys
@@ -42,12 +46,16 @@ class PsRequests {
   using MapSource = std::function<std::shared_ptr<const ClusterMap>()>;
   using Callback = Worker::Callback;
 
-  PsRequests(RequestTracker* tracker, MapSource map) : tracker_(tracker), map_(std::move(map)) {}
+  // part_bytes: Options::part_bytes (0: a server's share always goes as one message).
+  PsRequests(RequestTracker* tracker, MapSource map, int64_t part_bytes = 0)
+      : tracker_(tracker), map_(std::move(map)), part_bytes_(static_cast<uint64_t>(part_bytes)) {}
 
   // `keep` holds the memory `in`/`out` live in; `finish` runs when every part succeeded.
+  // `in_is_wire`: `in` holds n values already in the table's wire type (the device path
+  // narrows on the GPU), sent as they are.
   Ticket Dense(MsgType type, TableId table, const float* in, float* out, size_t n, Callback cb,
                std::shared_ptr<const void> keep = nullptr,
-               std::function<Status(Request&)> finish = nullptr);
+               std::function<Status(Request&)> finish = nullptr, bool in_is_wire = false);
   // Several dense tensors in one request (PushMany/PullMany): small slices fused.
   Ticket Many(MsgType type, const std::vector<TableId>& tables,
               const std::vector<const float*>& ins, const std::vector<float*>& outs,
@@ -82,8 +90,16 @@ class PsRequests {
   // one more. 0 on async tables and for assigns. Call once the request is valid.
   uint32_t TakeClock(const TableInfo& t, MsgType type);
 
+  // Appends the parts that move range r of dense table t (one, or several of at most
+  // part_bytes_ on the wire each when the table is async and the share larger), all
+  // carrying `clock`; a pull's values land at out + their first element (out null:
+  // nothing comes back). Returns how many were added.
+  size_t AddDenseParts(std::vector<Part>* parts, const TableInfo& t, const KeyRange& r, float* out,
+                       uint32_t clock) const;
+
   RequestTracker* const tracker_;
   const MapSource map_;
+  const uint64_t part_bytes_;
   std::mutex clock_mu_;
   std::unordered_map<TableId, uint32_t> clocks_;  // guarded by clock_mu_
 };

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "common/status_wire.h"
+#include "common/wire_type.h"
 
 namespace ps {
 
@@ -78,8 +79,18 @@ void ReleaseFromTransport(const std::shared_ptr<Request>& req) {
 bool Claim(Request* req, size_t i, const Status& status) {
   std::lock_guard<std::mutex> lock(req->mu);
   if (req->parts[i].claimed) return false;
-  req->parts[i].claimed = true;
-  if (!status.ok() && req->status.ok()) req->status = status;
+  Part& p = req->parts[i];
+  p.claimed = true;
+  if (!status.ok() && req->status.ok()) {
+    req->status =
+        !p.split ? status
+                 : status.WithContext(
+                       "part " + std::to_string(i) + " of " + std::to_string(req->parts.size()) +
+                       " (elements " + std::to_string(p.offset) + ".." +
+                       std::to_string(p.offset + p.count) + " of table " + std::to_string(p.table) +
+                       "; the request failed as a whole, the servers may have applied its "
+                       "other parts)");
+  }
   return true;
 }
 
@@ -192,7 +203,8 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
       m.header.offset = p.offset;
       m.header.count = p.count;
       m.header.dim = req->sparse ? req->dim : 0;
-      m.header.flags = (req->sparse ? kFlagSparse : 0) | (p.fused ? kFlagFused : 0);
+      m.header.flags =
+          (req->sparse ? kFlagSparse : 0) | (p.fused ? kFlagFused : 0) | WireFlags(p.wire);
       m.header.part = static_cast<uint32_t>(i);
       m.frames = frames_for(i, borrow);
       uint64_t bytes = 0;
@@ -200,7 +212,9 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
       // Either direction above max_message_bytes would be dropped by the receiving
       // socket without a word: refuse it here, with the reason.
       const uint64_t largest =
-          std::max<uint64_t>(bytes, p.value_count * sizeof(float)) + sizeof(Header);
+          std::max<uint64_t>(bytes,
+                             p.value_count * pack::WireBytes(static_cast<pack::WireType>(p.wire))) +
+          sizeof(Header);
       Status s;
       if (largest > static_cast<uint64_t>(options_.max_message_bytes)) {
         s = ResourceExhausted("a message of " + std::to_string(largest) + " bytes to node " +
@@ -327,8 +341,12 @@ void RequestTracker::OnReply(Message&& msg) {
       valid = NotFound("reply matches no outstanding part");
     else if (h.sparse() != req->sparse || (req->sparse && h.dim != req->dim))
       valid = ProtocolError("reply shape differs from request");
+    else if (h.wire() != p->wire)
+      valid = ProtocolError("reply's wire element type differs from the request's");
     else if (h.status == 0 && req->pulls() &&
-             (msg.frames.empty() || msg.frames[0].size() != p->value_count * sizeof(float))) {
+             (msg.frames.empty() ||
+              msg.frames[0].size() !=
+                  p->value_count * pack::WireBytes(static_cast<pack::WireType>(p->wire)))) {
       valid = ProtocolError("pull reply without the values asked for");
     }
   }
@@ -351,7 +369,9 @@ void RequestTracker::OnReply(Message&& msg) {
     // The part is claimed: only this thread touches its destination now.
     const Part& p = req->parts[index];
     const Frame& f = msg.frames[0];
-    if (p.pieces.empty()) {
+    if (p.wire != 0) {  // narrowed on the wire: widen into the destination
+      pack::FromWire(f.data(), p.value_count, static_cast<pack::WireType>(p.wire), p.dst);
+    } else if (p.pieces.empty()) {
       std::memcpy(p.dst, f.data(), f.size());
     } else {
       const uint8_t* src = f.data();

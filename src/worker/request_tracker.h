@@ -44,6 +44,13 @@ struct Part {
   uint64_t count = 0;             // elements, keys, or (fused) segments
   bool fused = false;
   bool claimed = false;
+  // How values travel (pack::WireType's value: 0 float32, 1 float16, 2 bfloat16; fused
+  // parts: 0): the header says it, pushed frames are already narrowed, and pulled values
+  // in the reply (which must say the same) are widened into dst.
+  uint8_t wire = 0;
+  // One of several parts a server's share of a dense tensor was split into
+  // (Options::part_bytes): its error names the part and says the others may be applied.
+  bool split = false;
   uint32_t clock = 0;  // bsp/ssp tables: the worker's clock (header.clock)
   // Pulls: the reply carries value_count floats, written to dst, or (fused) split over
   // pieces in order.

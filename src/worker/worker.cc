@@ -29,7 +29,8 @@ class Worker::Impl {
         ps_(&tracker_,
             [this]() -> std::shared_ptr<const ClusterMap> {
               return started_ ? runtime_->map() : nullptr;
-            }),
+            },
+            options_.part_bytes),
         peers_(
             &tracker_, [this](NodeId to, Message&& m) { return SendData(to, std::move(m)); },
             kPeerBufferBytes),

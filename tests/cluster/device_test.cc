@@ -135,6 +135,86 @@ TEST(DeviceTest, SparsePushPullThroughGpuMemory) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
+// A table with wire_dtype fp16/bf16: the device path narrows pushes on the GPU (bit-identical
+// to the host path's conversion) and the values are those of the host path exactly; the
+// table's payload bytes are half of float32's.
+TEST(DeviceTest, NarrowedTablesThroughGpuMemory) {
+  if (!Worker::DeviceSupport()) GTEST_SKIP() << "no CUDA device on this machine: GPU test skipped";
+  Options o = testing::FastOptions();
+  o.dense_chunk_elems = 1000;
+  LocalCluster c(2, 1, "tcp", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  for (WireDType wire : {WireDType::kFloat16, WireDType::kBFloat16}) {
+    const std::string suffix = WireDTypeName(wire);
+    const size_t n = 100003;
+    TableSpec spec = TableSpec::Dense("dev_" + suffix, n);
+    spec.wire_dtype = wire;
+    auto dev = w.DeclareTable(spec);
+    spec.name = "host_" + suffix;
+    auto host = w.DeclareTable(spec);
+    ASSERT_TRUE(dev.ok() && host.ok());
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+    std::vector<float> g(n);
+    for (auto& x : g) x = u(rng);
+    float* dg = ToDevice(g);
+    float* dout = ToDevice(std::vector<float>(n, std::nanf("")));
+    ASSERT_TRUE(w.Wait(w.PushDevice(*dev, dg, n, stream), 30s).ok());
+    ASSERT_TRUE(w.Wait(w.PushDevice(*dev, dg, n, stream), 30s).ok());
+    ASSERT_TRUE(w.Wait(w.Push(*host, g.data(), n), 30s).ok());
+    ASSERT_TRUE(w.Wait(w.Push(*host, g.data(), n), 30s).ok());
+    ASSERT_TRUE(w.Wait(w.PullDevice(*dev, dout, n, stream), 30s).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    std::vector<float> out = ToHost(dout, n), want(n);
+    ASSERT_TRUE(w.Wait(w.Pull(*host, want.data(), n), 30s).ok());
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], want[i]) << suffix << " " << i;
+    TrafficStats tr = w.traffic();
+    EXPECT_EQ(tr.tables[*dev].bytes_sent, 2 * n * 2);
+    EXPECT_EQ(tr.tables[*dev].bytes_received, n * 2);
+    cudaFree(dg);
+    cudaFree(dout);
+
+    // Sparse, small integer rows with duplicates (exact in both wire types).
+    TableSpec sspec = TableSpec::Sparse("dev_s_" + suffix, 16);
+    sspec.wire_dtype = wire;
+    auto sp = w.DeclareTable(sspec);
+    ASSERT_TRUE(sp.ok());
+    const size_t nk = 20001;
+    std::vector<Key> keys(nk);
+    std::vector<float> rows(nk * 16);
+    std::map<Key, std::vector<float>> sums;
+    std::mt19937_64 r64(3);
+    for (size_t i = 0; i < nk; ++i) {
+      keys[i] = r64() % 3000;
+      auto& acc = sums[keys[i]];
+      acc.resize(16);
+      for (uint32_t j = 0; j < 16; ++j) {
+        rows[i * 16 + j] = static_cast<float>(static_cast<int>(r64() % 9) - 4);
+        acc[j] += rows[i * 16 + j];
+      }
+    }
+    Key* dkeys = ToDevice(keys);
+    float* drows = ToDevice(rows);
+    float* dsout = ToDevice(std::vector<float>(nk * 16, std::nanf("")));
+    ASSERT_TRUE(w.Wait(w.PushSparseDevice(*sp, dkeys, nk, drows, nk * 16, stream), 30s).ok());
+    ASSERT_TRUE(w.Wait(w.PullSparseDevice(*sp, dkeys, nk, dsout, nk * 16, stream), 30s).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    std::vector<float> sout = ToHost(dsout, nk * 16);
+    for (size_t i = 0; i < nk; ++i) {
+      for (uint32_t j = 0; j < 16; ++j)
+        ASSERT_EQ(sout[i * 16 + j], sums[keys[i]][j]) << suffix << " key " << keys[i];
+    }
+    cudaFree(dkeys);
+    cudaFree(drows);
+    cudaFree(dsout);
+  }
+  cudaStreamDestroy(stream);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 #endif  // LAYERPS_HAVE_CUDA
 
 }  // namespace

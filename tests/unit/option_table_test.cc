@@ -34,6 +34,7 @@ const std::map<std::string, std::string>& Samples() {
       {"connect_timeout_ms", "1234"},
       {"request_timeout_ms", "4321"},
       {"dense_chunk_elems", "1024"},
+      {"part_bytes", "65536"},
       {"io_threads", "3"},
       {"shared_memory", "false"},
       {"tolerate_worker_loss", "true"},

@@ -37,6 +37,10 @@ _RULES = {"sum": _core.UpdateRule.SUM, "sgd": _core.UpdateRule.SGD,
 _HYPER = ("momentum", "beta1", "beta2", "epsilon", "l1", "l2", "ftrl_beta", "elastic_alpha")
 # How the servers synchronize a table's workers (docs/algorithms.md).
 _SYNCS = {"async": _core.SyncMode.ASYNC, "bsp": _core.SyncMode.BSP, "ssp": _core.SyncMode.SSP}
+# How a table's values travel (the servers keep and accumulate float32; docs/python.md).
+_WIRE_DTYPES = {"fp32": _core.WireDType.FP32, "float32": _core.WireDType.FP32,
+                "fp16": _core.WireDType.FP16, "float16": _core.WireDType.FP16,
+                "bf16": _core.WireDType.BF16, "bfloat16": _core.WireDType.BF16}
 _INITS = {"zeros": _core.Initializer.ZEROS, "uniform": _core.Initializer.UNIFORM,
           "normal": _core.Initializer.NORMAL}
 # Which row a full bounded sparse table evicts (docs/sparse.md).
@@ -384,23 +388,26 @@ class Worker(_Node):
 
     # --- tables --------------------------------------------------------------------------
     def declare_dense(self, name, size, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
-                      init_b=0.0, seed=0, layer="", sync="async", staleness=0, **hyper):
+                      init_b=0.0, seed=0, layer="", sync="async", staleness=0, wire_dtype="fp32",
+                      **hyper):
         """Declares (or finds, when another worker declared the same spec) a dense table
         of ``size`` float32 elements. ``rule``: 'sum' (x += g), 'sgd' (x -= lr * g), ...
         (docs/algorithms.md). ``sync``: 'async' (every push applied on arrival), 'bsp'
         (each step's pushes summed and applied once; a pull waits for its step) or 'ssp'
-        (a pull waits while its worker is more than ``staleness`` pushes ahead)."""
+        (a pull waits while its worker is more than ``staleness`` pushes ahead).
+        ``wire_dtype``: 'fp32', 'fp16' or 'bf16': how pushed and pulled values travel (the
+        servers keep float32 and apply the rule in float32; values round to the wire type)."""
         return self._declare(name, _core.TableKind.DENSE, int(size), 0, rule, lr, init, init_a,
-                             init_b, seed, layer, sync, staleness, hyper)
+                             init_b, seed, layer, sync, staleness, hyper, wire_dtype)
 
     def declare_sparse(self, name, dim, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
-                       init_b=0.0, seed=0, layer="", sync="async", staleness=0, capacity=0,
-                       eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0,
+                       init_b=0.0, seed=0, layer="", sync="async", staleness=0, wire_dtype="fp32",
+                       capacity=0, eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0,
                        **hyper):
         """Declares a sparse table whose rows (any uint64 id) have ``dim`` float32 values,
         created on first touch by ``init`` ('zeros', 'uniform' in [init_a, init_b),
-        'normal' with mean init_a and std init_b), seeded by (seed, name, key). ``sync``
-        and ``staleness`` as for declare_dense.
+        'normal' with mean init_a and std init_b), seeded by (seed, name, key). ``sync``,
+        ``staleness`` and ``wire_dtype`` as for declare_dense.
 
         Bounded tables (docs/sparse.md): ``capacity`` rows at most per server (0: no
         limit), evicting by ``eviction`` ('lru' or 'lfu'; default 'lru' when a capacity
@@ -419,16 +426,19 @@ class Worker(_Node):
             if bounds[k] < 0:
                 raise InvalidArgumentError(f"table '{name}': {k} must be >= 0, not {bounds[k]}")
         return self._declare(name, _core.TableKind.SPARSE, 0, int(dim), rule, lr, init, init_a,
-                             init_b, seed, layer, sync, staleness, hyper, bounds)
+                             init_b, seed, layer, sync, staleness, hyper, wire_dtype, bounds)
 
     def _declare(self, name, kind, size, dim, rule, lr, init, init_a, init_b, seed, layer, sync,
-                 staleness, hyper, bounds=None):
+                 staleness, hyper, wire_dtype="fp32", bounds=None):
         if rule not in _RULES:
             raise InvalidArgumentError(f"rule must be one of {sorted(_RULES)}, not {rule!r}")
         if sync not in _SYNCS:
             raise InvalidArgumentError(f"sync must be one of {sorted(_SYNCS)}, not {sync!r}")
         if init not in _INITS:
             raise InvalidArgumentError(f"init must be one of {sorted(_INITS)}, not {init!r}")
+        if wire_dtype not in _WIRE_DTYPES:
+            raise InvalidArgumentError(
+                f"wire_dtype must be one of {sorted(_WIRE_DTYPES)}, not {wire_dtype!r}")
         if size < 0 or dim < 0:
             raise InvalidArgumentError(f"table '{name}': size and dim must be >= 0")
         spec = _core.TableSpec()
@@ -445,6 +455,7 @@ class Worker(_Node):
         spec.layer = layer
         spec.sync = _SYNCS[sync]
         spec.staleness = int(staleness)
+        spec.wire_dtype = _WIRE_DTYPES[wire_dtype]
         for k, v in hyper.items():
             if k not in _HYPER:
                 raise InvalidArgumentError(f"unknown table option {k!r} (known: {', '.join(_HYPER)})")

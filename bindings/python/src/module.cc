@@ -676,6 +676,10 @@ PYBIND11_MODULE(_core, m) {
       .value("NONE", ps::Eviction::kNone)
       .value("LRU", ps::Eviction::kLru)
       .value("LFU", ps::Eviction::kLfu);
+  py::enum_<ps::WireDType>(m, "WireDType")
+      .value("FP32", ps::WireDType::kFloat32)
+      .value("FP16", ps::WireDType::kFloat16)
+      .value("BF16", ps::WireDType::kBFloat16);
   py::enum_<ps::Initializer>(m, "Initializer")
       .value("ZEROS", ps::Initializer::kZeros)
       .value("UNIFORM", ps::Initializer::kUniform)
@@ -699,6 +703,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("connect_timeout_ms", &ps::Options::connect_timeout_ms)
       .def_readwrite("request_timeout_ms", &ps::Options::request_timeout_ms)
       .def_readwrite("dense_chunk_elems", &ps::Options::dense_chunk_elems)
+      .def_readwrite("part_bytes", &ps::Options::part_bytes)
       .def_readwrite("io_threads", &ps::Options::io_threads)
       .def_readwrite("max_message_bytes", &ps::Options::max_message_bytes)
       .def_readwrite("rank", &ps::Options::rank)
@@ -759,6 +764,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("elastic_alpha", &ps::TableSpec::elastic_alpha)
       .def_readwrite("sync", &ps::TableSpec::sync)
       .def_readwrite("staleness", &ps::TableSpec::staleness)
+      .def_readwrite("wire_dtype", &ps::TableSpec::wire_dtype)
       .def_readwrite("init", &ps::TableSpec::init)
       .def_readwrite("init_a", &ps::TableSpec::init_a)
       .def_readwrite("init_b", &ps::TableSpec::init_b)

@@ -1,0 +1,210 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Options::part_bytes: a dense request's share for one server above the threshold goes
+// as several messages, all in flight at once. Values are reassembled exactly around the
+// threshold, the worker's message counter shows the parts, a lost part fails the whole
+// request (naming the part), and the parts of concurrent requests never mix.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "local_cluster.h"
+#include "transport/fault_transport.h"
+#include "transport/inproc_transport.h"
+
+namespace ps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::LocalCluster;
+
+constexpr auto kWait = 60s;
+constexpr int64_t kPartBytes = 64 << 10;  // 16384 floats
+constexpr uint64_t kPartElems = kPartBytes / 4;
+
+float G(uint64_t i) { return static_cast<float>(static_cast<int>(i % 251) - 125); }
+
+Options PartOptions() {
+  Options o = testing::FastOptions();
+  o.part_bytes = kPartBytes;
+  return o;
+}
+
+uint64_t Sent(Worker& w) { return w.stats().requests_sent; }
+
+// One server: a table's whole share is one range, so the number of messages per request
+// is exactly ceil(bytes / part_bytes).
+TEST(PartsTest, ValuesAroundTheThresholdAndMessageCounts) {
+  LocalCluster c(1, 1, "tcp", PartOptions());
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  struct Case {
+    uint64_t elems;
+    uint64_t parts;
+    WireDType wire;
+  };
+  const Case cases[] = {
+      {kPartElems - 1, 1, WireDType::kFloat32},      {kPartElems, 1, WireDType::kFloat32},
+      {kPartElems + 1, 2, WireDType::kFloat32},      {5 * kPartElems + 7, 6, WireDType::kFloat32},
+      {2 * kPartElems, 1, WireDType::kFloat16},  // 2 bytes per element on the wire
+      {2 * kPartElems + 1, 2, WireDType::kBFloat16},
+  };
+  int k = 0;
+  for (const Case& cs : cases) {
+    TableSpec spec = TableSpec::Dense("t" + std::to_string(k++), cs.elems);
+    spec.wire_dtype = cs.wire;
+    auto t = w.DeclareTable(spec);
+    ASSERT_TRUE(t.ok()) << t.status();
+    std::vector<float> g(cs.elems), out(cs.elems, -1.0f);
+    for (uint64_t i = 0; i < cs.elems; ++i) g[i] = G(i);
+    uint64_t before = Sent(w);
+    ASSERT_TRUE(w.Wait(w.Push(*t, g.data(), cs.elems), kWait).ok());
+    EXPECT_EQ(Sent(w) - before, cs.parts) << cs.elems;
+    before = Sent(w);
+    ASSERT_TRUE(w.Wait(w.Pull(*t, out.data(), cs.elems), kWait).ok());
+    EXPECT_EQ(Sent(w) - before, cs.parts) << cs.elems;
+    for (uint64_t i = 0; i < cs.elems; ++i) ASSERT_EQ(out[i], g[i]) << cs.elems << " at " << i;
+    before = Sent(w);
+    ASSERT_TRUE(w.Wait(w.PushPull(*t, g.data(), out.data(), cs.elems), kWait).ok());
+    EXPECT_EQ(Sent(w) - before, cs.parts) << cs.elems;
+    for (uint64_t i = 0; i < cs.elems; ++i) ASSERT_EQ(out[i], 2 * g[i]) << cs.elems << " at " << i;
+  }
+  // part_bytes 0 would send each of these as one message: the counts above came from it.
+  c.Finish();
+}
+
+// Two servers, several ranges each split, and PushMany/PullMany with a split tensor
+// beside small fused ones; parts of concurrent requests on two tables never mix.
+TEST(PartsTest, ManyServersConcurrentRequestsAndMultiTensor) {
+  Options o = PartOptions();
+  o.dense_chunk_elems = 50000;
+  LocalCluster c(2, 1, "tcp", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  const uint64_t n = 300001;  // 7 chunks over 2 servers, each share several parts
+  auto a = w.DeclareTable(TableSpec::Dense("a", n));
+  auto b = w.DeclareTable(TableSpec::Dense("b", n));
+  auto s = w.DeclareTable(TableSpec::Dense("small", 100));
+  ASSERT_TRUE(a.ok() && b.ok() && s.ok());
+  std::vector<float> ga(n), gb(n), gs(100, 3.0f);
+  for (uint64_t i = 0; i < n; ++i) {
+    ga[i] = G(i);
+    gb[i] = -2 * G(i + 1);
+  }
+  std::vector<Ticket> tickets;
+  for (int r = 0; r < 8; ++r) {
+    tickets.push_back(w.Push(*a, ga.data(), n));
+    tickets.push_back(w.Push(*b, gb.data(), n));
+  }
+  for (Ticket t : tickets) ASSERT_TRUE(w.Wait(t, kWait).ok());
+  ASSERT_TRUE(w.Wait(w.PushMany({{*a, ga.data(), n}, {*s, gs.data(), 100}}), kWait).ok());
+  std::vector<float> oa(n), ob(n), os(100);
+  ASSERT_TRUE(
+      w.Wait(w.PullMany({{*a, oa.data(), n}, {*b, ob.data(), n}, {*s, os.data(), 100}}), kWait)
+          .ok());
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(oa[i], 9 * ga[i]) << i;
+    ASSERT_EQ(ob[i], 8 * gb[i]) << i;
+  }
+  for (float v : os) ASSERT_EQ(v, 3.0f);
+  c.Finish();
+}
+
+// A part that is lost (its message dropped) fails the whole request once its deadline
+// passes, naming the part; the parts that arrived were applied (docs/wire-format.md);
+// the next request on the table is not disturbed by the failed one.
+TEST(PartsTest, ALostPartFailsTheWholeRequest) {
+  auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
+  Options o = PartOptions();
+  o.request_timeout_ms = 1500;
+  o.transport_factory = injector;
+  LocalCluster c(1, 1, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  const uint64_t n = 4 * kPartElems;  // 4 parts
+  auto t = w.DeclareTable(TableSpec::Dense("lossy", n));
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<float> g(n, 1.0f), out(n);
+  FaultRule drop;
+  drop.match = [](NodeId, const Message& m) {
+    return m.header.msg_type() == MsgType::kPush && m.header.part == 2;
+  };
+  drop.times = 1;
+  const int rule = injector->AddRule(drop);
+  Status st = w.Wait(w.Push(*t, g.data(), n), kWait);
+  EXPECT_EQ(injector->Applied(rule), 1);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("part 2 of 4"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("may have applied its other parts"), std::string::npos) << st;
+  ASSERT_TRUE(w.Wait(w.Pull(*t, out.data(), n), kWait).ok());
+  for (uint64_t i = 0; i < n; ++i) {
+    const bool lost = i >= 2 * kPartElems && i < 3 * kPartElems;
+    ASSERT_EQ(out[i], lost ? 0.0f : 1.0f) << i;
+  }
+  ASSERT_TRUE(w.Wait(w.Push(*t, g.data(), n), kWait).ok());
+  ASSERT_TRUE(w.Wait(w.Pull(*t, out.data(), n), kWait).ok());
+  for (uint64_t i = 0; i < n; ++i) {
+    const bool lost = i >= 2 * kPartElems && i < 3 * kPartElems;
+    ASSERT_EQ(out[i], lost ? 1.0f : 2.0f) << i;
+  }
+  c.Finish();
+}
+
+// A server that dies after some parts of a push were answered: the request fails
+// Unavailable once the worker learns of the death (the heartbeat timeout, not the
+// request's deadline), naming a part; the other server's parts were applied.
+TEST(PartsTest, AServerDyingBetweenPartsFailsTheRequest) {
+  auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
+  Options o = PartOptions();
+  o.heartbeat_interval_ms = 50;
+  o.heartbeat_timeout_ms = 1000;
+  o.request_timeout_ms = 60000;
+  o.dense_chunk_elems = 2 * kPartElems;  // server 0: chunk 0, server 1: chunk 1
+  o.transport_factory = injector;
+  LocalCluster c(2, 1, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  const uint64_t n = 4 * kPartElems;  // 2 parts per server
+  auto t = w.DeclareTable(TableSpec::Dense("dies", n));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const NodeId victim = c.server(1).id();
+  // The victim answers its first part, never its second, then is cut off.
+  injector->AddRule({[victim](NodeId, const Message& m) {
+                       return m.header.sender == victim && m.header.msg_type() == MsgType::kReply &&
+                              m.header.part % 2 == 1;
+                     },
+                     FaultAction::kDrop});
+  std::vector<float> g(n, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  Ticket tk = w.Push(*t, g.data(), n);
+  std::this_thread::sleep_for(200ms);
+  injector->Isolate(victim);
+  Status st = w.Wait(tk, 20s);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st;
+  EXPECT_NE(st.message().find("of 4"), std::string::npos) << st;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+}
+
+// bsp tables count one push per worker and step per range: never split.
+TEST(PartsTest, SynchronizedTablesAreNotSplit) {
+  LocalCluster c(1, 1, "tcp", PartOptions());
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  const uint64_t n = 3 * kPartElems;
+  TableSpec spec = TableSpec::Dense("bsp", n);
+  spec.sync = SyncMode::kBsp;
+  auto t = w.DeclareTable(spec);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<float> g(n, 2.0f), out(n);
+  const uint64_t before = Sent(w);
+  ASSERT_TRUE(w.Wait(w.Push(*t, g.data(), n), kWait).ok());
+  EXPECT_EQ(Sent(w) - before, 1u);
+  ASSERT_TRUE(w.Wait(w.Pull(*t, out.data(), n), kWait).ok());
+  for (float v : out) ASSERT_EQ(v, 2.0f);
+  c.Finish();
+}
+
+}  // namespace
+}  // namespace ps
