@@ -6,7 +6,8 @@
 // learning rate lr0 = optimizer.learning_rate.
 //
 // Create: rank 0 assigns its parameters to the table; after a barrier every worker pulls
-// them. Step(g): one pushpull of g * lr(t) / (lr0 * W), then params = what it returned:
+// them, and a second barrier holds every first push until all have (a plain pull is
+// answered with the latest state: ssp would otherwise let it see an early step-0 push). Step(g): one pushpull of g * lr(t) / (lr0 * W), then params = what it returned:
 //   bsp: the state after this step of every worker (the pull waits on the servers);
 //   ssp: the latest state, once no live worker is more than s steps behind this one;
 //   asp: the latest state, this push included.
@@ -59,11 +60,20 @@ class PsTrainer : public Trainer {
         world_(args.worker->num_workers()),
         exchange_(args.n) {}
 
-  // Rank 0 seeds the table; every worker then starts from it.
+  // Rank 0 seeds the table; every worker then starts from it. The second barrier keeps
+  // every worker's first push (step 0) off the servers until every worker has read the
+  // seeded state: the pull here is a plain pull of clock 0, which neither policy holds,
+  // and ssp applies a push as it arrives, so without the barrier a worker slow to pull
+  // could read the seed plus a fast worker's step-0 push (ssp(0) then differs from bsp;
+  // asp starts a replica from a state that is not rank 0's). bsp sums step 0 until every
+  // worker has pushed, so it never had the window, but the barrier costs one round trip.
   Status Init() {
     Status st =
         SeedFromRankZero(worker_, exchange_, table_, params_, n_, options().timeout, "the table");
-    return st.ok() ? PullInto() : st;
+    if (st.ok()) st = PullInto();
+    if (!st.ok()) return st;
+    st = worker_->Barrier(Group::kWorkers, options().timeout);
+    return st.ok() ? st : st.WithContext("Trainer: barrier after the first pull");
   }
 
   Status Step(const float* grad) override {

@@ -11,6 +11,10 @@
 // answered in the same instant as the others' (when the last push of step c - 1 arrives)
 // and before any push of step c can arrive: the state read is the one BSP produces, up
 // to the order in which the pushes were added (for sgd, equal within float rounding).
+// A plain pull of clock c is not such a pull: it is answered at once (nobody lags it) with
+// the latest state, which may already hold other workers' pushes of clock c. So a worker's
+// first pull (clock 0) equals bsp's only if no worker pushes before every worker has
+// pulled: the Trainer puts a barrier between its first pull and its first push.
 #include "server/sync_state.h"
 
 namespace ps {

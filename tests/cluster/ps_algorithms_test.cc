@@ -136,6 +136,42 @@ TEST(SspTest, WithZeroStalenessEqualsBsp) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
+// The window behind an occasional SspTest.WithZeroStalenessEqualsBsp failure, made
+// certain: every plain pull of the last worker reaches the servers 60 ms late, so its
+// first pull (Create's, of clock 0) would arrive after the others' step-0 pushes. ssp
+// applies pushes as they arrive and answers a plain pull of clock 0 at once: the slow
+// worker would start from the seed plus those pushes (a relative error near 1e-4 after
+// 100 steps). The Trainer must keep every first push back until every worker has read
+// the seed; then ssp(0) equals bsp on every worker, and so does each one's every step.
+TEST(SspFaultTest, WithZeroStalenessEqualsBspWhenAFirstPullIsLate) {
+  auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
+  Options o = TwoServerOptions();
+  o.transport_factory = injector;
+  const int world = 3, steps = 30;
+  LinearRegression problem(37, 480);
+  LocalCluster c(2, world, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  const NodeId slow = c.worker(world - 1).id();
+  const int rule = injector->AddRule({[slow](NodeId, const Message& m) {
+                                        return m.header.sender == slow &&
+                                               m.header.msg_type() == MsgType::kPull;
+                                      },
+                                      FaultAction::kDelay, 60});
+  const size_t batch = 24;
+  const auto bsp = Train(c, problem, Opts(AlgorithmSpec::Bsp(), "bsp-late"), batch, steps);
+  const auto ssp = Train(c, problem, Opts(AlgorithmSpec::Ssp(0), "ssp0-late"), batch, steps);
+  const auto expected =
+      problem.Reference(Opts(AlgorithmSpec::Bsp(), "").optimizer, batch, steps);
+  EXPECT_GT(injector->Applied(rule), 0);
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(ssp[r].size(), expected.size()) << "rank " << r;
+    EXPECT_LT(MaxRelativeError(bsp[r], expected), 1e-5) << "rank " << r;
+    EXPECT_LT(MaxRelativeError(ssp[r], bsp[r]), 1e-5) << "rank " << r;
+    EXPECT_LT(MaxRelativeError(ssp[r], expected), 1e-5) << "rank " << r;
+  }
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 // The bound, precisely: let started(w) be how many Steps worker w has begun (counted
 // before each Step sends its push). When a worker begins a Step having completed c
 // Steps, every worker has begun at least c - s Steps: its previous Step's pull (clock
