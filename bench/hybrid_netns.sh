@@ -26,28 +26,15 @@ if [ "$(id -u)" -ne 0 ] || ! command -v tc >/dev/null || ! "$py" -c 'import laye
 fi
 bin=$("$py" -c 'import layerps; print(layerps.bin_dir())')
 tag=$$
-sw=lpsSW$tag
+. "$here/bench/netns_star.sh"
 work=$(mktemp -d /tmp/layerps-hnetns-XXXXXX)
 cleanup() {
   for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
-  for k in $(seq 0 $((machines - 1))); do ip netns del "lpsH${k}_$tag" 2>/dev/null; done
-  ip netns del "$sw" 2>/dev/null
+  star_down lpsH "$machines"
   rm -rf "$work"
 }
 trap cleanup EXIT
-ip netns add "$sw" || exit 1
-ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up && ip -n "$sw" link set lo up || exit 1
-for k in $(seq 0 $((machines - 1))); do
-  ns=lpsH${k}_$tag
-  ip netns add "$ns" || exit 1
-  ip link add "h${k}_$tag" type veth peer name "s${k}_$tag" || exit 1
-  ip link set "h${k}_$tag" netns "$ns" && ip link set "s${k}_$tag" netns "$sw" || exit 1
-  ip -n "$ns" addr add "10.234.0.$((k + 1))/24" dev "h${k}_$tag" && ip -n "$ns" link set "h${k}_$tag" up || exit 1
-  ip -n "$ns" link set lo up
-  ip -n "$sw" link set "s${k}_$tag" master br0 && ip -n "$sw" link set "s${k}_$tag" up || exit 1
-  ip netns exec "$ns" tc qdisc add dev "h${k}_$tag" root tbf rate "$rate" burst 256kb latency 400ms || exit 1
-  ip netns exec "$sw" tc qdisc add dev "s${k}_$tag" root tbf rate "$rate" burst 256kb latency 400ms || exit 1
-done
+star_up lpsH 10.234.0 "$machines" "$rate" || exit 1
 
 common=(--token=bench --heartbeat_interval_ms=500 --heartbeat_timeout_ms=30000)
 

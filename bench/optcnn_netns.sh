@@ -37,28 +37,15 @@ if [ "$(id -u)" -ne 0 ] || ! command -v tc >/dev/null || ! "$py" -c 'import laye
 fi
 bin=$("$py" -c 'import layerps; print(layerps.bin_dir())')
 tag=$$
-sw=lpsOS$tag
+. "$here/bench/netns_star.sh"
 work=$(mktemp -d /tmp/layerps-onetns-XXXXXX)
 cleanup() {
   for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
-  for k in $(seq 0 $((devices - 1))); do ip netns del "lpsO${k}_$tag" 2>/dev/null; done
-  ip netns del "$sw" 2>/dev/null
+  star_down lpsC "$devices"
   rm -rf "$work"
 }
 trap cleanup EXIT
-ip netns add "$sw" || exit 1
-ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up && ip -n "$sw" link set lo up || exit 1
-for k in $(seq 0 $((devices - 1))); do
-  ns=lpsO${k}_$tag
-  ip netns add "$ns" || exit 1
-  ip link add "o${k}_$tag" type veth peer name "p${k}_$tag" || exit 1
-  ip link set "o${k}_$tag" netns "$ns" && ip link set "p${k}_$tag" netns "$sw" || exit 1
-  ip -n "$ns" addr add "10.235.0.$((k + 1))/24" dev "o${k}_$tag" && ip -n "$ns" link set "o${k}_$tag" up || exit 1
-  ip -n "$ns" link set lo up
-  ip -n "$sw" link set "p${k}_$tag" master br0 && ip -n "$sw" link set "p${k}_$tag" up || exit 1
-  ip netns exec "$ns" tc qdisc add dev "o${k}_$tag" root tbf rate "${rate}mbit" burst 256kb latency 400ms || exit 1
-  ip netns exec "$sw" tc qdisc add dev "p${k}_$tag" root tbf rate "${rate}mbit" burst 256kb latency 400ms || exit 1
-done
+star_up lpsC 10.235.0 "$devices" "${rate}mbit" || exit 1
 
 # The model's profile and the calibrated device rate.
 flops=$("$py" - "$here/examples/python" "$work/profile.json" "$batch" <<'EOF'
@@ -101,14 +88,14 @@ run() {  # run STRATEGY (optcnn, data, owt): prints predicted vs measured
   fc_nodes=$("$py" -c 'import json,sys; p=json.load(open(sys.argv[1])); print(" ".join(str(s) for s in (p["roles"]["fc_nodes"] if p["strategy"] == "stanza" else [])))' "$plan")
   ranks=$((conv + $(echo "$fc_nodes" | wc -w)))
   rm -f "$work/addr"
-  ip netns exec "lpsO0_$tag" "$bin/layerps-scheduler" --scheduler=tcp://0.0.0.0:0 --advertise_host=10.235.0.1 \
+  ip netns exec "lpsC0_$tag" "$bin/layerps-scheduler" --scheduler=tcp://0.0.0.0:0 --advertise_host=10.235.0.1 \
     --num_servers="$devices" --num_workers="$ranks" --address_file="$work/addr" --run_timeout_s=3600 \
     --plan="$plan" "${common[@]}" >"$work/scheduler-$run.log" 2>&1 &
   for _ in $(seq 100); do [ -s "$work/addr" ] && break; sleep 0.1; done
   local addr
   addr=$(cat "$work/addr")
   for k in $(seq 0 $((devices - 1))); do
-    ip netns exec "lpsO${k}_$tag" "$bin/layerps-server" --scheduler="$addr" --bind=tcp://0.0.0.0:0 \
+    ip netns exec "lpsC${k}_$tag" "$bin/layerps-server" --scheduler="$addr" --bind=tcp://0.0.0.0:0 \
       --advertise_host="10.235.0.$((k + 1))" --rank="$k" --connect_timeout_ms=120000 "${common[@]}" \
       >"$work/server$k-$run.log" 2>&1 &
   done
@@ -119,7 +106,7 @@ run() {  # run STRATEGY (optcnn, data, owt): prints predicted vs measured
               --lr 0.05 --json "$work/$run-{rank}.json")
   local pids=() r=0 machine
   for machine in $(seq 0 $((devices - 1))) $fc_nodes; do
-    ip netns exec "lpsO${machine}_$tag" env "${env[@]}" LAYERPS_ADVERTISE_HOST="10.235.0.$((machine + 1))" \
+    ip netns exec "lpsC${machine}_$tag" env "${env[@]}" LAYERPS_ADVERTISE_HOST="10.235.0.$((machine + 1))" \
       LAYERPS_RANK="$r" "$py" "$here/examples/python/placement_cnn.py" "${args[@]}" \
       >"$work/worker$r-$run.log" 2>&1 &
     pids+=($!)

@@ -19,28 +19,15 @@ if [ "$(id -u)" -ne 0 ] || ! command -v tc >/dev/null || ! "$py" -c 'import laye
 fi
 bin=$("$py" -c 'import layerps; print(layerps.bin_dir())')
 tag=$$
-sw=lpsOS$tag
+. "$here/bench/netns_star.sh"
 work=$(mktemp -d /tmp/layerps-onetns-XXXXXX)
 cleanup() {
   for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
-  for k in $(seq 0 $((machines - 1))); do ip netns del "lpsO${k}_$tag" 2>/dev/null; done
-  ip netns del "$sw" 2>/dev/null
+  star_down lpsO "$machines"
   rm -rf "$work"
 }
 trap cleanup EXIT
-ip netns add "$sw" || exit 1
-ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up && ip -n "$sw" link set lo up || exit 1
-for k in $(seq 0 $((machines - 1))); do
-  ns=lpsO${k}_$tag
-  ip netns add "$ns" || exit 1
-  ip link add "o${k}_$tag" type veth peer name "p${k}_$tag" || exit 1
-  ip link set "o${k}_$tag" netns "$ns" && ip link set "p${k}_$tag" netns "$sw" || exit 1
-  ip -n "$ns" addr add "10.235.0.$((k + 1))/24" dev "o${k}_$tag" && ip -n "$ns" link set "o${k}_$tag" up || exit 1
-  ip -n "$ns" link set lo up
-  ip -n "$sw" link set "p${k}_$tag" master br0 && ip -n "$sw" link set "p${k}_$tag" up || exit 1
-  ip netns exec "$ns" tc qdisc add dev "o${k}_$tag" root tbf rate "$rate" burst 256kb latency 400ms || exit 1
-  ip netns exec "$sw" tc qdisc add dev "p${k}_$tag" root tbf rate "$rate" burst 256kb latency 400ms || exit 1
-done
+star_up lpsO 10.235.0 "$machines" "$rate" || exit 1
 common=(--token=bench --heartbeat_interval_ms=500 --heartbeat_timeout_ms=30000)
 ip netns exec "lpsO0_$tag" "$bin/layerps-scheduler" --scheduler=tcp://0.0.0.0:0 --advertise_host=10.235.0.1 \
   --num_servers="$machines" --num_workers="$machines" --address_file="$work/addr" --run_timeout_s=3600 \
