@@ -314,29 +314,25 @@ class SplitTrainer:
         reads them)."""
         w, me = self.w, self.rank
         out = torch.zeros_like(partial)
-        recvs, sends = [], []
+        handles, owned = [], []  # owned: (slice of out, {FC node rank: its partial slice})
         for start, end, owner in blocks:
             mine = partial.narrow(dim, start, end - start).contiguous()
-            if owner == me:
-                parts = {}
-                for r in self.suffix_ranks:
-                    if r == me:
-                        parts[r] = mine
-                    else:
-                        parts[r] = torch.empty_like(mine)
-                        recvs.append(w.recv_from(r, tag, parts[r]))
-                recvs.append((out.narrow(dim, start, end - start), parts))
-            else:
-                sends.append(w.send_to(owner, tag, mine))
-        for h in sends + [h for h in recvs if not isinstance(h, tuple)]:
+            if owner != me:
+                handles.append(w.send_to(owner, tag, mine))
+                continue
+            parts = {me: mine}
+            for r in self.suffix_ranks:
+                if r != me:
+                    parts[r] = torch.empty_like(mine)
+                    handles.append(w.recv_from(r, tag, parts[r]))
+            owned.append((out.narrow(dim, start, end - start), parts))
+        for h in handles:
             h.wait(self.timeout)
-        for item in recvs:
-            if isinstance(item, tuple):
-                target, parts = item
-                total = parts[self.suffix_ranks[0]].clone()
-                for r in self.suffix_ranks[1:]:
-                    total += parts[r]
-                target.copy_(total)
+        for target, parts in owned:
+            total = parts[self.suffix_ranks[0]].clone()
+            for r in self.suffix_ranks[1:]:
+                total += parts[r]
+            target.copy_(total)
         return out
 
     def _input_gradient_owners(self):
