@@ -491,8 +491,9 @@ void BM_SparseColdTier(benchmark::State& state) {
   std::vector<std::vector<Key>> batches;
   for (uint64_t seed = 0; seed < 16; ++seed) {
     const uint64_t span = state.range(1) == 0 ? capacity : rows_total;
-    auto k = RandomKeys(batch, span, 70 + seed);
-    for (Key& x : k) x += rows_total - span;
+    std::mt19937_64 rng(70 + seed);
+    std::vector<Key> k(batch);
+    for (Key& x : k) x = rng() % span + (rows_total - span);  // the ids written above
     std::sort(k.begin(), k.end());
     k.erase(std::unique(k.begin(), k.end()), k.end());
     batches.push_back(std::move(k));
