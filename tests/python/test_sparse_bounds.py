@@ -121,3 +121,8 @@ def test_cold_tier_keeps_evicted_rows(tmp_path):
         st = c.servers[0].table_stats()["cold"]
         assert (st["rows_live"], st["spilled"], st["reloaded"]) == (4, 36, 20)
         assert (tmp_path / "cold").is_dir()
+
+
+def test_cold_tier_without_cold_dir_fails_at_declare(local):
+    with pytest.raises(layerps.LayerPSError, match="cold_tier needs the server's cold_dir"):
+        local.workers[0].declare_sparse("cold", 2, "sum", capacity=4, cold_tier=True)
