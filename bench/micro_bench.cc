@@ -6,6 +6,9 @@
 //   ranges, sparse hash buckets); sparse coalescing; update rules (sum, sgd, assign) on
 //   dense ranges and sparse rows, and reads of both.
 // Run: layerps-microbench [--benchmark_filter=REGEX] [--benchmark_repetitions=N]
+#include <unistd.h>
+
+#include <filesystem>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -453,6 +456,66 @@ BENCHMARK(BM_SparseBoundedSum)
     ->Args({10000000, 1})
     ->Args({10000000, 2})
     ->UseRealTime();
+
+// The cold tier (docs/sparse.md "Cold tier"): a table of 500K rows (dim 16, sum) with a
+// memory capacity of 100K rows (16 stripes), so 5x the capacity; each iteration pushes
+// then pulls one batch of 10K distinct keys. range(0): 0 memory-only bounded table, 1 the
+// same with cold_tier (a RocksDB store under /tmp). range(1): 0 hot pattern (keys from the
+// last 100K rows written, which fit in memory), 1 uniform over all 500K rows (most keys
+// are on disk: a reload and a spill each with the cold tier, a fresh row without).
+void BM_SparseColdTier(benchmark::State& state) {
+  const size_t rows_total = 500000, capacity = 100000, batch = 10000;
+  const uint32_t dim = 16;
+  const bool cold = state.range(0) == 1;
+  const std::string dir = "/tmp/layerps_bench_cold_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  auto store = std::make_unique<Store>(kSelf, dir);
+  TableInfo t;
+  t.id = 5;
+  t.spec = TableSpec::Sparse("bench-cold", dim, UpdateRule::kSum);
+  t.spec.capacity = capacity;
+  t.spec.eviction = Eviction::kLru;
+  t.spec.cold_tier = cold;
+  t.ranges.push_back(KeyRange{0, 0, kSelf});
+  Status st = store->Install(t);
+  if (!st.ok()) {
+    state.SkipWithError(st.ToString().c_str());
+    return;
+  }
+  const auto rows = Floats(batch * dim, 0.01f);
+  std::vector<Key> keys(batch);
+  for (size_t first = 0; first < rows_total; first += batch) {  // write every row once
+    for (size_t i = 0; i < batch; ++i) keys[i] = first + i;
+    store->ApplySparse(t.id, keys.data(), batch, dim, rows.data(), ApplyOp::kRule);
+  }
+  std::vector<std::vector<Key>> batches;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    const uint64_t span = state.range(1) == 0 ? capacity : rows_total;
+    std::mt19937_64 rng(70 + seed);
+    std::vector<Key> k(batch);
+    for (Key& x : k) x = rng() % span + (rows_total - span);  // the ids written above
+    std::sort(k.begin(), k.end());
+    k.erase(std::unique(k.begin(), k.end()), k.end());
+    batches.push_back(std::move(k));
+  }
+  std::vector<float> out(batch * dim);
+  size_t i = 0, n = 0;
+  for (auto _ : state) {
+    const auto& k = batches[i++ % batches.size()];
+    Status s = store->ApplySparse(t.id, k.data(), k.size(), dim, rows.data(), ApplyOp::kRule);
+    if (s.ok()) s = store->ReadSparse(t.id, k.data(), k.size(), dim, out.data());
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    n += 2 * k.size();
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(n));  // keys pushed + keys pulled
+  const Store::SparseCounters c = store->SparseStats().at(t.id);
+  state.counters["spilled"] = static_cast<double>(c.spilled);
+  state.counters["reloaded"] = static_cast<double>(c.reloaded);
+  store.reset();
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_SparseColdTier)->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1})->UseRealTime();
 
 void BM_SparseFirstTouch(benchmark::State& state) {
   // Pushes of keys never seen before: row creation dominates.

@@ -7,7 +7,7 @@
 set -euo pipefail
 
 CORE=(build-essential cmake ninja-build pkg-config
-      libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libtbb-dev
+      libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libtbb-dev librocksdb-dev
       libgoogle-glog-dev libgflags-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2)
 PYTHON=(python3-dev python3-venv python3-pip pybind11-dev python3-numpy python3-pytest
         python3-torch python3-sklearn python3-matplotlib)

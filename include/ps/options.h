@@ -38,6 +38,10 @@ struct CommonOptions {
   // Default empty (any node with an empty token joins: the daemons warn about it).
   // Env: LAYERPS_TOKEN.
   std::string token;
+  // Servers: the directory under which tables declared with TableSpec::cold_tier keep
+  // their RocksDB stores (<cold_dir>/<table name>; docs/sparse.md "Cold tier"). Empty:
+  // declaring a cold-tier table fails (kFailedPrecondition). Env: LAYERPS_COLD_DIR.
+  std::string cold_dir;
 
   // How often nodes and scheduler exchange heartbeats (ms). 10..60000, default 500.
   // Env: LAYERPS_HEARTBEAT_INTERVAL_MS.

@@ -40,6 +40,8 @@ struct SparseTableStats {
   uint64_t expired = 0;   // rows dropped by expiry_steps
   uint64_t admitted = 0;  // rows created
   uint64_t refused = 0;   // pushed rows dropped because their id was not admitted
+  uint64_t spilled = 0;   // cold tier: evicted rows written to RocksDB
+  uint64_t reloaded = 0;  // cold tier: rows read back from RocksDB on a touch
 };
 
 class Server {

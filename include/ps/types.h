@@ -137,6 +137,10 @@ struct TableSpec {
   uint32_t admit_after = 0;
   // In (0, 1]: only ids with hash(seed, name, id) < p ever get rows.
   float admit_probability = 1.0f;
+  // Rows evicted from memory (capacity) are written to a RocksDB store on the server
+  // (<cold_dir>/<table name>) and read back, values and rule state, on the next touch;
+  // needs capacity > 0 and a server cold_dir (docs/sparse.md "Cold tier").
+  bool cold_tier = false;
   // True when any of the fields above bounds the table.
   bool bounded() const {
     return capacity > 0 || expiry_steps > 0 || admit_after > 1 || admit_probability < 1.0f;

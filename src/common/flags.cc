@@ -28,6 +28,9 @@ DEFINE_int32(num_workers, 0,
 DEFINE_string(token, "",
               "Cluster secret; nodes with another token are refused. Default: "
               "$LAYERPS_TOKEN, else empty");
+DEFINE_string(cold_dir, "",
+              "Servers: directory of the RocksDB cold tiers of sparse tables declared with "
+              "cold_tier (<cold_dir>/<table name>). Default: $LAYERPS_COLD_DIR, else empty");
 DEFINE_int32(rank, -1,
              "Servers and workers: the rank to ask for within the role, or -1 for the "
              "lowest free one. Default: $LAYERPS_RANK, else -1");

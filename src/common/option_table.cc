@@ -132,6 +132,10 @@ const std::vector<Row>& Rows() {
       StringRow(Info("token", "token", "LAYERPS_TOKEN", "Ssw",
                      "Cluster secret; nodes with another token are refused"),
                 &Options::token),
+      StringRow(Info("cold_dir", "cold_dir", "LAYERPS_COLD_DIR", "s",
+                     "Directory of the RocksDB cold tiers of sparse tables declared with "
+                     "cold_tier (<cold_dir>/<table name>; empty: none)"),
+                &Options::cold_dir),
       IntRow(Info("num_servers", "num_servers", "LAYERPS_NUM_SERVERS", "S", "Servers in the cluster, 1..4096"),
              &Options::num_servers, 1, 4096),
       IntRow(Info("num_workers", "num_workers", "LAYERPS_NUM_WORKERS", "S", "Workers in the cluster, 1..4096"),

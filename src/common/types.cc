@@ -156,6 +156,7 @@ Status TableSpec::Validate() const {
                         : expiry_steps != 0           ? "expiry_steps"
                         : admit_after != 0            ? "admit_after"
                         : admit_probability != 1.0f   ? "admit_probability"
+                        : cold_tier                   ? "cold_tier"
                                                       : nullptr;
     if (field) return InvalidArgument(where + ": " + field + " is for sparse tables only");
   }
@@ -173,6 +174,7 @@ Status TableSpec::Validate() const {
   if (!(std::isfinite(admit_probability) && admit_probability > 0 && admit_probability <= 1)) {
     return InvalidArgument(where + ": admit_probability must be in (0, 1]");
   }
+  if (cold_tier && capacity == 0) return InvalidArgument(where + ": cold_tier needs a capacity > 0");
   if (admit_after > 65535) return InvalidArgument(where + ": admit_after above 65535");
   if (wire_dtype != WireDType::kFloat32 && wire_dtype != WireDType::kFloat16 &&
       wire_dtype != WireDType::kBFloat16) {
@@ -191,7 +193,7 @@ bool TableSpec::SameAs(const TableSpec& o) const {
          l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta && elastic_alpha == o.elastic_alpha &&
          sync == o.sync && staleness == o.staleness && capacity == o.capacity &&
          eviction == o.eviction && expiry_steps == o.expiry_steps && admit_after == o.admit_after &&
-         admit_probability == o.admit_probability && wire_dtype == o.wire_dtype;
+         admit_probability == o.admit_probability && cold_tier == o.cold_tier && wire_dtype == o.wire_dtype;
 }
 
 std::string TableSpec::Difference(const TableSpec& o) const {
@@ -233,6 +235,7 @@ std::string TableSpec::Difference(const TableSpec& o) const {
       {"expiry_steps", std::to_string(expiry_steps), std::to_string(o.expiry_steps)},
       {"admit_after", std::to_string(admit_after), std::to_string(o.admit_after)},
       {"admit_probability", f(admit_probability), f(o.admit_probability)},
+      {"cold_tier", cold_tier ? "true" : "false", o.cold_tier ? "true" : "false"},
       {"wire_dtype", WireDTypeName(wire_dtype), WireDTypeName(o.wire_dtype)},
   };
   for (const Field& x : fields) {

@@ -99,6 +99,8 @@ class Server::Impl {
       t.expired = kv.second.expired;
       t.admitted = kv.second.admitted;
       t.refused = kv.second.refused;
+      t.spilled = kv.second.spilled;
+      t.reloaded = kv.second.reloaded;
     }
     return out;
   }
@@ -106,7 +108,7 @@ class Server::Impl {
  private:
   std::vector<std::pair<TableId, Status>> InstallMap(const ClusterMap& map) {
     std::unique_lock<std::shared_mutex> lock(store_mu_);
-    if (!store_) store_ = std::make_unique<Store>(runtime_->id());
+    if (!store_) store_ = std::make_unique<Store>(runtime_->id(), options_.cold_dir);
     std::vector<std::pair<TableId, Status>> failed;
     for (const auto& kv : map.tables) {
       Status s = store_->Install(kv.second);

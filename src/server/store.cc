@@ -8,6 +8,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#ifdef LAYERPS_HAVE_ROCKSDB
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+#endif
+#include <glog/logging.h>
 
 #include "common/hash.h"
 #include "server/optimizer.h"
@@ -18,6 +27,11 @@ namespace {
 // Below this many elements an update runs on the calling thread.
 constexpr uint64_t kParallelGrain = 1 << 16;
 constexpr size_t kSparseParallelKeys = 4096;
+
+// Cold-tier keys: the id as 8 bytes, big-endian (RocksDB's order is the ids' order).
+void EncodeKey(Key key, char out[8]) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(key >> (56 - 8 * i));
+}
 
 double Unit(uint64_t bits) { return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0); }
 
@@ -36,6 +50,144 @@ float InitialValue(const TableSpec& spec, uint64_t name_hash, Key key, uint32_t 
   const double u2 = Unit(r2);
   const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   return static_cast<float>(spec.init_a + spec.init_b * z);
+}
+
+// The RocksDB store of one cold-tier table. Values: the whole row (values, then the
+// rule's state), row_width raw floats in the host's byte order.
+struct ColdTier {
+  std::string path;
+#ifdef LAYERPS_HAVE_ROCKSDB
+  std::unique_ptr<rocksdb::DB> db;
+  rocksdb::WriteOptions write;  // WAL on, no fsync per write (docs/sparse.md)
+  rocksdb::ReadOptions read;
+#endif
+  Status Error(const char* what, const std::string& detail) const {
+    return IoError(std::string("cold tier ") + path + ": " + what + ": " + detail);
+  }
+  Status Put(Key key, const float* row, uint32_t width) {
+#ifdef LAYERPS_HAVE_ROCKSDB
+    char k[8];
+    EncodeKey(key, k);
+    rocksdb::Status st = db->Put(write, rocksdb::Slice(k, 8),
+                                 rocksdb::Slice(reinterpret_cast<const char*>(row),
+                                                size_t{width} * sizeof(float)));
+    if (!st.ok()) return Error("write", st.ToString());
+    return Status::OK();
+#else
+    return FailedPrecondition("built without RocksDB");
+#endif
+  }
+  // *found false: no row stored for the key.
+  Status Get(Key key, float* row, uint32_t width, bool* found) {
+    *found = false;
+#ifdef LAYERPS_HAVE_ROCKSDB
+    char k[8];
+    EncodeKey(key, k);
+    thread_local std::string v;
+    rocksdb::Status st = db->Get(read, rocksdb::Slice(k, 8), &v);
+    if (st.IsNotFound()) return Status::OK();
+    if (!st.ok()) return Error("read", st.ToString());
+    if (v.size() != size_t{width} * sizeof(float)) {
+      return Error("read", "row of id " + std::to_string(key) + " has " +
+                               std::to_string(v.size()) + " bytes, expected " +
+                               std::to_string(size_t{width} * sizeof(float)) + " (corrupt)");
+    }
+    std::memcpy(row, v.data(), v.size());
+    *found = true;
+    return Status::OK();
+#else
+    return FailedPrecondition("built without RocksDB");
+#endif
+  }
+  Status Delete(Key key) {
+#ifdef LAYERPS_HAVE_ROCKSDB
+    char k[8];
+    EncodeKey(key, k);
+    rocksdb::Status st = db->Delete(write, rocksdb::Slice(k, 8));
+    if (!st.ok()) return Error("delete", st.ToString());
+    return Status::OK();
+#else
+    return FailedPrecondition("built without RocksDB");
+#endif
+  }
+};
+
+Store::~Store() {
+  for (auto& kv : tables_) {
+    Table& t = kv.second;
+    if (!t.cold) continue;
+    size_t failed = 0;
+    Status first;
+    for (size_t i = 0; i < t.bounded->stripes; ++i) {
+      Stripe& st = t.stripes[i];
+      std::lock_guard<std::mutex> lock(st.mu);
+      for (const Slot& sl : st.slots) {
+        if (sl.row == kNoRow) continue;
+        Status e = t.cold->Put(sl.key, RowPtr(st, sl.row, t), t.row_width);
+        if (!e.ok() && failed++ == 0) first = e;
+      }
+    }
+    if (failed) {
+      LOG(ERROR) << "table " << t.spec.name << ": " << failed
+                 << " rows in memory could not be written to the cold tier at shutdown: "
+                 << first;
+    }
+#ifdef LAYERPS_HAVE_ROCKSDB
+    if (t.cold->db) {
+      rocksdb::Status st = t.cold->db->FlushWAL(/*sync=*/true);
+      if (st.ok()) st = t.cold->db->Close();
+      if (!st.ok()) LOG(ERROR) << "table " << t.spec.name << ": closing the cold tier: " << st.ToString();
+    }
+#endif
+  }
+}
+
+Status Store::OpenCold(Table& t) {
+  const std::string& name = t.spec.name;
+#ifndef LAYERPS_HAVE_ROCKSDB
+  return FailedPrecondition("table '" + name +
+                            "': cold_tier needs RocksDB, and this LayerPS was built without it "
+                            "(install librocksdb-dev and rebuild)");
+#else
+  if (cold_dir_.empty()) {
+    return FailedPrecondition("table '" + name +
+                              "': cold_tier needs the server's cold_dir (--cold_dir, "
+                              "LAYERPS_COLD_DIR)");
+  }
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    return InvalidArgument("table '" + name + "': a cold-tier table's name must be a file name");
+  }
+  auto cold = std::make_shared<ColdTier>();
+  cold->path = cold_dir_ + "/" + name;
+  std::error_code ec;
+  std::filesystem::create_directories(cold->path, ec);
+  if (ec) return cold->Error("cannot create the directory", ec.message());
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  rocksdb::BlockBasedTableOptions bo;
+  bo.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));  // misses skip the files
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(bo));
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status st = rocksdb::DB::Open(o, cold->path, &db);
+  if (!st.ok()) return cold->Error("cannot open", st.ToString());
+  cold->db.reset(db);
+  t.cold = std::move(cold);
+  return Status::OK();
+#endif
+}
+
+Status Store::TakeColdError(Table& t) {
+  Status out;
+  for (size_t i = 0; i < t.bounded->stripes; ++i) {
+    Stripe& st = t.stripes[i];
+    std::lock_guard<std::mutex> lock(st.mu);
+    Status& e = st.bounds->cold_error;
+    if (!e.ok()) {
+      if (out.ok()) out = e;
+      e = Status::OK();
+    }
+  }
+  return out;
 }
 
 Status Store::Install(const TableInfo& info) {
@@ -130,6 +282,11 @@ Status Store::InstallUnguarded(const TableInfo& info) {
     t.holds_all =
         t.hash_ranges.size() == 1 && t.hash_ranges[0].first == 0 && t.hash_ranges[0].second == 0;
     if (t.spec.bounded()) PS_RETURN_IF_ERROR(InstallBounds(t));
+    if (t.spec.cold_tier) {
+      if (!t.bounded || t.spec.capacity == 0)
+        return InvalidArgument("table '" + t.spec.name + "': cold_tier needs a capacity > 0");
+      PS_RETURN_IF_ERROR(OpenCold(t));
+    }
   }
   tables_.emplace(info.id, std::move(t));
   return Status::OK();
@@ -477,6 +634,8 @@ std::map<TableId, Store::SparseCounters> Store::SparseStats() const {
       c.expired += st.bounds->expired;
       c.admitted += st.bounds->admitted;
       c.refused += st.bounds->refused;
+      c.spilled += st.bounds->spilled;
+      c.reloaded += st.bounds->reloaded;
     }
   }
   return out;
@@ -521,7 +680,7 @@ Status Store::ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, co
   // call per stripe, as on the unbounded path; but creating a row may evict another,
   // possibly one this request resolved before, so the deferred updates are applied first
   // (the evicted row is then no longer in use, and its memory may be reused).
-  return ForEachBoundedStripe(
+  Status done = ForEachBoundedStripe(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
         thread_local std::vector<float*> xs;
         thread_local std::vector<const float*> gs;
@@ -547,10 +706,14 @@ Status Store::ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, co
         }
         flush();
       });
+  // A cold-tier failure: the push is not acknowledged (rows it could not place were not
+  // applied; none was dropped from memory without being written).
+  if (done.ok() && t.cold) done = TakeColdError(t);
+  return done;
 }
 
 Status Store::ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, float* out) {
-  return ForEachBoundedStripe(
+  Status done = ForEachBoundedStripe(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
         for (size_t j = 0; j < count; ++j) {
           if (j + kPrefetchSlots < count && !st.slots.empty()) {
@@ -567,6 +730,8 @@ Status Store::ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, flo
           }
         }
       });
+  if (done.ok() && t.cold) done = TakeColdError(t);
+  return done;
 }
 
 bool Store::Admit(const Table& t, Stripe& s, Key key, uint64_t h) {
@@ -655,8 +820,21 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
   }
   const bool expiry = spec.expiry_steps > 0;
   if (row == kNoRow) {
+    // Cold tier: a row spilled before comes back whole (it was admitted then).
+    thread_local std::vector<float> cold_row;
+    bool reload = false;
+    if (t.cold) {
+      cold_row.resize(t.row_width);
+      Status e = t.cold->Get(key, cold_row.data(), t.row_width, &reload);
+      if (!e.ok()) {
+        if (b.cold_error.ok()) b.cold_error = e;
+        return kNoRow;
+      }
+    }
     const bool admission = spec.admit_after > 1 || t.bounded->admit_by_probability;
-    if (step == 0) {
+    if (reload) {
+      // admitted when it was first created
+    } else if (step == 0) {
       if (admission) return kNoRow;  // a pull does not admit
     } else if (admission && !Admit(t, s, key, h)) {
       ++b.refused;
@@ -665,7 +843,17 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
     const uint64_t live = s.rows - b.free.size();
     if (b.capacity > 0 && live >= b.capacity) {
       before_evict();
-      DropRow(t, s, spec.eviction == Eviction::kLru ? b.tail : b.heap[0]);
+      const uint32_t victim = spec.eviction == Eviction::kLru ? b.tail : b.heap[0];
+      if (t.cold) {
+        // Written before it leaves memory; a failed write keeps it (and refuses this key).
+        Status e = t.cold->Put(b.meta[victim].key, RowPtr(s, victim, t), t.row_width);
+        if (!e.ok()) {
+          if (b.cold_error.ok()) b.cold_error = e;
+          return kNoRow;
+        }
+        ++b.spilled;
+      }
+      DropRow(t, s, victim);
       ++b.evicted;
     }
     // A row number: a dropped one, else a new one (in a new block when needed).
@@ -700,12 +888,16 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
     // Values from the initializer, the rule's state zero: an evicted id starts afresh.
     float* r = RowPtr(s, row, t);
     const uint32_t dim = spec.dim;
-    if (spec.init == Initializer::kZeros) {
+    if (reload) {
+      std::memcpy(r, cold_row.data(), size_t{t.row_width} * sizeof(float));
+      ++b.reloaded;
+    } else if (spec.init == Initializer::kZeros) {
       std::memset(r, 0, size_t{dim} * sizeof(float));
     } else {
       for (uint32_t j = 0; j < dim; ++j) r[j] = InitialValue(spec, t.name_hash, key, j);
     }
-    if (t.row_width > dim) std::memset(r + dim, 0, size_t{t.row_width - dim} * sizeof(float));
+    if (!reload && t.row_width > dim)
+      std::memset(r + dim, 0, size_t{t.row_width - dim} * sizeof(float));
     RowMeta& m = b.meta[row];
     m = RowMeta{};
     m.key = key;
@@ -824,6 +1016,14 @@ void Store::Expire(Table& t, uint64_t step) {
     Bounds& b = *s.bounds;
     // The update list is ordered by step (head: latest), up to pushes in flight together.
     while (b.up_tail != kNoRow && b.meta[b.up_tail].step + n < step) {
+      if (t.cold) {
+        // Expired rows are dropped, not spilled: an older spilled copy must not come back.
+        Status e = t.cold->Delete(b.meta[b.up_tail].key);
+        if (!e.ok()) {
+          if (b.cold_error.ok()) b.cold_error = e;
+          break;
+        }
+      }
       DropRow(t, s, b.up_tail);
       ++b.expired;
     }

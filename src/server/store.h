@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -35,6 +36,8 @@
 namespace ps {
 
 class Optimizer;
+// A bounded table's RocksDB cold tier (store.cc; docs/sparse.md "Cold tier").
+struct ColdTier;
 
 // What to do with pushed values: the table's rule, or overwrite.
 enum class ApplyOp { kRule, kAssign };
@@ -45,7 +48,15 @@ float InitialValue(const TableSpec& spec, uint64_t name_hash, Key key, uint32_t 
 
 class Store {
  public:
-  explicit Store(NodeId self) : self_(self) {}
+  // cold_dir: where tables with TableSpec::cold_tier keep their RocksDB stores
+  // (<cold_dir>/<table name>); empty: such tables are refused at install.
+  explicit Store(NodeId self, std::string cold_dir = std::string())
+      : self_(self), cold_dir_(std::move(cold_dir)) {}
+  // Writes the rows in memory of every cold-tier table to its store (a clean shutdown:
+  // a store installed later on the same directory finds every row).
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
 
   // Allocates (and initializes) this server's ranges of a table. Idempotent. Out of
   // memory: kResourceExhausted, and the table is not installed.
@@ -89,6 +100,8 @@ class Store {
     uint64_t expired = 0;   // rows dropped by expiry_steps
     uint64_t admitted = 0;  // rows created (rows_live = admitted - evicted - expired)
     uint64_t refused = 0;   // pushed rows of ids not admitted (dropped)
+    uint64_t spilled = 0;   // cold tier: evicted rows written to RocksDB
+    uint64_t reloaded = 0;  // cold tier: rows read back from RocksDB (counted in admitted)
   };
   // Every sparse table this server holds, by id.
   std::map<TableId, SparseCounters> SparseStats() const;
@@ -138,6 +151,8 @@ class Store {
     std::vector<uint16_t> sketch;  // admit_after: count-min sketch (kSketchDepth rows)
     uint64_t sightings = 0;        // pushes counted in the sketch since its last halving
     uint64_t evicted = 0, expired = 0, admitted = 0, refused = 0;
+    uint64_t spilled = 0, reloaded = 0;
+    Status cold_error;  // the first cold-tier failure since the last request collected it
   };
   struct Stripe {
     std::mutex mu;
@@ -169,6 +184,7 @@ class Store {
     uint32_t block_shift = 0;  // sparse: log2(rows per block)
     bool holds_all = false;    // sparse: one range covering the whole hash space
     std::unique_ptr<BoundedTable> bounded;  // sparse with TableSpec::bounded(), else null
+    std::shared_ptr<ColdTier> cold;         // TableSpec::cold_tier, else null
   };
 
   const Table* Find(TableId id, TableKind kind, Status* error) const;
@@ -216,10 +232,15 @@ class Store {
   bool Admit(const Table& t, Stripe& s, Key key, uint64_t h);
   // Drops the rows of every stripe last updated more than expiry_steps pushes before `step`.
   void Expire(Table& t, uint64_t step);
+  // Opens (creating it) the table's RocksDB store under cold_dir_.
+  Status OpenCold(Table& t);
+  // The first cold-tier error any stripe saw since the last call (cleared), or OK.
+  Status TakeColdError(Table& t);
   void LfuSiftUp(Bounds& b, uint32_t pos);
   void LfuSiftDown(Bounds& b, uint32_t pos);
 
   const NodeId self_;
+  const std::string cold_dir_;
   std::map<TableId, Table> tables_;
   mutable BufferPool pool_;  // reply buffers of Read*Frame
 };

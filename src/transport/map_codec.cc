@@ -37,6 +37,7 @@ void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
   pb->set_admit_after(s.admit_after);
   pb->set_has_admit_probability(true);
   pb->set_admit_probability(s.admit_probability);
+  pb->set_cold_tier(s.cold_tier);
   pb->set_wire_dtype(static_cast<uint32_t>(s.wire_dtype));
 }
 
@@ -71,6 +72,7 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   s.admit_after = pb.admit_after();
   // proto3 floats default to 0, which is not "unbounded": a flag says the field was set.
   s.admit_probability = pb.has_admit_probability() ? pb.admit_probability() : 1.0f;
+  s.cold_tier = pb.cold_tier();
   s.wire_dtype = static_cast<WireDType>(pb.wire_dtype());
   return s;
 }

@@ -318,7 +318,7 @@ def test_the_option_table_drives_the_environment_and_keywords(monkeypatch):
     LAYERPS_* variable (booleans in any spelling) and taken as a keyword argument."""
     samples = {"scheduler_address": ("tcp://127.0.0.1:7001", "tcp://127.0.0.1:7001"),
                "bind_address": ("tcp://0.0.0.0", "tcp://0.0.0.0:0"),  # no port: any free one
-               "advertise_host": ("node7", "node7"), "token": ("s3cret", "s3cret"),
+               "advertise_host": ("node7", "node7"), "token": ("s3cret", "s3cret"), "cold_dir": ("/tmp/cold", "/tmp/cold"),
                "num_servers": ("3", 3), "num_workers": ("5", 5), "rank": ("2", 2),
                "heartbeat_interval_ms": ("250", 250), "heartbeat_timeout_ms": ("4000", 4000),
                "stall_warning_ms": ("1500", 1500),

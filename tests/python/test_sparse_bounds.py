@@ -100,3 +100,29 @@ def test_torch_embedding_with_capacity(local):
     assert all(s["rows_live"] <= 40 for s in st)
     assert all(s["admitted"] - s["evicted"] - s["expired"] == s["rows_live"] for s in st)
     assert sum(s["evicted"] for s in st) > 0
+
+
+def test_cold_tier_keeps_evicted_rows(tmp_path):
+    """capacity 4 in memory, 20 ids with distinct pushes: every id reads back its own value
+    (from RocksDB under cold_dir), and the counters are exact (1 server: one exact LRU)."""
+    with layerps.LocalCluster(num_servers=1, num_workers=1, cold_dir=str(tmp_path),
+                              **FAST) as c:
+        w = c.workers[0]
+        t = w.declare_sparse("cold", 2, "sum", capacity=4, cold_tier=True)
+        assert w._node.table_spec(t.id).cold_tier
+        keys = np.arange(20, dtype=np.uint64)
+        want = np.stack([keys + 1.0, -(keys + 0.5)], axis=1).astype(np.float32)
+        for i in range(20):
+            w.push_sparse(t, keys[i:i + 1], want[i:i + 1]).wait()
+        st = c.servers[0].table_stats()["cold"]
+        assert (st["rows_live"], st["spilled"], st["reloaded"]) == (4, 16, 0)
+        for i in range(20):  # one at a time: ids 0..15 come back from disk
+            np.testing.assert_array_equal(w.pull_sparse(t, keys[i:i + 1]).wait(), want[i:i + 1])
+        st = c.servers[0].table_stats()["cold"]
+        assert (st["rows_live"], st["spilled"], st["reloaded"]) == (4, 36, 20)
+        assert (tmp_path / "cold").is_dir()
+
+
+def test_cold_tier_without_cold_dir_fails_at_declare(local):
+    with pytest.raises(layerps.LayerPSError, match="cold_tier needs the server's cold_dir"):
+        local.workers[0].declare_sparse("cold", 2, "sum", capacity=4, cold_tier=True)

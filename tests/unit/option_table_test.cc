@@ -25,6 +25,7 @@ const std::map<std::string, std::string>& Samples() {
       {"bind", "tcp://0.0.0.0:0"},
       {"advertise_host", "node7"},
       {"token", "s3cret"},
+      {"cold_dir", "/tmp/cold"},
       {"num_servers", "3"},
       {"num_workers", "5"},
       {"rank", "2"},

@@ -403,7 +403,7 @@ class Worker(_Node):
     def declare_sparse(self, name, dim, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
                        init_b=0.0, seed=0, layer="", sync="async", staleness=0, wire_dtype="fp32",
                        capacity=0, eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0,
-                       **hyper):
+                       cold_tier=False, **hyper):
         """Declares a sparse table whose rows (any uint64 id) have ``dim`` float32 values,
         created on first touch by ``init`` ('zeros', 'uniform' in [init_a, init_b),
         'normal' with mean init_a and std init_b), seeded by (seed, name, key). ``sync``,
@@ -413,7 +413,9 @@ class Worker(_Node):
         limit), evicting by ``eviction`` ('lru' or 'lfu'; default 'lru' when a capacity
         is given); ``expiry_steps``: a row in none of a server's last N pushes to the
         table is dropped; ``admit_after``: an id gets a row at its k-th push;
-        ``admit_probability``: only ids whose seeded hash falls below p get rows."""
+        ``admit_probability``: only ids whose seeded hash falls below p get rows;
+        ``cold_tier``: evicted rows go to a RocksDB store under the servers' ``cold_dir``
+        and come back on the next touch (needs a capacity)."""
         if eviction is None:
             eviction = "lru" if capacity else "none"
         if eviction not in _EVICTIONS:
@@ -421,7 +423,7 @@ class Worker(_Node):
                 f"eviction must be one of {sorted(_EVICTIONS)}, not {eviction!r}")
         bounds = {"capacity": int(capacity), "eviction": _EVICTIONS[eviction],
                   "expiry_steps": int(expiry_steps), "admit_after": int(admit_after),
-                  "admit_probability": float(admit_probability)}
+                  "admit_probability": float(admit_probability), "cold_tier": bool(cold_tier)}
         for k in ("capacity", "expiry_steps", "admit_after"):
             if bounds[k] < 0:
                 raise InvalidArgumentError(f"table '{name}': {k} must be >= 0, not {bounds[k]}")

@@ -697,6 +697,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("num_servers", &ps::Options::num_servers)
       .def_readwrite("num_workers", &ps::Options::num_workers)
       .def_readwrite("token", &ps::Options::token)
+      .def_readwrite("cold_dir", &ps::Options::cold_dir)
       .def_readwrite("heartbeat_interval_ms", &ps::Options::heartbeat_interval_ms)
       .def_readwrite("heartbeat_timeout_ms", &ps::Options::heartbeat_timeout_ms)
       .def_readwrite("stall_warning_ms", &ps::Options::stall_warning_ms)
@@ -775,6 +776,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("expiry_steps", &ps::TableSpec::expiry_steps)
       .def_readwrite("admit_after", &ps::TableSpec::admit_after)
       .def_readwrite("admit_probability", &ps::TableSpec::admit_probability)
+      .def_readwrite("cold_tier", &ps::TableSpec::cold_tier)
       .def("validate", [](const ps::TableSpec& s) { ThrowIfError(s.Validate()); });
 
   py::class_<ps::NodeInfo>(m, "NodeInfo")
@@ -842,6 +844,8 @@ PYBIND11_MODULE(_core, m) {
           d["expired"] = t.expired;
           d["admitted"] = t.admitted;
           d["refused"] = t.refused;
+          d["spilled"] = t.spilled;
+          d["reloaded"] = t.reloaded;
           out[py::str(t.name)] = d;
         }
         return out;
