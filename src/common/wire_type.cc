@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define LAYERPS_WIRE_F16C 1
 #endif
@@ -97,8 +98,14 @@ namespace {
 // The CPU's half conversions (F16C), 8 values at a time: round to nearest even, subnormals
 // kept, overflow to infinity, exactly as FloatToHalf/HalfToFloat, except that NaNs keep a
 // payload: a block holding one is redone with the scalar code (canonical NaNs).
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know
+// "f16c"; "avx" also says the OS saves the YMM registers.
 bool HaveF16C() {
-  static const bool ok = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool ok = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) != 0 &&
+           (c & (1u << 29)) != 0;
+  }();
   return ok;
 }
 
