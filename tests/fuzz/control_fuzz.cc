@@ -55,6 +55,13 @@ class FakeState final : public ClusterState {
   ClusterMap map_;
 };
 
+// A clock that moves on with every message, so barrier deadlines and stall warnings are
+// exercised without real time.
+int64_t NextMillis() {
+  static int64_t now = 0;
+  return now += 250;
+}
+
 void HandleOne(NodeId from, const Message& msg, FakeState* state, TableDirectory* tables,
                Barriers* barriers) {
   layerps::pb::Control c;
@@ -75,7 +82,10 @@ void HandleOne(NodeId from, const Message& msg, FakeState* state, TableDirectory
       tables->HandleDeclare(from, c.declare_table());
       break;
     case layerps::pb::Control::kBarrier:
-      barriers->HandleBarrier(from, c.barrier());
+      barriers->HandleBarrier(from, c.barrier(), NextMillis());
+      break;
+    case layerps::pb::Control::kJoin:
+      barriers->HandleJoin(from, c.join(), NextMillis());
       break;
     case layerps::pb::Control::kInstallPlacement:
       tables->HandleInstallPlacement(from, c.install_placement());
@@ -105,7 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ps;
   FakeState state;
   TableDirectory tables(&state, 65536);
-  Barriers barriers(&state);
+  Barriers barriers(&state, /*tolerate_departures=*/size % 2 == 1);
   size_t at = 0;
   while (at + 3 <= size) {
     const NodeId from = 1 + data[at] % 4;
