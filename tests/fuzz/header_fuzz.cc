@@ -38,7 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const uint64_t width = h.sparse() ? h.dim : 1;
   FUZZ_ASSERT(width >= 1 && h.count <= kMaxElems && h.count * width <= kMaxElems);
-  const uint64_t value_bytes = h.count * width * sizeof(float);
+  // Values travel as the header's wire type: 4 bytes (float32) or 2 (fp16, bf16).
+  const uint64_t element_bytes = h.wire() == 0 ? sizeof(float) : 2;
+  const uint64_t value_bytes = h.count * width * element_bytes;
   const bool keyed = h.sparse() && h.msg_type() != MsgType::kReply;
   if (keyed) FUZZ_ASSERT(!msg.frames.empty() && msg.frames[0].size() == h.count * sizeof(Key));
   const size_t values = keyed ? 1 : 0;  // the frame that holds values, if any
