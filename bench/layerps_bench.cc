@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -97,9 +98,11 @@ DEFINE_bool(join, false,
 DEFINE_string(json, "", "Write the results as JSON to this file");
 DEFINE_string(csv, "", "Write the results as CSV to this file (one row per case)");
 DEFINE_string(plot, "",
-              "Draw throughput vs size to this PNG (runs bench/plot.py on the CSV; "
-              "needs --csv or writes a temporary one; uses /usr/bin/python3 + matplotlib)");
-DEFINE_string(plot_script, LAYERPS_BENCH_PLOT_SCRIPT, "Path of plot.py");
+              "Draw the results to this image (runs layerps-bench-plot on the JSON; writes "
+              "IMAGE.json when --json is not given; needs /usr/bin/python3 + matplotlib)");
+DEFINE_string(plot_script, "",
+              "Path of the plot script (default: layerps-bench-plot beside this program, "
+              "else the source tree's bench/plot.py)");
 DEFINE_bool(progress, true, "Print one progress line per case to stderr");
 
 namespace ps {
@@ -1015,13 +1018,39 @@ void WriteCsv(const std::string& path, const std::vector<Result>& rs) {
   }
 }
 
+// The CPU model from /proc/cpuinfo ("model name"), or "" where there is none.
+std::string CpuModel() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    size_t b = line.find_first_not_of(" \t", colon + 1);
+    return b == std::string::npos ? "" : line.substr(b);
+  }
+  return "";
+}
+
+// Where the results came from, for the JSON and the plot's footer: version, commit,
+// machine (host name and CPU model), cores and date (UTC, ISO 8601).
 void WriteJson(const std::string& path, const std::vector<Result>& rs, const std::string& cmdline) {
   std::ofstream f(path);
   if (!f) Die("cannot write " + path);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  f << "{\n  \"command\": \"" << JsonEscape(cmdline) << "\",\n  \"host\": \"" << host
-    << "\",\n  \"cpus\": " << std::thread::hardware_concurrency() << ",\n  \"results\": [\n";
+  char date[32] = {0};
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  const std::string cpu = CpuModel();
+  f << "{\n  \"command\": \"" << JsonEscape(cmdline) << "\",\n  \"version\": \""
+    << JsonEscape(Version()) << "\",\n  \"commit\": \"" << JsonEscape(BuildCommit())
+    << "\",\n  \"host\": \"" << JsonEscape(host) << "\",\n  \"machine\": \""
+    << JsonEscape(cpu.empty() ? std::string(host) : std::string(host) + ", " + cpu)
+    << "\",\n  \"cpus\": " << std::thread::hardware_concurrency() << ",\n  \"date\": \"" << date
+    << "\",\n  \"results\": [\n";
   for (size_t i = 0; i < rs.size(); ++i) {
     const Result& r = rs[i];
     auto arr = [&](const std::vector<double>& v) {
@@ -1049,6 +1078,20 @@ void WriteJson(const std::string& path, const std::vector<Result>& rs, const std
       << (i + 1 < rs.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
+}
+
+// The plot script: --plot_script, else layerps-bench-plot installed beside this program,
+// else the source tree's bench/plot.py (a build tree).
+std::string PlotScript() {
+  if (!FLAGS_plot_script.empty()) return FLAGS_plot_script;
+  char self[4096] = {0};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    if (access((dir + "layerps-bench-plot").c_str(), R_OK) == 0) return dir + "layerps-bench-plot";
+  }
+  return LAYERPS_BENCH_PLOT_SCRIPT;
 }
 
 // Ratios measured in the same run: LayerPS against raw ZeroMQ of the same bytes (push and
@@ -1383,13 +1426,13 @@ int Main(int argc, char** argv) {
               std::thread::hardware_concurrency(), FLAGS_repeats, FLAGS_seconds);
   PrintTable(results);
   PrintTransportRatios(results);
-  if (!FLAGS_json.empty()) WriteJson(FLAGS_json, results, cmdline);
-  std::string csv = FLAGS_csv;
-  if (!FLAGS_plot.empty() && csv.empty()) csv = FLAGS_plot + ".csv";
-  if (!csv.empty()) WriteCsv(csv, results);
+  std::string json = FLAGS_json;
+  if (!FLAGS_plot.empty() && json.empty()) json = FLAGS_plot + ".json";
+  if (!json.empty()) WriteJson(json, results, cmdline);
+  if (!FLAGS_csv.empty()) WriteCsv(FLAGS_csv, results);
   if (!FLAGS_plot.empty()) {
     const std::string cmd =
-        "/usr/bin/python3 '" + FLAGS_plot_script + "' '" + csv + "' '" + FLAGS_plot + "'";
+        "/usr/bin/python3 '" + PlotScript() + "' '" + json + "' '" + FLAGS_plot + "'";
     if (std::system(cmd.c_str()) != 0)
       std::fprintf(stderr, "layerps-bench: plotting failed: %s\n", cmd.c_str());
   }

@@ -43,6 +43,40 @@ for tool in ("layerps-scheduler", "layerps-server", "layerps-launch"):
     print(" ", layerps.tool_path(tool))
 PY
 
+echo "== the wheel, installed in a fresh venv without the source tree"
+# pip wheel reuses the build tree above (nothing is rebuilt); the venv sees Debian's numpy.
+WHEEL_DIR="$(mktemp -d /tmp/layerps-wheel.XXXXXX)"
+trap 'rm -rf "$WHEEL_DIR"' EXIT
+"$VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+  --config-settings=build-dir="$BUILD_DIR" -w "$WHEEL_DIR/dist" "$ROOT/bindings/python"
+"$PY" -m venv --system-site-packages "$WHEEL_DIR/venv"
+"$WHEEL_DIR/venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+  --no-index "$WHEEL_DIR"/dist/layerps-*.whl
+EXPECTED_VERSION="$(sed -n 's/^project(LayerPS VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")"
+(cd "$WHEEL_DIR" && LAYERPS_ROOT="$ROOT" EXPECTED_VERSION="$EXPECTED_VERSION" \
+  "$WHEEL_DIR/venv/bin/python" - <<'PY'
+import os, subprocess, sys
+import numpy as np
+import layerps
+root = os.path.realpath(os.environ["LAYERPS_ROOT"])
+where = os.path.realpath(layerps.__file__)
+assert not where.startswith(root + os.sep), f"layerps imported from the source tree: {where}"
+assert layerps.__version__ == os.environ["EXPECTED_VERSION"], layerps.__version__
+from importlib.metadata import version
+assert version("layerps") == layerps.__version__, (version("layerps"), layerps.__version__)
+for tool in ("layerps-scheduler", "layerps-server", "layerps-launch", "layerps-plan"):
+    out = subprocess.run([layerps.tool_path(tool), "--version"], capture_output=True, text=True,
+                         check=True).stdout
+    assert f"LayerPS {layerps.__version__}" in out, out
+with layerps.LocalCluster(num_servers=2, num_workers=1) as c:
+    w = c.workers[0]
+    t = w.declare_dense("w", 1000)
+    w.push(t, np.full(1000, 2.0, dtype=np.float32)).wait()
+    assert (w.pull(t).wait() == 2.0).all()
+print(f"wheel: layerps {layerps.__version__} (commit {layerps.__commit__}) from {where}: OK")
+PY
+)
+
 echo "== pytest tests/python"
 # Run from the tests folder so that `import layerps` finds the installed package, not the
 # source tree (bindings/python is not on sys.path).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ps/options.h"
+#include "ps/version.h"
 
 namespace ps {
 namespace cli {
@@ -62,6 +63,12 @@ inline void PrintHelp(const char* prog, const char* usage, const std::string& ro
                 f.default_value.empty() ? "\"\"" : f.default_value.c_str(), f.description.c_str());
   }
   std::printf("  --help\n      Print this help and exit.\n");
+  std::printf("  --version\n      Print the LayerPS version and commit, and exit.\n");
+}
+
+// The one line --version prints: "<prog> (LayerPS <version>, commit <commit>)".
+inline void PrintVersion(const char* prog) {
+  std::printf("%s (LayerPS %s, commit %s)\n", prog, Version(), BuildCommit());
 }
 
 [[noreturn]] inline void Fail(const char* prog, const std::string& line) {
@@ -95,6 +102,10 @@ inline std::vector<std::string> ParseOrExit(int argc, char** argv, const char* u
     std::string body = a.substr(a[1] == '-' ? 2 : 1);
     if (body == "help" || body == "h" || body == "helpfull") {
       PrintHelp(prog, usage, roles);
+      std::exit(0);
+    }
+    if (body == "version") {
+      PrintVersion(prog);
       std::exit(0);
     }
     std::string name = body, value;

@@ -11,6 +11,7 @@
 #include "ps/server.h"
 #include "ps/status.h"
 #include "ps/types.h"
+#include "ps/version.h"
 #include "ps/worker.h"
 
 #endif  // PS_PS_H_

@@ -1,12 +1,18 @@
 // Pushes and pulls through an in-process LayerPS cluster, using only the installed
 // public headers. Exits 0 when the values come back exactly.
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "ps/ps.h"
 
-int main() {
+int main(int argc, char** argv) {
+  // argv[1], when given: the version the installed package must report (ps/version.h).
+  if (argc > 1 && std::strcmp(ps::Version(), argv[1]) != 0) {
+    std::fprintf(stderr, "version %s, expected %s\n", ps::Version(), argv[1]);
+    return 1;
+  }
   ps::Options o;
   o.scheduler_address = "inproc://consumer-scheduler";
   ps::Scheduler scheduler(o);
@@ -39,6 +45,7 @@ int main() {
   }
   worker.Stop();
   if (!scheduler.Join(std::chrono::seconds(10)).ok()) return 1;
-  std::printf("consumer: push/pull through the installed LayerPS OK\n");
+  std::printf("consumer: push/pull through the installed LayerPS %s (commit %s) OK\n",
+              ps::Version(), ps::BuildCommit());
   return 0;
 }

@@ -30,4 +30,7 @@ from .cluster import (  # noqa: F401
     default_worker, init, make_options, shutdown, tool_path,
 )
 
-__version__ = "0.1.0"
+# One source for the version: the C++ library's (the CMake project() version); the wheel's
+# metadata reads the same line (pyproject.toml). __commit__: the git commit it was built from.
+__version__ = _core.__version__
+__commit__ = _core.__commit__

@@ -624,6 +624,9 @@ ps::Worker& WorkerOf(py::handle core_worker) {
 PYBIND11_MODULE(_core, m) {
   using namespace layerps_python;  // NOLINT: the module's own helpers
   m.doc() = "LayerPS C++ core (internal: use the layerps package)";
+  // The package's version comes from here: one source (the CMake project() version).
+  m.attr("__version__") = ps::Version();
+  m.attr("__commit__") = ps::BuildCommit();
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {
