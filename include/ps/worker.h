@@ -90,6 +90,13 @@ class Worker {
   // spec (every worker may declare the same tables). A different spec under the same
   // name: kAlreadyExists. Blocks up to options.request_timeout_ms.
   StatusOr<TableId> DeclareTable(const TableSpec& spec);
+  // Drops the table declared under `name` from the cluster: the scheduler takes it out of
+  // the map, every server frees its share when the new map reaches it, and the name may
+  // be declared again (a new id, values from the initializer). Returns once this worker's
+  // map no longer lists it. Requests on the old id then fail with kNotFound; drop a table
+  // when no request on it is in flight (one held by a bsp/ssp step waits for its deadline).
+  // kNotFound for a name no table has. Blocks up to options.request_timeout_ms.
+  Status DropTable(const std::string& name);
   // The spec of a declared table; kNotFound for an unknown id.
   StatusOr<TableSpec> GetTableSpec(TableId table) const;
 

@@ -290,6 +290,34 @@ StatusOr<TableId> NodeRuntime::DeclareTable(const TableSpec& spec,
   return static_cast<TableId>(*id);
 }
 
+Status NodeRuntime::DropTable(const std::string& name, std::chrono::milliseconds timeout) {
+  if (name.empty()) return InvalidArgument("DropTable: empty table name");
+  TableId id = kInvalidTable;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const TableInfo* t = map_ ? map_->FindTableByName(name) : nullptr;
+    if (t != nullptr) id = t->id;
+  }
+  StatusOr<uint32_t> r = CallScheduler(
+      [&](uint64_t call_id, void* msg) {
+        auto* d = static_cast<layerps::pb::Control*>(msg)->mutable_drop_table();
+        d->set_request_id(call_id);
+        d->set_name(name);
+      },
+      timeout, "drop table");
+  if (!r.ok()) return r.status();
+  // The scheduler broadcast the map without the table before answering.
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool gone = cv_.wait_for(lock, timeout, [&] {
+    if (shutdown_) return true;
+    if (!map_) return false;
+    const TableInfo* t = map_->FindTableByName(name);
+    return t == nullptr || (id != kInvalidTable && t->id != id);
+  });
+  if (!gone || shutdown_) return Unavailable("dropped table " + name + " but its map did not arrive");
+  return Status::OK();
+}
+
 namespace {
 // The scheduler enforces the caller's deadline itself (and names who is missing); this
 // node waits a little longer for that answer before giving up on its own.

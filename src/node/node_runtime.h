@@ -83,6 +83,8 @@ class NodeRuntime {
   // buffers those frames borrowed); the next Send to it reconnects. Thread-safe.
   void DropConnection(NodeId peer) { transport_->Disconnect(peer); }
   StatusOr<TableId> DeclareTable(const TableSpec& spec, std::chrono::milliseconds timeout);
+  // Worker::DropTable: returns once this node's map no longer lists the table.
+  Status DropTable(const std::string& name, std::chrono::milliseconds timeout);
   // `participants` (when not null): on OK, how many members took part.
   Status Barrier(Group group, std::chrono::milliseconds timeout, int* participants = nullptr);
   // Worker::Join: tells the scheduler this worker joined and waits until every live

@@ -244,6 +244,17 @@ class Scheduler::Impl final : public ClusterState {
         }
         tables_.HandleInstallPlacement(from, c.install_placement());
         break;
+      case layerps::pb::Control::kDropTable:
+        if (!complete_) {
+          layerps::pb::Control r;
+          r.mutable_call_reply()->set_request_id(c.drop_table().request_id());
+          r.mutable_call_reply()->set_code(static_cast<int>(StatusCode::kFailedPrecondition));
+          r.mutable_call_reply()->set_error(Incomplete());
+          SendControl(from, r);
+          break;
+        }
+        tables_.HandleDrop(from, c.drop_table());
+        break;
       case layerps::pb::Control::kLeave:
         HandleLeave(from);
         break;

@@ -59,14 +59,64 @@ Status TableDirectory::InstallPlacement(const std::vector<LayerServers>& placeme
 void TableDirectory::OnMapAck(NodeId from, const layerps::pb::MapAck& ack) {
   acked_epoch_[from] = std::max(acked_epoch_[from], ack.epoch());
   ClusterMap& map = state_->map();
+  std::vector<TableId> failed;
   for (const auto& f : ack.failed()) {
     if (map.tables.count(f.table()) && !failed_tables_.count(f.table())) {
       failed_tables_[f.table()] = "server node " + std::to_string(from) +
                                   " could not set up table '" + map.tables[f.table()].spec.name +
                                   "': " + f.error().substr(0, 512);
+      failed.push_back(f.table());
     }
   }
+  // A table a server could not set up leaves the map: the servers that did free their
+  // shares, none retries it on every later map, and its name may be declared again.
+  for (TableId id : failed) Remove(id);
   Resolve();
+}
+
+void TableDirectory::Remove(TableId id) {
+  ClusterMap& map = state_->map();
+  auto it = map.tables.find(id);
+  if (it == map.tables.end()) return;
+  const TableInfo& t = it->second;
+  if (t.dense()) {
+    for (const KeyRange& r : t.ranges) {
+      const uint64_t bytes = (t.RangeEndElem(r) - t.RangeFirstElem(r)) * t.spec.ElementBytes();
+      uint64_t& load = server_load_[r.server];
+      load -= std::min(load, bytes);
+    }
+  }
+  LOG(INFO) << "table '" << t.spec.name << "' (id " << id << ") leaves the map";
+  map.tables.erase(it);
+  table_epoch_.erase(id);
+  state_->BroadcastMap();
+}
+
+void TableDirectory::HandleDrop(NodeId from, const layerps::pb::DropTable& d) {
+  Status s;
+  const TableInfo* t = state_->map().FindTableByName(d.name());
+  if (t == nullptr) {
+    s = NotFound("no table named '" + d.name().substr(0, 256) + "' to drop");
+  } else {
+    const TableId id = t->id;
+    for (auto it = pending_declares_.begin(); it != pending_declares_.end();) {
+      if (it->table != id) {
+        ++it;
+        continue;
+      }
+      ReplyDeclare(it->requester, it->call_id,
+                   Aborted("table '" + d.name() + "' was dropped while being declared"),
+                   kInvalidTable);
+      it = pending_declares_.erase(it);
+    }
+    Remove(id);
+  }
+  layerps::pb::Control c;
+  auto* r = c.mutable_call_reply();
+  r->set_request_id(d.request_id());
+  r->set_code(static_cast<int>(s.code()));
+  r->set_error(s.message());
+  state_->Send(from, c);
 }
 
 void TableDirectory::ReplyDeclare(NodeId to, uint64_t call_id, const Status& s, TableId id) {

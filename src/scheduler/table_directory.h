@@ -24,6 +24,7 @@ namespace layerps {
 namespace pb {
 class DeclareTable;
 class InstallPlacement;
+class DropTable;
 class MapAck;
 }  // namespace pb
 }  // namespace layerps
@@ -41,6 +42,9 @@ class TableDirectory {
   // Makes `placement` the one in force and broadcasts the map (a new epoch). Refused when
   // a table already declared would have to move.
   Status InstallPlacement(const std::vector<LayerServers>& placement);
+  // A worker drops a table by name (answered with a CallReply: kNotFound for a name no
+  // table has). Declares of it still waiting fail with kAborted.
+  void HandleDrop(NodeId from, const layerps::pb::DropTable& d);
   // A node acknowledged a map epoch (a server also names the tables it could not set up).
   void OnMapAck(NodeId from, const layerps::pb::MapAck& ack);
   // Answers the declares whose map every live server and worker has acknowledged.
@@ -54,6 +58,9 @@ class TableDirectory {
     uint64_t epoch;  // every alive server must have acked this epoch
   };
   void ReplyDeclare(NodeId to, uint64_t call_id, const Status& s, TableId id);
+  // Takes table `id` out of the map and broadcasts it (a new epoch); its dense bytes no
+  // longer count in the servers' load.
+  void Remove(TableId id);
 
   ClusterState* const state_;
   const uint64_t dense_chunk_elems_;

@@ -110,6 +110,7 @@ class Server::Impl {
     std::unique_lock<std::shared_mutex> lock(store_mu_);
     if (!store_) store_ = std::make_unique<Store>(runtime_->id(), options_.cold_dir);
     std::vector<std::pair<TableId, Status>> failed;
+    store_->DropAllBut(map.tables);
     for (const auto& kv : map.tables) {
       Status s = store_->Install(kv.second);
       if (!s.ok()) {

@@ -190,6 +190,18 @@ Status Store::TakeColdError(Table& t) {
   return out;
 }
 
+void Store::DropAllBut(const std::map<TableId, TableInfo>& keep) {
+  for (auto it = tables_.begin(); it != tables_.end();) {
+    if (keep.count(it->first)) {
+      ++it;
+      continue;
+    }
+    LOG(INFO) << "server " << self_ << ": table '" << it->second.spec.name << "' (id "
+              << it->first << ") dropped";
+    it = tables_.erase(it);
+  }
+}
+
 Status Store::Install(const TableInfo& info) {
   try {
     return InstallUnguarded(info);

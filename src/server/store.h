@@ -62,6 +62,10 @@ class Store {
   // memory: kResourceExhausted, and the table is not installed.
   Status Install(const TableInfo& table);
   bool Has(TableId table) const { return tables_.count(table) != 0; }
+  // Frees the tables this server holds that `keep` does not list (dropped from the
+  // cluster map). Rows a cold-tier table already wrote to disk stay in its directory.
+  // The caller holds no request on them (the server's store lock, exclusive).
+  void DropAllBut(const std::map<TableId, TableInfo>& keep);
   // The spec of a table this server holds, or null.
   const TableSpec* Spec(TableId table) const {
     auto it = tables_.find(table);

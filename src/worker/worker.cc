@@ -87,6 +87,11 @@ class Worker::Impl {
     return runtime_->DeclareTable(spec, std::chrono::milliseconds(options_.request_timeout_ms));
   }
 
+  Status DropTable(const std::string& name) {
+    if (!started_) return FailedPrecondition("DropTable: the worker is not started");
+    return runtime_->DropTable(name, std::chrono::milliseconds(options_.request_timeout_ms));
+  }
+
   StatusOr<TableSpec> GetTableSpec(TableId table) const {
     if (!started_) {
       return FailedPrecondition(ever_started_ ? "the worker has stopped"
@@ -289,6 +294,7 @@ int Worker::num_workers() const { return impl_->CountRole(Role::kWorker); }
 int Worker::num_servers() const { return impl_->CountRole(Role::kServer); }
 std::vector<NodeInfo> Worker::Nodes() const { return impl_->Nodes(); }
 StatusOr<TableId> Worker::DeclareTable(const TableSpec& spec) { return impl_->DeclareTable(spec); }
+Status Worker::DropTable(const std::string& name) { return impl_->DropTable(name); }
 StatusOr<TableSpec> Worker::GetTableSpec(TableId table) const { return impl_->GetTableSpec(table); }
 
 Ticket Worker::Push(TableId table, const float* grad, size_t n, Callback cb) {

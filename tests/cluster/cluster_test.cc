@@ -670,6 +670,65 @@ TEST(ResourceTest, TableTooBigForTheServersFailsTheDeclare) {
   std::vector<float> g(100, 1.0f), out(100);
   ASSERT_TRUE(w.Wait(w.PushPull(*ok, g.data(), out.data(), 100), kWait).ok());
   EXPECT_EQ(out[99], 1.0f);
+  // The failed table left the map: its name is free for a spec that fits (it used to
+  // stay, so this declare was refused as a different spec, and every server retried the
+  // 4 TiB allocation on every later map).
+  auto refit = w.DeclareTable(TableSpec::Dense("huge", 100));
+  ASSERT_TRUE(refit.ok()) << refit.status();
+  ASSERT_TRUE(w.Wait(w.PushPull(*refit, g.data(), out.data(), 100), kWait).ok());
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// Worker::DropTable: the table leaves the cluster, requests on its id fail, and the name
+// is declared again from the initializer; a name no table has is kNotFound.
+TEST(DropTableTest, DroppedTableFreesItsNameAndItsShards) {
+  LocalCluster c(2, 2, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w0 = c.worker(0);
+  Worker& w1 = c.worker(1);
+  auto dense = w0.DeclareTable(TableSpec::Dense("d", 1000));
+  auto sparse = w0.DeclareTable(TableSpec::Sparse("s", 4));
+  ASSERT_TRUE(dense.ok() && sparse.ok());
+  std::vector<float> g(1000, 3.0f), out(1000);
+  ASSERT_TRUE(w0.Wait(w0.Push(*dense, g.data(), g.size()), kWait).ok());
+  std::vector<Key> keys = {7, 1u << 30};
+  std::vector<float> rows(8, 2.0f), got(8);
+  ASSERT_TRUE(w0.Wait(w0.PushSparse(*sparse, keys.data(), keys.size(), rows.data(), rows.size()), kWait).ok());
+  const auto held = [&](TableId id) {
+    return c.server(0).table_stats().count(id) + c.server(1).table_stats().count(id);
+  };
+  ASSERT_EQ(held(*sparse), 2u);  // both servers hold a share of the sparse table
+
+  ASSERT_TRUE(w1.DropTable("d").ok());
+  EXPECT_EQ(w1.GetTableSpec(*dense).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(w1.Wait(w1.Pull(*dense, out.data(), out.size()), kWait).code(), StatusCode::kNotFound);
+  Status again = w0.DropTable("d");
+  EXPECT_EQ(again.code(), StatusCode::kNotFound) << again;
+  EXPECT_NE(again.message().find("'d'"), std::string::npos) << again;
+
+  // Declared again under the same name with another size: a new table, zeros.
+  auto dense2 = w1.DeclareTable(TableSpec::Dense("d", 10));
+  ASSERT_TRUE(dense2.ok()) << dense2.status();
+  EXPECT_NE(*dense2, *dense);
+  std::vector<float> out2(10, -1.0f);
+  ASSERT_TRUE(w0.Wait(w0.Pull(*dense2, out2.data(), out2.size()), kWait).ok());
+  EXPECT_EQ(out2, std::vector<float>(10, 0.0f));
+
+  // The sparse table is untouched by the other's drop; then dropped too.
+  ASSERT_TRUE(w1.Wait(w1.PullSparse(*sparse, keys.data(), keys.size(), got.data(), got.size()), kWait).ok());
+  EXPECT_EQ(got, rows);
+  ASSERT_TRUE(w0.DropTable("s").ok());
+  EXPECT_EQ(w0.Wait(w0.PullSparse(*sparse, keys.data(), keys.size(), got.data(), got.size()), kWait).code(),
+            StatusCode::kNotFound);
+  // The servers free their shares when the map without the table reaches them.
+  for (int i = 0; i < 500 && held(*sparse) != 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(held(*sparse), 0u);
+  auto sparse2 = w0.DeclareTable(TableSpec::Sparse("s", 4));
+  ASSERT_TRUE(sparse2.ok()) << sparse2.status();
+  ASSERT_TRUE(w1.Wait(w1.PullSparse(*sparse2, keys.data(), keys.size(), got.data(), got.size()), kWait).ok());
+  EXPECT_EQ(got, std::vector<float>(8, 0.0f));
+  EXPECT_EQ(w0.DropTable("").code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(c.Finish().ok());
 }
 

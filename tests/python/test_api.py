@@ -195,6 +195,23 @@ def test_unknown_table_and_conflicting_declaration(worker):
         worker.declare_dense("same", 9, "sum")
 
 
+def test_drop_table_frees_the_name(worker):
+    t = worker.declare_dense("dropme", 8, "sum")
+    worker.push(t, np.full(8, 5.0, np.float32)).wait()
+    worker.drop_table(t)
+    with pytest.raises(layerps.NotFoundError):
+        worker.pull(t).wait()
+    with pytest.raises(LookupError):
+        worker.table("dropme")
+    with pytest.raises(layerps.NotFoundError, match="dropme"):
+        worker.drop_table("dropme")
+    t2 = worker.declare_dense("dropme", 9, "sum")  # another spec under the freed name
+    assert (worker.pull(t2).wait() == 0.0).all()
+    worker.drop_table("dropme")
+    with pytest.raises(layerps.InvalidArgumentError):
+        worker.drop_table(3)
+
+
 def test_options_are_validated():
     with pytest.raises(layerps.InvalidArgumentError, match="unknown option 'heartbeat'"):
         layerps.make_options(heartbeat=5)

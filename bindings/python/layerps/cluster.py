@@ -471,6 +471,18 @@ class Worker(_Node):
             self._tables[name] = t
         return t
 
+    def drop_table(self, table):
+        """Drops a table (a layerps.Table or its name) from the whole cluster: the servers
+        free their shares and the name may be declared again (values from the initializer).
+        Requests on the old table then raise NotFoundError; drop it when none is in flight.
+        NotFoundError for a name no table has."""
+        name = table.name if isinstance(table, Table) else table
+        if not isinstance(name, str):
+            raise InvalidArgumentError(f"table: expected a layerps.Table or a name, got {type(table).__name__}")
+        self._node.drop_table(name)
+        with self._lock:
+            self._tables.pop(name, None)
+
     def table(self, name):
         """A table this worker declared, by name."""
         with self._lock:

@@ -291,6 +291,15 @@ class PyWorker {
     return *id;
   }
 
+  void DropTable(const std::string& name) {
+    ps::Status s;
+    {
+      py::gil_scoped_release release;
+      s = w().DropTable(name);
+    }
+    ThrowIfError(s);
+  }
+
   ps::TableSpec GetTableSpec(uint32_t table) const {
     ps::StatusOr<ps::TableSpec> spec = w().GetTableSpec(table);
     ThrowIfError(spec.status());
@@ -865,6 +874,7 @@ PYBIND11_MODULE(_core, m) {
       .def("start", &PyWorker::Start)
       .def("stop", &PyWorker::Stop)
       .def("declare_table", &PyWorker::DeclareTable)
+      .def("drop_table", &PyWorker::DropTable, py::arg("name"))
       .def("table_spec", &PyWorker::GetTableSpec)
       .def("barrier", &PyWorker::Barrier, py::arg("group"), py::arg("timeout") = py::none())
       .def("join", &PyWorker::Join, py::arg("timeout") = py::none())
