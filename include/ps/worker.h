@@ -90,6 +90,15 @@ class Worker {
   // spec (every worker may declare the same tables). A different spec under the same
   // name: kAlreadyExists. Blocks up to options.request_timeout_ms.
   StatusOr<TableId> DeclareTable(const TableSpec& spec);
+  // Sets the learning rate the servers' update rule uses for `table` (a schedule stepped
+  // by the training loop: warm-up, decay...). Every server and worker has the new rate
+  // when this returns, so pushes issued after it are applied with it; pushes in flight
+  // may be applied with either. The rule's state (momentum, Adam's moments) is kept.
+  // kInvalidArgument for a rule without a learning rate (sum, elastic) or a rate that is
+  // not finite and >= 0 (> 0 for ftrl); kNotFound for an unknown table. One map update
+  // per call: meant for once a step or less, not per request. Blocks up to
+  // options.request_timeout_ms.
+  Status SetLearningRate(TableId table, float learning_rate);
   // Drops the table declared under `name` from the cluster: the scheduler takes it out of
   // the map, every server frees its share when the new map reaches it, and the name may
   // be declared again (a new id, values from the initializer). Returns once this worker's

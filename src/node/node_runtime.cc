@@ -290,6 +290,19 @@ StatusOr<TableId> NodeRuntime::DeclareTable(const TableSpec& spec,
   return static_cast<TableId>(*id);
 }
 
+Status NodeRuntime::SetLearningRate(TableId table, float learning_rate,
+                                    std::chrono::milliseconds timeout) {
+  return CallScheduler(
+             [&](uint64_t call_id, void* msg) {
+               auto* m = static_cast<layerps::pb::Control*>(msg)->mutable_set_learning_rate();
+               m->set_request_id(call_id);
+               m->set_table(table);
+               m->set_learning_rate(learning_rate);
+             },
+             timeout, "set learning rate")
+      .status();
+}
+
 Status NodeRuntime::DropTable(const std::string& name, std::chrono::milliseconds timeout) {
   if (name.empty()) return InvalidArgument("DropTable: empty table name");
   TableId id = kInvalidTable;

@@ -83,6 +83,9 @@ class NodeRuntime {
   // buffers those frames borrowed); the next Send to it reconnects. Thread-safe.
   void DropConnection(NodeId peer) { transport_->Disconnect(peer); }
   StatusOr<TableId> DeclareTable(const TableSpec& spec, std::chrono::milliseconds timeout);
+  // Worker::SetLearningRate: returns once every live server and worker has the map with
+  // the new rate (the scheduler answers then).
+  Status SetLearningRate(TableId table, float learning_rate, std::chrono::milliseconds timeout);
   // Worker::DropTable: returns once this node's map no longer lists the table.
   Status DropTable(const std::string& name, std::chrono::milliseconds timeout);
   // `participants` (when not null): on OK, how many members took part.

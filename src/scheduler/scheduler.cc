@@ -255,6 +255,17 @@ class Scheduler::Impl final : public ClusterState {
         }
         tables_.HandleDrop(from, c.drop_table());
         break;
+      case layerps::pb::Control::kSetLearningRate:
+        if (!complete_) {
+          layerps::pb::Control r;
+          r.mutable_call_reply()->set_request_id(c.set_learning_rate().request_id());
+          r.mutable_call_reply()->set_code(static_cast<int>(StatusCode::kFailedPrecondition));
+          r.mutable_call_reply()->set_error(Incomplete());
+          SendControl(from, r);
+          break;
+        }
+        tables_.HandleSetLearningRate(from, c.set_learning_rate());
+        break;
       case layerps::pb::Control::kLeave:
         HandleLeave(from);
         break;

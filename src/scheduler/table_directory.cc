@@ -4,6 +4,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "layerps.pb.h"
@@ -89,7 +90,46 @@ void TableDirectory::Remove(TableId id) {
   LOG(INFO) << "table '" << t.spec.name << "' (id " << id << ") leaves the map";
   map.tables.erase(it);
   table_epoch_.erase(id);
+  declared_specs_.erase(id);
   state_->BroadcastMap();
+}
+
+void TableDirectory::ReplyCall(NodeId to, uint64_t call_id, const Status& s) {
+  layerps::pb::Control c;
+  auto* r = c.mutable_call_reply();
+  r->set_request_id(call_id);
+  r->set_code(static_cast<int>(s.code()));
+  r->set_error(s.message());
+  state_->Send(to, c);
+}
+
+void TableDirectory::HandleSetLearningRate(NodeId from, const layerps::pb::SetLearningRate& m) {
+  ClusterMap& map = state_->map();
+  auto it = map.tables.find(m.table());
+  const float lr = m.learning_rate();
+  Status s;
+  if (it == map.tables.end()) {
+    s = NotFound("set learning rate: no table with id " + std::to_string(m.table()));
+  } else if (it->second.spec.rule == UpdateRule::kSum ||
+             it->second.spec.rule == UpdateRule::kElastic) {
+    s = InvalidArgument("table '" + it->second.spec.name + "' has rule " +
+                        UpdateRuleName(it->second.spec.rule) + ", which has no learning rate");
+  } else if (!(std::isfinite(lr) && lr >= 0) ||
+             (lr == 0 && it->second.spec.rule == UpdateRule::kFtrl)) {
+    s = InvalidArgument("table '" + it->second.spec.name + "': a learning rate must be finite and " +
+                        (it->second.spec.rule == UpdateRule::kFtrl ? "> 0 (ftrl divides by it)"
+                                                                   : ">= 0"));
+  }
+  if (!s.ok()) {
+    ReplyCall(from, m.request_id(), s);
+    return;
+  }
+  if (it->second.spec.learning_rate != lr) {
+    it->second.spec.learning_rate = lr;
+    state_->BroadcastMap();
+  }
+  pending_declares_.push_back({from, m.request_id(), it->first, map.epoch, true});
+  Resolve();
 }
 
 void TableDirectory::HandleDrop(NodeId from, const layerps::pb::DropTable& d) {
@@ -104,19 +144,17 @@ void TableDirectory::HandleDrop(NodeId from, const layerps::pb::DropTable& d) {
         ++it;
         continue;
       }
-      ReplyDeclare(it->requester, it->call_id,
-                   Aborted("table '" + d.name() + "' was dropped while being declared"),
-                   kInvalidTable);
+      const Status dropped = Aborted("table '" + d.name() + "' was dropped meanwhile");
+      if (it->call) {
+        ReplyCall(it->requester, it->call_id, dropped);
+      } else {
+        ReplyDeclare(it->requester, it->call_id, dropped, kInvalidTable);
+      }
       it = pending_declares_.erase(it);
     }
     Remove(id);
   }
-  layerps::pb::Control c;
-  auto* r = c.mutable_call_reply();
-  r->set_request_id(d.request_id());
-  r->set_code(static_cast<int>(s.code()));
-  r->set_error(s.message());
-  state_->Send(from, c);
+  ReplyCall(from, d.request_id(), s);
 }
 
 void TableDirectory::ReplyDeclare(NodeId to, uint64_t call_id, const Status& s, TableId id) {
@@ -142,13 +180,15 @@ void TableDirectory::HandleDeclare(NodeId from, const layerps::pb::DeclareTable&
     return;
   }
   if (const TableInfo* t = state_->map().FindTableByName(spec.name)) {
-    if (!t->spec.SameAs(spec)) {
+    auto declared = declared_specs_.find(t->id);
+    const TableSpec& first = declared != declared_specs_.end() ? declared->second : t->spec;
+    if (!first.SameAs(spec)) {
       std::string why = "table '" + spec.name + "' was declared with a different spec (" +
-                        t->spec.Difference(spec) + ")";
-      if (t->spec.sync != spec.sync || t->spec.staleness != spec.staleness) {
+                        first.Difference(spec) + ")";
+      if (first.sync != spec.sync || first.staleness != spec.staleness) {
         // Mixing synchronization models (algorithms) on one table is refused.
-        why += ": sync " + std::string(SyncModeName(t->spec.sync)) + " (staleness " +
-               std::to_string(t->spec.staleness) + "), this declare asks for " +
+        why += ": sync " + std::string(SyncModeName(first.sync)) + " (staleness " +
+               std::to_string(first.staleness) + "), this declare asks for " +
                SyncModeName(spec.sync) + " (staleness " + std::to_string(spec.staleness) + ")";
       }
       ReplyDeclare(from, d.request_id(), AlreadyExists(why), kInvalidTable);
@@ -174,6 +214,7 @@ void TableDirectory::HandleDeclare(NodeId from, const layerps::pb::DeclareTable&
   info.chunk_elems = spec.kind == TableKind::kDense ? dense_chunk_elems_ : 0;
   info.ranges = placement::AssignRanges(spec, dense_chunk_elems_, servers, &server_load_);
   state_->map().tables[info.id] = info;
+  declared_specs_[info.id] = spec;
   state_->BroadcastMap();
   table_epoch_[info.id] = state_->map().epoch;
   LOG(INFO) << "table '" << spec.name << "' is id " << info.id << " over " << info.ranges.size()
@@ -192,10 +233,19 @@ void TableDirectory::Resolve() {
     }
     auto failed = failed_tables_.find(it->table);
     if (failed != failed_tables_.end()) {
-      ReplyDeclare(it->requester, it->call_id, ResourceExhausted(failed->second), kInvalidTable);
+      const Status s = ResourceExhausted(failed->second);
+      if (it->call) {
+        ReplyCall(it->requester, it->call_id, s);
+      } else {
+        ReplyDeclare(it->requester, it->call_id, s, kInvalidTable);
+      }
       it = pending_declares_.erase(it);
     } else if (acked) {
-      ReplyDeclare(it->requester, it->call_id, Status::OK(), it->table);
+      if (it->call) {
+        ReplyCall(it->requester, it->call_id, Status::OK());
+      } else {
+        ReplyDeclare(it->requester, it->call_id, Status::OK(), it->table);
+      }
       it = pending_declares_.erase(it);
     } else {
       ++it;

@@ -25,6 +25,7 @@ namespace pb {
 class DeclareTable;
 class InstallPlacement;
 class DropTable;
+class SetLearningRate;
 class MapAck;
 }  // namespace pb
 }  // namespace layerps
@@ -45,6 +46,9 @@ class TableDirectory {
   // A worker drops a table by name (answered with a CallReply: kNotFound for a name no
   // table has). Declares of it still waiting fail with kAborted.
   void HandleDrop(NodeId from, const layerps::pb::DropTable& d);
+  // A worker changes a table's learning rate (answered with a CallReply once every live
+  // server and worker acknowledged the map that carries it).
+  void HandleSetLearningRate(NodeId from, const layerps::pb::SetLearningRate& m);
   // A node acknowledged a map epoch (a server also names the tables it could not set up).
   void OnMapAck(NodeId from, const layerps::pb::MapAck& ack);
   // Answers the declares whose map every live server and worker has acknowledged.
@@ -55,9 +59,11 @@ class TableDirectory {
     NodeId requester;
     uint64_t call_id;
     TableId table;
-    uint64_t epoch;  // every alive server must have acked this epoch
+    uint64_t epoch;      // every alive server must have acked this epoch
+    bool call = false;   // answered with a CallReply (SetLearningRate), not a declare reply
   };
   void ReplyDeclare(NodeId to, uint64_t call_id, const Status& s, TableId id);
+  void ReplyCall(NodeId to, uint64_t call_id, const Status& s);
   // Takes table `id` out of the map and broadcasts it (a new epoch); its dense bytes no
   // longer count in the servers' load.
   void Remove(TableId id);
@@ -69,6 +75,9 @@ class TableDirectory {
   std::map<NodeId, uint64_t> server_load_;
   std::map<TableId, uint64_t> table_epoch_;
   std::map<TableId, std::string> failed_tables_;  // a server could not allocate them
+  // Each table's spec as declared: a later declare is compared with it, not with the map's
+  // spec, whose learning rate SetLearningRate may have changed since.
+  std::map<TableId, TableSpec> declared_specs_;
   std::vector<PendingDeclare> pending_declares_;
 };
 

@@ -113,6 +113,7 @@ class Server::Impl {
     store_->DropAllBut(map.tables);
     for (const auto& kv : map.tables) {
       Status s = store_->Install(kv.second);
+      if (s.ok()) s = store_->UpdateLearningRate(kv.second);
       if (!s.ok()) {
         LOG(ERROR) << "cannot install table " << kv.second.spec.name << ": " << s;
         failed.emplace_back(kv.first, s);

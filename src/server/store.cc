@@ -202,6 +202,24 @@ void Store::DropAllBut(const std::map<TableId, TableInfo>& keep) {
   }
 }
 
+Status Store::UpdateLearningRate(const TableInfo& info) {
+  auto it = tables_.find(info.id);
+  if (it == tables_.end() || it->second.spec.learning_rate == info.spec.learning_rate) {
+    return Status::OK();
+  }
+  Table& t = it->second;
+  TableSpec spec = t.spec;
+  spec.learning_rate = info.spec.learning_rate;
+  StatusOr<std::unique_ptr<Optimizer>> opt = MakeOptimizer(spec);
+  if (!opt.ok()) return opt.status();
+  if ((*opt)->state_width() != t.state_width) {
+    return Internal("table '" + spec.name + "': its rule's state changed with the learning rate");
+  }
+  t.optimizer = std::shared_ptr<const Optimizer>(std::move(*opt));
+  t.spec = spec;
+  return Status::OK();
+}
+
 Status Store::Install(const TableInfo& info) {
   try {
     return InstallUnguarded(info);

@@ -66,6 +66,10 @@ class Store {
   // cluster map). Rows a cold-tier table already wrote to disk stay in its directory.
   // The caller holds no request on them (the server's store lock, exclusive).
   void DropAllBut(const std::map<TableId, TableInfo>& keep);
+  // A table this server holds whose learning rate the map changed gets its rule rebuilt
+  // with the new rate (the rule's per-element state lives in the store and is kept).
+  // The caller holds no request on it (the server's store lock, exclusive).
+  Status UpdateLearningRate(const TableInfo& table);
   // The spec of a table this server holds, or null.
   const TableSpec* Spec(TableId table) const {
     auto it = tables_.find(table);

@@ -87,6 +87,12 @@ class Worker::Impl {
     return runtime_->DeclareTable(spec, std::chrono::milliseconds(options_.request_timeout_ms));
   }
 
+  Status SetLearningRate(TableId table, float learning_rate) {
+    if (!started_) return FailedPrecondition("SetLearningRate: the worker is not started");
+    return runtime_->SetLearningRate(table, learning_rate,
+                                     std::chrono::milliseconds(options_.request_timeout_ms));
+  }
+
   Status DropTable(const std::string& name) {
     if (!started_) return FailedPrecondition("DropTable: the worker is not started");
     return runtime_->DropTable(name, std::chrono::milliseconds(options_.request_timeout_ms));
@@ -295,6 +301,9 @@ int Worker::num_servers() const { return impl_->CountRole(Role::kServer); }
 std::vector<NodeInfo> Worker::Nodes() const { return impl_->Nodes(); }
 StatusOr<TableId> Worker::DeclareTable(const TableSpec& spec) { return impl_->DeclareTable(spec); }
 Status Worker::DropTable(const std::string& name) { return impl_->DropTable(name); }
+Status Worker::SetLearningRate(TableId table, float learning_rate) {
+  return impl_->SetLearningRate(table, learning_rate);
+}
 StatusOr<TableSpec> Worker::GetTableSpec(TableId table) const { return impl_->GetTableSpec(table); }
 
 Ticket Worker::Push(TableId table, const float* grad, size_t n, Callback cb) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <random>
@@ -677,6 +678,51 @@ TEST(ResourceTest, TableTooBigForTheServersFailsTheDeclare) {
   ASSERT_TRUE(refit.ok()) << refit.status();
   ASSERT_TRUE(w.Wait(w.PushPull(*refit, g.data(), out.data(), 100), kWait).ok());
   EXPECT_EQ(out[0], 1.0f);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// Worker::SetLearningRate: pushes after it are applied with the new rate on every
+// server (dense and sparse), the rule's state is kept, and a re-declare with the declared
+// spec still finds the table.
+TEST(LearningRateTest, SetLearningRateReachesEveryServerAndKeepsTheState) {
+  LocalCluster c(2, 2, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w0 = c.worker(0);
+  Worker& w1 = c.worker(1);
+  TableSpec spec = TableSpec::Dense("lr", 1000);
+  spec.rule = UpdateRule::kMomentum;
+  spec.learning_rate = 1.0f;
+  spec.momentum = 0.5f;
+  auto dense = w0.DeclareTable(spec);
+  TableSpec sspec = TableSpec::Sparse("lr_rows", 2);
+  sspec.rule = UpdateRule::kSgd;
+  sspec.learning_rate = 1.0f;
+  auto sparse = w0.DeclareTable(sspec);
+  ASSERT_TRUE(dense.ok() && sparse.ok());
+  std::vector<float> g(1000, 1.0f), out(1000);
+  ASSERT_TRUE(w0.Wait(w0.Push(*dense, g.data(), g.size()), kWait).ok());  // b = 1, x = -1
+  ASSERT_TRUE(w1.SetLearningRate(*dense, 0.25f).ok());
+  ASSERT_TRUE(w0.Wait(w0.Push(*dense, g.data(), g.size()), kWait).ok());  // b = 1.5, x -= 0.375
+  ASSERT_TRUE(w1.Wait(w1.Pull(*dense, out.data(), out.size()), kWait).ok());
+  EXPECT_EQ(out, std::vector<float>(1000, -1.375f));  // both servers' halves
+  EXPECT_EQ(w0.GetTableSpec(*dense)->learning_rate, 0.25f);
+
+  std::vector<Key> keys = {3, 1u << 31, 99};
+  std::vector<float> rows(6, 1.0f), got(6);
+  ASSERT_TRUE(w0.SetLearningRate(*sparse, 2.0f).ok());
+  ASSERT_TRUE(w0.Wait(w0.PushSparse(*sparse, keys.data(), keys.size(), rows.data(), rows.size()), kWait).ok());
+  ASSERT_TRUE(w1.Wait(w1.PullSparse(*sparse, keys.data(), keys.size(), got.data(), got.size()), kWait).ok());
+  EXPECT_EQ(got, std::vector<float>(6, -2.0f));
+
+  auto again = w1.DeclareTable(spec);  // the declared spec (lr 1) is still this table
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *dense);
+
+  Status sum = w0.SetLearningRate(*w0.DeclareTable(TableSpec::Dense("plain", 4)), 0.1f);
+  EXPECT_EQ(sum.code(), StatusCode::kInvalidArgument) << sum;
+  EXPECT_EQ(w0.SetLearningRate(*dense, -1.0f).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(w0.SetLearningRate(*dense, std::nanf("")).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(w0.SetLearningRate(4242, 0.1f).code(), StatusCode::kNotFound);
   EXPECT_TRUE(c.Finish().ok());
 }
 

@@ -64,6 +64,44 @@ def test_an_lr_scheduler_changes_the_lr_the_step_uses(cluster):
         assert deltas == [3.0, 1.5, 0.75]
 
 
+def test_an_lr_scheduler_changes_the_servers_lr_in_server_mode(cluster):
+    # mode='server': the servers apply x -= lr * g; the scheduler's lr reaches them.
+    def work(w):
+        p = torch.nn.Parameter(torch.zeros(3))
+        opt = lt.DistributedOptimizer(torch.optim.SGD([p], lr=1.0), [("p", p)], worker=w, name="srvlr",
+                                      mode="server")
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        deltas = []
+        for t in range(3):
+            before = p.detach().clone()
+            p.grad = torch.full((3,), float(2 * (w.rank + 1)))  # average over 2 workers: 3
+            opt.step()
+            sched.step()
+            deltas.append(float((before - p.detach())[0]))
+        opt.finish()
+        return deltas
+
+    for deltas in run_parallel(work, [(w,) for w in cluster.workers]):
+        assert deltas == [3.0, 1.5, 0.75]
+
+
+def test_set_learning_rate_keeps_the_rules_state_and_checks_its_input(worker):
+    import numpy as np
+    t = worker.declare_dense("lr_mom", 2, "momentum", lr=1.0, momentum=0.5)
+    worker.push(t, np.ones(2, np.float32)).wait()   # b = 1, x = -1
+    worker.set_learning_rate(t, 0.5)
+    worker.push(t, np.ones(2, np.float32)).wait()   # b = 0.5 + 1 = 1.5, x = -1 - 0.75
+    assert worker.pull(t).wait().tolist() == [-1.75, -1.75]
+    assert worker.table("lr_mom").spec.learning_rate == 1.0  # as declared
+    worker.declare_dense("lr_mom", 2, "momentum", lr=1.0, momentum=0.5)  # the same spec again
+    with pytest.raises(layerps.InvalidArgumentError, match="no learning rate"):
+        worker.set_learning_rate(worker.declare_dense("lr_sum", 2), 0.1)
+    with pytest.raises(layerps.InvalidArgumentError, match="finite"):
+        worker.set_learning_rate(t, float("nan"))
+    with pytest.raises(layerps.NotFoundError):
+        worker.set_learning_rate(98765, 0.1)
+
+
 def test_state_dict_round_trips(worker):
     m = model_for(1)
     opt = lt.DistributedOptimizer(torch.optim.Adam(m.parameters(), lr=0.01), m.named_parameters(),

@@ -471,6 +471,14 @@ class Worker(_Node):
             self._tables[name] = t
         return t
 
+    def set_learning_rate(self, table, lr):
+        """Sets the learning rate the servers' rule uses for ``table`` from now on (every
+        server and worker has it when this returns; the rule's state is kept). For a
+        schedule stepped once per training step or less: each call is one map update.
+        InvalidArgumentError for rules 'sum'/'elastic' or a rate that is not finite and
+        >= 0 (> 0 for 'ftrl')."""
+        self._node.set_learning_rate(self._id(table), float(lr))
+
     def drop_table(self, table):
         """Drops a table (a layerps.Table or its name) from the whole cluster: the servers
         free their shares and the name may be declared again (values from the initializer).

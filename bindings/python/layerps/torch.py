@@ -186,7 +186,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     mode='server': the parameters live on the servers in a table with rule 'sgd'
       (x -= lr * g, lr from the optimizer's param group unless ``lr`` is given; plain
-      SGD: momentum and weight decay are not applied). Each worker pushes gradient/N,
+      SGD: momentum and weight decay are not applied). Without ``lr``, a change of the
+      param group's lr (an LR scheduler) reaches the servers at the next step
+      (Worker.set_learning_rate, before that step's push). Each worker pushes gradient/N,
       meets the others, pulls the updated parameters and meets them again (two barriers
       per step so no push of step t+1 reaches a server before everybody pulled step t).
       The local optimizer is not stepped. Rank 0's parameters seed the table.
@@ -302,11 +304,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 for i, p in enumerate(self._params):
                     self._register_hook(i, p)
         else:
+            self._lr_from_groups = lr is None
             if lr is None:
-                lrs = {g["lr"] for g in optimizer.param_groups}
-                if len(lrs) != 1:
-                    raise InvalidArgumentError("mode='server' needs one learning rate: pass lr=")
-                lr = lrs.pop()
+                lr = self._group_lr()
             self.lr = float(lr)
             self._table = w.declare_dense(f"{name}/params", total, "sgd", lr=self.lr)
             if w.rank == 0:
@@ -403,6 +403,12 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self.optimizer.step()  # (server and algorithm modes updated the parameters already)
         return loss
 
+    def _group_lr(self):
+        lrs = {g["lr"] for g in self.optimizer.param_groups}
+        if len(lrs) != 1:
+            raise InvalidArgumentError("mode='server' needs one learning rate: pass lr=")
+        return lrs.pop()
+
     def synchronize(self):
         """Aggregate mode: replaces every .grad by the average over the workers of this
         step's gradients. Server mode: applies the step on the servers and loads the new
@@ -461,6 +467,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if self.mode == "algorithm":
             self._trainer.step(self._gbuf)
         else:
+            if self._lr_from_groups:
+                lr = float(self._group_lr())
+                if lr != self.lr:  # an LR scheduler stepped: the servers' rule follows
+                    w.set_learning_rate(self._table, lr)
+                    self.lr = lr
             self._gbuf.mul_(1.0 / w.num_workers)
             w.push(self._table, self._gbuf).wait(timeout)
             w.barrier("workers", timeout)

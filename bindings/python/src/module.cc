@@ -291,6 +291,15 @@ class PyWorker {
     return *id;
   }
 
+  void SetLearningRate(uint32_t table, float learning_rate) {
+    ps::Status s;
+    {
+      py::gil_scoped_release release;
+      s = w().SetLearningRate(table, learning_rate);
+    }
+    ThrowIfError(s);
+  }
+
   void DropTable(const std::string& name) {
     ps::Status s;
     {
@@ -875,6 +884,7 @@ PYBIND11_MODULE(_core, m) {
       .def("stop", &PyWorker::Stop)
       .def("declare_table", &PyWorker::DeclareTable)
       .def("drop_table", &PyWorker::DropTable, py::arg("name"))
+      .def("set_learning_rate", &PyWorker::SetLearningRate, py::arg("table"), py::arg("learning_rate"))
       .def("table_spec", &PyWorker::GetTableSpec)
       .def("barrier", &PyWorker::Barrier, py::arg("group"), py::arg("timeout") = py::none())
       .def("join", &PyWorker::Join, py::arg("timeout") = py::none())
