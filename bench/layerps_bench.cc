@@ -130,9 +130,20 @@ float OnWire(float v) {
 using Clock = std::chrono::steady_clock;
 double Secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-[[noreturn]] void Die(const std::string& why) {
+// Exit codes as the daemons' (docs/errors.md): 2 for a bad command line or
+// configuration, 1 for a failure at run time.
+[[noreturn]] void Die(const std::string& why, int code = 2) {
   std::fprintf(stderr, "layerps-bench: %s\n", why.c_str());
-  std::exit(2);
+  std::exit(code);
+}
+
+// A Status from starting or joining a cluster: a configuration the user must change
+// (kInvalidArgument, kFailedPrecondition: e.g. no scheduler address) exits 2, anything
+// that went wrong at run time (kTimeout, kUnavailable...) exits 1.
+[[noreturn]] void DieStatus(const std::string& what, const Status& s) {
+  const bool config = s.code() == StatusCode::kInvalidArgument ||
+                      s.code() == StatusCode::kFailedPrecondition;
+  Die(what + ": " + s.ToString(), config ? 2 : 1);
 }
 
 std::vector<std::string> Split(const std::string& s) {
@@ -1000,7 +1011,7 @@ void PrintTable(const std::vector<Result>& rs) {
 
 void WriteCsv(const std::string& path, const std::vector<Result>& rs) {
   std::ofstream f(path);
-  if (!f) Die("cannot write " + path);
+  if (!f) Die("cannot write " + path, 1);
   f << "system,transport,servers,workers,mode,op,bytes,inflight,keys,dim,dist,tensors,requests_per_"
        "repeat,"
        "repeats,gbps_median,gbps_min,gbps_max,ops_median,ops_min,ops_max,keys_per_s_median,p50_us,"
@@ -1036,7 +1047,7 @@ std::string CpuModel() {
 // machine (host name and CPU model), cores and date (UTC, ISO 8601).
 void WriteJson(const std::string& path, const std::vector<Result>& rs, const std::string& cmdline) {
   std::ofstream f(path);
-  if (!f) Die("cannot write " + path);
+  if (!f) Die("cannot write " + path, 1);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   char date[32] = {0};
@@ -1400,7 +1411,7 @@ int Main(int argc, char** argv) {
   for (auto& g : groups) {
     Cluster cl;
     Status st = FLAGS_join ? cl.Join(*base) : cl.StartLocal(*base, g.transport, g.topo.s, g.topo.w);
-    if (!st.ok()) Die("cannot start the cluster: " + st.ToString());
+    if (!st.ok()) DieStatus(FLAGS_join ? "cannot join the cluster" : "cannot start the cluster", st);
     for (auto c : g.cases) {
       if (FLAGS_join) {
         const std::string& a = base->scheduler_address;

@@ -170,22 +170,43 @@ std::string Describe(const Child& c) {
 }
 
 // Waits up to grace_s for the living children to exit, then kills them (process groups).
+// Without terminate_first (the workers finished and the daemons should exit on their
+// own), those still running after grace_s get SIGTERM first, so that they print why they
+// were still waiting (the scheduler names the nodes that never registered), and SIGKILL
+// after kTermWaitS more.
 void StopAll(bool terminate_first) {
+  constexpr int kTermWaitS = 3;
   if (terminate_first) {
     for (auto& c : g_children)
       if (!c.exited && c.pid > 0) kill(-c.pid, SIGTERM);
   }
-  const auto deadline = Clock::now() + std::chrono::seconds(FLAGS_grace_s);
+  auto deadline = Clock::now() + std::chrono::seconds(FLAGS_grace_s);
+  bool terminated = terminate_first;
   for (;;) {
     Reap();
     bool any = false;
     for (auto& c : g_children) any |= (!c.exited && c.pid > 0);
     if (!any) break;
+    if (!terminated && Clock::now() > deadline) {
+      std::printf("[launch] the cluster did not shut down within %d s of the last worker's exit "
+                  "(a worker that exits without starting a LayerPS worker, or without leaving, "
+                  "leaves the daemons waiting); stopping them\n",
+                  FLAGS_grace_s);
+      for (auto& c : g_children) {
+        if (!c.exited && c.pid > 0) {
+          std::printf("[launch] stopping %s (SIGTERM)\n", c.label.c_str());
+          kill(-c.pid, SIGTERM);
+        }
+      }
+      terminated = true;
+      deadline = Clock::now() + std::chrono::seconds(kTermWaitS);
+      continue;
+    }
     if (Clock::now() > deadline) {
       for (auto& c : g_children) {
         if (!c.exited && c.pid > 0) {
           std::printf("[launch] killing %s (did not exit within %d s)\n", c.label.c_str(),
-                      FLAGS_grace_s);
+                      terminate_first ? FLAGS_grace_s : FLAGS_grace_s + kTermWaitS);
           kill(-c.pid, SIGKILL);
         }
       }

@@ -72,7 +72,9 @@ int main(int argc, char** argv) {
   }
   s = ps::daemon::JoinUntilDone([&](auto timeout) { return scheduler.Join(timeout); },
                                 FLAGS_run_timeout_s, "--run_timeout_s");
+  const std::string missing = scheduler.MissingNodes();
   scheduler.Stop();
-  std::cout << "layerps-scheduler: " << (s.ok() ? "cluster finished" : s.ToString()) << std::endl;
+  std::cout << "layerps-scheduler: " << (s.ok() ? "cluster finished" : s.ToString())
+            << (s.ok() || missing.empty() ? "" : "; " + missing) << std::endl;
   return s.ok() ? 0 : 1;
 }

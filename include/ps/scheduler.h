@@ -54,6 +54,10 @@ class Scheduler {
 
   // The current membership (empty before every node registered).
   std::vector<NodeInfo> Nodes() const;
+  // While the cluster is not complete, which nodes have not registered ("the cluster is
+  // not complete: missing worker rank 1 (2 of 2 servers and 1 of 2 workers registered)");
+  // empty once it is (and before Start).
+  std::string MissingNodes() const;
   SchedulerStats stats() const;
 
  private:

@@ -109,6 +109,9 @@ Status NodeRuntime::Start() {
     }
   }
   if (!result.ok()) {
+    // What is still queued for the scheduler (a Register it never took) is dropped now:
+    // closing would otherwise linger up to 2 s to deliver it, past connect_timeout_ms.
+    transport_->Disconnect(kSchedulerId);
     Stop(false);
     return result;
   }

@@ -77,6 +77,10 @@ class Scheduler::Impl final : public ClusterState {
     }
     map_.epoch = 0;
     map_.nodes.push_back(NodeInfo{kSchedulerId, Role::kScheduler, 0, *bound, "", true});
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      missing_ = Incomplete();
+    }
     thread_ = std::thread([this] { Loop(); });
     LOG(INFO) << "scheduler listening at " << *bound << " for " << options_.num_servers
               << " server(s) and " << options_.num_workers << " worker(s)";
@@ -124,6 +128,10 @@ class Scheduler::Impl final : public ClusterState {
   std::vector<NodeInfo> Nodes() const {
     std::lock_guard<std::mutex> lock(mu_);
     return nodes_snapshot_;
+  }
+  std::string MissingNodes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return missing_;
   }
 
   SchedulerStats stats() const {
@@ -369,8 +377,13 @@ class Scheduler::Impl final : public ClusterState {
     SendControl(info.id, reply);
     LOG(INFO) << "registered " << RoleName(role) << " rank " << info.rank << " as node " << info.id
               << " at " << info.endpoint;
-    if (map_.CountRole(Role::kServer) == options_.num_servers &&
-        map_.CountRole(Role::kWorker) == options_.num_workers) {
+    const bool now_complete = map_.CountRole(Role::kServer) == options_.num_servers &&
+                              map_.CountRole(Role::kWorker) == options_.num_workers;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      missing_ = now_complete ? std::string() : Incomplete();
+    }
+    if (now_complete) {
       complete_ = true;
       const int64_t now = SteadyMillis();
       for (auto& kv : members_) kv.second.last_seen_ms = now;
@@ -582,6 +595,7 @@ class Scheduler::Impl final : public ClusterState {
   std::condition_variable cv_;
   std::string address_;                   // guarded by mu_
   std::vector<NodeInfo> nodes_snapshot_;  // guarded by mu_
+  std::string missing_;                   // guarded by mu_: Incomplete(), "" once complete
   SchedulerStats stats_;                  // guarded by mu_
   bool finished_ = false;                 // guarded by mu_
   Status result_;                         // guarded by mu_
@@ -600,6 +614,7 @@ std::string Scheduler::address() const { return impl_->address(); }
 Status Scheduler::Join(std::chrono::milliseconds timeout) { return impl_->Join(timeout); }
 void Scheduler::Stop() { impl_->Stop(); }
 std::vector<NodeInfo> Scheduler::Nodes() const { return impl_->Nodes(); }
+std::string Scheduler::MissingNodes() const { return impl_->MissingNodes(); }
 SchedulerStats Scheduler::stats() const { return impl_->stats(); }
 
 }  // namespace ps

@@ -197,5 +197,21 @@ TEST_F(FaultTest, ServerCutOffMidRequestFailsItWithinTheHeartbeatTimeout) {
   EXPECT_EQ(c.scheduler().stats().dead_nodes, 1u);
 }
 
+// connect_timeout_ms bounds Start when the scheduler never answers: the Register still
+// queued for it is dropped, not lingered on (closing used to add 2 s to the timeout).
+TEST(ConnectTimeoutTest, StartWithNoSchedulerEndsAtItsTimeout) {
+  Options o = testing::FastOptions();
+  o.scheduler_address = "tcp://127.0.0.1:1";  // nothing listens on port 1
+  o.connect_timeout_ms = 500;
+  Worker w(o);
+  const auto start = std::chrono::steady_clock::now();
+  Status s = w.Start();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), StatusCode::kTimeout) << s;
+  EXPECT_GE(took, milliseconds(500));
+  EXPECT_LT(took, milliseconds(1500)) << "Start overran connect_timeout_ms by "
+                                      << (took - milliseconds(500)).count() / 1000000 << " ms";
+}
+
 }  // namespace
 }  // namespace ps

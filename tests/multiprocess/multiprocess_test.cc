@@ -33,6 +33,11 @@ using namespace std::chrono_literals;
 
 const std::string kTools = LAYERPS_TOOLS_DIR;
 const std::string kExamples = LAYERPS_EXAMPLES_DIR;
+#ifdef LAYERPS_BENCH
+const std::string kBench = LAYERPS_BENCH;
+#else
+const std::string kBench;  // built without benchmarks: the tests that need it skip
+#endif
 
 // A child process whose stdout+stderr go to a file.
 class Process {
@@ -700,6 +705,34 @@ TEST(CommandLineTest, LaunchFailsWhenAWorkerFails) {
   Process missing({kTools + "/layerps-launch", "--num_servers=1", "--num_workers=1", "--grace_s=5",
                    "--", "/nonexistent/worker"});
   EXPECT_EQ(missing.Wait(60s), 1) << missing.Output();
+}
+
+// Workers that exit 0 without ever joining: the launcher says why the daemons are still
+// waiting, stops them with SIGTERM, and the scheduler names the nodes that never came
+// (it used to end with only "killing server 0").
+TEST(CommandLineTest, WorkersThatNeverJoinAreNamed) {
+  Process p({kTools + "/layerps-launch", "--num_servers=1", "--num_workers=2", "--grace_s=2", "--",
+             "/bin/true"});
+  EXPECT_EQ(p.Wait(60s), 1) << p.Output();
+  const std::string out = p.Output();
+  EXPECT_NE(out.find("did not shut down within 2 s of the last worker's exit"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("missing worker ranks 0, 1"), std::string::npos) << out;
+  EXPECT_EQ(out.find("killing"), std::string::npos) << "SIGTERM was enough: " << out;
+}
+
+// layerps-bench --join follows the daemons' exit codes: 2 for a configuration to fix,
+// 1 for a cluster that does not answer (both used to exit 2).
+TEST(CommandLineTest, BenchJoinExitCodesFollowTheConvention) {
+  if (kBench.empty()) GTEST_SKIP() << "built without LAYERPS_BUILD_BENCHMARKS";
+  Process unset({kBench, "--join", "--progress=false"});
+  EXPECT_EQ(unset.Wait(30s), 2) << unset.Output();
+  EXPECT_NE(unset.Output().find("no scheduler to join"), std::string::npos) << unset.Output();
+  Process absent({kBench, "--join", "--progress=false", "--scheduler=tcp://127.0.0.1:1",
+                  "--connect_timeout_ms=300"});
+  EXPECT_EQ(absent.Wait(30s), 1) << absent.Output();
+  EXPECT_NE(absent.Output().find("cannot join the cluster: Timeout"), std::string::npos)
+      << absent.Output();
 }
 
 TEST(CommandLineTest, ServerStopsOnSignalWhileJoining) {
