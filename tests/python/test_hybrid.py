@@ -297,9 +297,13 @@ def test_repartition_keeps_every_row_and_training_goes_on():
     def after(t, opt, model):
         if t == 2:
             before = opt.hybrid.sparse_params[0]
+            old_tables = list(before.tables)
             opt.pull_sparse_params()
             held = model.emb.weight.detach().clone()
             opt.repartition(5)
+            # The old tables were dropped: the servers no longer hold them.
+            with pytest.raises(layerps.NotFoundError):
+                opt.worker.pull_sparse(old_tables[0], np.arange(4, dtype=np.int64)).wait()
             assert opt.partitions == {"emb.weight": 5, "bag.weight": 5}
             assert before.tables[0].name.endswith("/P5/0") and len(before.tables) == 5
             model.emb.weight.data.zero_()  # forget the local copy: the servers must have it all

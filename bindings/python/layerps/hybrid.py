@@ -636,8 +636,9 @@ class Hybrid:
     def repartition(self, partitions, names=None):
         """Moves sparse parameters (all, or those named) to ``partitions`` partitions: new
         tables (a new placement and cluster-map epoch), every row copied from the old ones
-        (each worker copies the rows r with r mod W == rank). Collective, between steps.
-        The rules' server-side state (momentum, moments) is not copied: it restarts."""
+        (each worker copies the rows r with r mod W == rank), then the old tables dropped
+        (the servers free them). Collective, between steps. The rules' server-side state
+        (momentum, moments) is not copied: it restarts."""
         w, timeout = self.worker, self.timeout
         if not self.ready:
             raise FailedPreconditionError("repartition: the sparse tables exist from the first step on")
@@ -657,6 +658,10 @@ class Hybrid:
             sp.assign_all(new, lambda k, sp=sp, old=old: sp.pull(k, old), (w.rank, w.num_workers))
             w.barrier("workers", timeout)
             sp.tables, sp.partitions = new, partitions
+            if w.rank == 0:  # nobody uses the old tables after the barrier: free them
+                for t in old:
+                    w.drop_table(t)
+            w.barrier("workers", timeout)
 
     @property
     def partitions(self):
