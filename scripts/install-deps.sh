@@ -8,13 +8,17 @@ set -euo pipefail
 
 CORE=(build-essential cmake ninja-build pkg-config
       libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libtbb-dev librocksdb-dev
-      libgoogle-glog-dev libgflags-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2)
+      libgoogle-glog-dev libgflags-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
+      prometheus-cpp-dev)
+# Real tools the tests use where users have them: promtool (Debian's prometheus) checks the
+# metrics endpoints.
+TEST_TOOLS=(prometheus)
 PYTHON=(python3-dev python3-venv python3-pip pybind11-dev python3-numpy python3-pytest
         python3-torch python3-sklearn python3-matplotlib)
 
 case "${1:-all}" in
   core) WANT=("${CORE[@]}") ;;
-  all) WANT=("${CORE[@]}" "${PYTHON[@]}") ;;
+  all) WANT=("${CORE[@]}" "${PYTHON[@]}" "${TEST_TOOLS[@]}") ;;
   *) echo "usage: $0 [core|all]" >&2; exit 2 ;;
 esac
 

@@ -283,7 +283,17 @@ int main(int argc, char** argv) {
 
   g_children.reserve(1 + o.num_servers + o.num_workers);
   g_children.push_back(Child{"scheduler", false, FLAGS_quiet_daemons});
+  // --metrics_port=P: the scheduler serves on P, server i on P+1+i, worker i after them.
+  const auto metrics_env = [&](int offset) {
+    return "LAYERPS_METRICS_PORT=" + std::to_string(o.metrics_port == 0 ? 0 : o.metrics_port + offset);
+  };
+  if (o.metrics_port != 0 && o.metrics_port + o.num_servers + o.num_workers > 65535) {
+    ps::cli::Fail(prog, "--metrics_port=" + std::to_string(o.metrics_port) + ": ports up to " +
+                            std::to_string(o.metrics_port + o.num_servers + o.num_workers) +
+                            " are needed (one per node), above 65535");
+  }
   std::vector<std::string> sched_env = common_env;
+  sched_env.push_back(metrics_env(0));
   sched_env.push_back("LAYERPS_SCHEDULER=" + o.scheduler_address);
   sched_env.push_back("LAYERPS_ROLE=scheduler");
   std::vector<std::string> sched_args = {bin + "/layerps-scheduler",
@@ -314,6 +324,12 @@ int main(int argc, char** argv) {
   }
   std::printf("[launch] scheduler at %s; starting %d server(s) and %d worker(s)\n", address.c_str(),
               o.num_servers, o.num_workers);
+  if (o.metrics_port != 0) {
+    std::printf("[launch] metrics: http://%s:%d/metrics (scheduler), ports %d.. (servers), "
+                "%d.. (workers)\n",
+                o.metrics_host.c_str(), o.metrics_port, o.metrics_port + 1,
+                o.metrics_port + 1 + o.num_servers);
+  }
   common_env.push_back("LAYERPS_SCHEDULER=" + address);
 
   for (int i = 0; i < o.num_servers; ++i) {
@@ -321,6 +337,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> env = common_env;
     env.push_back("LAYERPS_ROLE=server");
     env.push_back("LAYERPS_RANK=" + std::to_string(i));
+    env.push_back(metrics_env(1 + i));
     if (!Spawn(&g_children.back(), {bin + "/layerps-server"}, env)) {
       std::printf("[launch] cannot start a server\n");
       StopAll(true);
@@ -332,6 +349,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> env = common_env;
     env.push_back("LAYERPS_ROLE=worker");
     env.push_back("LAYERPS_RANK=" + std::to_string(i));
+    env.push_back(metrics_env(1 + o.num_servers + i));
     if (!Spawn(&g_children.back(), command, env)) {
       std::printf("[launch] cannot start worker %d\n", i);
       StopAll(true);

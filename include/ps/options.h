@@ -55,6 +55,19 @@ struct CommonOptions {
   // Env: LAYERPS_STALL_WARNING_MS.
   int stall_warning_ms = 60000;
 
+  // Prometheus metrics over HTTP (docs/observability.md): the port this node serves
+  // GET /metrics on, 0 (default) for none, else 1..65535. A port in use fails Start.
+  // Env: LAYERPS_METRICS_PORT.
+  int metrics_port = 0;
+  // The address the metrics endpoint listens on. Default 127.0.0.1 (this host only: the
+  // endpoint is not authenticated); 0.0.0.0 for every interface. Env: LAYERPS_METRICS_HOST.
+  std::string metrics_host = "127.0.0.1";
+  // Workers: write a Chrome trace (JSON; Perfetto, chrome://tracing) of every push and
+  // pull to this file ("%r" is replaced by the worker's rank; without it ".<rank>" is put
+  // before the extension when the file is shared). Empty (default): none.
+  // Env: LAYERPS_TIMELINE.
+  std::string timeline;
+
   // ZeroMQ I/O threads of this node's context. 1..64, default 1.
   int io_threads = 1;
   // Same-host fast path: payload frames of 64 KiB..32 MiB to peers reached over ipc://

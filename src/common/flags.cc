@@ -42,6 +42,9 @@ DEFINE_int32(stall_warning_ms, 0,
              "Scheduler and servers: a barrier, join or synchronous step waiting longer "
              "(ms) logs the ranks it waits for, then keeps waiting; 0: off. Default: "
              "$LAYERPS_STALL_WARNING_MS, else 60000");
+DEFINE_int32(metrics_port, 0, "Serve Prometheus metrics on this port (GET /metrics); 0: none");
+DEFINE_string(metrics_host, "", "Address the metrics endpoint listens on. Default 127.0.0.1");
+DEFINE_string(timeline, "", "Workers: write a Chrome trace of pushes and pulls to this file");
 DEFINE_int32(connect_timeout_ms, 0, "How long Start() waits for the cluster. Default 30000");
 DEFINE_int32(request_timeout_ms, 0, "How long a request may wait for its reply. Default 60000");
 DEFINE_int64(part_bytes, 0,

@@ -154,6 +154,17 @@ const std::vector<Row>& Rows() {
                   "A barrier, join or synchronous step waiting longer (ms) logs the ranks it "
                   "waits for, then keeps waiting; 0: off"),
              &Options::stall_warning_ms, 0, 86400000),
+      IntRow(Info("metrics_port", "metrics_port", "LAYERPS_METRICS_PORT", "Ssw",
+                  "Serve Prometheus metrics on this port (GET /metrics; 0: none)",
+                  /*per_node=*/true),
+             &Options::metrics_port, 0, 65535),
+      StringRow(Info("metrics_host", "metrics_host", "LAYERPS_METRICS_HOST", "Ssw",
+                     "Address the metrics endpoint listens on (127.0.0.1: this host only)"),
+                &Options::metrics_host),
+      StringRow(Info("timeline", "timeline", "LAYERPS_TIMELINE", "w",
+                     "Write a Chrome trace of this worker's pushes and pulls to this file "
+                     "(%r: the rank)"),
+                &Options::timeline),
       IntRow(Info("connect_timeout_ms", "connect_timeout_ms", "LAYERPS_CONNECT_TIMEOUT_MS", "sw",
                   "How long Start() waits for the cluster (ms), 1..3600000"),
              &Options::connect_timeout_ms, 1, 3600000),

@@ -24,6 +24,7 @@
 #include "common/hash.h"
 #include "common/logging.h"
 #include "layerps.pb.h"
+#include "metrics/metrics.h"
 #include "node/node_runtime.h"
 #include "scheduler/barriers.h"
 #include "scheduler/cluster_state.h"
@@ -81,6 +82,14 @@ class Scheduler::Impl final : public ClusterState {
       std::lock_guard<std::mutex> lock(mu_);
       missing_ = Incomplete();
     }
+    StatusOr<std::unique_ptr<metrics::Exporter>> exporter = metrics::MaybeStart(
+        options_.metrics_host, options_.metrics_port, "scheduler",
+        [this](std::vector<metrics::Sample>* out) { CollectMetrics(out); });
+    if (!exporter.ok()) {
+      transport_->Close();
+      return exporter.status();
+    }
+    metrics_ = std::move(*exporter);
     thread_ = std::thread([this] { Loop(); });
     LOG(INFO) << "scheduler listening at " << *bound << " for " << options_.num_servers
               << " server(s) and " << options_.num_workers << " worker(s)";
@@ -113,6 +122,7 @@ class Scheduler::Impl final : public ClusterState {
   }
 
   void Stop() {
+    metrics_.reset();
     if (!thread_.joinable()) return;
     stop_requested_ = true;
     thread_.join();
@@ -128,6 +138,40 @@ class Scheduler::Impl final : public ClusterState {
   std::vector<NodeInfo> Nodes() const {
     std::lock_guard<std::mutex> lock(mu_);
     return nodes_snapshot_;
+  }
+
+  // One scrape of the metrics endpoint (its HTTP thread): snapshots under mu_ only.
+  void CollectMetrics(std::vector<metrics::Sample>* out) const {
+    using metrics::Counter;
+    using metrics::Gauge;
+    const SchedulerStats s = stats();
+    out->push_back(Counter("layerps_scheduler_messages_received_total", "Control messages received",
+                           s.messages_received));
+    out->push_back(Counter("layerps_scheduler_bad_messages_total",
+                           "Messages dropped: malformed, wrong version, or from unknown peers",
+                           s.bad_messages));
+    out->push_back(Counter("layerps_scheduler_rejected_registrations_total",
+                           "Registrations refused (wrong token, rank taken, cluster full)",
+                           s.rejected_registrations));
+    out->push_back(Counter("layerps_scheduler_dead_nodes_total",
+                           "Nodes declared dead after missing heartbeats for heartbeat_timeout_ms",
+                           s.dead_nodes));
+    out->push_back(Counter("layerps_scheduler_stall_warnings_total",
+                           "Barriers or joins waiting past stall_warning_ms", s.stall_warnings));
+    out->push_back(Gauge("layerps_map_epoch", "Cluster-map epoch this node has", s.map_epoch));
+    const bool complete = MissingNodes().empty();
+    out->push_back(Gauge("layerps_scheduler_cluster_complete",
+                         "1 once every server and worker registered", complete ? 1 : 0));
+    int servers = 0, workers = 0;
+    for (const NodeInfo& n : Nodes()) {
+      if (!n.alive) continue;
+      servers += n.role == Role::kServer;
+      workers += n.role == Role::kWorker;
+    }
+    out->push_back(Gauge("layerps_scheduler_nodes_alive", "Live nodes by role", servers,
+                         {{"role", "server"}}));
+    out->push_back(Gauge("layerps_scheduler_nodes_alive", "Live nodes by role", workers,
+                         {{"role", "worker"}}));
   }
   std::string MissingNodes() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -592,6 +636,8 @@ class Scheduler::Impl final : public ClusterState {
 
   // Shared with callers of the public accessors.
   mutable std::mutex mu_;
+  // Serves CollectMetrics while the scheduler runs (reset first in Stop).
+  std::unique_ptr<metrics::Exporter> metrics_;
   std::condition_variable cv_;
   std::string address_;                   // guarded by mu_
   std::vector<NodeInfo> nodes_snapshot_;  // guarded by mu_

@@ -10,12 +10,14 @@
 #include <glog/logging.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <set>
 #include <shared_mutex>
 #include <string>
 
 #include "common/wire_type.h"
+#include "metrics/metrics.h"
 #include "node/node_runtime.h"
 #include "server/request.h"
 #include "server/store.h"
@@ -54,6 +56,14 @@ class Server::Impl {
       return s;
     }
     started_ = true;  // from here on runtime_ is never replaced
+    StatusOr<std::unique_ptr<metrics::Exporter>> exporter = metrics::MaybeStart(
+        options_.metrics_host, options_.metrics_port, "server",
+        [this](std::vector<metrics::Sample>* out) { CollectMetrics(out); });
+    if (!exporter.ok()) {
+      runtime_->Stop(/*send_leave=*/true);
+      return exporter.status();
+    }
+    metrics_ = std::move(*exporter);
     return s;
   }
 
@@ -63,6 +73,7 @@ class Server::Impl {
   }
 
   void Stop() {
+    metrics_.reset();
     if (started_) runtime_->Stop(/*send_leave=*/true);
   }
 
@@ -106,6 +117,49 @@ class Server::Impl {
   }
 
  private:
+  // One scrape of the metrics endpoint (its HTTP thread).
+  void CollectMetrics(std::vector<metrics::Sample>* out) const {
+    using metrics::Counter;
+    using metrics::Gauge;
+    const ServerStats s = stats();
+    out->push_back(Counter("layerps_server_messages_received_total",
+                           "Data messages received", s.messages_received));
+    out->push_back(Counter("layerps_server_bad_messages_total",
+                           "Messages dropped: malformed, unknown table, range not held...",
+                           s.bad_messages));
+    out->push_back(Counter("layerps_server_requests_total", "Requests by kind", s.push_requests,
+                           {{"kind", "push"}}));
+    out->push_back(Counter("layerps_server_requests_total", "Requests by kind", s.pull_requests,
+                           {{"kind", "pull"}}));
+    out->push_back(Counter("layerps_server_payload_bytes_total",
+                           "Payload bytes of accepted requests and of replies", s.bytes_received,
+                           {{"direction", "received"}}));
+    out->push_back(Counter("layerps_server_payload_bytes_total",
+                           "Payload bytes of accepted requests and of replies", s.bytes_sent,
+                           {{"direction", "sent"}}));
+    out->push_back(Gauge("layerps_server_sparse_rows", "Rows held in sparse tables", s.sparse_rows));
+    out->push_back(Counter("layerps_server_stall_warnings_total",
+                           "bsp/ssp pulls held longer than stall_warning_ms", s.stall_warnings));
+    handle_latency_.Export("layerps_server_request_seconds",
+                           "Time to handle a request on arrival (apply, or hold for its step)",
+                           {}, out);
+    for (const auto& kv : table_stats()) {
+      const std::vector<std::pair<std::string, std::string>> l = {{"table", kv.second.name}};
+      const SparseTableStats& t = kv.second;
+      out->push_back(Gauge("layerps_server_table_rows", "Rows live in a sparse table", t.rows_live, l));
+      out->push_back(Counter("layerps_server_table_rows_evicted_total", "Rows evicted (capacity)", t.evicted, l));
+      out->push_back(Counter("layerps_server_table_rows_expired_total", "Rows expired", t.expired, l));
+      out->push_back(Counter("layerps_server_table_rows_admitted_total", "Rows created", t.admitted, l));
+      out->push_back(Counter("layerps_server_table_rows_refused_total",
+                             "Pushed rows dropped: id not admitted", t.refused, l));
+    }
+    if (started_) {
+      metrics::AppendTraffic(runtime_->traffic(), out);
+      out->push_back(Gauge("layerps_map_epoch", "Cluster-map epoch this node has",
+                           static_cast<double>(runtime_->map() ? runtime_->map()->epoch : 0)));
+    }
+  }
+
   std::vector<std::pair<TableId, Status>> InstallMap(const ClusterMap& map) {
     std::unique_lock<std::shared_mutex> lock(store_mu_);
     if (!store_) store_ = std::make_unique<Store>(runtime_->id(), options_.cold_dir);
@@ -267,11 +321,14 @@ class Server::Impl {
       Reply(h, valid, {});
       return;
     }
+    const auto handle_start = std::chrono::steady_clock::now();
     policy->Handle(std::move(req), *store_,
                    [this](const Header& rh, const Status& s, std::vector<Frame> frames) {
                      if (!s.ok()) ++bad_;
                      Reply(rh, s, std::move(frames));
                    });
+    handle_latency_.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - handle_start).count());
   }
 
   const ServerOptions options_;
@@ -287,6 +344,9 @@ class Server::Impl {
   std::set<NodeId> gone_;  // receive thread: workers that left or died (never live again)
   uint64_t epoch_ = 0;     // guarded by store_mu_
   std::atomic<uint64_t> messages_{0}, bad_{0}, pushes_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0};
+  metrics::Latency handle_latency_;
+  // Last: its HTTP threads read the members above, so it stops first.
+  std::unique_ptr<metrics::Exporter> metrics_;
 };
 
 Server::Server(ServerOptions options) : impl_(new Impl(std::move(options))) {}

@@ -12,6 +12,7 @@
 
 #include "common/status_wire.h"
 #include "common/wire_type.h"
+#include "worker/timeline.h"
 
 namespace ps {
 
@@ -25,6 +26,10 @@ struct TrackerState {
   std::condition_variable completion_cv;
   std::deque<std::shared_ptr<Request>> completions;  // guarded by completion_mu
   bool completion_thread_running = false;            // guarded by completion_mu
+
+  // Round trips by kind (KindIndex), and the timeline (std::atomic_load/store).
+  metrics::Latency latency[5];
+  std::shared_ptr<Timeline> timeline;
 };
 
 namespace {
@@ -33,6 +38,36 @@ int64_t NowMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+constexpr const char* kKindNames[5] = {"push", "pull", "pushpull", "assign", "peer"};
+int KindIndex(MsgType t) {
+  switch (t) {
+    case MsgType::kPush:
+      return 0;
+    case MsgType::kPull:
+      return 1;
+    case MsgType::kPushPull:
+      return 2;
+    case MsgType::kAssign:
+      return 3;
+    default:
+      return 4;
+  }
+}
+
+// A completed request's round trip into the histograms and the timeline.
+void Record(const std::shared_ptr<Request>& req, const Status& status) {
+  if (req->table == kInvalidTable && req->parts.empty()) return;  // refused before sending
+  auto st = req->tracker.lock();
+  if (!st) return;
+  const auto done = std::chrono::steady_clock::now();
+  const int k = KindIndex(req->type);
+  st->latency[k].Observe(std::chrono::duration<double>(done - req->queued).count());
+  if (auto tl = std::atomic_load(&st->timeline)) {
+    tl->Request(kKindNames[k], req->table, req->ticket, req->parts.size(), req->queued,
+                req->sent, done, status.ok());
+  }
 }
 
 void Finalize(const std::shared_ptr<Request>& req) {
@@ -47,6 +82,7 @@ void Finalize(const std::shared_ptr<Request>& req) {
     cb = std::move(req->callback);
     req->cv.notify_all();
   }
+  Record(req, status);
   if (cb) {
     if (auto st = req->tracker.lock()) {
       std::lock_guard<std::mutex> lock(st->mu);
@@ -162,7 +198,27 @@ std::shared_ptr<Request> RequestTracker::New(MsgType type, TableId table, Worker
   req->callback = std::move(cb);
   req->tracker = state_;
   req->deadline_ms = NowMillis() + options_.request_timeout_ms;
+  req->queued = req->sent = std::chrono::steady_clock::now();
   return req;
+}
+
+void RequestTracker::SetTimeline(std::shared_ptr<Timeline> timeline) {
+  std::atomic_store(&state_->timeline, std::move(timeline));
+}
+
+void RequestTracker::CollectMetrics(std::vector<metrics::Sample>* out) const {
+  size_t in_flight = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    in_flight = state_->requests.size();
+  }
+  out->push_back(metrics::Gauge("layerps_worker_requests_in_flight",
+                                "Requests sent and not yet answered", static_cast<double>(in_flight)));
+  for (int k = 0; k < 5; ++k) {
+    state_->latency[k].Export("layerps_worker_request_seconds",
+                              "Round trip of a request, from the call to its answer",
+                              {{"kind", kKindNames[k]}}, out);
+  }
 }
 
 Ticket RequestTracker::Failed(const Status& status, Worker::Callback cb) {
@@ -232,6 +288,7 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
       }
     }
   }
+  req->sent = std::chrono::steady_clock::now();
   const Ticket ticket = req->ticket;
   Release(req);  // this call's hold
   return ticket;

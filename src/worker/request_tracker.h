@@ -31,6 +31,7 @@
 #include "ps/options.h"
 #include "ps/status.h"
 #include "ps/types.h"
+#include "metrics/metrics.h"
 #include "ps/worker.h"
 #include "transport/message.h"
 
@@ -71,6 +72,9 @@ struct Request {
   bool sparse = false;
   uint32_t dim = 0;
   int64_t deadline_ms = 0;
+  // When it was created and when its messages were handed to the transport (latency
+  // histograms, the timeline).
+  std::chrono::steady_clock::time_point queued, sent;
   Worker::Callback callback;
   std::weak_ptr<TrackerState> tracker;
 
@@ -120,6 +124,10 @@ class RequestTracker {
   // completions still queued and joins the thread. Idempotent.
   void Start();
   void Stop(const Status& why);
+  // Every completed request from now on is written to `timeline` (null: none).
+  void SetTimeline(std::shared_ptr<class Timeline> timeline);
+  // Requests in flight and the round-trip latency histograms, by kind.
+  void CollectMetrics(std::vector<metrics::Sample>* out) const;
 
   // A new request (not yet registered) with its deadline set.
   std::shared_ptr<Request> New(MsgType type, TableId table, Worker::Callback cb);

@@ -18,6 +18,7 @@
 #include "worker/peer_messages.h"
 #include "worker/ps_requests.h"
 #include "worker/request_tracker.h"
+#include "worker/timeline.h"
 
 namespace ps {
 
@@ -55,13 +56,60 @@ class Worker::Impl {
     tracker_.Start();
     started_ = true;
     ever_started_ = true;
+    // Observability (docs/observability.md): a port in use or an unwritable timeline
+    // fails Start, after which the worker leaves again.
+    Status extras = StartObservability();
+    if (!extras.ok()) {
+      Stop();
+      return extras;
+    }
     return Status::OK();
   }
 
   void Stop() {
+    metrics_.reset();
     if (!started_.exchange(false)) return;
     runtime_->Stop(/*send_leave=*/true);
     tracker_.Stop(Aborted("the worker stopped"));
+    tracker_.SetTimeline(nullptr);
+    if (timeline_) timeline_->Close();
+  }
+
+  Status StartObservability() {
+    if (!options_.timeline.empty()) {
+      const std::string path = Timeline::FileName(options_.timeline, rank(),
+                                                  CountRole(Role::kWorker) > 1);
+      StatusOr<std::shared_ptr<Timeline>> t = Timeline::Open(path, rank());
+      if (!t.ok()) return t.status();
+      timeline_ = *t;
+      tracker_.SetTimeline(timeline_);
+    }
+    StatusOr<std::unique_ptr<metrics::Exporter>> exporter = metrics::MaybeStart(
+        options_.metrics_host, options_.metrics_port, "worker",
+        [this](std::vector<metrics::Sample>* out) { CollectMetrics(out); });
+    if (!exporter.ok()) return exporter.status();
+    metrics_ = std::move(*exporter);
+    return Status::OK();
+  }
+
+  void CollectMetrics(std::vector<metrics::Sample>* out) const {
+    using metrics::Counter;
+    const WorkerStats s = stats();
+    out->push_back(Counter("layerps_worker_requests_sent_total", "Messages sent to servers",
+                           s.requests_sent));
+    out->push_back(Counter("layerps_worker_replies_received_total", "Replies received",
+                           s.replies_received));
+    out->push_back(Counter("layerps_worker_bad_messages_total",
+                           "Replies dropped: malformed, unknown request...", s.bad_messages));
+    out->push_back(Counter("layerps_worker_payload_bytes_total", "Payload bytes pushed and pulled",
+                           s.bytes_sent, {{"direction", "sent"}}));
+    out->push_back(Counter("layerps_worker_payload_bytes_total", "Payload bytes pushed and pulled",
+                           s.bytes_received, {{"direction", "received"}}));
+    tracker_.CollectMetrics(out);
+    metrics::AppendTraffic(traffic(), out);
+    auto m = runtime_->map();
+    out->push_back(metrics::Gauge("layerps_map_epoch", "Cluster-map epoch this node has",
+                                  static_cast<double>(m ? m->epoch : 0)));
   }
 
   // These report the last cluster map this worker saw, also after Stop(). runtime_ is
@@ -288,6 +336,9 @@ class Worker::Impl {
   PsRequests ps_;
   PeerMessages peers_;
   Collectives collectives_;
+  std::shared_ptr<Timeline> timeline_;  // set in Start when options_.timeline is given
+  // Last: its HTTP threads read the members above, so it stops first.
+  std::unique_ptr<metrics::Exporter> metrics_;
 };
 
 Worker::Worker(WorkerOptions options) : impl_(new Impl(std::move(options))) {}

@@ -1,0 +1,245 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Observability (docs/observability.md): every node's Prometheus endpoint, scraped over
+// HTTP during a job, holds the counts of what the job did and passes `promtool check
+// metrics`; a port in use fails Start; a worker's timeline is a Chrome trace of its
+// requests.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "local_cluster.h"
+#include "ps/ps.h"
+#include "worker/timeline.h"
+
+namespace ps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FastOptions;
+using testing::LocalCluster;
+
+// A port nothing listens on right now (the kernel's choice, then released).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// GET /metrics from 127.0.0.1:port; the body, or "" on failure.
+std::string Scrape(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return "";
+  }
+  std::string resp;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    resp.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  const size_t body = resp.find("\r\n\r\n");
+  return body == std::string::npos ? "" : resp.substr(body + 4);
+}
+
+// The value of the first series `series` (name with its labels, as exposed), or -1.
+double Value(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::atof(line.c_str() + series.size() + 1);
+  }
+  return -1;
+}
+
+// promtool's verdict on an exposition ("" when it passes), or "skip" without promtool.
+std::string Promtool(const std::string& text) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) return "skip";
+  char path[] = "/tmp/layerps-metrics-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return "cannot write a temporary file";
+  EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  const std::string cmd = std::string("promtool check metrics < ") + path + " 2>&1";
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int rc = pclose(p);
+    unlink(path);
+    // promtool exits 0 when valid; lint warnings (help text style) are printed but do not
+    // fail the check.
+    return rc == 0 ? "" : "promtool failed: " + out;
+  }
+  unlink(path);
+  return "cannot run promtool";
+}
+
+TEST(MetricsTest, EveryNodeServesItsCountsAndPromtoolAcceptsThem) {
+  Options base = FastOptions();
+  base.scheduler_address = "tcp://127.0.0.1:0";
+  Options so = base, wo = base, sched_o = base;
+  sched_o.metrics_port = FreePort();
+  so.metrics_port = FreePort();
+  wo.metrics_port = FreePort();
+  Scheduler scheduler(sched_o);
+  ASSERT_TRUE(scheduler.Start().ok());
+  so.scheduler_address = wo.scheduler_address = scheduler.address();
+  Server server(so);
+  Worker worker(wo);
+  Status server_started;
+  std::thread t([&] { server_started = server.Start(); });
+  ASSERT_TRUE(worker.Start().ok());
+  t.join();
+  ASSERT_TRUE(server_started.ok()) << server_started;
+
+  auto dense = worker.DeclareTable(TableSpec::Dense("w", 1000));
+  auto sparse = worker.DeclareTable(TableSpec::Sparse("emb", 8));
+  ASSERT_TRUE(dense.ok() && sparse.ok());
+  std::vector<float> g(1000, 1.0f), out(1000);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(worker.Wait(worker.Push(*dense, g.data(), g.size()), 10s).ok());
+  }
+  ASSERT_TRUE(worker.Wait(worker.Pull(*dense, out.data(), out.size()), 10s).ok());
+  std::vector<Key> keys = {1, 2, 3};
+  std::vector<float> rows(24, 1.0f);
+  ASSERT_TRUE(worker.Wait(worker.PushSparse(*sparse, keys.data(), 3, rows.data(), rows.size()), 10s).ok());
+
+  const std::string s = Scrape(so.metrics_port);
+  ASSERT_FALSE(s.empty()) << "no answer from the server's metrics port";
+  EXPECT_EQ(Value(s, "layerps_server_requests_total{kind=\"push\"}"), 6) << s;
+  EXPECT_EQ(Value(s, "layerps_server_requests_total{kind=\"pull\"}"), 1) << s;
+  EXPECT_GE(Value(s, "layerps_server_payload_bytes_total{direction=\"received\"}"), 5 * 4000 + 24 * 4);
+  EXPECT_EQ(Value(s, "layerps_server_table_rows{table=\"emb\"}"), 3) << s;
+  EXPECT_EQ(Value(s, "layerps_server_request_seconds_count"), 7) << s;
+  EXPECT_EQ(Value(s, "layerps_server_bad_messages_total"), 0) << s;
+  EXPECT_NE(s.find("layerps_peer_bytes_total{"), std::string::npos) << s;
+  const std::string scheck = Promtool(s);
+  EXPECT_TRUE(scheck.empty() || scheck == "skip") << scheck;
+
+  const std::string w = Scrape(wo.metrics_port);
+  ASSERT_FALSE(w.empty()) << "no answer from the worker's metrics port";
+  EXPECT_EQ(Value(w, "layerps_worker_request_seconds_count{kind=\"push\"}"), 6) << w;
+  EXPECT_EQ(Value(w, "layerps_worker_request_seconds_count{kind=\"pull\"}"), 1) << w;
+  EXPECT_EQ(Value(w, "layerps_worker_requests_in_flight"), 0) << w;
+  EXPECT_GE(Value(w, "layerps_worker_payload_bytes_total{direction=\"received\"}"), 4000) << w;
+  const std::string wcheck = Promtool(w);
+  EXPECT_TRUE(wcheck.empty() || wcheck == "skip") << wcheck;
+
+  const std::string c = Scrape(sched_o.metrics_port);
+  ASSERT_FALSE(c.empty()) << "no answer from the scheduler's metrics port";
+  EXPECT_EQ(Value(c, "layerps_scheduler_cluster_complete"), 1) << c;
+  EXPECT_EQ(Value(c, "layerps_scheduler_nodes_alive{role=\"server\"}"), 1) << c;
+  EXPECT_EQ(Value(c, "layerps_scheduler_dead_nodes_total"), 0) << c;
+  const std::string ccheck = Promtool(c);
+  EXPECT_TRUE(ccheck.empty() || ccheck == "skip") << ccheck;
+  if (ccheck == "skip") std::printf("promtool not installed: formats not checked\n");
+
+  worker.Stop();
+  EXPECT_TRUE(scheduler.Join(10s).ok());
+  EXPECT_TRUE(Scrape(wo.metrics_port).empty()) << "the endpoint outlived its worker";
+}
+
+TEST(MetricsTest, APortInUseFailsStart) {
+  const int port = FreePort();
+  Options o = FastOptions();
+  o.scheduler_address = "tcp://127.0.0.1:0";
+  o.metrics_port = port;
+  Scheduler first(o);
+  ASSERT_TRUE(first.Start().ok());
+  Scheduler second(o);
+  Status s = second.Start();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find(std::to_string(port)), std::string::npos) << s;
+  first.Stop();
+}
+
+TEST(TimelineTest, AWorkersRequestsAreAChromeTrace) {
+  char dir[] = "/tmp/layerps-timeline-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  Options o = FastOptions();
+  o.timeline = std::string(dir) + "/trace-%r.json";
+  LocalCluster c(2, 2, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(1);
+  auto t = w.DeclareTable(TableSpec::Dense("t", 100000));
+  ASSERT_TRUE(t.ok());
+  std::vector<float> g(100000, 1.0f), out(100000);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(w.Wait(w.Push(*t, g.data(), g.size()), 10s).ok());
+  ASSERT_TRUE(w.Wait(w.PushPull(*t, g.data(), out.data(), out.size()), 10s).ok());
+  const uint32_t rank = w.rank();
+  EXPECT_TRUE(c.Finish().ok());
+
+  std::ifstream in(std::string(dir) + "/trace-" + std::to_string(rank) + ".json");
+  ASSERT_TRUE(in.good());
+  nlohmann::json trace;
+  ASSERT_NO_THROW(in >> trace);  // valid JSON: the array was closed at Stop
+  ASSERT_TRUE(trace.is_array());
+  int pushes = 0, pushpulls = 0, sent = 0;
+  for (const auto& e : trace) {
+    if (e["ph"] == "X") {
+      EXPECT_EQ(e["pid"], rank);
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+      EXPECT_GE(e["args"]["answered_us"].get<double>(), e["args"]["sent_us"].get<double>());
+      EXPECT_GE(e["args"]["sent_us"].get<double>(), e["args"]["queued_us"].get<double>());
+      EXPECT_EQ(e["args"]["parts"], 2);  // one per server
+      EXPECT_EQ(e["args"]["ok"], true);
+      const std::string name = e["name"];
+      pushes += name == "push table " + std::to_string(*t);
+      pushpulls += name == "pushpull table " + std::to_string(*t);
+    }
+    sent += e["ph"] == "i" && e["name"] == "sent";
+  }
+  EXPECT_EQ(pushes, 3);
+  EXPECT_EQ(pushpulls, 1);
+  EXPECT_EQ(sent, 4);
+  // The other worker wrote its own (empty) trace, named with its rank.
+  std::ifstream other(std::string(dir) + "/trace-" + std::to_string(1 - rank) + ".json");
+  EXPECT_TRUE(other.good());
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST(TimelineTest, FileNames) {
+  EXPECT_EQ(Timeline::FileName("t-%r.json", 3, true), "t-3.json");
+  EXPECT_EQ(Timeline::FileName("/a/t.json", 3, true), "/a/t.3.json");
+  EXPECT_EQ(Timeline::FileName("/a.b/t", 3, true), "/a.b/t.3");
+  EXPECT_EQ(Timeline::FileName("/a/t.json", 3, false), "/a/t.json");
+}
+
+}  // namespace
+}  // namespace ps
