@@ -11,8 +11,8 @@ CORE=(build-essential cmake ninja-build pkg-config
       libgoogle-glog-dev libgflags-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
       prometheus-cpp-dev)
 # Real tools the tests use where users have them: promtool (Debian's prometheus) checks the
-# metrics endpoints.
-TEST_TOOLS=(prometheus)
+# metrics endpoints; sshd and ssh run layerps-launch -H on loopback "hosts".
+TEST_TOOLS=(prometheus openssh-server openssh-client)
 PYTHON=(python3-dev python3-venv python3-pip pybind11-dev python3-numpy python3-pytest
         python3-torch python3-sklearn python3-matplotlib)
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "hosts.h"
 #include "ps/flags.h"
 
 DEFINE_string(bin_dir, "",
@@ -33,6 +34,19 @@ DEFINE_int32(grace_s, 10,
              "After the workers finish (or on failure), how long the others get to "
              "exit before they are killed");
 DEFINE_bool(quiet_daemons, false, "Do not forward the scheduler's and servers' output");
+DEFINE_string(hosts, "",
+              "Run the servers and workers on these hosts, through ssh: host1:2,host2:2 (slots "
+              "= workers per host; servers go round the hosts). Also -H. The scheduler stays here");
+DEFINE_string(H, "", "Same as --hosts");
+DEFINE_string(hostfile, "",
+              "A file of hosts, one per line: HOST, HOST:N or HOST slots=N ('#' comments); "
+              "as --hosts");
+DEFINE_string(ssh, "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
+              "The command that runs a command on a host: its words, then the host and the "
+              "command are appended (split on blanks, no quoting)");
+DEFINE_string(remote_bin_dir, "",
+              "Where layerps-scheduler/-server are on the hosts. Default: --bin_dir (the same "
+              "path as here)");
 DEFINE_string(plan, "",
               "A placement plan (JSON from layerps-plan --write_plan) for the scheduler to put "
               "in force (layerps-scheduler --plan)");
@@ -44,11 +58,13 @@ volatile sig_atomic_t g_signal = 0;
 void OnSignal(int sig) { g_signal = sig; }
 
 struct Child {
-  std::string label;  // "scheduler", "server 0", "worker 1"
+  std::string label;  // "scheduler", "server 0", "worker 1" (and "@host" when remote)
   bool is_worker = false;
   bool is_daemon_output_hidden = false;
   pid_t pid = -1;
   int out_fd = -1;  // read end of the child's stdout+stderr
+  int in_fd = -1;   // remote children: write end of ssh's stdin, held open (its EOF ends
+                    // the remote node)
   std::string partial;
   bool exited = false;
   int status = 0;
@@ -73,9 +89,14 @@ std::string RandomToken() {
   return buf;
 }
 
-bool Spawn(Child* c, const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+// `hold_stdin`: the child's stdin is a pipe the launcher keeps open (ssh: the remote
+// node is stopped when it closes).
+bool Spawn(Child* c, const std::vector<std::string>& argv, const std::vector<std::string>& env,
+           bool hold_stdin = false) {
   int fds[2];
   if (pipe(fds) != 0) return false;
+  int in[2] = {-1, -1};
+  if (hold_stdin && pipe(in) != 0) return false;
   const pid_t pid = fork();
   if (pid < 0) return false;
   if (pid == 0) {
@@ -84,6 +105,11 @@ bool Spawn(Child* c, const std::vector<std::string>& argv, const std::vector<std
     dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
     close(fds[1]);
+    if (hold_stdin) {
+      dup2(in[0], STDIN_FILENO);
+      close(in[0]);
+      close(in[1]);
+    }
     for (const auto& e : env) putenv(strdup(e.c_str()));
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -95,6 +121,12 @@ bool Spawn(Child* c, const std::vector<std::string>& argv, const std::vector<std
   setpgid(pid, pid);
   close(fds[1]);
   fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  if (hold_stdin) {
+    close(in[0]);
+    fcntl(in[1], F_SETFD, FD_CLOEXEC);  // later children must not hold it
+    c->in_fd = in[1];
+  }
+  fcntl(fds[0], F_SETFD, FD_CLOEXEC);
   c->pid = pid;
   c->out_fd = fds[0];
   return true;
@@ -154,6 +186,10 @@ void Reap() {
     if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
       c.exited = true;
       c.status = st;
+      if (c.in_fd >= 0) {
+        close(c.in_fd);
+        c.in_fd = -1;
+      }
     }
   }
 }
@@ -228,8 +264,13 @@ void StopAll(bool terminate_first) {
 int main(int argc, char** argv) {
   std::vector<std::string> command = ps::cli::ParseOrExit(
       argc, argv,
-      "layerps-launch: run a LayerPS cluster on this machine.\n\n"
-      "Usage: layerps-launch --num_servers=M --num_workers=N [flags] -- COMMAND [ARGS...]\n\n"
+      "layerps-launch: run a LayerPS cluster on this machine, or on hosts through ssh.\n\n"
+      "Usage: layerps-launch --num_servers=M --num_workers=N [flags] -- COMMAND [ARGS...]\n"
+      "       layerps-launch -H host1:2,host2:2 --num_servers=M --num_workers=N -- COMMAND\n"
+      "       layerps-launch --hostfile=FILE ... -- COMMAND\n\n"
+      "With hosts, the scheduler runs here (bound to every interface), server i on host\n"
+      "i mod H, and the workers fill the hosts' slots in order; each starts through --ssh\n"
+      "in this directory's path, and stops when its ssh connection ends (docs/launch.md).\n\n"
       "Starts layerps-scheduler, M layerps-server processes and N copies of COMMAND (the\n"
       "workers), with LAYERPS_SCHEDULER, LAYERPS_TOKEN, LAYERPS_NUM_SERVERS, LAYERPS_NUM_WORKERS,\n"
       "LAYERPS_ROLE and LAYERPS_RANK set (child i of a role asks the scheduler for rank i,\n"
@@ -259,6 +300,54 @@ int main(int argc, char** argv) {
       ps::cli::Fail(prog, bin + "/" + tool + " is not executable (set --bin_dir)");
     }
   }
+  // Hosts (-H / --hosts / --hostfile): the servers and workers run there through ssh; the
+  // scheduler runs here, reachable from them.
+  std::vector<ps::hosts::Host> host_list;
+  {
+    const std::string list = !FLAGS_hosts.empty() ? FLAGS_hosts : FLAGS_H;
+    if (!FLAGS_hosts.empty() && !FLAGS_H.empty()) ps::cli::Fail(prog, "give -H or --hosts, not both");
+    if (!list.empty() && !FLAGS_hostfile.empty()) {
+      ps::cli::Fail(prog, "give --hosts (-H) or --hostfile, not both");
+    }
+    ps::StatusOr<std::vector<ps::hosts::Host>> parsed =
+        !list.empty() ? ps::hosts::ParseList(list)
+        : !FLAGS_hostfile.empty()
+            ? ps::hosts::ParseFile(FLAGS_hostfile)
+            : ps::StatusOr<std::vector<ps::hosts::Host>>(std::vector<ps::hosts::Host>{});
+    if (!parsed.ok()) ps::cli::Fail(prog, parsed.status().message());
+    host_list = *parsed;
+  }
+  ps::hosts::Layout layout;
+  if (!host_list.empty()) {
+    ps::StatusOr<ps::hosts::Layout> placed =
+        ps::hosts::Place(host_list, o.num_servers, o.num_workers);
+    if (!placed.ok()) ps::cli::Fail(prog, placed.status().message());
+    layout = *placed;
+    if (ps::hosts::SplitWords(FLAGS_ssh).empty()) ps::cli::Fail(prog, "--ssh is empty");
+    if (o.scheduler_address.rfind("tcp://", 0) != 0) {
+      ps::cli::Fail(prog, "--hosts needs a tcp:// scheduler address");
+    }
+    // Reachable from the hosts: every interface, on the port asked for (0: any).
+    const std::string port = o.scheduler_address.substr(o.scheduler_address.rfind(':') + 1);
+    o.scheduler_address = "tcp://0.0.0.0:" + port;
+  }
+  const std::string remote_bin = FLAGS_remote_bin_dir.empty() ? bin : FLAGS_remote_bin_dir;
+  char cwd_buf[4096];
+  const std::string cwd = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : "/";
+  // Starts a node: here, or on `host` through ssh (its environment on the remote command
+  // line, with a wildcard bind and the host's name to advertise).
+  const auto start_node = [&](Child* c, const std::string& host, std::vector<std::string> argv,
+                              std::vector<std::string> env) {
+    if (host.empty()) return Spawn(c, argv, env);
+    c->label += "@" + host;
+    env.push_back("LAYERPS_BIND=tcp://0.0.0.0:0");
+    env.push_back("LAYERPS_ADVERTISE_HOST=" + host);
+    std::vector<std::string> ssh = ps::hosts::SplitWords(FLAGS_ssh);
+    ssh.push_back(host);
+    ssh.push_back(ps::hosts::RemoteCommand(cwd, env, argv));
+    return Spawn(c, ssh, {}, /*hold_stdin=*/true);
+  };
+
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
@@ -338,7 +427,9 @@ int main(int argc, char** argv) {
     env.push_back("LAYERPS_ROLE=server");
     env.push_back("LAYERPS_RANK=" + std::to_string(i));
     env.push_back(metrics_env(1 + i));
-    if (!Spawn(&g_children.back(), {bin + "/layerps-server"}, env)) {
+    const std::string host = layout.server_hosts.empty() ? "" : layout.server_hosts[i];
+    if (!start_node(&g_children.back(), host, {(host.empty() ? bin : remote_bin) + "/layerps-server"},
+                    env)) {
       std::printf("[launch] cannot start a server\n");
       StopAll(true);
       return 1;
@@ -350,7 +441,8 @@ int main(int argc, char** argv) {
     env.push_back("LAYERPS_ROLE=worker");
     env.push_back("LAYERPS_RANK=" + std::to_string(i));
     env.push_back(metrics_env(1 + o.num_servers + i));
-    if (!Spawn(&g_children.back(), command, env)) {
+    const std::string host = layout.worker_hosts.empty() ? "" : layout.worker_hosts[i];
+    if (!start_node(&g_children.back(), host, command, env)) {
       std::printf("[launch] cannot start worker %d\n", i);
       StopAll(true);
       return 1;

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 
 #include "layerps.pb.h"
 #include "ps/ps.h"
+#include "tools/hosts.h"
 #include "transport/message.h"
 
 namespace ps {
@@ -160,6 +162,141 @@ class DaemonCluster {
   std::unique_ptr<Process> scheduler_;
   std::vector<std::unique_ptr<Process>> servers_;
 };
+
+// A real sshd on a loopback port (Debian's openssh-server), with a key made for the test:
+// the "hosts" of layerps-launch -H.
+class LoopbackSshd {
+ public:
+  LoopbackSshd() {
+    if (access("/usr/sbin/sshd", X_OK) != 0 || std::system("command -v ssh-keygen >/dev/null") != 0) {
+      why_not_ = "openssh-server is not installed";
+      return;
+    }
+    char dir[] = "/tmp/layerps-sshd-XXXXXX";
+    dir_ = mkdtemp(dir);
+    const std::string keygen = "ssh-keygen -q -t ed25519 -N '' -f ";
+    if (std::system((keygen + dir_ + "/host_key").c_str()) != 0 ||
+        std::system((keygen + dir_ + "/user_key").c_str()) != 0 ||
+        std::system(("cp " + dir_ + "/user_key.pub " + dir_ + "/authorized_keys").c_str()) != 0) {
+      why_not_ = "ssh-keygen failed";
+      return;
+    }
+    port_ = FreePort();
+    std::ofstream(dir_ + "/sshd_config")
+        << "Port " << port_ << "\nListenAddress 127.0.0.1\nHostKey " << dir_ << "/host_key\n"
+        << "AuthorizedKeysFile " << dir_ << "/authorized_keys\nPasswordAuthentication no\n"
+        << "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+        << "StrictModes no\nUsePAM no\nPidFile " << dir_ << "/sshd.pid\n";
+    mkdir("/run/sshd", 0755);  // its privilege-separation directory
+    sshd_ = std::make_unique<Process>(
+        std::vector<std::string>{"/usr/sbin/sshd", "-D", "-e", "-f", dir_ + "/sshd_config"});
+    for (int i = 0; i < 100 && !Accepts(); ++i) std::this_thread::sleep_for(50ms);
+    if (!Accepts()) why_not_ = "sshd did not start: " + sshd_->Output();
+  }
+  ~LoopbackSshd() {
+    sshd_.reset();
+    if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
+  }
+  const std::string& why_not() const { return why_not_; }
+  std::string ssh() const {
+    return "ssh -p " + std::to_string(port_) + " -i " + dir_ +
+           "/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+           "-o BatchMode=yes -o LogLevel=ERROR";
+  }
+
+ private:
+  static int FreePort() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    close(fd);
+    return ntohs(a.sin_port);
+  }
+  bool Accepts() const {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port_));
+    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    return ok;
+  }
+  std::string dir_, why_not_;
+  int port_ = 0;
+  std::unique_ptr<Process> sshd_;
+};
+
+// layerps-launch -H: servers and workers started on two "hosts" (127.0.0.1 and
+// localhost) through a real sshd, trained to the end; a failing remote worker stops the
+// remote daemons too.
+TEST(LaunchHostsTest, NodesRunOnTheHostsThroughSsh) {
+  LoopbackSshd sshd;
+  if (!sshd.why_not().empty()) GTEST_SKIP() << sshd.why_not();
+  Process launch({kTools + "/layerps-launch", "-H", "127.0.0.1:1,localhost:1",
+                  "--ssh=" + sshd.ssh(), "--num_servers=2", "--num_workers=2",
+                  "--timeout_s=120", "--", kExamples + "/sparse_logreg", "--steps=60"});
+  EXPECT_EQ(launch.Wait(150s), 0) << launch.Output();
+  const std::string out = launch.Output();
+  EXPECT_NE(out.find("[worker 0@127.0.0.1] worker 0 done: test accuracy"), std::string::npos) << out;
+  EXPECT_NE(out.find("[worker 1@localhost] worker 1 done: test accuracy"), std::string::npos) << out;
+  EXPECT_NE(out.find("[server 1@localhost]"), std::string::npos) << out;
+  EXPECT_NE(out.find("[launch] done"), std::string::npos) << out;
+
+  Process failing({kTools + "/layerps-launch", "-H", "127.0.0.1:2", "--ssh=" + sshd.ssh(),
+                   "--num_servers=1", "--num_workers=2", "--grace_s=3", "--timeout_s=60",
+                   "--token=layerps-hosts-test", "--", "/bin/false"});
+  EXPECT_EQ(failing.Wait(90s), 1) << failing.Output();
+  EXPECT_NE(failing.Output().find("@127.0.0.1 exited with code 1"), std::string::npos)
+      << failing.Output();
+  // The remote server went with its ssh connection: no remote wrapper (whose command
+  // line carries the token) is left. ("[t]": the pattern does not match pgrep's own shell.)
+  std::this_thread::sleep_for(1s);
+  EXPECT_NE(std::system("pgrep -f 'layerps-hosts-tes[t]' >/dev/null"), 0)
+      << "a remote node outlived the launch";
+}
+
+TEST(LaunchHostsTest, HostListsAndHostfilesAreChecked) {
+  using ps::hosts::ParseEntry;
+  auto a = ParseEntry("node1:4", "x");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->name, "node1");
+  EXPECT_EQ(a->slots, 4);
+  auto b = ParseEntry("node2 slots=3", "x");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->slots, 3);
+  auto v6 = ParseEntry("[::1]:2", "x");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->name, "[::1]");
+  EXPECT_EQ(ParseEntry("::1", "x")->slots, 1);
+  EXPECT_FALSE(ParseEntry("node:0", "x").ok());
+  EXPECT_FALSE(ParseEntry("-oProxyCommand=x", "x").ok());
+  EXPECT_FALSE(ParseEntry("node slots=2 extra", "x").ok());
+  auto layout = ps::hosts::Place({{"a", 2}, {"b", 1}}, 3, 3);
+  ASSERT_TRUE(layout.ok());
+  EXPECT_EQ(layout->worker_hosts, (std::vector<std::string>{"a", "a", "b"}));
+  EXPECT_EQ(layout->server_hosts, (std::vector<std::string>{"a", "b", "a"}));
+  EXPECT_FALSE(ps::hosts::Place({{"a", 2}}, 1, 3).ok());
+  EXPECT_EQ(ps::hosts::Quote("it's"), "'it'\\''s'");
+
+  char path[] = "/tmp/layerps-hostfile-XXXXXX";
+  const int fd = mkstemp(path);
+  const std::string text = "# the cluster\nnode1 slots=2\n\nnode2:1  # comment\nnode3 slots=x\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  Process bad({kTools + "/layerps-launch", std::string("--hostfile=") + path, "--num_workers=1",
+               "--", "/bin/true"});
+  EXPECT_EQ(bad.Wait(10s), 2) << bad.Output();
+  EXPECT_NE(bad.Output().find(std::string(path) + ":5"), std::string::npos) << bad.Output();
+  unlink(path);
+  Process few({kTools + "/layerps-launch", "-H", "a:1", "--num_workers=2", "--", "/bin/true"});
+  EXPECT_EQ(few.Wait(10s), 2) << few.Output();
+  EXPECT_NE(few.Output().find("2 workers but the hosts have 1 slot"), std::string::npos);
+}
 
 TEST(MultiProcessTest, LaunchTrainsTheExample) {
   Process launch({kTools + "/layerps-launch", "--num_servers=2", "--num_workers=2",
