@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,6 +45,9 @@ DEFINE_string(hostfile, "",
 DEFINE_string(ssh, "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
               "The command that runs a command on a host: its words, then the host and the "
               "command are appended (split on blanks, no quoting)");
+DEFINE_string(forward_env, "",
+              "Comma list of this environment's variables (e.g. PYTHONPATH,PATH) also set for "
+              "the nodes on --hosts (the LAYERPS_* ones always are), as mpirun -x");
 DEFINE_string(remote_bin_dir, "",
               "Where layerps-scheduler/-server are on the hosts. Default: --bin_dir (the same "
               "path as here)");
@@ -340,6 +344,13 @@ int main(int argc, char** argv) {
                               std::vector<std::string> env) {
     if (host.empty()) return Spawn(c, argv, env);
     c->label += "@" + host;
+    std::string names = FLAGS_forward_env, name;
+    std::istringstream list(names);
+    while (std::getline(list, name, ',')) {
+      if (const char* v = name.empty() ? nullptr : std::getenv(name.c_str())) {
+        env.insert(env.begin(), name + "=" + v);
+      }
+    }
     env.push_back("LAYERPS_BIND=tcp://0.0.0.0:0");
     env.push_back("LAYERPS_ADVERTISE_HOST=" + host);
     std::vector<std::string> ssh = ps::hosts::SplitWords(FLAGS_ssh);

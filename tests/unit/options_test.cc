@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <string>
 
 #include "ps/types.h"
 
@@ -108,6 +110,74 @@ TEST(OptionsTest, FromEnvNamesTheBadVariable) {
   EXPECT_NE(o.status().message().find("LAYERPS_NUM_SERVERS"), std::string::npos);
   EnvGuard b("LAYERPS_NUM_SERVERS", "99999");
   EXPECT_FALSE(Options::FromEnv().ok());
+}
+
+// DetectLauncher reads the environment through a function: a map stands in for it.
+std::map<std::string, std::string>* g_fake_env = nullptr;
+const char* FakeGetenv(const char* name) {
+  auto it = g_fake_env->find(name);
+  return it == g_fake_env->end() ? nullptr : it->second.c_str();
+}
+StatusOr<LauncherEnv> Detect(std::map<std::string, std::string> env) {
+  g_fake_env = &env;
+  StatusOr<LauncherEnv> e = DetectLauncher(&FakeGetenv);
+  g_fake_env = nullptr;
+  return e;
+}
+
+TEST(LauncherEnvTest, TorchrunSlurmAndMpiGiveRankSizeAndScheduler) {
+  auto none = Detect({{"HOME", "/root"}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->launcher.empty());
+
+  auto t = Detect({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "node1"}, {"MASTER_PORT", "29500"}});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->launcher, "torchrun");
+  EXPECT_EQ(t->rank, 3);
+  EXPECT_EQ(t->size, 4);
+  EXPECT_EQ(t->local_rank, 1);
+  EXPECT_EQ(t->local_size, 2);
+  EXPECT_EQ(t->scheduler_address(), "tcp://node1:29501");  // MASTER_PORT + 1
+
+  auto s = Detect({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                   {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_JOB_NODELIST", "gpu[07-08],cpu1"},
+                   {"LAYERPS_PORT", "7000"}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->launcher, "slurm");
+  EXPECT_EQ(s->rank, 5);
+  EXPECT_EQ(s->local_size, 4);
+  EXPECT_EQ(s->scheduler_address(), "tcp://gpu07:7000");
+
+  auto m = Detect({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"LAYERPS_SCHEDULER_HOST", "10.0.0.1"}});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->launcher, "mpi");
+  EXPECT_EQ(m->scheduler_address(), "tcp://10.0.0.1:29501");
+  auto pmi = Detect({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"MASTER_ADDR", "h"}});
+  ASSERT_TRUE(pmi.ok()) << pmi.status();
+  EXPECT_EQ(pmi->rank, 1);
+
+  EXPECT_EQ(FirstSlurmNode("node[01-04,07],gpu1"), "node01");
+  EXPECT_EQ(FirstSlurmNode("a,b"), "a");
+  EXPECT_EQ(FirstSlurmNode("n[3]x"), "n3x");
+}
+
+TEST(LauncherEnvTest, AnIncompleteEnvironmentNamesTheMissingVariable) {
+  auto t = Detect({{"RANK", "0"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}});
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("MASTER_ADDR"), std::string::npos) << t.status();
+  auto s = Detect({{"SLURM_PROCID", "0"}, {"SLURM_LOCALID", "0"}, {"SLURM_JOB_NODELIST", "a"}});
+  EXPECT_NE(s.status().message().find("SLURM_NTASKS"), std::string::npos) << s.status();
+  auto nodes = Detect({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}});
+  EXPECT_NE(nodes.status().message().find("SLURM_JOB_NODELIST"), std::string::npos) << nodes.status();
+  auto m = Detect({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_NE(m.status().message().find("LAYERPS_SCHEDULER_HOST"), std::string::npos) << m.status();
+  auto bad = Detect({{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"},
+                     {"SLURM_NODELIST", "a"}});
+  EXPECT_NE(bad.status().message().find("SLURM_PROCID='x'"), std::string::npos) << bad.status();
+  auto over = Detect({{"PMI_RANK", "2"}, {"PMI_SIZE", "2"}, {"MASTER_ADDR", "h"}});
+  EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(TableSpecTest, Validate) {

@@ -27,7 +27,7 @@ from .errors import (  # noqa: F401
 )
 from .cluster import (  # noqa: F401
     Handle, LocalCluster, Options, Scheduler, Server, Table, Worker, bin_dir,
-    default_worker, init, make_options, shutdown, tool_path,
+    default_worker, init, launcher, make_options, shutdown, tool_path,
 )
 
 # One source for the version: the C++ library's (the CMake project() version); the wheel's

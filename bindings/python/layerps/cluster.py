@@ -608,17 +608,51 @@ class LocalCluster:
 _default_worker = None
 
 
+_hosted = []  # the scheduler and servers this process hosts for torchrun/Slurm/mpirun jobs
+_hosted_starts = []  # their servers' starts in flight
+
+
+def launcher():
+    """The launcher that started this process, as its environment says: None, or a dict
+    with ``launcher`` ("torchrun", "slurm", "mpi"), ``rank``, ``size``, ``local_rank``,
+    ``local_size``, ``scheduler_address``. InvalidArgumentError names a missing variable
+    when a launcher's environment is incomplete (docs/launch.md)."""
+    return _core.detect_launcher()
+
+
 def init(**fields):
-    """Starts this process's worker from the LAYERPS_* environment (as layerps-launch
-    sets it) and makes it the default for layerps.torch. Returns the Worker."""
+    """Starts this process's worker and makes it the default for layerps.torch. Returns
+    the Worker.
+
+    Under layerps-launch (LAYERPS_SCHEDULER set) it joins that cluster. Under torchrun,
+    Slurm's srun or mpirun (no LAYERPS_SCHEDULER) every task is a worker with the
+    launcher's rank, and the task of rank 0 also hosts the scheduler (bound to every
+    interface on LAYERPS_PORT, default MASTER_PORT + 1 or 29501) and LAYERPS_NUM_SERVERS
+    servers (default 1) in this process; shutdown() stops them once every worker left."""
     global _default_worker
     if _default_worker is not None:
         raise FailedPreconditionError("layerps.init() was already called")
+    env = None
     if "LAYERPS_SCHEDULER" not in os.environ and "scheduler_address" not in fields:
-        raise FailedPreconditionError(
-            "layerps.init(): LAYERPS_SCHEDULER is not set; run the program under "
-            "`python -m layerps.launch -s M -w N -- ...` or pass scheduler_address=")
+        env = launcher()
+        if env is None:
+            raise FailedPreconditionError(
+                "layerps.init(): LAYERPS_SCHEDULER is not set; run the program under "
+                "`python -m layerps.launch -s M -w N -- ...` (or torchrun, srun, mpirun), "
+                "or pass scheduler_address=")
+    if env is not None and env["rank"] == 0:
+        servers = int(os.environ.get("LAYERPS_NUM_SERVERS", "1"))
+        node_fields = {k: v for k, v in fields.items() if k not in ("num_servers", "num_workers", "rank")}
+        sched = Scheduler(f"tcp://0.0.0.0:{env['scheduler_port']}", servers, env["size"], **node_fields)
+        _hosted.append(sched)
+        for _ in range(servers):
+            s = Server(f"tcp://127.0.0.1:{env['scheduler_port']}", start=False, **node_fields)
+            _hosted.append(s)
+            _hosted_starts.append(s.start_async())
     _default_worker = Worker.from_env(**fields)
+    for f in _hosted_starts:
+        f.result()
+    _hosted_starts.clear()
     return _default_worker
 
 
@@ -629,9 +663,18 @@ def default_worker():
     return _default_worker
 
 
-def shutdown():
-    """Stops the default worker (the cluster ends when every worker stopped)."""
+def shutdown(timeout=60):
+    """Stops the default worker (the cluster ends when every worker stopped). A process
+    that hosts the scheduler and servers (init() under torchrun, Slurm or mpirun, rank 0)
+    then waits up to ``timeout`` seconds for the other workers to leave and stops them."""
     global _default_worker
     if _default_worker is not None:
         _default_worker.stop()
         _default_worker = None
+    if _hosted:
+        try:
+            _hosted[0].join(timeout)
+        finally:
+            for n in reversed(_hosted):
+                n.stop()
+            _hosted.clear()

@@ -752,6 +752,21 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("set_log_level", &ps::SetLogLevel,
         "Least severity the C++ core prints: 0 INFO, 1 WARNING, 2 ERROR, 3 FATAL.");
+  m.def("detect_launcher", [] {
+    ps::StatusOr<ps::LauncherEnv> e = ps::DetectLauncher();
+    ThrowIfError(e.status());
+    if (e->launcher.empty()) return py::object(py::none());
+    py::dict d;
+    d["launcher"] = e->launcher;
+    d["rank"] = e->rank;
+    d["size"] = e->size;
+    d["local_rank"] = e->local_rank;
+    d["local_size"] = e->local_size;
+    d["scheduler_host"] = e->scheduler_host;
+    d["scheduler_port"] = e->scheduler_port;
+    d["scheduler_address"] = e->scheduler_address();
+    return py::object(d);
+  }, "torchrun, Slurm or mpirun as the environment says (a dict), or None.");
   m.def("option_table", [] {
     py::list rows;
     for (const ps::OptionInfo& o : ps::OptionTable()) {
