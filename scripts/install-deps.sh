@@ -11,8 +11,9 @@ CORE=(build-essential cmake ninja-build pkg-config
       libgoogle-glog-dev libgflags-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
       prometheus-cpp-dev)
 # Real tools the tests use where users have them: promtool (Debian's prometheus) checks the
-# metrics endpoints; sshd and ssh run layerps-launch -H on loopback "hosts".
-TEST_TOOLS=(prometheus openssh-server openssh-client)
+# metrics endpoints; sshd and ssh run layerps-launch -H on loopback "hosts"; slurm-wlm and
+# munge give srun a single-node Slurm (scripts/slurm-local.sh).
+TEST_TOOLS=(prometheus openssh-server openssh-client slurm-wlm munge)
 PYTHON=(python3-dev python3-venv python3-pip pybind11-dev python3-numpy python3-pytest
         python3-torch python3-sklearn python3-matplotlib)
 

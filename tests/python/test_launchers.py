@@ -74,3 +74,26 @@ def test_an_incomplete_launcher_environment_names_the_variable():
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert "InvalidArgumentError" in p.stderr and "MASTER_ADDR is not set" in p.stderr, p.stderr
+
+
+def test_srun_of_a_real_single_node_slurm(tmp_path):
+    import shutil
+    missing = [t for t in ("slurmctld", "slurmd", "munged", "srun") if not shutil.which(t)
+               and not os.path.exists(f"/usr/sbin/{t}")]
+    if missing:
+        pytest.skip(f"Slurm is not installed ({', '.join(missing)}): scripts/install-deps.sh installs it")
+    script = os.path.join(HERE, "..", "..", "scripts", "slurm-local.sh")
+    env = clean_env(SLURMCTLD_PORT=free_port(), SLURMD_PORT=free_port(),
+                    PATH=os.environ.get("PATH", "") + ":/usr/sbin")
+    up = subprocess.run(["bash", script, "start", str(tmp_path)], env=env, capture_output=True, text=True,
+                        timeout=60)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        env["SLURM_CONF"] = up.stdout.strip()
+        p = subprocess.run(["srun", "-n", "2", f"--export=ALL,LAYERPS_PORT={free_port()}", sys.executable,
+                            "launched_env_worker.py"], cwd=HERE, env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        assert results(p.stdout) == [("slurm", "0", "2", "0", "3"), ("slurm", "1", "2", "1", "3")], p.stdout
+    finally:
+        subprocess.run(["bash", script, "stop", str(tmp_path)], env=env, timeout=30)
