@@ -181,3 +181,65 @@ def test_a_second_optimizer_of_the_same_name_starts_from_zero_sums(worker):
             opt.synchronize()
             assert torch.equal(p.grad, torch.full((4,), float(t + 1)))
         opt.finish()
+
+
+def test_embedding_state_dict_pulls_and_assigns_the_servers_rows(cluster):
+    w0, w1 = cluster.workers
+    e = lt.Embedding(70000, 3, worker=w0, name="sd_src", init="normal", init_b=1.0, seed=5)
+    sd = e.state_dict()
+    assert list(sd) == ["weight"] and sd["weight"].shape == (70000, 3)  # more than one chunk
+    ids = torch.tensor([0, 65535, 65536, 69999])
+    assert torch.equal(sd["weight"][ids], e.pull(ids))
+    # Loaded into another table from the other worker: the same rows on the servers.
+    f = lt.Embedding(70000, 3, worker=w1, name="sd_dst", init="zeros")
+    f.load_state_dict(sd)
+    assert torch.equal(f.pull(ids), sd["weight"][ids])
+    bad = {"weight": torch.zeros(5, 3)}
+    with pytest.raises(RuntimeError, match="expected"):
+        f.load_state_dict(bad)
+    hashed = lt.Embedding(None, 3, worker=w0, name="sd_hashed")
+    with pytest.raises(layerps.FailedPreconditionError, match="hashed"):
+        hashed.state_dict()
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_matches_torch_and_the_servers_apply_sgd(worker, mode):
+    bag = lt.EmbeddingBag(20, 4, worker=worker, name=f"bag_{mode}", mode=mode, lr=0.5, init="uniform",
+                          init_a=-1.0, init_b=1.0, seed=2)
+    ref = torch.nn.EmbeddingBag(20, 4, mode=mode)
+    with torch.no_grad():
+        ref.weight.copy_(bag.state_dict()["weight"])
+    inp, off = torch.tensor([3, 7, 7, 19, 0, 3]), torch.tensor([0, 3, 3])  # one empty bag
+    out = bag(inp, off)
+    assert torch.allclose(out, ref(inp, off), atol=1e-6)
+    two_d = torch.tensor([[1, 2], [2, 2]])
+    assert torch.allclose(bag(two_d), ref(two_d), atol=1e-6)
+    (out * torch.arange(12.0).view(3, 4)).sum().backward()
+    bag.flush()
+    (ref(inp, off) * torch.arange(12.0).view(3, 4)).sum().backward()
+    expected = ref.weight.detach() - 0.5 * ref.weight.grad
+    assert torch.allclose(bag.pull(torch.arange(20)), expected, atol=1e-6)
+    with pytest.raises(layerps.InvalidArgumentError, match="offsets"):
+        bag(inp)
+    with pytest.raises(layerps.InvalidArgumentError, match="offsets"):
+        bag(inp, torch.tensor([1, 2]))
+    with pytest.raises(layerps.InvalidArgumentError, match="mode"):
+        lt.EmbeddingBag(5, 2, worker=worker, name="bag_bad", mode="max")
+
+
+def test_distributed_optimizer_works_with_a_grad_scaler(worker):
+    import warnings
+    m = torch.nn.Linear(3, 1)
+    opt = lt.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), m.named_parameters(),
+                                  worker=worker, name="scaler", mode="aggregate")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no CUDA here: the scaler disables itself, with a warning
+        scaler = torch.cuda.amp.GradScaler()
+    before = m.weight.detach().clone()
+    loss = m(torch.ones(2, 3)).sum()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    # One worker: the average gradient is its own (2 per weight), lr 0.1.
+    assert torch.allclose(m.weight.detach(), before - 0.2)
+    opt.finish()

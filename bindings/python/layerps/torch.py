@@ -746,3 +746,88 @@ class Embedding(torch.nn.Module):
             g = g * self.grad_scale
         self._pending.append(self.worker.push_sparse(self.table, keys, g.contiguous()))
         self.rows_pushed += keys.numel()
+
+    # --- state_dict: the servers' rows --------------------------------------------------
+    _STATE_CHUNK = 65536  # rows per pull/assign when saving or loading
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """``state_dict()`` holds ``weight``: every row, pulled from the servers (an
+        (num_embeddings, dim) tensor). A hashed table (num_embeddings=None) cannot list
+        its rows: FailedPreconditionError."""
+        if self.num_embeddings is None:
+            raise FailedPreconditionError(
+                f"Embedding '{self.name}': a hashed table (num_embeddings=None) cannot list its rows "
+                "for state_dict(); use the servers' checkpoints")
+        self.flush()
+        weight = torch.empty(self.num_embeddings, self.embedding_dim, dtype=torch.float32)
+        for start in range(0, self.num_embeddings, self._STATE_CHUNK):
+            keys = torch.arange(start, min(self.num_embeddings, start + self._STATE_CHUNK), dtype=torch.int64)
+            weight[start:start + keys.numel()] = self._pull_rows(keys)
+        destination[prefix + "weight"] = weight
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        """``load_state_dict()`` assigns every row of ``weight`` on the servers (every
+        worker may call it: the same values are assigned)."""
+        key = prefix + "weight"
+        if key not in state_dict:
+            if strict:
+                missing_keys.append(key)
+            return
+        weight = torch.as_tensor(state_dict[key])
+        if self.num_embeddings is None or tuple(weight.shape) != (self.num_embeddings, self.embedding_dim):
+            error_msgs.append(f"Embedding '{self.name}': weight of shape {tuple(weight.shape)}, expected "
+                              f"({self.num_embeddings}, {self.embedding_dim})")
+            return
+        self.flush()
+        weight = weight.detach().to(torch.float32).contiguous()
+        handles = []
+        for start in range(0, self.num_embeddings, self._STATE_CHUNK):
+            keys = torch.arange(start, min(self.num_embeddings, start + self._STATE_CHUNK), dtype=torch.int64)
+            handles.append(self.worker.assign_sparse(self.table, keys, weight[start:start + keys.numel()]))
+        for h in handles:
+            h.wait(self.timeout)
+
+
+class EmbeddingBag(Embedding):
+    """Sums or averages bags of embedding rows held by the servers, as
+    ``torch.nn.EmbeddingBag``: ``forward(input, offsets=None)`` with a 2-D ``input`` (each
+    row a bag of equal length) or a 1-D ``input`` and ``offsets`` (bag i is
+    input[offsets[i]:offsets[i+1]]); returns (bags, dim). ``mode`` 'sum' or 'mean' (an empty
+    bag gives zeros). Only the batch's unique ids are pulled; backward pushes each unique
+    row's summed gradient; the servers apply ``row -= lr * grad``. Other arguments, and
+    ``state_dict()``/``load_state_dict()``, as for :class:`Embedding`."""
+
+    def __init__(self, num_embeddings, embedding_dim, *, mode="mean", **kwargs):
+        if mode not in ("sum", "mean"):
+            raise InvalidArgumentError(f"EmbeddingBag: mode must be 'sum' or 'mean', not {mode!r}")
+        super().__init__(num_embeddings, embedding_dim, **kwargs)
+        self.mode = mode
+
+    def extra_repr(self):
+        return super().extra_repr() + f", mode='{self.mode}'"
+
+    def forward(self, input, offsets=None):
+        ids = self._ids(input)
+        if ids.dim() == 2:
+            if offsets is not None:
+                raise InvalidArgumentError("EmbeddingBag: offsets belong to a 1-D input")
+            bags, length = ids.shape
+            offsets = torch.arange(0, bags * length, length, dtype=torch.int64)
+            ids = ids.reshape(-1)
+        elif ids.dim() == 1:
+            if offsets is None:
+                raise InvalidArgumentError("EmbeddingBag: a 1-D input needs offsets")
+            offsets = torch.as_tensor(offsets).to(torch.int64)
+            if offsets.dim() != 1 or (offsets.numel() and (int(offsets[0]) != 0 or
+                                                          bool((offsets[1:] < offsets[:-1]).any()) or
+                                                          int(offsets[-1]) > ids.numel())):
+                raise InvalidArgumentError("EmbeddingBag: offsets must be 1-D, start at 0, not decrease "
+                                           "and not pass the input's length")
+        else:
+            raise InvalidArgumentError(f"EmbeddingBag: input must be 1-D or 2-D, got {ids.dim()}-D")
+        self.flush()
+        keys, inverse = torch.unique(ids, return_inverse=True)
+        trigger = torch.empty(0, requires_grad=torch.is_grad_enabled())
+        rows = _PullRows.apply(trigger, keys, self)
+        return torch.nn.functional.embedding_bag(inverse, rows, offsets, mode=self.mode)
