@@ -275,47 +275,20 @@ class Scheduler::Impl final : public ClusterState {
       case layerps::pb::Control::kJoin:
         barriers_.HandleJoin(from, c.join(), SteadyMillis());
         break;
-      case layerps::pb::Control::kMembershipQuery: {
-        layerps::pb::Control r;
-        r.mutable_call_reply()->set_request_id(c.membership_query().request_id());
-        if (!complete_) {
-          r.mutable_call_reply()->set_code(static_cast<int>(StatusCode::kFailedPrecondition));
-          r.mutable_call_reply()->set_error(Incomplete());
-        }
-        SendControl(from, r);
+      case layerps::pb::Control::kMembershipQuery:
+        // OK once complete, else the nodes still missing.
+        ReplyCall(from, c.membership_query().request_id(), /*membership_query=*/true);
         break;
-      }
       case layerps::pb::Control::kInstallPlacement:
-        if (!complete_) {
-          layerps::pb::Control r;
-          r.mutable_call_reply()->set_request_id(c.install_placement().request_id());
-          r.mutable_call_reply()->set_code(static_cast<int>(StatusCode::kFailedPrecondition));
-          r.mutable_call_reply()->set_error(Incomplete());
-          SendControl(from, r);
-          break;
-        }
+        if (ReplyCall(from, c.install_placement().request_id())) break;
         tables_.HandleInstallPlacement(from, c.install_placement());
         break;
       case layerps::pb::Control::kDropTable:
-        if (!complete_) {
-          layerps::pb::Control r;
-          r.mutable_call_reply()->set_request_id(c.drop_table().request_id());
-          r.mutable_call_reply()->set_code(static_cast<int>(StatusCode::kFailedPrecondition));
-          r.mutable_call_reply()->set_error(Incomplete());
-          SendControl(from, r);
-          break;
-        }
+        if (ReplyCall(from, c.drop_table().request_id())) break;
         tables_.HandleDrop(from, c.drop_table());
         break;
       case layerps::pb::Control::kSetLearningRate:
-        if (!complete_) {
-          layerps::pb::Control r;
-          r.mutable_call_reply()->set_request_id(c.set_learning_rate().request_id());
-          r.mutable_call_reply()->set_code(static_cast<int>(StatusCode::kFailedPrecondition));
-          r.mutable_call_reply()->set_error(Incomplete());
-          SendControl(from, r);
-          break;
-        }
+        if (ReplyCall(from, c.set_learning_rate().request_id())) break;
         tables_.HandleSetLearningRate(from, c.set_learning_rate());
         break;
       case layerps::pb::Control::kLeave:
@@ -435,6 +408,21 @@ class Scheduler::Impl final : public ClusterState {
                 << options_.num_workers << " worker(s)";
       BroadcastMap();
     }
+  }
+
+  // Calls that need a complete cluster: while it is not, answers `request_id` with
+  // kFailedPrecondition naming the missing nodes and returns true; once it is, returns
+  // false (the caller handles the call) except for a membership query, answered OK.
+  bool ReplyCall(NodeId to, uint64_t request_id, bool membership_query = false) {
+    if (complete_ && !membership_query) return false;
+    layerps::pb::Control r;
+    r.mutable_call_reply()->set_request_id(request_id);
+    if (!complete_) {
+      r.mutable_call_reply()->set_code(static_cast<int>(StatusCode::kFailedPrecondition));
+      r.mutable_call_reply()->set_error(Incomplete());
+    }
+    SendControl(to, r);
+    return true;
   }
 
   bool RankTaken(Role role, int rank) const {

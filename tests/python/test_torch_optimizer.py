@@ -44,32 +44,13 @@ def test_it_is_a_torch_optimizer_sharing_the_wrapped_groups_and_state(worker):
     opt.finish()
 
 
-def test_an_lr_scheduler_changes_the_lr_the_step_uses(cluster):
+@pytest.mark.parametrize("mode", ["aggregate", "server"])
+def test_an_lr_scheduler_changes_the_lr_the_step_uses(cluster, mode):
+    # mode='server': the servers apply x -= lr * g and the scheduler's lr reaches them.
     def work(w):
         p = torch.nn.Parameter(torch.zeros(3))
-        opt = lt.DistributedOptimizer(torch.optim.SGD([p], lr=1.0), [("p", p)], worker=w, name="sched",
-                                      mode="aggregate")
-        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
-        deltas = []
-        for t in range(3):
-            before = p.detach().clone()
-            p.grad = torch.full((3,), float(2 * (w.rank + 1)))  # average over 2 workers: 3
-            opt.step()
-            sched.step()
-            deltas.append(float((before - p.detach())[0]))
-        opt.finish()
-        return deltas
-
-    for deltas in run_parallel(work, [(w,) for w in cluster.workers]):
-        assert deltas == [3.0, 1.5, 0.75]
-
-
-def test_an_lr_scheduler_changes_the_servers_lr_in_server_mode(cluster):
-    # mode='server': the servers apply x -= lr * g; the scheduler's lr reaches them.
-    def work(w):
-        p = torch.nn.Parameter(torch.zeros(3))
-        opt = lt.DistributedOptimizer(torch.optim.SGD([p], lr=1.0), [("p", p)], worker=w, name="srvlr",
-                                      mode="server")
+        opt = lt.DistributedOptimizer(torch.optim.SGD([p], lr=1.0), [("p", p)], worker=w,
+                                      name=f"sched_{mode}", mode=mode)
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
         deltas = []
         for t in range(3):
