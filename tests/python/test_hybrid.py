@@ -483,3 +483,30 @@ def test_server_rules_follow_the_torch_optimizer():
         server_rule(torch.optim.SGD([p], lr=0.1), q, "q")
     ids, rows = coalesce_rows(torch.tensor([5, 2, 5, 9]), torch.tensor([[1.0], [2.0], [3.0], [4.0]]))
     assert ids.tolist() == [2, 5, 9] and rows.squeeze(1).tolist() == [2.0, 4.0, 4.0]
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of")  # the schedulers are made after a step
+def test_an_lr_scheduler_reaches_the_server_held_rows():
+    # StepLR halves the lr every 2 steps: the servers' rule for the embedding rows follows
+    # (Worker.set_learning_rate), so the result equals one process with the same schedule.
+    steps = 6
+    model = Net(0)
+    opt = sgd(model)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    for t in range(steps):
+        opt.zero_grad()
+        loss_of(model, *batch(t)).backward()
+        opt.step()
+        sched.step()
+    ref = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    scheds = {}
+
+    def after(t, o, m):
+        if o.worker.rank not in scheds:
+            scheds[o.worker.rank] = torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5)
+            scheds[o.worker.rank].last_epoch = t  # created after step t: catch up (no lr change yet)
+        scheds[o.worker.rank].step()
+
+    with layerps.LocalCluster(num_servers=2, num_workers=2, **FAST) as c:
+        out = run_parallel(lambda w: train(w, steps, sgd, name="lrsched", after_step=after), [(w,) for w in c.workers])
+    assert_equal_to([v for v, _ in out], ref)

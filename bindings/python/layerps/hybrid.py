@@ -452,6 +452,7 @@ class Hybrid:
             self._dense_allreduce()
         elif self._sparse and W > 1:
             w.barrier("workers", timeout)
+        self._follow_lr()
         sends2, pushes2 = self._push_sparse()
         sends += sends2
         pushes += pushes2
@@ -495,6 +496,18 @@ class Hybrid:
             w.allreduce(self._ar_buf, timeout)
         self._ar_buf.mul_(1.0 / W)
         self._unflatten_grads(self._dense_ar, self._ar_buf)
+
+    def _follow_lr(self):
+        """An LR scheduler changed a server-held parameter's group lr: the servers' rule
+        takes it before this step's rows are pushed (Worker.set_learning_rate on each of
+        its tables; every worker sets the same value)."""
+        for sp in self._sparse:
+            group = next(g for g in self.optimizer.param_groups if any(p is sp.param for p in g["params"]))
+            lr = float(group["lr"])
+            if lr != sp.hyper.get("lr"):
+                for t in sp.tables:
+                    self.worker.set_learning_rate(t, lr)
+                sp.hyper["lr"] = lr
 
     def _push_sparse(self):
         """Starts this step's pushes of the server-held rows; returns (sends, pushes)."""
