@@ -55,7 +55,10 @@ run() {
 #   std::bad_alloc for a table it cannot allocate; ASan's operator new reports an
 #   allocation that size as an error and exits instead of throwing.
 ASAN_EXCLUDE='^ResourceTest\.TableTooBigForTheServersFailsTheDeclare$'
-TSAN_EXCLUDE='^$'
+# - ConnectTimeoutTest.*: a worker whose scheduler never answers over real TCP (the point
+#   of the test is ZeroMQ's close linger); the TSan build runs in-process transports only.
+TSAN_EXCLUDE='^ConnectTimeoutTest\.'
+
 
 if [ "$mode" = asan ] || [ "$mode" = all ]; then
   t0=$(date +%s)
