@@ -42,6 +42,18 @@ struct CommonOptions {
   // their RocksDB stores (<cold_dir>/<table name>; docs/sparse.md "Cold tier"). Empty:
   // declaring a cold-tier table fails (kFailedPrecondition). Env: LAYERPS_COLD_DIR.
   std::string cold_dir;
+  // Servers: restore the tables from the checkpoints under this directory
+  // (docs/checkpoints.md): a set's directory (".../ckpt-<set>"), or a directory of sets,
+  // of which the newest complete one is taken. A table declared in the restored cluster
+  // whose name the set holds starts from its values (and its rule's state); a different
+  // layout (kind, size, dim, rule) fails its declaration with the reason. Empty (default):
+  // no restore. Start() fails when the directory holds no complete set.
+  // Env: LAYERPS_RESTORE.
+  std::string restore_dir;
+  // Servers: how many checkpoint sets to keep under a checkpoint directory; a server
+  // deletes its own files of older sets after writing a new one. 1..1000, default 3.
+  // Env: LAYERPS_CHECKPOINT_KEEP.
+  int checkpoint_keep = 3;
 
   // How often nodes and scheduler exchange heartbeats (ms). 10..60000, default 500.
   // Env: LAYERPS_HEARTBEAT_INTERVAL_MS.
@@ -113,6 +125,13 @@ struct ClusterShape {
   // fail), and the job succeeds if at least one worker finishes with Stop.
   // Env: LAYERPS_TOLERATE_WORKER_LOSS (a boolean).
   bool tolerate_worker_loss = false;
+  // Periodic checkpoints (docs/checkpoints.md): every checkpoint_every_s seconds the
+  // scheduler has every server write its shards under checkpoint_dir (a path on the
+  // servers' hosts), as Worker::Checkpoint does. checkpoint_dir is also where
+  // Worker::Checkpoint("") writes. 0 (default): no periodic checkpoints; 1..604800.
+  // Env: LAYERPS_CHECKPOINT_DIR, LAYERPS_CHECKPOINT_EVERY_S.
+  std::string checkpoint_dir;
+  int checkpoint_every_s = 0;
 
   Status Validate() const;
 };

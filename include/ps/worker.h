@@ -106,6 +106,18 @@ class Worker {
   // when no request on it is in flight (one held by a bsp/ssp step waits for its deadline).
   // kNotFound for a name no table has. Blocks up to options.request_timeout_ms.
   Status DropTable(const std::string& name);
+  // Has every server write its shards of every table (values, the rule's state, the
+  // specs) as one checkpoint set under `dir`, a directory on the servers' hosts (empty:
+  // the scheduler's checkpoint_dir); returns the set's directory, <dir>/ckpt-<set>, once
+  // every server's file is on disk (written atomically, fsynced). A cluster started with
+  // servers' --restore pointing there (or at `dir`: its newest complete set) starts from
+  // these values (docs/checkpoints.md). Each server writes its file between two requests,
+  // so for one consistent cut call it when no push is in flight (e.g. after a barrier).
+  // Errors: kInvalidArgument (no directory anywhere), kFailedPrecondition (a checkpoint
+  // to another directory is in progress), kIoError (a server could not write: the
+  // message names its rank and the reason), kUnavailable (a server died meanwhile),
+  // kTimeout. Blocks up to `timeout`.
+  StatusOr<std::string> Checkpoint(const std::string& dir, std::chrono::milliseconds timeout);
   // The spec of a declared table; kNotFound for an unknown id.
   StatusOr<TableSpec> GetTableSpec(TableId table) const;
 

@@ -31,6 +31,15 @@ DEFINE_string(token, "",
 DEFINE_string(cold_dir, "",
               "Servers: directory of the RocksDB cold tiers of sparse tables declared with "
               "cold_tier (<cold_dir>/<table name>). Default: $LAYERPS_COLD_DIR, else empty");
+DEFINE_string(restore, "",
+              "Servers: restore the tables from the checkpoints in this directory (a set, "
+              "or a directory of sets: the newest complete one). Default: $LAYERPS_RESTORE");
+DEFINE_int32(checkpoint_keep, 0, "Servers: checkpoint sets kept per directory. Default 3");
+DEFINE_string(checkpoint_dir, "",
+              "Scheduler: where servers write checkpoints (periodic ones, and a worker's "
+              "Checkpoint without a directory). Default: $LAYERPS_CHECKPOINT_DIR");
+DEFINE_int32(checkpoint_every_s, 0,
+             "Scheduler: a checkpoint every this many seconds (0: never). Default 0");
 DEFINE_int32(rank, -1,
              "Servers and workers: the rank to ask for within the role, or -1 for the "
              "lowest free one. Default: $LAYERPS_RANK, else -1");

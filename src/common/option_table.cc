@@ -136,6 +136,21 @@ const std::vector<Row>& Rows() {
                      "Directory of the RocksDB cold tiers of sparse tables declared with "
                      "cold_tier (<cold_dir>/<table name>; empty: none)"),
                 &Options::cold_dir),
+      StringRow(Info("restore", "restore_dir", "LAYERPS_RESTORE", "s",
+                     "Restore the tables from the checkpoints in this directory (a set, or "
+                     "a directory of sets: the newest complete one)"),
+                &Options::restore_dir),
+      IntRow(Info("checkpoint_keep", "checkpoint_keep", "LAYERPS_CHECKPOINT_KEEP", "s",
+                  "Checkpoint sets kept per directory (older ones deleted), 1..1000"),
+             &Options::checkpoint_keep, 1, 1000),
+      StringRow(Info("checkpoint_dir", "checkpoint_dir", "LAYERPS_CHECKPOINT_DIR", "S",
+                     "Where servers write checkpoints (periodic ones, and a worker's "
+                     "Checkpoint without a directory); a path on the servers' hosts"),
+                &Options::checkpoint_dir),
+      IntRow(Info("checkpoint_every_s", "checkpoint_every_s", "LAYERPS_CHECKPOINT_EVERY_S", "S",
+                  "Have every server write a checkpoint every this many seconds (0: never; "
+                  "needs checkpoint_dir)"),
+             &Options::checkpoint_every_s, 0, 604800),
       IntRow(Info("num_servers", "num_servers", "LAYERPS_NUM_SERVERS", "S", "Servers in the cluster, 1..4096"),
              &Options::num_servers, 1, 4096),
       IntRow(Info("num_workers", "num_workers", "LAYERPS_NUM_WORKERS", "S", "Workers in the cluster, 1..4096"),

@@ -202,6 +202,10 @@ Status CommonOptions::Validate() const {
         " must exceed 2 * heartbeat_interval_ms=" + std::to_string(2 * heartbeat_interval_ms));
   }
   if (io_threads < 1 || io_threads > 64) return InvalidArgument("io_threads is outside [1, 64]");
+  if (checkpoint_keep < 1 || checkpoint_keep > 1000) {
+    return InvalidArgument("checkpoint_keep=" + std::to_string(checkpoint_keep) +
+                           " is outside [1, 1000]");
+  }
   if (max_message_bytes < 1024 || max_message_bytes > (int64_t{16} << 30)) {
     return InvalidArgument("max_message_bytes=" + std::to_string(max_message_bytes) +
                            " is outside [1 KiB, 16 GiB]");
@@ -223,6 +227,13 @@ Status ClusterShape::Validate() const {
   }
   if (dense_chunk_elems < 1 || dense_chunk_elems > (uint64_t{1} << 30)) {
     return InvalidArgument("dense_chunk_elems is outside [1, 2^30]");
+  }
+  if (checkpoint_every_s < 0 || checkpoint_every_s > 604800) {
+    return InvalidArgument("checkpoint_every_s=" + std::to_string(checkpoint_every_s) +
+                           " is outside [0, 604800]");
+  }
+  if (checkpoint_every_s > 0 && checkpoint_dir.empty()) {
+    return InvalidArgument("checkpoint_every_s needs a checkpoint_dir");
   }
   return Status::OK();
 }

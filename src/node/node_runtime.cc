@@ -243,7 +243,8 @@ Status NodeRuntime::Send(NodeId to, Message&& msg, int timeout_ms) {
 }
 
 StatusOr<uint32_t> NodeRuntime::CallScheduler(const std::function<void(uint64_t, void*)>& fill,
-                                              std::chrono::milliseconds timeout, const char* what) {
+                                              std::chrono::milliseconds timeout, const char* what,
+                                              std::string* detail) {
   if (!running_) return FailedPrecondition(std::string(what) + ": node is not running");
   uint64_t call_id;
   {
@@ -269,7 +270,22 @@ StatusOr<uint32_t> NodeRuntime::CallScheduler(const std::function<void(uint64_t,
                    std::to_string(timeout.count()) + " ms");
   }
   if (!call.status.ok()) return call.status;
+  if (detail != nullptr) *detail = call.detail;
   return call.value;
+}
+
+StatusOr<std::string> NodeRuntime::Checkpoint(const std::string& dir,
+                                              std::chrono::milliseconds timeout) {
+  std::string path;
+  StatusOr<uint32_t> r = CallScheduler(
+      [&](uint64_t call_id, void* msg) {
+        auto* c = static_cast<layerps::pb::Control*>(msg)->mutable_checkpoint();
+        c->set_request_id(call_id);
+        c->set_dir(dir);
+      },
+      timeout, "checkpoint", &path);
+  if (!r.ok()) return r.status();
+  return path;
 }
 
 StatusOr<TableId> NodeRuntime::DeclareTable(const TableSpec& spec,
@@ -585,7 +601,8 @@ void NodeRuntime::HandleControl(Message&& msg) {
       for (const auto& f : failed) {
         auto* tf = ack.mutable_map_ack()->add_failed();
         tf->set_table(f.first);
-        tf->set_error(f.second.ToString());
+        tf->set_error(f.second.message());
+        tf->set_code(static_cast<int>(f.second.code()));
       }
       SendToScheduler(MakeControl(id(), ack), kControlSendTimeoutMs);
       break;
@@ -614,6 +631,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
       if (barrier && code == static_cast<int>(StatusCode::kTimeout))
         it->second.status = Timeout(error);
       if (declare) it->second.value = c.declare_table_reply().table_id();
+      if (!declare && !barrier) it->second.detail = c.call_reply().detail().substr(0, 4096);
       if (barrier) it->second.value = c.barrier_reply().participants();
       cv_.notify_all();
       break;
@@ -649,6 +667,24 @@ void NodeRuntime::HandleControl(Message&& msg) {
       }
       FinishShutdown(s);
       if (!s.ok() && handlers_.on_failure) handlers_.on_failure(s);
+      break;
+    }
+    case layerps::pb::Control::kWriteCheckpoint: {
+      const auto& w = c.write_checkpoint();
+      layerps::pb::Control done;
+      auto* d = done.mutable_checkpoint_done();
+      d->set_set(w.set());
+      StatusOr<std::string> path =
+          role_ == Role::kServer && handlers_.on_checkpoint
+              ? handlers_.on_checkpoint(w.set(), w.dir())
+              : StatusOr<std::string>(FailedPrecondition("only servers write checkpoints"));
+      if (path.ok()) {
+        d->set_path(*path);
+      } else {
+        d->set_code(static_cast<int>(path.status().code()));
+        d->set_error(path.status().message().substr(0, 4096));
+      }
+      SendToScheduler(MakeControl(id(), done), kControlSendTimeoutMs);
       break;
     }
     case layerps::pb::Control::kHeartbeat:

@@ -57,6 +57,10 @@ class NodeRuntime {
     // A worker joined (Worker::Join): it takes no further part in synchronous steps.
     // Receive thread.
     std::function<void(NodeId)> on_worker_joined;
+    // Servers: the scheduler asks for this server's file of checkpoint set `set` under
+    // `dir` (docs/checkpoints.md); returns the file written. Receive thread (no data
+    // request is handled meanwhile).
+    std::function<StatusOr<std::string>(uint64_t set, const std::string& dir)> on_checkpoint;
   };
 
   NodeRuntime(const MemberOptions& options, Role role, Handlers handlers);
@@ -88,6 +92,8 @@ class NodeRuntime {
   Status SetLearningRate(TableId table, float learning_rate, std::chrono::milliseconds timeout);
   // Worker::DropTable: returns once this node's map no longer lists the table.
   Status DropTable(const std::string& name, std::chrono::milliseconds timeout);
+  // Worker::Checkpoint: returns the set's directory once every server wrote its file.
+  StatusOr<std::string> Checkpoint(const std::string& dir, std::chrono::milliseconds timeout);
   // `participants` (when not null): on OK, how many members took part.
   Status Barrier(Group group, std::chrono::milliseconds timeout, int* participants = nullptr);
   // Worker::Join: tells the scheduler this worker joined and waits until every live
@@ -113,6 +119,7 @@ class NodeRuntime {
     bool done = false;
     Status status;
     uint32_t value = 0;
+    std::string detail;  // CallReply's detail
   };
 
   void ReceiveLoop();
@@ -140,7 +147,8 @@ class NodeRuntime {
   std::vector<std::pair<TableId, Status>> InstallMap(std::shared_ptr<const ClusterMap> map);
   void FinishShutdown(const Status& status);
   StatusOr<uint32_t> CallScheduler(const std::function<void(uint64_t, void*)>& fill,
-                                   std::chrono::milliseconds timeout, const char* what);
+                                   std::chrono::milliseconds timeout, const char* what,
+                                   std::string* detail = nullptr);
 
   const MemberOptions options_;
   const Role role_;

@@ -27,6 +27,7 @@
 #include "metrics/metrics.h"
 #include "node/node_runtime.h"
 #include "scheduler/barriers.h"
+#include "scheduler/checkpoints.h"
 #include "scheduler/cluster_state.h"
 #include "scheduler/table_directory.h"
 #include "transport/map_codec.h"
@@ -291,6 +292,13 @@ class Scheduler::Impl final : public ClusterState {
         if (ReplyCall(from, c.set_learning_rate().request_id())) break;
         tables_.HandleSetLearningRate(from, c.set_learning_rate());
         break;
+      case layerps::pb::Control::kCheckpoint:
+        if (ReplyCall(from, c.checkpoint().request_id())) break;
+        checkpoints_.HandleRequest(from, c.checkpoint(), SteadyMillis());
+        break;
+      case layerps::pb::Control::kCheckpointDone:
+        checkpoints_.HandleDone(from, c.checkpoint_done(), SteadyMillis());
+        break;
       case layerps::pb::Control::kLeave:
         HandleLeave(from);
         break;
@@ -529,6 +537,7 @@ class Scheduler::Impl final : public ClusterState {
                                   std::to_string(n->rank) + " (node " + std::to_string(id) +
                                   ") died during the barrier"));
     barriers_.Drop(id);
+    if (n->role == Role::kServer) checkpoints_.OnServerDead(id, SteadyMillis());
     tables_.Resolve();
     if (lost_worker && !options_.tolerate_worker_loss && complete_) {
       // A synchronous job cannot go on with a smaller global batch: end it now, so every
@@ -598,6 +607,7 @@ class Scheduler::Impl final : public ClusterState {
       MarkDead(id, "no heartbeat for " + std::to_string(now - members_[id].last_seen_ms) + " ms");
     }
     if (done_) return;
+    checkpoints_.Tick(now);
     const int warnings = barriers_.Tick(now, options_.stall_warning_ms);
     if (warnings > 0) Count([warnings](SchedulerStats& st) { st.stall_warnings += warnings; });
   }
@@ -619,6 +629,7 @@ class Scheduler::Impl final : public ClusterState {
   std::map<std::string, NodeId> identities_;  // registration routing id -> node
   TableDirectory tables_{this, options_.dense_chunk_elems};
   Barriers barriers_{this, options_.tolerate_worker_loss};
+  Checkpoints checkpoints_{this, options_.checkpoint_dir, options_.checkpoint_every_s};
   Status first_failure_;
   int dead_workers_ = 0;  // workers declared dead (crashed or silent; not those that left)
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/status_wire.h"
 #include "layerps.pb.h"
 #include "placement/ranges.h"
 #include "transport/map_codec.h"
@@ -63,9 +64,11 @@ void TableDirectory::OnMapAck(NodeId from, const layerps::pb::MapAck& ack) {
   std::vector<TableId> failed;
   for (const auto& f : ack.failed()) {
     if (map.tables.count(f.table()) && !failed_tables_.count(f.table())) {
-      failed_tables_[f.table()] = "server node " + std::to_string(from) +
-                                  " could not set up table '" + map.tables[f.table()].spec.name +
-                                  "': " + f.error().substr(0, 512);
+      const std::string why = "server node " + std::to_string(from) +
+                              " could not set up table '" + map.tables[f.table()].spec.name +
+                              "': " + f.error().substr(0, 1024);
+      failed_tables_[f.table()] =
+          f.code() == 0 ? ResourceExhausted(why) : StatusFromWire(f.code(), why);
       failed.push_back(f.table());
     }
   }
@@ -233,7 +236,7 @@ void TableDirectory::Resolve() {
     }
     auto failed = failed_tables_.find(it->table);
     if (failed != failed_tables_.end()) {
-      const Status s = ResourceExhausted(failed->second);
+      const Status s = failed->second;
       if (it->call) {
         ReplyCall(it->requester, it->call_id, s);
       } else {

@@ -74,7 +74,7 @@ class TableDirectory {
   std::map<NodeId, uint64_t> acked_epoch_;
   std::map<NodeId, uint64_t> server_load_;
   std::map<TableId, uint64_t> table_epoch_;
-  std::map<TableId, std::string> failed_tables_;  // a server could not allocate them
+  std::map<TableId, Status> failed_tables_;  // a server could not set them up
   // Each table's spec as declared: a later declare is compared with it, not with the map's
   // spec, whose learning rate SetLearningRate may have changed since.
   std::map<TableId, TableSpec> declared_specs_;

@@ -19,6 +19,7 @@
 #include "common/wire_type.h"
 #include "metrics/metrics.h"
 #include "node/node_runtime.h"
+#include "server/checkpoint.h"
 #include "server/request.h"
 #include "server/store.h"
 #include "server/sync_policy.h"
@@ -36,6 +37,14 @@ class Server::Impl {
 
   Status Start() {
     if (started_) return FailedPrecondition("server already started (a Server starts once)");
+    if (!options_.restore_dir.empty()) {
+      // Found and checked before joining: a wrong directory fails Start, not a declare.
+      StatusOr<std::unique_ptr<CheckpointSet>> set = CheckpointSet::Open(options_.restore_dir);
+      if (!set.ok()) return set.status();
+      restore_ = std::move(*set);
+      LOG(INFO) << "restoring from checkpoint " << restore_->path() << " (set " << restore_->set()
+                << ", written by " << restore_->num_servers() << " server(s))";
+    }
     bsp_->SetStallWarning(options_.stall_warning_ms);
     ssp_->SetStallWarning(options_.stall_warning_ms);
     NodeRuntime::Handlers h;
@@ -46,6 +55,9 @@ class Server::Impl {
       OnNodeDead(id, FailedPrecondition("the worker joined (ran out of data)"));
     };
     h.on_tick = [this] { Tick(); };
+    h.on_checkpoint = [this](uint64_t set, const std::string& dir) {
+      return WriteCheckpointFile(set, dir);
+    };
     runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h));
     for (MsgType t : {MsgType::kPush, MsgType::kPull, MsgType::kPushPull, MsgType::kAssign}) {
       runtime_->Handle(t, [this](Message&& m) { HandleData(std::move(m)); });
@@ -166,8 +178,17 @@ class Server::Impl {
     std::vector<std::pair<TableId, Status>> failed;
     store_->DropAllBut(map.tables);
     for (const auto& kv : map.tables) {
+      const bool fresh = !store_->Has(kv.first);
       Status s = store_->Install(kv.second);
       if (s.ok()) s = store_->UpdateLearningRate(kv.second);
+      if (s.ok() && fresh && restore_) {
+        bool restored = false;
+        s = restore_->Restore(kv.first, kv.second.spec, store_.get(), &restored);
+        if (s.ok() && restored) {
+          LOG(INFO) << "table " << kv.second.spec.name << " restored from " << restore_->path();
+        }
+        if (!s.ok()) store_->Drop(kv.first);  // not left half restored
+      }
       if (!s.ok()) {
         LOG(ERROR) << "cannot install table " << kv.second.spec.name << ": " << s;
         failed.emplace_back(kv.first, s);
@@ -181,6 +202,30 @@ class Server::Impl {
     }
     SetWorkers(live, Status::OK());
     return failed;
+  }
+
+  // The scheduler's WriteCheckpoint (receive thread: no request is handled meanwhile).
+  StatusOr<std::string> WriteCheckpointFile(uint64_t set, const std::string& dir) {
+    std::unique_lock<std::shared_mutex> lock(store_mu_);
+    if (!store_) return Unavailable("this server has not received the cluster map yet");
+    CheckpointMeta meta;
+    meta.set = set;
+    meta.epoch = epoch_;
+    meta.rank = runtime_->rank();
+    std::shared_ptr<const ClusterMap> map = runtime_->map();
+    meta.num_servers = map ? static_cast<uint32_t>(map->CountRole(Role::kServer)) : 0;
+    const auto start = std::chrono::steady_clock::now();
+    StatusOr<std::string> path = WriteCheckpoint(dir, meta, options_.checkpoint_keep, store_.get());
+    if (path.ok()) {
+      LOG(INFO) << "checkpoint written to " << *path << " in "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count()
+                << " ms";
+    } else {
+      LOG(ERROR) << "checkpoint " << set << " failed: " << path.status();
+    }
+    return path;
   }
 
   // The clocks of bsp/ssp tables count the live workers only: a worker gone (left or
@@ -336,6 +381,7 @@ class Server::Impl {
   std::atomic<bool> started_{false};  // runtime_ is read by other threads only once set
   mutable std::shared_mutex store_mu_;
   std::unique_ptr<Store> store_;  // guarded by store_mu_ (installs exclusive, requests shared)
+  std::unique_ptr<CheckpointSet> restore_;  // --restore: read by installs (store_mu_ exclusive)
   // The sync policies (receive thread only), one per TableSpec::sync.
   const std::unique_ptr<SyncPolicy> apply_ = NewApplyOnArrival();
   const std::unique_ptr<SyncPolicy> bsp_ = NewBspPolicy(options_.request_timeout_ms);

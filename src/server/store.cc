@@ -99,6 +99,41 @@ struct ColdTier {
     return FailedPrecondition("built without RocksDB");
 #endif
   }
+  // fn(id, row) for every stored row, in id order; stops at fn's first error.
+  Status ForEach(uint32_t width, const std::function<Status(Key, const float*)>& fn) {
+#ifdef LAYERPS_HAVE_ROCKSDB
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read));
+    std::vector<float> row(width);
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const rocksdb::Slice k = it->key(), v = it->value();
+      if (k.size() != 8 || v.size() != size_t{width} * sizeof(float)) {
+        return Error("read", "a record of " + std::to_string(v.size()) + " bytes, expected " +
+                                 std::to_string(size_t{width} * sizeof(float)) + " (corrupt)");
+      }
+      Key key = 0;
+      for (int i = 0; i < 8; ++i) key = (key << 8) | static_cast<unsigned char>(k.data()[i]);
+      std::memcpy(row.data(), v.data(), v.size());
+      PS_RETURN_IF_ERROR(fn(key, row.data()));
+    }
+    if (!it->status().ok()) return Error("scan", it->status().ToString());
+    return Status::OK();
+#else
+    (void)width;
+    (void)fn;
+    return FailedPrecondition("built without RocksDB");
+#endif
+  }
+  // Deletes every stored row.
+  Status Clear() {
+#ifdef LAYERPS_HAVE_ROCKSDB
+    const std::string from(8, '\0'), to(9, '\xff');
+    rocksdb::Status st = db->DeleteRange(write, db->DefaultColumnFamily(), from, to);
+    if (!st.ok()) return Error("clear", st.ToString());
+    return Status::OK();
+#else
+    return FailedPrecondition("built without RocksDB");
+#endif
+  }
   Status Delete(Key key) {
 #ifdef LAYERPS_HAVE_ROCKSDB
     char k[8];
@@ -835,7 +870,7 @@ void Store::LfuSiftDown(Bounds& b, uint32_t pos) {
 
 template <typename BeforeEvict>
 uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
-                             BeforeEvict&& before_evict) {
+                             BeforeEvict&& before_evict, bool restore) {
   Bounds& b = *s.bounds;
   const TableSpec& spec = t.spec;
   uint32_t row = kNoRow;
@@ -853,7 +888,7 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
     // Cold tier: a row spilled before comes back whole (it was admitted then).
     thread_local std::vector<float> cold_row;
     bool reload = false;
-    if (t.cold) {
+    if (t.cold && !restore) {
       cold_row.resize(t.row_width);
       Status e = t.cold->Get(key, cold_row.data(), t.row_width, &reload);
       if (!e.ok()) {
@@ -862,7 +897,7 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
       }
     }
     const bool admission = spec.admit_after > 1 || t.bounded->admit_by_probability;
-    if (reload) {
+    if (reload || restore) {
       // admitted when it was first created
     } else if (step == 0) {
       if (admission) return kNoRow;  // a pull does not admit
@@ -1058,6 +1093,99 @@ void Store::Expire(Table& t, uint64_t step) {
       ++b.expired;
     }
   }
+}
+
+// --- checkpoints ---------------------------------------------------------------------
+
+std::vector<TableId> Store::TableIds() const {
+  std::vector<TableId> ids;
+  for (const auto& kv : tables_) ids.push_back(kv.first);
+  return ids;
+}
+
+uint32_t Store::StateWidth(TableId table) const {
+  auto it = tables_.find(table);
+  return it == tables_.end() ? 0 : it->second.state_width;
+}
+
+std::vector<Store::DenseView> Store::DenseRanges(TableId table) {
+  std::vector<DenseView> out;
+  auto it = tables_.find(table);
+  if (it == tables_.end()) return out;
+  for (DenseRange& d : it->second.dense) {
+    out.push_back(DenseView{d.first, d.size, d.data(), d.state.get()});
+  }
+  return out;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Store::HashRanges(TableId table) const {
+  auto it = tables_.find(table);
+  if (it == tables_.end()) return {};
+  return it->second.hash_ranges;
+}
+
+Status Store::VisitRows(TableId table, const std::function<Status(Key, const float*)>& fn) {
+  Status error;
+  Table* t = const_cast<Table*>(Find(table, TableKind::kSparse, &error));
+  if (t == nullptr) return error;
+  for (size_t i = 0; i < kStripes; ++i) {
+    Stripe& st = t->stripes[i];
+    std::lock_guard<std::mutex> lock(st.mu);
+    for (const Slot& sl : st.slots) {
+      if (sl.row != kNoRow) PS_RETURN_IF_ERROR(fn(sl.key, RowPtr(st, sl.row, *t)));
+    }
+  }
+  if (!t->cold) return Status::OK();
+  // Rows only on disk: those not in memory (a row in memory is the current copy).
+  const size_t stripes = t->bounded->stripes;
+  return t->cold->ForEach(t->row_width, [&](Key key, const float* row) -> Status {
+    const uint64_t h = MixKey(key);
+    Stripe& st = t->stripes[stripes == 1 ? 0 : (h & (kStripes - 1))];
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (!st.slots.empty()) {
+      const size_t mask = st.slots.size() - 1;
+      for (size_t i = SlotOf(h, mask); st.slots[i].row != kNoRow; i = (i + 1) & mask) {
+        if (st.slots[i].key == key) return Status::OK();
+      }
+    }
+    return fn(key, row);
+  });
+}
+
+Status Store::RestoreRow(TableId table, Key id, const float* row, bool* held) {
+  *held = false;
+  Status error;
+  Table* t = const_cast<Table*>(Find(table, TableKind::kSparse, &error));
+  if (t == nullptr) return error;
+  const uint64_t h = MixKey(id);
+  if (!CheckKeys(*t, &id, &h, 1).ok()) return Status::OK();
+  *held = true;
+  uint32_t r = kNoRow;
+  Stripe* st = nullptr;
+  if (t->bounded) {
+    st = &t->stripes[t->bounded->stripes == 1 ? 0 : (h & (kStripes - 1))];
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      r = TouchBounded(*t, *st, id, h, 0, [] {}, /*restore=*/true);
+      if (r != kNoRow) {
+        std::memcpy(RowPtr(*st, r, *t), row, size_t{t->row_width} * sizeof(float));
+        return Status::OK();
+      }
+    }
+    Status cold = t->cold ? TakeColdError(*t) : Status::OK();  // takes the stripes' locks
+    return cold.ok() ? Internal("no room to restore id " + std::to_string(id)) : cold;
+  }
+  st = &t->stripes[h & (kStripes - 1)];
+  std::lock_guard<std::mutex> lock(st->mu);
+  r = FindOrCreate(*t, *st, id, h);
+  std::memcpy(RowPtr(*st, r, *t), row, size_t{t->row_width} * sizeof(float));
+  return Status::OK();
+}
+
+Status Store::ClearColdTier(TableId table) {
+  auto it = tables_.find(table);
+  if (it == tables_.end() || !it->second.cold) return Status::OK();
+  return it->second.cold->Clear();
 }
 
 }  // namespace ps

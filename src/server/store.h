@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,6 +67,8 @@ class Store {
   // cluster map). Rows a cold-tier table already wrote to disk stay in its directory.
   // The caller holds no request on them (the server's store lock, exclusive).
   void DropAllBut(const std::map<TableId, TableInfo>& keep);
+  // Frees one table (a failed restore). The caller holds no request on it.
+  void Drop(TableId table) { tables_.erase(table); }
   // A table this server holds whose learning rate the map changed gets its rule rebuilt
   // with the new rate (the rule's per-element state lives in the store and is kept).
   // The caller holds no request on it (the server's store lock, exclusive).
@@ -113,6 +116,37 @@ class Store {
   };
   // Every sparse table this server holds, by id.
   std::map<TableId, SparseCounters> SparseStats() const;
+
+  // --- Checkpoints (server/checkpoint.h reads and writes the files) ---------------------
+  // The caller holds no request on the store (the server's store lock, exclusive): nothing
+  // changes while these run.
+  std::vector<TableId> TableIds() const;
+  // The rule's state floats per element of a held table (0 for an unknown one).
+  uint32_t StateWidth(TableId table) const;
+  // One dense range held: `size` values from element `first`, then state_width planes of
+  // `size` floats each (plane k of element i at state[k * size + i]).
+  struct DenseView {
+    uint64_t first = 0;
+    uint64_t size = 0;
+    float* values = nullptr;
+    float* state = nullptr;  // null when the rule is stateless
+  };
+  // A dense table's ranges held, ascending. The values may be written only while no reply
+  // lends them (restore, right after Install).
+  std::vector<DenseView> DenseRanges(TableId table);
+  // A sparse table's mixed-hash ranges held: [begin, end), end 0 = 2^64.
+  std::vector<std::pair<uint64_t, uint64_t>> HashRanges(TableId table) const;
+  // Calls fn(id, row) for every row of a sparse table (row: dim values then the rule's
+  // state, dim * (1 + state_width) floats): those in memory, and for a cold-tier table
+  // those only on disk. Stops at fn's first error.
+  Status VisitRows(TableId table, const std::function<Status(Key, const float*)>& fn);
+  // Restore: sets the row of `id` (a whole row, as VisitRows gives it), created if absent
+  // (past admission; a bounded table at capacity evicts as a push would). *held: false
+  // (and nothing done) when the id routes to another server.
+  Status RestoreRow(TableId table, Key id, const float* row, bool* held);
+  // Restore of a cold-tier table: empties its RocksDB store first, so that rows written
+  // there after the checkpoint do not come back.
+  Status ClearColdTier(TableId table);
 
  private:
   Status InstallUnguarded(const TableInfo& table);
@@ -231,9 +265,11 @@ class Store {
   // refuses it: kNoRow, for a push or, in a table with admission, a pull of an absent id.
   // before_evict() runs just before a row is evicted (the caller applies what it deferred:
   // row pointers it holds may then be reused).
+  // `restore`: the row is being restored from a checkpoint: created past admission and
+  // without a cold-tier lookup (the caller writes its values).
   template <typename BeforeEvict>
   uint32_t TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
-                        BeforeEvict&& before_evict);
+                        BeforeEvict&& before_evict, bool restore = false);
   // Drops a row: index slot, lists, heap; its number goes to the free list.
   void DropRow(const Table& t, Stripe& s, uint32_t row);
   // Counts a push of an absent id; true when the id may get a row now.

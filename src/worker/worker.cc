@@ -141,6 +141,11 @@ class Worker::Impl {
                                      std::chrono::milliseconds(options_.request_timeout_ms));
   }
 
+  StatusOr<std::string> Checkpoint(const std::string& dir, std::chrono::milliseconds timeout) {
+    if (!started_) return FailedPrecondition("Checkpoint: the worker is not started");
+    return runtime_->Checkpoint(dir, timeout);
+  }
+
   Status DropTable(const std::string& name) {
     if (!started_) return FailedPrecondition("DropTable: the worker is not started");
     return runtime_->DropTable(name, std::chrono::milliseconds(options_.request_timeout_ms));
@@ -352,6 +357,10 @@ int Worker::num_servers() const { return impl_->CountRole(Role::kServer); }
 std::vector<NodeInfo> Worker::Nodes() const { return impl_->Nodes(); }
 StatusOr<TableId> Worker::DeclareTable(const TableSpec& spec) { return impl_->DeclareTable(spec); }
 Status Worker::DropTable(const std::string& name) { return impl_->DropTable(name); }
+StatusOr<std::string> Worker::Checkpoint(const std::string& dir,
+                                         std::chrono::milliseconds timeout) {
+  return impl_->Checkpoint(dir, timeout);
+}
 Status Worker::SetLearningRate(TableId table, float learning_rate) {
   return impl_->SetLearningRate(table, learning_rate);
 }

@@ -336,6 +336,8 @@ def test_the_option_table_drives_the_environment_and_keywords(monkeypatch):
     samples = {"scheduler_address": ("tcp://127.0.0.1:7001", "tcp://127.0.0.1:7001"),
                "bind_address": ("tcp://0.0.0.0", "tcp://0.0.0.0:0"),  # no port: any free one
                "advertise_host": ("node7", "node7"), "token": ("s3cret", "s3cret"), "cold_dir": ("/tmp/cold", "/tmp/cold"),
+               "restore_dir": ("/tmp/ckpt-r", "/tmp/ckpt-r"), "checkpoint_keep": ("7", 7),
+               "checkpoint_dir": ("/tmp/ckpt", "/tmp/ckpt"), "checkpoint_every_s": ("60", 60),
                "num_servers": ("3", 3), "num_workers": ("5", 5), "rank": ("2", 2),
                "heartbeat_interval_ms": ("250", 250), "heartbeat_timeout_ms": ("4000", 4000),
                "stall_warning_ms": ("1500", 1500), "metrics_port": ("9187", 9187),

@@ -479,6 +479,19 @@ class Worker(_Node):
         >= 0 (> 0 for 'ftrl')."""
         self._node.set_learning_rate(self._id(table), float(lr))
 
+    def checkpoint(self, dir=None, timeout=600.0):
+        """Has every server write its shards of every table (values, the update rule's
+        state, the specs) as one checkpoint set under ``dir``, a directory on the servers'
+        hosts (None: the scheduler's ``checkpoint_dir``), and returns the set's directory
+        (``<dir>/ckpt-<set>``) once every server's file is on disk. Servers started with
+        ``restore=`` that directory (or ``dir``: its newest complete set) start from these
+        values; see docs/checkpoints.md. Call it when no push is in flight (e.g. after a
+        barrier) for one consistent cut. IoError when a server cannot write (the message
+        names it), FailedPreconditionError while a checkpoint to another directory runs."""
+        if dir is not None and not isinstance(dir, (str, os.PathLike)):
+            raise InvalidArgumentError(f"dir: expected a path, got {type(dir).__name__}")
+        return self._node.checkpoint("" if dir is None else os.fspath(dir), float(timeout))
+
     def drop_table(self, table):
         """Drops a table (a layerps.Table or its name) from the whole cluster: the servers
         free their shares and the name may be declared again (values from the initializer).

@@ -300,6 +300,17 @@ class PyWorker {
     ThrowIfError(s);
   }
 
+  std::string Checkpoint(const std::string& dir, double timeout_s) {
+    if (!(timeout_s > 0) || timeout_s > 86400) ThrowIfError(ps::InvalidArgument("checkpoint: timeout must be in (0, 86400] seconds"));
+    ps::StatusOr<std::string> path = ps::Status();
+    {
+      py::gil_scoped_release release;
+      path = w().Checkpoint(dir, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    }
+    ThrowIfError(path.status());
+    return *path;
+  }
+
   void DropTable(const std::string& name) {
     ps::Status s;
     {
@@ -719,6 +730,10 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("num_workers", &ps::Options::num_workers)
       .def_readwrite("token", &ps::Options::token)
       .def_readwrite("cold_dir", &ps::Options::cold_dir)
+      .def_readwrite("restore_dir", &ps::Options::restore_dir)
+      .def_readwrite("checkpoint_keep", &ps::Options::checkpoint_keep)
+      .def_readwrite("checkpoint_dir", &ps::Options::checkpoint_dir)
+      .def_readwrite("checkpoint_every_s", &ps::Options::checkpoint_every_s)
       .def_readwrite("heartbeat_interval_ms", &ps::Options::heartbeat_interval_ms)
       .def_readwrite("heartbeat_timeout_ms", &ps::Options::heartbeat_timeout_ms)
       .def_readwrite("stall_warning_ms", &ps::Options::stall_warning_ms)
@@ -902,6 +917,7 @@ PYBIND11_MODULE(_core, m) {
       .def("stop", &PyWorker::Stop)
       .def("declare_table", &PyWorker::DeclareTable)
       .def("drop_table", &PyWorker::DropTable, py::arg("name"))
+      .def("checkpoint", &PyWorker::Checkpoint, py::arg("dir"), py::arg("timeout_s"))
       .def("set_learning_rate", &PyWorker::SetLearningRate, py::arg("table"), py::arg("learning_rate"))
       .def("table_spec", &PyWorker::GetTableSpec)
       .def("barrier", &PyWorker::Barrier, py::arg("group"), py::arg("timeout") = py::none())
