@@ -17,7 +17,8 @@ seconds=${1:-60}
 shift || true
 harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then
-  harnesses=(header_fuzz map_codec_fuzz control_fuzz request_fuzz reply_fuzz shm_manifest_fuzz)
+  harnesses=(header_fuzz map_codec_fuzz control_fuzz request_fuzz reply_fuzz shm_manifest_fuzz
+             checkpoint_fuzz)
 fi
 
 bash scripts/install-deps.sh core

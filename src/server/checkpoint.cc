@@ -452,10 +452,10 @@ StatusOr<std::unique_ptr<CheckpointSet>> CheckpointSet::Open(const std::string& 
                   ")");
 }
 
-std::vector<std::string> CheckpointSet::TableNames() const {
-  std::vector<std::string> names;
-  for (const auto& t : files_[0]->footer.tables()) names.push_back(t.spec().name());
-  return names;
+std::vector<TableSpec> CheckpointSet::Specs() const {
+  std::vector<TableSpec> specs;
+  for (const auto& t : files_[0]->footer.tables()) specs.push_back(SpecFromProto(t.spec()));
+  return specs;
 }
 
 namespace {

@@ -60,8 +60,8 @@ class CheckpointSet {
   const std::string& path() const { return path_; }
   uint64_t set() const { return set_; }
   uint32_t num_servers() const { return num_servers_; }
-  // Names of the tables the set holds.
-  std::vector<std::string> TableNames() const;
+  // The specs of the tables the set holds (as the file of rank 0 records them).
+  std::vector<TableSpec> Specs() const;
 
   // Fills table `id` of `store`, just installed under `spec`, with the set's values of
   // the ranges the store holds (and the rule's state). *restored: false when the set
