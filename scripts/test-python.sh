@@ -64,7 +64,7 @@ assert not where.startswith(root + os.sep), f"layerps imported from the source t
 assert layerps.__version__ == os.environ["EXPECTED_VERSION"], layerps.__version__
 from importlib.metadata import version
 assert version("layerps") == layerps.__version__, (version("layerps"), layerps.__version__)
-for tool in ("layerps-scheduler", "layerps-server", "layerps-launch", "layerps-plan"):
+for tool in ("layerps-scheduler", "layerps-server", "layerps-launch", "layerps-keygen", "layerps-plan"):
     out = subprocess.run([layerps.tool_path(tool), "--version"], capture_output=True, text=True,
                          check=True).stdout
     assert f"LayerPS {layerps.__version__}" in out, out

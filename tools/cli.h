@@ -19,10 +19,13 @@
 namespace ps {
 namespace cli {
 
+// A flag LayerPS defines (libraries linked in may define their own: Debian's RocksDB
+// brings some 60 of its tools' flags, from "./tools/...", which are neither listed by
+// --help nor accepted).
 inline bool IsOurFlag(const gflags::CommandLineFlagInfo& f) {
   const std::string& file = f.filename;
   if (file.find("gflags") != std::string::npos) return false;
-  return file.find("tools/") != std::string::npos ||
+  return file.find("tools/layerps_") != std::string::npos ||
          file.find("common/flags.cc") != std::string::npos ||
          file.find("bench/") != std::string::npos || file.find("examples/") != std::string::npos;
 }

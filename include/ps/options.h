@@ -38,6 +38,12 @@ struct CommonOptions {
   // Default empty (any node with an empty token joins: the daemons warn about it).
   // Env: LAYERPS_TOKEN.
   std::string token;
+  // CURVE encryption and authentication of every ZeroMQ connection (tcp:// and ipc://):
+  // a file holding the cluster's secret key (make one with `layerps-keygen FILE`; mode
+  // 0600, every node of the cluster uses the same). A node without it, or with another
+  // key, cannot exchange a byte with the others. Empty (default): plaintext.
+  // Env: LAYERPS_CURVE_KEY_FILE. docs/THREAT_MODEL.md.
+  std::string curve_key_file;
   // Servers: the directory under which tables declared with TableSpec::cold_tier keep
   // their RocksDB stores (<cold_dir>/<table name>; docs/sparse.md "Cold tier"). Empty:
   // declaring a cold-tier table fails (kFailedPrecondition). Env: LAYERPS_COLD_DIR.
@@ -246,6 +252,11 @@ std::string OptionValue(const Options& options, const std::string& name);
 // take 1/0, true/false, yes/no, on/off (any case). kNotFound for an unknown name.
 Status SetOption(Options* options, const std::string& name, const std::string& value,
                  const std::string& what = "");
+// Writes a new cluster key file for CommonOptions::curve_key_file at `path`: a fresh CURVE
+// secret key, the file created with mode 0600 (an existing file is refused with
+// kAlreadyExists). kFailedPrecondition when libzmq has no CURVE. (layerps-keygen.)
+Status WriteClusterKeyFile(const std::string& path);
+
 // Parses a boolean as SetOption does.
 Status ParseBool(const std::string& text, const std::string& what, bool* out);
 

@@ -28,6 +28,9 @@ DEFINE_int32(num_workers, 0,
 DEFINE_string(token, "",
               "Cluster secret; nodes with another token are refused. Default: "
               "$LAYERPS_TOKEN, else empty");
+DEFINE_string(curve_key_file, "",
+              "Encrypt and authenticate every connection with CURVE, with the cluster's key "
+              "in this file (layerps-keygen FILE makes one). Default: $LAYERPS_CURVE_KEY_FILE");
 DEFINE_string(cold_dir, "",
               "Servers: directory of the RocksDB cold tiers of sparse tables declared with "
               "cold_tier (<cold_dir>/<table name>). Default: $LAYERPS_COLD_DIR, else empty");

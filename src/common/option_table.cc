@@ -132,6 +132,10 @@ const std::vector<Row>& Rows() {
       StringRow(Info("token", "token", "LAYERPS_TOKEN", "Ssw",
                      "Cluster secret; nodes with another token are refused"),
                 &Options::token),
+      StringRow(Info("curve_key_file", "curve_key_file", "LAYERPS_CURVE_KEY_FILE", "Ssw",
+                     "Encrypt and authenticate every connection with CURVE, with the cluster's "
+                     "key in this file (layerps-keygen makes one; mode 0600); empty: plaintext"),
+                &Options::curve_key_file),
       StringRow(Info("cold_dir", "cold_dir", "LAYERPS_COLD_DIR", "s",
                      "Directory of the RocksDB cold tiers of sparse tables declared with "
                      "cold_tier (<cold_dir>/<table name>; empty: none)"),

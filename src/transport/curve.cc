@@ -1,15 +1,22 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "transport/curve.h"
 
+#include "ps/options.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <glog/logging.h>
 #include <zmq.h>
 
+#include <zmq.hpp>
+
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace ps {
 
@@ -80,7 +87,7 @@ StatusOr<CurveKeys> WriteNewCurveKeyFile(const std::string& path) {
   }
   std::ostringstream text;
   text << "# LayerPS cluster key (CURVE secret key, Z85). Every node of the cluster uses this\n"
-       << "# file (curve_key_file); keep it secret (mode 0600). Public key: " << pub << "\n"
+       << "# file (curve_key_file); keep it secret (mode 0600).\n"
        << sec << "\n";
   const std::string s = text.str();
   const bool ok = ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size()) && ::fsync(fd) == 0;
@@ -90,6 +97,79 @@ StatusOr<CurveKeys> WriteNewCurveKeyFile(const std::string& path) {
     return IoError("cannot write " + path);
   }
   return CurveKeys{std::string(pub, 40), std::string(sec, 40)};
+}
+
+StatusOr<std::unique_ptr<CurveAuthenticator>> CurveAuthenticator::Start(zmq::context_t* ctx,
+                                                                       const CurveKeys& keys) {
+  std::unique_ptr<CurveAuthenticator> a(new CurveAuthenticator());
+  uint8_t raw[32];
+  if (zmq_z85_decode(raw, keys.public_z85.c_str()) == nullptr) {
+    return InvalidArgument("bad CURVE public key");
+  }
+  a->key_.assign(reinterpret_cast<const char*>(raw), 32);
+  try {
+    a->socket_ = std::make_unique<zmq::socket_t>(*ctx, zmq::socket_type::rep);
+    a->socket_->set(zmq::sockopt::linger, 0);
+    a->socket_->bind("inproc://zeromq.zap.01");
+  } catch (const zmq::error_t& e) {
+    return Internal(std::string("cannot start the CURVE authenticator: ") + e.what());
+  }
+  CurveAuthenticator* self = a.get();
+  a->thread_ = std::thread([self] { self->Loop(); });
+  return a;
+}
+
+CurveAuthenticator::~CurveAuthenticator() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (socket_) socket_->close();
+}
+
+void CurveAuthenticator::Loop() {
+  while (!stop_) {
+    zmq::pollitem_t item{static_cast<void*>(*socket_), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      // ZAP 1.0: version, request id, domain, address, routing id, mechanism, credentials.
+      std::vector<zmq::message_t> req;
+      bool more = true;
+      while (more && req.size() < 16) {
+        zmq::message_t part;
+        if (!socket_->recv(part, zmq::recv_flags::none)) break;
+        more = part.more();
+        req.push_back(std::move(part));
+      }
+      while (more) {  // more parts than ZAP has: drain them
+        zmq::message_t part;
+        if (!socket_->recv(part, zmq::recv_flags::none)) break;
+        more = part.more();
+      }
+      if (req.size() < 2) continue;
+      const bool ok = req.size() >= 7 && req[5].to_string() == "CURVE" && req[6].size() == 32 &&
+                      std::memcmp(req[6].data(), key_.data(), 32) == 0;
+      if (!ok) {
+        ++refused_;
+        LOG_EVERY_N(WARNING, 100) << "refused a CURVE handshake from "
+                                  << (req.size() > 3 ? req[3].to_string() : std::string("?"))
+                                  << ": the client does not hold the cluster's key";
+      }
+      const std::string reply[6] = {"1.0", req[1].to_string(), ok ? "200" : "400",
+                                    ok ? "OK" : "not the cluster's key", "", ""};
+      for (int i = 0; i < 6; ++i) {
+        zmq::message_t m(reply[i].data(), reply[i].size());
+        socket_->send(m, i < 5 ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+      LOG_EVERY_N(WARNING, 100) << "CURVE authenticator: " << e.what();
+    }
+  }
+}
+
+Status WriteClusterKeyFile(const std::string& path) {
+  if (path.empty()) return InvalidArgument("no key file path given");
+  return WriteNewCurveKeyFile(path).status();
 }
 
 }  // namespace ps

@@ -15,9 +15,18 @@
 #ifndef PS_TRANSPORT_CURVE_H_
 #define PS_TRANSPORT_CURVE_H_
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "ps/status.h"
+
+namespace zmq {
+class context_t;
+class socket_t;
+}  // namespace zmq
 
 namespace ps {
 
@@ -33,6 +42,29 @@ bool CurveAvailable();
 // kPermissionDenied for a file others may read, kIoError when it cannot be read,
 // kFailedPrecondition when libzmq has no CURVE.
 StatusOr<CurveKeys> LoadCurveKeys(const std::string& path);
+
+// Answers ZeroMQ's authentication requests (ZAP) of one context: a CURVE client is
+// admitted only when it presents the cluster's public key (which proves, through CURVE's
+// handshake, that it holds the secret key). Without it libzmq would admit any client key.
+// Destroy it before its context is terminated.
+class CurveAuthenticator {
+ public:
+  // Binds the context's ZAP endpoint and starts the thread that answers it.
+  static StatusOr<std::unique_ptr<CurveAuthenticator>> Start(zmq::context_t* ctx,
+                                                             const CurveKeys& keys);
+  ~CurveAuthenticator();
+  // Handshakes refused so far (a client with another key).
+  uint64_t refused() const { return refused_.load(); }
+
+ private:
+  CurveAuthenticator() = default;
+  void Loop();
+  std::unique_ptr<zmq::socket_t> socket_;
+  std::string key_;  // the cluster's public key, 32 raw bytes
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> refused_{0};
+  std::thread thread_;
+};
 
 // Writes a new key file at `path` (created with mode 0600; an existing file is refused:
 // kAlreadyExists). Returns the keys.

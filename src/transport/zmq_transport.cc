@@ -34,6 +34,7 @@
 #include <zmq.hpp>
 
 #include "common/host.h"
+#include "transport/curve.h"
 #include "transport/shm_manifest.h"
 #include "transport/transport.h"
 
@@ -210,18 +211,33 @@ zmq::message_t ToZmq(const Frame& f) {
 
 class ZmqTransport final : public Transport {
  public:
-  explicit ZmqTransport(const CommonOptions& options) : options_(options) {}
+  explicit ZmqTransport(const CommonOptions& options) : options_(options) {
+    if (!options_.curve_key_file.empty()) {
+      StatusOr<CurveKeys> keys = LoadCurveKeys(options_.curve_key_file);
+      if (keys.ok()) {
+        curve_ = std::make_unique<CurveKeys>(*keys);
+      } else {
+        curve_error_ = keys.status();
+      }
+    }
+  }
   ~ZmqTransport() override { Close(); }
 
   StatusOr<std::string> Bind(const std::string& address,
                              const std::string& advertise_host) override {
     std::lock_guard<std::mutex> lock(setup_mu_);
     if (router_) return FailedPrecondition("transport already bound");
+    if (!curve_error_.ok()) return curve_error_;
     try {
-      ctx_ = IsInproc(address) ? InprocContext()
-                               : std::make_shared<zmq::context_t>(options_.io_threads);
+      if (!ctx_) PS_RETURN_IF_ERROR(MakeContext(address));
       router_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::router);
       router_->set(zmq::sockopt::linger, 0);
+      if (curve_ && !IsInproc(address)) {
+        // Every connection to this node must complete a CURVE handshake with the
+        // cluster's key (see transport/curve.h); plaintext peers are not answered.
+        router_->set(zmq::sockopt::curve_server, true);
+        router_->set(zmq::sockopt::curve_secretkey, curve_->secret_z85);
+      }
       router_->set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
       router_->set(zmq::sockopt::rcvhwm, 100000);
       router_->bind(address);
@@ -277,13 +293,16 @@ class ZmqTransport final : public Transport {
         return Status::OK();
       }
     }
+    if (!curve_error_.ok()) return curve_error_;
     try {
-      if (!ctx_) {
-        ctx_ = IsInproc(endpoint) ? InprocContext()
-                                  : std::make_shared<zmq::context_t>(options_.io_threads);
-      }
+      if (!ctx_) PS_RETURN_IF_ERROR(MakeContext(endpoint));
       p->socket = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::dealer);
       p->socket->set(zmq::sockopt::routing_id, identity);
+      if (curve_ && !IsInproc(endpoint)) {
+        p->socket->set(zmq::sockopt::curve_serverkey, curve_->public_z85);
+        p->socket->set(zmq::sockopt::curve_publickey, curve_->public_z85);
+        p->socket->set(zmq::sockopt::curve_secretkey, curve_->secret_z85);
+      }
       p->socket->set(zmq::sockopt::linger, 2000);
       p->socket->set(zmq::sockopt::sndhwm, 100000);
       p->socket->set(zmq::sockopt::reconnect_ivl, 100);
@@ -483,10 +502,31 @@ class ZmqTransport final : public Transport {
     }
     // A private context is terminated when the last socket is gone (its destructor
     // waits for lingering sends, bounded by each socket's linger).
+    authenticator_.reset();
     ctx_.reset();
   }
 
  private:
+  // The node's context (setup_mu_ held): the process-wide one for inproc:// (never
+  // encrypted: it does not leave the process), else a private one, with the CURVE
+  // authenticator when the cluster has a key.
+  Status MakeContext(const std::string& address) {
+    if (IsInproc(address)) {
+      ctx_ = InprocContext();
+      return Status::OK();
+    }
+    ctx_ = std::make_shared<zmq::context_t>(options_.io_threads);
+    if (curve_) {
+      StatusOr<std::unique_ptr<CurveAuthenticator>> a = CurveAuthenticator::Start(ctx_.get(), *curve_);
+      if (!a.ok()) {
+        ctx_.reset();
+        return a.status();
+      }
+      authenticator_ = std::move(*a);
+    }
+    return Status::OK();
+  }
+
   struct Peer {
     std::mutex mu;
     std::string endpoint;
@@ -568,8 +608,11 @@ class ZmqTransport final : public Transport {
   }
 
   const CommonOptions options_;
+  std::unique_ptr<CurveKeys> curve_;  // curve_key_file's keys, or null
+  Status curve_error_;                // curve_key_file could not be used
   std::mutex setup_mu_;
   std::shared_ptr<zmq::context_t> ctx_;
+  std::unique_ptr<CurveAuthenticator> authenticator_;  // with ctx_, under CURVE
   std::unique_ptr<zmq::socket_t> router_;
   std::string endpoint_;
   std::atomic<bool> closed_{false};

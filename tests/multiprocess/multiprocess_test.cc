@@ -317,6 +317,30 @@ TEST(MultiProcessTest, LaunchTrainsTheExample) {
   }
 }
 
+// CURVE end to end: layerps-keygen writes a key, layerps-launch hands it to every daemon
+// and worker (LAYERPS_CURVE_KEY_FILE) and the example trains over encrypted connections.
+TEST(MultiProcessTest, LaunchTrainsTheExampleEncrypted) {
+  const std::string key = "/tmp/layerps-mp-key-" + std::to_string(getpid());
+  unlink(key.c_str());
+  Process gen({kTools + "/layerps-keygen", key});
+  ASSERT_EQ(gen.Wait(10s), 0) << gen.Output();
+  struct stat st;
+  ASSERT_EQ(stat(key.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  Process again({kTools + "/layerps-keygen", key});
+  EXPECT_EQ(again.Wait(10s), 1) << again.Output();
+  EXPECT_NE(again.Output().find("not overwritten"), std::string::npos) << again.Output();
+  Process none({kTools + "/layerps-keygen"});
+  EXPECT_EQ(none.Wait(10s), 2) << none.Output();
+  Process launch({kTools + "/layerps-launch", "--num_servers=2", "--num_workers=2",
+                  "--curve_key_file=" + key, "--timeout_s=120", "--", kExamples + "/sparse_logreg",
+                  "--steps=200", "--min_accuracy=0.8"});
+  const int code = launch.Wait(150s);
+  EXPECT_EQ(code, 0) << launch.Output();
+  EXPECT_NE(launch.Output().find("test accuracy"), std::string::npos) << launch.Output();
+  unlink(key.c_str());
+}
+
 TEST(MultiProcessTest, FullPushPullRunWithDaemons) {
   DaemonCluster c(2);
   ASSERT_FALSE(c.address().empty()) << c.scheduler().Output();
@@ -732,6 +756,10 @@ TEST(CommandLineTest, HelpListsTheFlags) {
     EXPECT_NE(out.find("--scheduler"), std::string::npos) << tool << ": " << out;
     EXPECT_NE(out.find("--token"), std::string::npos) << tool;
     EXPECT_EQ(out.find("--v "), std::string::npos) << "glog's flags are not ours to list";
+    // Nor are the flags of RocksDB's tools, which Debian's librocksdb defines.
+    EXPECT_EQ(out.find("--analyze_get"), std::string::npos) << tool;
+    Process bad({kTools + "/" + tool, "--trace_path=/tmp/x"});
+    EXPECT_EQ(bad.Wait(10s), 2) << tool << ": " << bad.Output();
   }
 }
 

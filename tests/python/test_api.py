@@ -335,7 +335,8 @@ def test_the_option_table_drives_the_environment_and_keywords(monkeypatch):
     LAYERPS_* variable (booleans in any spelling) and taken as a keyword argument."""
     samples = {"scheduler_address": ("tcp://127.0.0.1:7001", "tcp://127.0.0.1:7001"),
                "bind_address": ("tcp://0.0.0.0", "tcp://0.0.0.0:0"),  # no port: any free one
-               "advertise_host": ("node7", "node7"), "token": ("s3cret", "s3cret"), "cold_dir": ("/tmp/cold", "/tmp/cold"),
+               "advertise_host": ("node7", "node7"), "token": ("s3cret", "s3cret"),
+               "curve_key_file": ("/tmp/cluster.key", "/tmp/cluster.key"), "cold_dir": ("/tmp/cold", "/tmp/cold"),
                "restore_dir": ("/tmp/ckpt-r", "/tmp/ckpt-r"), "checkpoint_keep": ("7", 7),
                "checkpoint_dir": ("/tmp/ckpt", "/tmp/ckpt"), "checkpoint_every_s": ("60", 60),
                "num_servers": ("3", 3), "num_workers": ("5", 5), "rank": ("2", 2),

@@ -21,7 +21,7 @@ def test_version_is_the_cmake_projects():
 
 
 def test_every_bundled_tool_prints_the_same_version():
-    for tool in ("layerps-scheduler", "layerps-server", "layerps-launch", "layerps-plan"):
+    for tool in ("layerps-scheduler", "layerps-server", "layerps-launch", "layerps-keygen", "layerps-plan"):
         r = subprocess.run([layerps.tool_path(tool), "--version"], capture_output=True, text=True,
                            timeout=30)
         assert r.returncode == 0, r.stderr

@@ -26,6 +26,7 @@ const std::map<std::string, std::string>& Samples() {
       {"advertise_host", "node7"},
       {"token", "s3cret"},
       {"cold_dir", "/tmp/cold"},
+      {"curve_key_file", "/tmp/cluster.key"},
       {"restore", "/tmp/ckpt-restore"},
       {"checkpoint_keep", "7"},
       {"checkpoint_dir", "/tmp/ckpt"},

@@ -729,6 +729,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("num_servers", &ps::Options::num_servers)
       .def_readwrite("num_workers", &ps::Options::num_workers)
       .def_readwrite("token", &ps::Options::token)
+      .def_readwrite("curve_key_file", &ps::Options::curve_key_file)
       .def_readwrite("cold_dir", &ps::Options::cold_dir)
       .def_readwrite("restore_dir", &ps::Options::restore_dir)
       .def_readwrite("checkpoint_keep", &ps::Options::checkpoint_keep)
