@@ -141,6 +141,12 @@ struct TableSpec {
   // (<cold_dir>/<table name>) and read back, values and rule state, on the next touch;
   // needs capacity > 0 and a server cold_dir (docs/sparse.md "Cold tier").
   bool cold_tier = false;
+  // Worker-side hot-row cache (docs/sparse.md "Worker cache"; sparse async tables only):
+  // each worker keeps up to cache_rows pulled rows (LRU) and answers a pull of a cached id
+  // from it while the row was fetched fewer than cache_staleness of this worker's pushes
+  // to the table ago. Both 0 (default): no cache; both > 0 or neither.
+  uint64_t cache_rows = 0;
+  uint32_t cache_staleness = 0;
   // True when any of the fields above bounds the table.
   bool bounded() const {
     return capacity > 0 || expiry_steps > 0 || admit_after > 1 || admit_probability < 1.0f;

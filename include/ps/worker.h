@@ -50,6 +50,10 @@ struct WorkerStats {
   uint64_t bytes_sent = 0;      // payload bytes pushed
   uint64_t bytes_received = 0;  // payload bytes pulled
   uint64_t payload_copies = 0;  // pushes whose payload had to be copied (sparse coalescing)
+  // Worker caches (TableSpec::cache_rows, docs/sparse.md): unique ids of sparse pulls
+  // answered from the cache, and sent to the servers.
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
 };
 
 // How an all-reduce runs (Worker::AllReduce). Every participant must pass the same values.

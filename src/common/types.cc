@@ -157,6 +157,8 @@ Status TableSpec::Validate() const {
                         : admit_after != 0            ? "admit_after"
                         : admit_probability != 1.0f   ? "admit_probability"
                         : cold_tier                   ? "cold_tier"
+                        : cache_rows != 0             ? "cache_rows"
+                        : cache_staleness != 0        ? "cache_staleness"
                                                       : nullptr;
     if (field) return InvalidArgument(where + ": " + field + " is for sparse tables only");
   }
@@ -176,6 +178,17 @@ Status TableSpec::Validate() const {
   }
   if (cold_tier && capacity == 0) return InvalidArgument(where + ": cold_tier needs a capacity > 0");
   if (admit_after > 65535) return InvalidArgument(where + ": admit_after above 65535");
+  if ((cache_rows == 0) != (cache_staleness == 0)) {
+    return InvalidArgument(where + ": a worker cache needs both cache_rows and cache_staleness > 0 "
+                           "(cache_rows " + std::to_string(cache_rows) + ", cache_staleness " +
+                           std::to_string(cache_staleness) + ")");
+  }
+  if (cache_rows > 0 && sync != SyncMode::kAsync) {
+    return InvalidArgument(where + ": sync " + std::string(SyncModeName(sync)) +
+                           " forbids a worker cache (every pull must see its step's updates)");
+  }
+  if (cache_rows > (uint64_t{1} << 32)) return InvalidArgument(where + ": cache_rows above 2^32");
+  if (cache_staleness > 1000000) return InvalidArgument(where + ": cache_staleness above 10^6");
   if (wire_dtype != WireDType::kFloat32 && wire_dtype != WireDType::kFloat16 &&
       wire_dtype != WireDType::kBFloat16) {
     return InvalidArgument(where + ": unknown wire_dtype " +
@@ -193,7 +206,8 @@ bool TableSpec::SameAs(const TableSpec& o) const {
          l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta && elastic_alpha == o.elastic_alpha &&
          sync == o.sync && staleness == o.staleness && capacity == o.capacity &&
          eviction == o.eviction && expiry_steps == o.expiry_steps && admit_after == o.admit_after &&
-         admit_probability == o.admit_probability && cold_tier == o.cold_tier && wire_dtype == o.wire_dtype;
+         admit_probability == o.admit_probability && cold_tier == o.cold_tier && wire_dtype == o.wire_dtype &&
+         cache_rows == o.cache_rows && cache_staleness == o.cache_staleness;
 }
 
 std::string TableSpec::Difference(const TableSpec& o) const {
@@ -237,6 +251,8 @@ std::string TableSpec::Difference(const TableSpec& o) const {
       {"admit_probability", f(admit_probability), f(o.admit_probability)},
       {"cold_tier", cold_tier ? "true" : "false", o.cold_tier ? "true" : "false"},
       {"wire_dtype", WireDTypeName(wire_dtype), WireDTypeName(o.wire_dtype)},
+      {"cache_rows", std::to_string(cache_rows), std::to_string(o.cache_rows)},
+      {"cache_staleness", std::to_string(cache_staleness), std::to_string(o.cache_staleness)},
   };
   for (const Field& x : fields) {
     if (x.mine != x.theirs) return std::string(x.name) + ": " + x.mine + " declared, " + x.theirs + " asked";

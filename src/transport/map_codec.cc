@@ -38,6 +38,8 @@ void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
   pb->set_has_admit_probability(true);
   pb->set_admit_probability(s.admit_probability);
   pb->set_cold_tier(s.cold_tier);
+  pb->set_cache_rows(s.cache_rows);
+  pb->set_cache_staleness(s.cache_staleness);
   pb->set_wire_dtype(static_cast<uint32_t>(s.wire_dtype));
 }
 
@@ -73,6 +75,8 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   // proto3 floats default to 0, which is not "unbounded": a flag says the field was set.
   s.admit_probability = pb.has_admit_probability() ? pb.admit_probability() : 1.0f;
   s.cold_tier = pb.cold_tier();
+  s.cache_rows = pb.cache_rows();
+  s.cache_staleness = pb.cache_staleness();
   s.wire_dtype = static_cast<WireDType>(pb.wire_dtype());
   return s;
 }

@@ -260,6 +260,11 @@ Ticket PsRequests::Sparse(MsgType type, TableId table, const Key* keys, size_t n
   const bool pushes = type != MsgType::kPull;
   err = CheckSparseArgs(*t, keys, num_keys, pushes ? rows : out, rows_len);
   if (!err.ok()) return tracker_->Failed(err, std::move(cb));
+  if (std::shared_ptr<RowCache> cache = CacheFor(*t)) {
+    if (type == MsgType::kPush || type == MsgType::kPushPull) cache->Tick();
+    if (type == MsgType::kAssign) cache->Drop(keys, num_keys);
+    if (type == MsgType::kPull) return CachedPull(map, *t, keys, num_keys, out, cache, std::move(cb));
+  }
   SparseBatch batch = PrepareSparse(type, *t, keys, num_keys, rows);
   if (pushes) ++tracker_->stats().copies;
   std::function<Status(Request&)> finish;
@@ -270,6 +275,61 @@ Ticket PsRequests::Sparse(MsgType type, TableId table, const Key* keys, size_t n
     };
   }
   return SendSparse(type, map, *t, std::move(batch), out, std::move(finish), std::move(cb));
+}
+
+std::shared_ptr<RowCache> PsRequests::CacheFor(const TableInfo& t) {
+  if (t.spec.cache_rows == 0 || t.spec.cache_staleness == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  std::shared_ptr<RowCache>& c = caches_[t.id];
+  if (!c) c = std::make_shared<RowCache>(t.spec.cache_rows, t.spec.dim, t.spec.cache_staleness);
+  return c;
+}
+
+Ticket PsRequests::CachedPull(const std::shared_ptr<const ClusterMap>& map, const TableInfo& t,
+                              const Key* keys, size_t num_keys, float* out,
+                              const std::shared_ptr<RowCache>& cache, Callback cb) {
+  const uint32_t dim = t.spec.dim;
+  // The unique ids, grouped by range; the rows of those the cache has are filled in here.
+  SparseBatch all = PrepareSparse(MsgType::kPull, t, keys, num_keys, nullptr);
+  const size_t m = all.offsets.back();
+  auto unique_rows = std::make_shared<std::vector<float>>(m * size_t{dim});
+  const uint64_t clock = cache->clock();
+  std::vector<bool> hit;
+  const size_t hits = cache->Get(all.keys, m, unique_rows->data(), &hit);
+  tracker_->stats().cache_hits += hits;
+  tracker_->stats().cache_misses += m - hits;
+  if (hits == m) {
+    pack::ScatterRows(all.inverse.data(), all.inverse.size(), unique_rows->data(), dim, out);
+    return tracker_->Failed(Status::OK(), std::move(cb));  // complete at once, nothing sent
+  }
+  // The misses, still grouped by range, go to the servers.
+  auto miss_keys = std::make_shared<std::vector<Key>>();
+  miss_keys->reserve(m - hits);
+  std::vector<uint32_t> miss_pos;
+  miss_pos.reserve(m - hits);
+  SparseBatch miss;
+  miss.offsets.assign(all.offsets.size(), 0);
+  for (size_t b = 0; b + 1 < all.offsets.size(); ++b) {
+    for (size_t u = all.offsets[b]; u < all.offsets[b + 1]; ++u) {
+      if (hit[u]) continue;
+      miss_keys->push_back(all.keys[u]);
+      miss_pos.push_back(static_cast<uint32_t>(u));
+    }
+    miss.offsets[b + 1] = miss_keys->size();
+  }
+  miss.keys = miss_keys->data();
+  miss.owner = miss_keys;
+  auto finish = [unique_rows, miss_keys, miss_pos = std::move(miss_pos),
+                 inverse = std::move(all.inverse), cache, clock, dim](Request& r) {
+    for (size_t j = 0; j < miss_pos.size(); ++j) {
+      std::memcpy(unique_rows->data() + size_t{miss_pos[j]} * dim, r.staging.data() + j * dim,
+                  dim * sizeof(float));
+    }
+    cache->Put(miss_keys->data(), miss_keys->size(), r.staging.data(), clock);
+    pack::ScatterRows(inverse.data(), inverse.size(), unique_rows->data(), dim, r.out);
+    return Status::OK();
+  };
+  return SendSparse(MsgType::kPull, map, t, std::move(miss), out, std::move(finish), std::move(cb));
 }
 
 Status PsRequests::CheckSparseArgs(const TableInfo& t, const Key* keys, size_t num_keys,

@@ -7,6 +7,9 @@
 // sparse: keys coalesced and bucketed per range), and hands the parts to the
 // RequestTracker. GPU-memory variants (device_path.cc) pack on the GPU first.
 //
+// Sparse tables with a worker cache (TableSpec::cache_rows): pulls go through the
+// table's RowCache (only the ids it cannot answer are sent), pushes tick its clock.
+//
 // Tables synchronized by the servers (TableSpec::sync bsp or ssp): every request carries
 // this worker's clock for the table (TakeClock); their tensors are never fused, and a
 // sparse push sends a part to every range, empty or not, so that every server counts it.
@@ -24,6 +27,7 @@
 #include "common/cluster_map.h"
 #include "ps/worker.h"
 #include "worker/request_tracker.h"
+#include "worker/row_cache.h"
 
 namespace ps {
 
@@ -97,11 +101,22 @@ class PsRequests {
   size_t AddDenseParts(std::vector<Part>* parts, const TableInfo& t, const KeyRange& r, float* out,
                        uint32_t clock) const;
 
+  // The worker cache of a table that has one (TableSpec::cache_rows), made on first use;
+  // null for the others.
+  std::shared_ptr<RowCache> CacheFor(const TableInfo& t);
+  // A pull through the cache: fresh cached rows are copied, the other ids pulled; a pull
+  // the cache answers whole completes at once.
+  Ticket CachedPull(const std::shared_ptr<const ClusterMap>& map, const TableInfo& t,
+                    const Key* keys, size_t num_keys, float* out,
+                    const std::shared_ptr<RowCache>& cache, Callback cb);
+
   RequestTracker* const tracker_;
   const MapSource map_;
   const uint64_t part_bytes_;
   std::mutex clock_mu_;
   std::unordered_map<TableId, uint32_t> clocks_;  // guarded by clock_mu_
+  std::mutex cache_mu_;
+  std::unordered_map<TableId, std::shared_ptr<RowCache>> caches_;  // guarded by cache_mu_
 };
 
 }  // namespace ps

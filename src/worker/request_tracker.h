@@ -105,6 +105,9 @@ struct Request {
 // Counters of a tracker (WorkerStats' source).
 struct TrackerStats {
   std::atomic<uint64_t> sent{0}, replies{0}, bad{0}, bytes_out{0}, bytes_in{0}, copies{0};
+  // Worker caches (TableSpec::cache_rows): unique ids of pulls answered by the cache, and
+  // sent to the servers.
+  std::atomic<uint64_t> cache_hits{0}, cache_misses{0};
 };
 
 class RequestTracker {

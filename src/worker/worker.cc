@@ -209,6 +209,8 @@ class Worker::Impl {
     s.bytes_sent = t.bytes_out.load();
     s.bytes_received = t.bytes_in.load();
     s.payload_copies = t.copies.load();
+    s.cache_hits = t.cache_hits.load();
+    s.cache_misses = t.cache_misses.load();
     return s;
   }
 

@@ -243,3 +243,31 @@ def test_distributed_optimizer_works_with_a_grad_scaler(worker):
     # One worker: the average gradient is its own (2 per weight), lr 0.1.
     assert torch.allclose(m.weight.detach(), before - 0.2)
     opt.finish()
+
+
+def test_embedding_with_a_worker_cache_serves_rows_within_the_staleness(cluster):
+    """cache_staleness=2: the forward after one backward reuses the rows it pulled (the
+    servers' update is not seen); the next one pulls again. With a gradient that does not
+    depend on the rows, the servers' values match an uncached table's exactly."""
+    w0 = cluster.workers[0]
+    kw = dict(worker=w0, lr=0.5, init="zeros")
+    cached = lt.Embedding(None, 4, name="emb/cached", cache_rows=100, cache_staleness=2, **kw)
+    plain = lt.Embedding(None, 4, name="emb/plain", **kw)
+    ids = torch.tensor([[3, 9], [9, 27]])
+    coef = torch.tensor([1.0, -2.0, 0.5, 3.0])
+    outs_c, outs_p = [], []
+    hits0 = w0.stats()["cache_hits"]
+    for _ in range(3):
+        for emb, outs in ((cached, outs_c), (plain, outs_p)):
+            y = emb(ids)
+            outs.append(y.detach().clone())
+            (y * coef).sum().backward()
+        cached.flush()
+        plain.flush()
+    torch.testing.assert_close(outs_c[0], outs_p[0], rtol=0, atol=0)
+    torch.testing.assert_close(outs_c[1], outs_c[0], rtol=0, atol=0)   # from the cache
+    assert not torch.equal(outs_p[1], outs_p[0])                        # the servers moved
+    torch.testing.assert_close(outs_c[2], outs_p[2], rtol=0, atol=0)   # pulled again
+    assert w0.stats()["cache_hits"] - hits0 == 3  # the 3 unique ids, once
+    with pytest.raises(layerps.InvalidArgumentError):
+        w0.declare_sparse("bad-cache", 4, cache_rows=10)

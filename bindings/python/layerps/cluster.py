@@ -403,7 +403,7 @@ class Worker(_Node):
     def declare_sparse(self, name, dim, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
                        init_b=0.0, seed=0, layer="", sync="async", staleness=0, wire_dtype="fp32",
                        capacity=0, eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0,
-                       cold_tier=False, **hyper):
+                       cold_tier=False, cache_rows=0, cache_staleness=0, **hyper):
         """Declares a sparse table whose rows (any uint64 id) have ``dim`` float32 values,
         created on first touch by ``init`` ('zeros', 'uniform' in [init_a, init_b),
         'normal' with mean init_a and std init_b), seeded by (seed, name, key). ``sync``,
@@ -415,7 +415,13 @@ class Worker(_Node):
         table is dropped; ``admit_after``: an id gets a row at its k-th push;
         ``admit_probability``: only ids whose seeded hash falls below p get rows;
         ``cold_tier``: evicted rows go to a RocksDB store under the servers' ``cold_dir``
-        and come back on the next touch (needs a capacity)."""
+        and come back on the next touch (needs a capacity).
+
+        Worker cache (docs/sparse.md "Worker cache"; async tables): each worker keeps up
+        to ``cache_rows`` pulled rows (LRU) and answers a pull of a cached id from it while
+        the row was fetched fewer than ``cache_staleness`` of its own pushes to the table
+        ago; both 0 (default) for none. ``stats()['cache_hits']``/``['cache_misses']``
+        count the ids."""
         if eviction is None:
             eviction = "lru" if capacity else "none"
         if eviction not in _EVICTIONS:
@@ -423,8 +429,9 @@ class Worker(_Node):
                 f"eviction must be one of {sorted(_EVICTIONS)}, not {eviction!r}")
         bounds = {"capacity": int(capacity), "eviction": _EVICTIONS[eviction],
                   "expiry_steps": int(expiry_steps), "admit_after": int(admit_after),
-                  "admit_probability": float(admit_probability), "cold_tier": bool(cold_tier)}
-        for k in ("capacity", "expiry_steps", "admit_after"):
+                  "admit_probability": float(admit_probability), "cold_tier": bool(cold_tier),
+                  "cache_rows": int(cache_rows), "cache_staleness": int(cache_staleness)}
+        for k in ("capacity", "expiry_steps", "admit_after", "cache_rows", "cache_staleness"):
             if bounds[k] < 0:
                 raise InvalidArgumentError(f"table '{name}': {k} must be >= 0, not {bounds[k]}")
         return self._declare(name, _core.TableKind.SPARSE, 0, int(dim), rule, lr, init, init_a,

@@ -673,11 +673,17 @@ class Embedding(torch.nn.Module):
     ``capacity``, ``eviction``, ``expiry_steps``, ``admit_after``, ``admit_probability``
     bound the table's rows on each server, as for ``Worker.declare_sparse``
     (docs/sparse.md): an evicted or not yet admitted id reads as its initial value.
+
+    ``cache_rows`` and ``cache_staleness`` give the worker a cache of pulled rows
+    (docs/sparse.md "Worker cache"): a forward reuses a row pulled fewer than
+    ``cache_staleness`` backward passes ago instead of pulling it again, so within that
+    window the worker does not see the updates of its own (or others') pushes to it.
     """
 
     def __init__(self, num_embeddings, embedding_dim, *, worker=None, name=None, lr=0.01,
                  init="uniform", init_a=-0.05, init_b=0.05, seed=0, grad_scale=1.0, timeout=None,
-                 capacity=0, eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0):
+                 capacity=0, eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0,
+                 cache_rows=0, cache_staleness=0):
         super().__init__()
         if num_embeddings is not None and int(num_embeddings) < 1:
             raise InvalidArgumentError("num_embeddings must be >= 1 (or None for hashed ids)")
@@ -693,7 +699,8 @@ class Embedding(torch.nn.Module):
                                                 init_a=init_a, init_b=init_b, seed=seed,
                                                 capacity=capacity, eviction=eviction,
                                                 expiry_steps=expiry_steps, admit_after=admit_after,
-                                                admit_probability=admit_probability)
+                                                admit_probability=admit_probability,
+                                                cache_rows=cache_rows, cache_staleness=cache_staleness)
         self._pending = []
         self.rows_pulled = 0
         self.rows_pushed = 0

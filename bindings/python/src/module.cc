@@ -537,6 +537,8 @@ class PyWorker {
     d["bytes_sent"] = s.bytes_sent;
     d["bytes_received"] = s.bytes_received;
     d["payload_copies"] = s.payload_copies;
+    d["cache_hits"] = s.cache_hits;
+    d["cache_misses"] = s.cache_misses;
     return d;
   }
 
@@ -832,6 +834,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("admit_after", &ps::TableSpec::admit_after)
       .def_readwrite("admit_probability", &ps::TableSpec::admit_probability)
       .def_readwrite("cold_tier", &ps::TableSpec::cold_tier)
+      .def_readwrite("cache_rows", &ps::TableSpec::cache_rows)
+      .def_readwrite("cache_staleness", &ps::TableSpec::cache_staleness)
       .def("validate", [](const ps::TableSpec& s) { ThrowIfError(s.Validate()); });
 
   py::class_<ps::NodeInfo>(m, "NodeInfo")
