@@ -133,6 +133,9 @@ struct TableSpec {
   Eviction eviction = Eviction::kNone;
   // > 0: a row in none of the last N pushes this server applied to the table is dropped.
   uint64_t expiry_steps = 0;
+  // > 0: a row no push updated for this many seconds is dropped (at the next push this
+  // server applies to the table). At most 10 years.
+  uint64_t expiry_seconds = 0;
   // > 1: a new id gets a row at its k-th push (counted in a count-min sketch).
   uint32_t admit_after = 0;
   // In (0, 1]: only ids with hash(seed, name, id) < p ever get rows.
@@ -149,7 +152,8 @@ struct TableSpec {
   uint32_t cache_staleness = 0;
   // True when any of the fields above bounds the table.
   bool bounded() const {
-    return capacity > 0 || expiry_steps > 0 || admit_after > 1 || admit_probability < 1.0f;
+    return capacity > 0 || expiry_steps > 0 || expiry_seconds > 0 || admit_after > 1 ||
+           admit_probability < 1.0f;
   }
   // How the values travel (pushes and pulls, dense and sparse); the servers keep float32.
   WireDType wire_dtype = WireDType::kFloat32;

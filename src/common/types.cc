@@ -154,6 +154,7 @@ Status TableSpec::Validate() const {
     const char* field = capacity != 0                 ? "capacity"
                         : eviction != Eviction::kNone ? "eviction"
                         : expiry_steps != 0           ? "expiry_steps"
+                        : expiry_seconds != 0         ? "expiry_seconds"
                         : admit_after != 0            ? "admit_after"
                         : admit_probability != 1.0f   ? "admit_probability"
                         : cold_tier                   ? "cold_tier"
@@ -173,6 +174,8 @@ Status TableSpec::Validate() const {
   }
   if (expiry_steps > (uint64_t{1} << 62))
     return InvalidArgument(where + ": expiry_steps above 2^62");
+  if (expiry_seconds > uint64_t{315360000})
+    return InvalidArgument(where + ": expiry_seconds above 315360000 (10 years)");
   if (!(std::isfinite(admit_probability) && admit_probability > 0 && admit_probability <= 1)) {
     return InvalidArgument(where + ": admit_probability must be in (0, 1]");
   }
@@ -205,7 +208,8 @@ bool TableSpec::SameAs(const TableSpec& o) const {
          momentum == o.momentum && beta1 == o.beta1 && beta2 == o.beta2 && epsilon == o.epsilon &&
          l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta && elastic_alpha == o.elastic_alpha &&
          sync == o.sync && staleness == o.staleness && capacity == o.capacity &&
-         eviction == o.eviction && expiry_steps == o.expiry_steps && admit_after == o.admit_after &&
+         eviction == o.eviction && expiry_steps == o.expiry_steps &&
+         expiry_seconds == o.expiry_seconds && admit_after == o.admit_after &&
          admit_probability == o.admit_probability && cold_tier == o.cold_tier && wire_dtype == o.wire_dtype &&
          cache_rows == o.cache_rows && cache_staleness == o.cache_staleness;
 }
@@ -247,6 +251,7 @@ std::string TableSpec::Difference(const TableSpec& o) const {
       {"capacity", std::to_string(capacity), std::to_string(o.capacity)},
       {"eviction", EvictionName(eviction), EvictionName(o.eviction)},
       {"expiry_steps", std::to_string(expiry_steps), std::to_string(o.expiry_steps)},
+      {"expiry_seconds", std::to_string(expiry_seconds), std::to_string(o.expiry_seconds)},
       {"admit_after", std::to_string(admit_after), std::to_string(o.admit_after)},
       {"admit_probability", f(admit_probability), f(o.admit_probability)},
       {"cold_tier", cold_tier ? "true" : "false", o.cold_tier ? "true" : "false"},

@@ -234,6 +234,7 @@ void Prune(const std::string& dir, uint32_t rank, int keep) {
     if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
       LOG(WARNING) << Errno("cannot delete old checkpoint file", file);
     }
+    ::unlink((file + ".tmp").c_str());  // left by a write that did not finish
     ::rmdir(set_dir.c_str());  // the last server to leave it empties it
   }
 }

@@ -5,6 +5,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -146,6 +147,15 @@ struct ColdTier {
 #endif
   }
 };
+
+Store::Store(NodeId self, std::string cold_dir)
+    : clock_ms_([] {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+      }),
+      self_(self),
+      cold_dir_(std::move(cold_dir)) {}
 
 Store::~Store() {
   for (auto& kv : tables_) {
@@ -739,7 +749,11 @@ Status Store::ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, co
   // refused); expiry runs before the push, so a row pushed at step k lives through the
   // pushes k+1 .. k+expiry_steps and is dropped at the start of the next one.
   const uint64_t step = t.bounded->step.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (t.spec.expiry_steps > 0) Expire(t, step);
+  if (Expires(t.spec)) {
+    const int64_t now = clock_ms_();
+    t.bounded->now_ms.store(now, std::memory_order_relaxed);
+    Expire(t, step, now);
+  }
   const Optimizer& opt = *t.optimizer;
   // Rows are resolved one key at a time and their updates deferred into one ApplyRows
   // call per stripe, as on the unbounded path; but creating a row may evict another,
@@ -778,6 +792,7 @@ Status Store::ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, co
 }
 
 Status Store::ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, float* out) {
+  if (t.spec.expiry_seconds > 0) t.bounded->now_ms.store(clock_ms_(), std::memory_order_relaxed);
   Status done = ForEachBoundedStripe(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
         for (size_t j = 0; j < count; ++j) {
@@ -883,7 +898,7 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
       }
     }
   }
-  const bool expiry = spec.expiry_steps > 0;
+  const bool expiry = Expires(spec);
   if (row == kNoRow) {
     // Cold tier: a row spilled before comes back whole (it was admitted then).
     thread_local std::vector<float> cold_row;
@@ -979,6 +994,7 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
     }
     if (expiry) {
       m.step = step > 0 ? step : t.bounded->step.load(std::memory_order_relaxed);
+      m.update_ms = t.bounded->now_ms.load(std::memory_order_relaxed);
       m.up_next = b.up_head;
       if (b.up_head != kNoRow) b.meta[b.up_head].up_prev = row;
       b.up_head = row;
@@ -1006,6 +1022,7 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
   }
   if (expiry && step > 0) {
     m.step = std::max(m.step, step);
+    m.update_ms = std::max(m.update_ms, t.bounded->now_ms.load(std::memory_order_relaxed));
     if (b.up_head != row) {
       b.meta[m.up_prev].up_next = m.up_next;
       if (m.up_next != kNoRow)
@@ -1059,7 +1076,7 @@ void Store::DropRow(const Table& t, Stripe& s, uint32_t row) {
       LfuSiftDown(b, b.meta[last].prev);
     }
   }
-  if (t.spec.expiry_steps > 0) {
+  if (Expires(t.spec)) {
     if (m.up_prev != kNoRow)
       b.meta[m.up_prev].up_next = m.up_next;
     else
@@ -1073,14 +1090,19 @@ void Store::DropRow(const Table& t, Stripe& s, uint32_t row) {
   b.free.push_back(row);
 }
 
-void Store::Expire(Table& t, uint64_t step) {
+void Store::Expire(Table& t, uint64_t step, int64_t now_ms) {
   const uint64_t n = t.spec.expiry_steps;
+  const int64_t max_age_ms = static_cast<int64_t>(t.spec.expiry_seconds) * 1000;
+  const auto expired = [&](const RowMeta& m) {
+    return (n > 0 && m.step + n < step) || (max_age_ms > 0 && now_ms - m.update_ms > max_age_ms);
+  };
   for (size_t i = 0; i < t.bounded->stripes; ++i) {
     Stripe& s = t.stripes[i];
     std::lock_guard<std::mutex> lock(s.mu);
     Bounds& b = *s.bounds;
-    // The update list is ordered by step (head: latest), up to pushes in flight together.
-    while (b.up_tail != kNoRow && b.meta[b.up_tail].step + n < step) {
+    // The update list is ordered by step and time (head: latest), up to pushes in flight
+    // together.
+    while (b.up_tail != kNoRow && expired(b.meta[b.up_tail])) {
       if (t.cold) {
         // Expired rows are dropped, not spilled: an older spilled copy must not come back.
         Status e = t.cold->Delete(b.meta[b.up_tail].key);
@@ -1163,6 +1185,8 @@ Status Store::RestoreRow(TableId table, Key id, const float* row, bool* held) {
   uint32_t r = kNoRow;
   Stripe* st = nullptr;
   if (t->bounded) {
+    // A restored row counts as updated now (its expiry clock starts again).
+    if (t->spec.expiry_seconds > 0) t->bounded->now_ms.store(clock_ms_(), std::memory_order_relaxed);
     st = &t->stripes[t->bounded->stripes == 1 ? 0 : (h & (kStripes - 1))];
     {
       std::lock_guard<std::mutex> lock(st->mu);

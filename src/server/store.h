@@ -51,8 +51,10 @@ class Store {
  public:
   // cold_dir: where tables with TableSpec::cold_tier keep their RocksDB stores
   // (<cold_dir>/<table name>); empty: such tables are refused at install.
-  explicit Store(NodeId self, std::string cold_dir = std::string())
-      : self_(self), cold_dir_(std::move(cold_dir)) {}
+  explicit Store(NodeId self, std::string cold_dir = std::string());
+  // Tests: the clock expiry_seconds reads (milliseconds, never going back). Call before
+  // any request.
+  void SetClockForTesting(std::function<int64_t()> clock_ms) { clock_ms_ = std::move(clock_ms); }
   // Writes the rows in memory of every cold-tier table to its store (a clean shutdown:
   // a store installed later on the same directory finds every row).
   ~Store();
@@ -180,6 +182,7 @@ class Store {
     uint32_t touches = 0;                         // LFU (saturating)
     uint64_t tick = 0;                            // the stripe's clock at the last touch
     uint64_t step = 0;                            // the table's push step of the last update
+    int64_t update_ms = 0;                        // the store's clock then (expiry_seconds)
   };
   // What a bounded table keeps per stripe (all guarded by Stripe::mu).
   struct Bounds {
@@ -212,6 +215,9 @@ class Store {
     size_t sketch_width = 0;            // counters per sketch row per stripe (admit_after > 1)
     uint64_t admit_seed = 0;
     std::atomic<uint64_t> step{0};  // pushes applied to the table on this server
+    // The store's clock (ms) when the latest request on the table began: what a row it
+    // creates or updates is stamped with (expiry_seconds).
+    std::atomic<int64_t> now_ms{0};
   };
   struct Table {
     TableSpec spec;
@@ -274,8 +280,10 @@ class Store {
   void DropRow(const Table& t, Stripe& s, uint32_t row);
   // Counts a push of an absent id; true when the id may get a row now.
   bool Admit(const Table& t, Stripe& s, Key key, uint64_t h);
-  // Drops the rows of every stripe last updated more than expiry_steps pushes before `step`.
-  void Expire(Table& t, uint64_t step);
+  // Drops the rows of every stripe last updated more than expiry_steps pushes before
+  // `step`, or more than expiry_seconds before `now_ms`.
+  void Expire(Table& t, uint64_t step, int64_t now_ms);
+  static bool Expires(const TableSpec& s) { return s.expiry_steps > 0 || s.expiry_seconds > 0; }
   // Opens (creating it) the table's RocksDB store under cold_dir_.
   Status OpenCold(Table& t);
   // The first cold-tier error any stripe saw since the last call (cleared), or OK.
@@ -283,6 +291,8 @@ class Store {
   void LfuSiftUp(Bounds& b, uint32_t pos);
   void LfuSiftDown(Bounds& b, uint32_t pos);
 
+  // Milliseconds on a monotonic clock (expiry_seconds); tests may replace it.
+  std::function<int64_t()> clock_ms_;
   const NodeId self_;
   const std::string cold_dir_;
   std::map<TableId, Table> tables_;

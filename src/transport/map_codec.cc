@@ -39,6 +39,7 @@ void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
   pb->set_admit_probability(s.admit_probability);
   pb->set_cold_tier(s.cold_tier);
   pb->set_cache_rows(s.cache_rows);
+  pb->set_expiry_seconds(s.expiry_seconds);
   pb->set_cache_staleness(s.cache_staleness);
   pb->set_wire_dtype(static_cast<uint32_t>(s.wire_dtype));
 }
@@ -76,6 +77,7 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   s.admit_probability = pb.has_admit_probability() ? pb.admit_probability() : 1.0f;
   s.cold_tier = pb.cold_tier();
   s.cache_rows = pb.cache_rows();
+  s.expiry_seconds = pb.expiry_seconds();
   s.cache_staleness = pb.cache_staleness();
   s.wire_dtype = static_cast<WireDType>(pb.wire_dtype());
   return s;

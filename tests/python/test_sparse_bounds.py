@@ -71,6 +71,27 @@ def test_expiry_and_probability_keywords(local):
     assert int((got == 1).sum()) == admitted and int((got == 0).sum()) == 2000 - admitted
 
 
+def test_expiry_seconds_through_the_cluster(local):
+    """Rows not pushed for longer than expiry_seconds are dropped at a later push (the
+    exact timing is StoreBoundedTest.ExpiryBySeconds, on a test clock)."""
+    import time
+    w = local.workers[0]
+    t = w.declare_sparse("exps", 1, "sum", expiry_seconds=1)
+    assert w._node.table_spec(t.id).expiry_seconds == 1
+    old = np.arange(100, dtype=np.uint64)
+    w.push_sparse(t, old, np.ones((100, 1), np.float32)).wait()
+    time.sleep(1.5)
+    # One push to every server (ids spread over both) starts their expiry.
+    new = np.arange(1000, 1100, dtype=np.uint64)
+    w.push_sparse(t, new, np.ones((100, 1), np.float32)).wait()
+    st = _stats(local, "exps")
+    assert sum(s["expired"] for s in st) == 100
+    assert sum(s["rows_live"] for s in st) == 100
+    np.testing.assert_array_equal(w.pull_sparse(t, old[:5]).wait(), 0)
+    with pytest.raises(layerps.InvalidArgumentError):
+        w.declare_sparse("exps-bad", 1, expiry_seconds=-1)
+
+
 def test_bad_keywords_are_refused(local):
     w = local.workers[0]
     with pytest.raises(layerps.InvalidArgumentError, match="eviction must be one of"):

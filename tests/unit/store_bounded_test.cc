@@ -170,6 +170,61 @@ TEST(StoreBoundedTest, ExpiryDropsRowsNotPushedForNSteps) {
   EXPECT_EQ(Pull(s, 3), 3.0f);
 }
 
+// expiry_seconds on a clock the test moves: a row no push updated for longer than N s is
+// dropped at the next push; a pull does not refresh it; a row created by a pull counts
+// from then. Together with expiry_steps, either drops a row.
+TEST(StoreBoundedTest, ExpiryBySeconds) {
+  TableInfo info = Bounded(1, UpdateRule::kSum, 0, Eviction::kNone);
+  info.spec.expiry_seconds = 10;
+  Store s(1);
+  int64_t now = 1000000;
+  s.SetClockForTesting([&now] { return now; });
+  ASSERT_TRUE(s.Install(info).ok());
+  Push(s, {1, 2});  // t = 0 s
+  now += 6000;
+  Push(s, {2});     // t = 6 s: row 2 refreshed
+  EXPECT_EQ(Pull(s, 1), 1.0f);  // a pull does not refresh; Pull of 3 creates it at 6 s
+  EXPECT_EQ(Pull(s, 3), 0.0f);
+  now += 4000;
+  Push(s, {4});     // t = 10 s: row 1 is exactly 10 s old: kept
+  EXPECT_EQ(Counters(s).expired, 0u);
+  now += 1;
+  Push(s, {4});     // t = 10.001 s: row 1 expires; 2 and 3 (6 s) stay
+  EXPECT_EQ(Counters(s).expired, 1u);
+  EXPECT_EQ(Counters(s).rows_live, 3u);
+  now += 6000;
+  Push(s, {4});     // t = 16.001 s: 2 and 3 (last updated at 6 s) expire; 4 stays
+  Store::SparseCounters c = Counters(s);
+  EXPECT_EQ(c.expired, 3u);
+  EXPECT_EQ(c.rows_live, 1u);
+  EXPECT_EQ(Pull(s, 2), 0.0f);  // from the initializer again
+  EXPECT_EQ(Pull(s, 4), 3.0f);
+
+  // Both bounds: the first one reached drops the row.
+  TableInfo both = Bounded(1, UpdateRule::kSum, 0, Eviction::kNone);
+  both.spec.expiry_steps = 2;
+  both.spec.expiry_seconds = 100;
+  Store t(1);
+  t.SetClockForTesting([&now] { return now; });
+  ASSERT_TRUE(t.Install(both).ok());
+  Push(t, {1});  // step 1
+  now += 101000;
+  Push(t, {2});  // step 2: row 1 is 101 s old
+  EXPECT_EQ(Counters(t).expired, 1u);
+  Push(t, {3});  // step 3
+  Push(t, {3});  // step 4
+  EXPECT_EQ(Counters(t).expired, 1u);
+  Push(t, {3});  // step 5: row 2 (step 2) in none of pushes 3 and 4
+  EXPECT_EQ(Counters(t).expired, 2u);
+
+  TableSpec bad = TableSpec::Sparse("x", 1);
+  bad.expiry_seconds = 315360001;
+  EXPECT_EQ(bad.Validate().code(), StatusCode::kInvalidArgument);
+  TableSpec dense = TableSpec::Dense("d", 4);
+  dense.expiry_seconds = 5;
+  EXPECT_EQ(dense.Validate().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(StoreBoundedTest, ExpiryWithCapacityAndManyStripes) {
   // 16 stripes (capacity >= 65536): expiry sweeps each; counters add up.
   TableInfo info = Bounded(1, UpdateRule::kSum, 65536, Eviction::kLru);

@@ -835,6 +835,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("admit_probability", &ps::TableSpec::admit_probability)
       .def_readwrite("cold_tier", &ps::TableSpec::cold_tier)
       .def_readwrite("cache_rows", &ps::TableSpec::cache_rows)
+      .def_readwrite("expiry_seconds", &ps::TableSpec::expiry_seconds)
       .def_readwrite("cache_staleness", &ps::TableSpec::cache_staleness)
       .def("validate", [](const ps::TableSpec& s) { ThrowIfError(s.Validate()); });
 
