@@ -138,6 +138,14 @@ struct ClusterShape {
   // Env: LAYERPS_CHECKPOINT_DIR, LAYERPS_CHECKPOINT_EVERY_S.
   std::string checkpoint_dir;
   int checkpoint_every_s = 0;
+  // Server replacement (docs/checkpoints.md, "Replacing a server"). 0 (default): a server
+  // that dies or leaves before the workers finish fails the job. > 0: the job waits this
+  // many ms for a new server (a layerps-server started with --restore=DIR, usually the
+  // checkpoint directory) to take the dead one's rank and ranges; workers hold the
+  // requests for the dead server meanwhile (each within its request_timeout_ms) and send
+  // them to the replacement. No replacement in time: the job fails with kUnavailable.
+  // 0..86400000. Env: LAYERPS_REPLACE_SERVERS_MS.
+  int replace_servers_ms = 0;
 
   Status Validate() const;
 };

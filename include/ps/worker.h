@@ -54,6 +54,8 @@ struct WorkerStats {
   // answered from the cache, and sent to the servers.
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
+  // Request parts sent again to a dead server's replacement (replace_servers_ms).
+  uint64_t resent = 0;
 };
 
 // How an all-reduce runs (Worker::AllReduce). Every participant must pass the same values.

@@ -44,6 +44,8 @@ class ClusterMap {
   std::map<NodeId, std::string> tags;
   // The placement in force: layer -> the server ranks its tables are pinned to.
   std::map<std::string, std::vector<uint32_t>> placement;
+  // > 0: a dead server may be replaced within this many ms (SchedulerOptions).
+  uint32_t replace_servers_ms = 0;
 
   const TableInfo* FindTable(TableId id) const;
   const TableInfo* FindTableByName(const std::string& name) const;

@@ -43,6 +43,9 @@ DEFINE_string(checkpoint_dir, "",
               "Checkpoint without a directory). Default: $LAYERPS_CHECKPOINT_DIR");
 DEFINE_int32(checkpoint_every_s, 0,
              "Scheduler: a checkpoint every this many seconds (0: never). Default 0");
+DEFINE_int32(replace_servers_ms, 0,
+             "Scheduler: wait this long (ms) for a new server started with --restore to "
+             "take a dead server's place (0: a dead server fails the job). Default 0");
 DEFINE_int32(rank, -1,
              "Servers and workers: the rank to ask for within the role, or -1 for the "
              "lowest free one. Default: $LAYERPS_RANK, else -1");

@@ -155,6 +155,10 @@ const std::vector<Row>& Rows() {
                   "Have every server write a checkpoint every this many seconds (0: never; "
                   "needs checkpoint_dir)"),
              &Options::checkpoint_every_s, 0, 604800),
+      IntRow(Info("replace_servers_ms", "replace_servers_ms", "LAYERPS_REPLACE_SERVERS_MS", "S",
+                  "Wait this long (ms) for a new server to take a dead server's place "
+                  "(0: a dead server fails the job; 0..86400000)"),
+             &Options::replace_servers_ms, 0, 86400000),
       IntRow(Info("num_servers", "num_servers", "LAYERPS_NUM_SERVERS", "S", "Servers in the cluster, 1..4096"),
              &Options::num_servers, 1, 4096),
       IntRow(Info("num_workers", "num_workers", "LAYERPS_NUM_WORKERS", "S", "Workers in the cluster, 1..4096"),

@@ -73,6 +73,7 @@ Status NodeRuntime::Start() {
   reg->set_hostname(LocalHostname());
   reg->set_requested_rank(options_.rank);
   reg->set_session(secret_);
+  reg->set_restores(role_ == Role::kServer && !options_.restore_dir.empty());
   Status sent = SendToScheduler(MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
 
   Status result = sent;
@@ -649,6 +650,9 @@ void NodeRuntime::HandleControl(Message&& msg) {
         VLOG(1) << why;  // a normal end: not worth a line in every run
       } else {
         LOG(WARNING) << why;
+      }
+      if (c.node_dead().replaceable() && handlers_.on_server_replaceable) {
+        handlers_.on_server_replaceable(dead);
       }
       {
         std::lock_guard<std::mutex> lock(mu_);

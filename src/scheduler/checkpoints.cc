@@ -56,6 +56,18 @@ void Checkpoints::StartSet(const std::string& dir, int64_t now_ms) {
   started_ms_ = now_ms;
   active_ = true;
   pending_.clear();
+  // A set without a dead server's file would be incomplete, and the live servers would
+  // delete their files of older complete sets (checkpoint_keep): the set a replacement
+  // restores from must survive until it has.
+  for (const NodeInfo& n : state_->map().nodes) {
+    if (n.role == Role::kServer && !n.alive) {
+      Finish(Unavailable("checkpoint: server rank " + std::to_string(n.rank) + " (node " +
+                         std::to_string(n.id) + ") is dead; no set is written until it is "
+                         "replaced"),
+             now_ms);
+      return;
+    }
+  }
   layerps::pb::Control c;
   c.mutable_write_checkpoint()->set_set(set_);
   c.mutable_write_checkpoint()->set_dir(dir);

@@ -23,6 +23,7 @@
 #include "common/cluster_map.h"
 #include "common/hash.h"
 #include "common/logging.h"
+#include "common/status_wire.h"
 #include "layerps.pb.h"
 #include "metrics/metrics.h"
 #include "node/node_runtime.h"
@@ -78,6 +79,7 @@ class Scheduler::Impl final : public ClusterState {
       address_ = *bound;
     }
     map_.epoch = 0;
+    map_.replace_servers_ms = static_cast<uint32_t>(options_.replace_servers_ms);
     map_.nodes.push_back(NodeInfo{kSchedulerId, Role::kScheduler, 0, *bound, "", true});
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -189,6 +191,13 @@ class Scheduler::Impl final : public ClusterState {
     int64_t last_seen_ms = 0;
     bool left = false;
   };
+  // Server ranks whose server died, awaiting a replacement (replace_servers_ms).
+  struct Vacancy {
+    NodeId dead;
+    uint32_t rank;
+    int64_t deadline_ms;
+    std::string reason;
+  };
 
   void Loop() {
     int64_t last_beat = SteadyMillis();
@@ -265,6 +274,10 @@ class Scheduler::Impl final : public ClusterState {
       case layerps::pb::Control::kHeartbeat:
         break;
       case layerps::pb::Control::kMapAck:
+        if (from == joining_ && c.map_ack().epoch() >= joining_epoch_) {
+          OnReplacementReady(from, c.map_ack());
+          break;
+        }
         tables_.OnMapAck(from, c.map_ack());
         break;
       case layerps::pb::Control::kDeclareTable:
@@ -336,8 +349,12 @@ class Scheduler::Impl final : public ClusterState {
       refusal = "a node must register as server or worker";
     } else if (r.endpoint().empty() || r.endpoint().size() > 1024) {
       refusal = "bad endpoint";
-    } else if (complete_) {
+    } else if (complete_ && (role != Role::kServer || vacancies_.empty())) {
       refusal = "the cluster is already complete";
+    } else if (complete_ && joining_ != 0) {
+      refusal = "another replacement server is joining; retry in a moment";
+    } else if (complete_) {
+      // A replacement: it takes a dead server's rank (the one asked for, or the first).
     } else if (role == Role::kServer && have_servers >= options_.num_servers) {
       refusal = "all " + std::to_string(options_.num_servers) + " server slots are taken";
     } else if (role == Role::kWorker && have_workers >= options_.num_workers) {
@@ -345,7 +362,23 @@ class Scheduler::Impl final : public ClusterState {
     }
     const int count = role == Role::kServer ? options_.num_servers : options_.num_workers;
     int rank = -1;
-    if (refusal.empty()) {
+    const Vacancy* vacancy = nullptr;
+    if (refusal.empty() && complete_) {
+      for (const Vacancy& v : vacancies_) {
+        if (r.requested_rank() < 0 || static_cast<int>(v.rank) == r.requested_rank()) {
+          vacancy = &v;
+          break;
+        }
+      }
+      if (vacancy == nullptr) {
+        std::string vacant;
+        for (const Vacancy& v : vacancies_) vacant += (vacant.empty() ? "" : ", ") + std::to_string(v.rank);
+        refusal = "server rank " + std::to_string(r.requested_rank()) +
+                  " is not awaiting a replacement (vacant: " + vacant + ")";
+      } else {
+        rank = static_cast<int>(vacancy->rank);
+      }
+    } else if (refusal.empty()) {
       if (r.requested_rank() >= 0) {
         if (r.requested_rank() >= count) {
           refusal = "rank " + std::to_string(r.requested_rank()) +
@@ -389,6 +422,10 @@ class Scheduler::Impl final : public ClusterState {
     if (!connected.ok()) {
       LOG(WARNING) << "cannot reach registrant at " << info.endpoint << ": " << connected;
       --next_id_;
+      return;
+    }
+    if (vacancy != nullptr) {
+      AcceptReplacement(info, *vacancy, r.restores(), identity);
       return;
     }
     map_.nodes.push_back(info);
@@ -509,6 +546,10 @@ class Scheduler::Impl final : public ClusterState {
   void MarkDead(NodeId id, const std::string& reason) {
     NodeInfo* n = FindNode(id);
     if (n == nullptr) return;
+    if (n->role == Role::kServer && options_.replace_servers_ms > 0 && complete_ && !done_) {
+      AwaitReplacement(n, reason);
+      return;
+    }
     n->alive = false;
     // A server gone before the workers finished takes its shards with it: the cluster
     // has failed whether it crashed or left. Only a crash counts as a dead node. (A
@@ -547,6 +588,105 @@ class Scheduler::Impl final : public ClusterState {
       return;
     }
     MaybeFinish();
+  }
+
+  // Server replacement (replace_servers_ms > 0; docs/checkpoints.md). A dead server's rank
+  // becomes vacant: the job goes on, workers hold what they send to it (NodeDead says
+  // replaceable) and the live servers write no checkpoint set until a new server took
+  // the rank, or the job fails when replace_servers_ms passes.
+  void AwaitReplacement(NodeInfo* n, const std::string& reason) {
+    const NodeId id = n->id;
+    n->alive = false;
+    if (id == joining_) joining_ = 0;  // died before it acknowledged its map
+    if (!members_[id].left) Count([](SchedulerStats& st) { ++st.dead_nodes; });
+    LOG(WARNING) << "server rank " << n->rank << " (node " << id << ") is dead: " << reason
+                 << "; waiting up to " << options_.replace_servers_ms
+                 << " ms for a replacement (layerps-server --rank=" << n->rank
+                 << " --restore=<checkpoint dir>)";
+    vacancies_.push_back(Vacancy{id, n->rank, SteadyMillis() + options_.replace_servers_ms, reason});
+    transport_->Disconnect(id);
+    layerps::pb::Control c;
+    c.mutable_node_dead()->set_id(id);
+    c.mutable_node_dead()->set_reason(reason);
+    c.mutable_node_dead()->set_replaceable(true);
+    for (const auto& m : map_.nodes) {
+      if (m.id != kSchedulerId && m.alive) SendControl(m.id, c);
+    }
+    BroadcastMap();
+    barriers_.Drop(id);
+    checkpoints_.OnServerDead(id, SteadyMillis());
+    tables_.Resolve();
+    MaybeFinish();
+  }
+
+  // A server registered into a vacant rank: it takes the dead server's place in the map
+  // and its ranges. It gets the map alone first; the others get it once it acknowledged
+  // it (its tables set up and restored), so no worker sends it a request too early.
+  void AcceptReplacement(NodeInfo info, Vacancy vacancy, bool restores, const std::string& identity) {
+    map_.nodes.erase(std::remove_if(map_.nodes.begin(), map_.nodes.end(),
+                                    [&](const NodeInfo& n) { return n.id == vacancy.dead; }),
+                     map_.nodes.end());
+    map_.tags.erase(vacancy.dead);
+    map_.nodes.push_back(info);
+    map_.tags[info.id] = RandomHex(16);
+    identities_[identity] = info.id;
+    members_[info.id] = Member{SteadyMillis(), false};
+    tables_.ReplaceServer(vacancy.dead, info.id);
+    vacancies_.erase(std::remove_if(vacancies_.begin(), vacancies_.end(),
+                                    [&](const Vacancy& v) { return v.dead == vacancy.dead; }),
+                     vacancies_.end());
+    layerps::pb::Control reply;
+    auto* rr = reply.mutable_register_reply();
+    rr->set_ok(true);
+    rr->set_id(info.id);
+    rr->set_rank(info.rank);
+    rr->set_tag(map_.tags[info.id]);
+    SendControl(info.id, reply);
+    LOG(INFO) << "server node " << info.id << " at " << info.endpoint << " replaces rank "
+              << info.rank << " (node " << vacancy.dead << ")";
+    if (!restores) {
+      LOG(WARNING) << "the replacement of server rank " << info.rank
+                   << " has no --restore: the values of its ranges start from their tables' "
+                      "initializers";
+    }
+    joining_ = info.id;
+    ++map_.epoch;
+    joining_epoch_ = map_.epoch;
+    layerps::pb::Control c;
+    MapToProto(map_, c.mutable_map_update()->mutable_map());
+    SendControl(info.id, c);
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_snapshot_ = map_.nodes;
+    stats_.map_epoch = map_.epoch;
+  }
+
+  // The replacement acknowledged its map: everyone else learns of it. A table it could
+  // not set up or restore fails the job (its ranges would be lost).
+  void OnReplacementReady(NodeId from, const layerps::pb::MapAck& ack) {
+    joining_ = 0;
+    const NodeInfo* n = FindNode(from);
+    const uint32_t rank = n ? n->rank : 0;
+    if (ack.failed_size() > 0) {
+      const auto& f = ack.failed(0);
+      const TableInfo* t = map_.FindTable(f.table());
+      FailJob(StatusFromWire(f.code() == 0 ? static_cast<int>(StatusCode::kUnavailable) : f.code(),
+                             "the replacement of server rank " + std::to_string(rank) +
+                                 " could not set up table '" + (t ? t->spec.name : std::string("?")) +
+                                 "': " + f.error().substr(0, 1024)));
+      return;
+    }
+    layerps::pb::MapAck plain;
+    plain.set_epoch(ack.epoch());
+    tables_.OnMapAck(from, plain);
+    LOG(INFO) << "server rank " << rank << " is back (node " << from << ")";
+    BroadcastMap();
+  }
+
+  // Ends the job as failed: every node's pending and later calls fail with `why`.
+  void FailJob(const Status& why) {
+    if (first_failure_.ok()) first_failure_ = why;
+    BroadcastShutdown(first_failure_.message(), true, first_failure_.code());
+    Finish(first_failure_);
   }
 
   // The cluster is done when no worker is alive any more.
@@ -607,6 +747,14 @@ class Scheduler::Impl final : public ClusterState {
       MarkDead(id, "no heartbeat for " + std::to_string(now - members_[id].last_seen_ms) + " ms");
     }
     if (done_) return;
+    for (const Vacancy& v : vacancies_) {
+      if (now < v.deadline_ms) continue;
+      FailJob(Unavailable("server rank " + std::to_string(v.rank) + " (node " +
+                          std::to_string(v.dead) + ") died: " + v.reason +
+                          "; no replacement joined within replace_servers_ms=" +
+                          std::to_string(options_.replace_servers_ms)));
+      return;
+    }
     checkpoints_.Tick(now);
     const int warnings = barriers_.Tick(now, options_.stall_warning_ms);
     if (warnings > 0) Count([warnings](SchedulerStats& st) { st.stall_warnings += warnings; });
@@ -631,7 +779,10 @@ class Scheduler::Impl final : public ClusterState {
   Barriers barriers_{this, options_.tolerate_worker_loss};
   Checkpoints checkpoints_{this, options_.checkpoint_dir, options_.checkpoint_every_s};
   Status first_failure_;
-  int dead_workers_ = 0;  // workers declared dead (crashed or silent; not those that left)
+  int dead_workers_ = 0;
+  std::vector<Vacancy> vacancies_;  // server ranks awaiting a replacement
+  NodeId joining_ = 0;           // a replacement that has the map alone, until its MapAck
+  uint64_t joining_epoch_ = 0;  // workers declared dead (crashed or silent; not those that left)
 
   // Shared with callers of the public accessors.
   mutable std::mutex mu_;

@@ -226,6 +226,17 @@ void TableDirectory::HandleDeclare(NodeId from, const layerps::pb::DeclareTable&
   Resolve();
 }
 
+void TableDirectory::ReplaceServer(NodeId dead, NodeId fresh) {
+  for (auto& kv : state_->map().tables) {
+    for (KeyRange& r : kv.second.ranges) {
+      if (r.server == dead) r.server = fresh;
+    }
+  }
+  server_load_[fresh] = server_load_[dead];
+  server_load_.erase(dead);
+  acked_epoch_.erase(dead);
+}
+
 void TableDirectory::Resolve() {
   for (auto it = pending_declares_.begin(); it != pending_declares_.end();) {
     bool acked = true;

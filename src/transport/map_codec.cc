@@ -86,6 +86,7 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
 StatusOr<std::shared_ptr<const ClusterMap>> MapFromProto(const layerps::pb::ClusterMap& pb) {
   auto m = std::make_shared<ClusterMap>();
   m->epoch = pb.epoch();
+  m->replace_servers_ms = pb.replace_servers_ms();
   std::set<NodeId> ids;
   std::set<NodeId> servers;
   for (const auto& n : pb.nodes()) {
@@ -154,6 +155,7 @@ StatusOr<std::shared_ptr<const ClusterMap>> MapFromProto(const layerps::pb::Clus
 void MapToProto(const ClusterMap& map, layerps::pb::ClusterMap* pb) {
   pb->Clear();
   pb->set_epoch(map.epoch);
+  pb->set_replace_servers_ms(map.replace_servers_ms);
   for (const auto& n : map.nodes) {
     auto* p = pb->add_nodes();
     p->set_id(n.id);

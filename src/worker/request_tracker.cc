@@ -111,12 +111,16 @@ void ReleaseFromTransport(const std::shared_ptr<Request>& req) {
   Finalize(req);  // the tracker is gone or stopped: nobody else would
 }
 
-// Claims part i with `status`; returns false if it was already claimed.
+// Claims part i with `status`; returns false if it was already claimed. A payload the
+// part kept (for a resend) is let go after the lock: it may hold the request's last
+// borrow, whose release completes the request.
 bool Claim(Request* req, size_t i, const Status& status) {
+  std::vector<Frame> held;
   std::lock_guard<std::mutex> lock(req->mu);
   if (req->parts[i].claimed) return false;
   Part& p = req->parts[i];
   p.claimed = true;
+  held.swap(p.frames);
   if (!status.ok() && req->status.ok()) {
     req->status =
         !p.split ? status
@@ -145,6 +149,22 @@ void AddInto(float* dst, const uint8_t* src, size_t n) {
     std::memcpy(&v, src + i * sizeof(float), sizeof(v));
     dst[i] += v;
   }
+}
+
+// The message of part i (its header; the caller adds the frames).
+Message PartMessage(const Request& req, const Part& p, size_t i, uint64_t epoch) {
+  Message m;
+  m.header.type = static_cast<uint16_t>(req.type);
+  m.header.table = p.table;
+  m.header.request_id = req.ticket;
+  m.header.epoch = WireEpoch(epoch);
+  m.header.clock = p.clock;
+  m.header.offset = p.offset;
+  m.header.count = p.count;
+  m.header.dim = req.sparse ? req.dim : 0;
+  m.header.flags = (req.sparse ? kFlagSparse : 0) | (p.fused ? kFlagFused : 0) | WireFlags(p.wire);
+  m.header.part = static_cast<uint32_t>(i);
+  return m;
 }
 
 void CompletionLoop(std::shared_ptr<TrackerState> st) {
@@ -249,19 +269,8 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
       borrow =
           std::shared_ptr<const void>(req.get(), [req](const void*) { ReleaseFromTransport(req); });
     for (size_t i = 0; i < req->parts.size(); ++i) {
-      const Part p = req->parts[i];
-      Message m;
-      m.header.type = static_cast<uint16_t>(req->type);
-      m.header.table = p.table;
-      m.header.request_id = req->ticket;
-      m.header.epoch = WireEpoch(epoch);
-      m.header.clock = p.clock;
-      m.header.offset = p.offset;
-      m.header.count = p.count;
-      m.header.dim = req->sparse ? req->dim : 0;
-      m.header.flags =
-          (req->sparse ? kFlagSparse : 0) | (p.fused ? kFlagFused : 0) | WireFlags(p.wire);
-      m.header.part = static_cast<uint32_t>(i);
+      Part p = req->parts[i];
+      Message m = PartMessage(*req, p, i, epoch);
       m.frames = frames_for(i, borrow);
       uint64_t bytes = 0;
       for (const auto& f : m.frames) bytes += f.size();
@@ -277,6 +286,21 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
                               std::to_string(p.server) + " exceeds max_message_bytes=" +
                               std::to_string(options_.max_message_bytes) +
                               " (raise it on every node, use more servers, or split the request)");
+      } else if (retain_.load(std::memory_order_acquire)) {
+        // The cluster may replace servers: the part keeps its payload until answered; a
+        // part for a dead server waits for its replacement (Park, Retarget).
+        bool held = false;
+        {
+          std::lock_guard<std::mutex> park(park_mu_);
+          auto moved = replaced_.find(p.server);
+          if (moved != replaced_.end()) p.server = moved->second;  // built from an older map
+          held = parked_.count(p.server) > 0;
+          std::lock_guard<std::mutex> lock(req->mu);
+          req->parts[i].server = p.server;
+          req->parts[i].frames = m.frames;
+        }
+        if (held) continue;
+        s = send_(p.server, std::move(m));
       } else {
         s = send_(p.server, std::move(m));  // refuses peers declared dead
       }
@@ -460,6 +484,66 @@ void RequestTracker::FailMatching(const std::function<bool(const Part&)>& match,
     for (size_t i : hit) {
       if (Claim(req.get(), i, why)) Release(req);
     }
+  }
+}
+
+void RequestTracker::Park(NodeId server, uint32_t rank) {
+  std::lock_guard<std::mutex> park(park_mu_);
+  parked_[server] = rank;
+}
+
+bool RequestTracker::IsParked(NodeId server) const {
+  std::lock_guard<std::mutex> park(park_mu_);
+  return parked_.count(server) > 0;
+}
+
+std::map<NodeId, uint32_t> RequestTracker::Parked() const {
+  std::lock_guard<std::mutex> park(park_mu_);
+  return parked_;
+}
+
+void RequestTracker::Retarget(NodeId dead, NodeId fresh, uint64_t epoch) {
+  std::vector<std::pair<std::shared_ptr<Request>, Message>> resend;
+  {
+    std::lock_guard<std::mutex> park(park_mu_);
+    parked_.erase(dead);
+    replaced_[dead] = fresh;
+    for (auto& kv : replaced_) {
+      if (kv.second == dead) kv.second = fresh;  // a replacement that died in turn
+    }
+    std::vector<std::shared_ptr<Request>> reqs;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      for (auto& kv : state_->requests) reqs.push_back(kv.second);
+    }
+    for (auto& req : reqs) {
+      std::lock_guard<std::mutex> lock(req->mu);
+      for (size_t i = 0; i < req->parts.size(); ++i) {
+        Part& p = req->parts[i];
+        if (p.claimed || p.server != dead) continue;
+        p.server = fresh;
+        Message m = PartMessage(*req, p, i, epoch);
+        m.frames = p.frames;
+        resend.emplace_back(req, std::move(m));
+      }
+    }
+  }
+  for (auto& r : resend) {
+    const size_t i = r.second.header.part;
+    uint64_t bytes = 0;
+    for (const auto& f : r.second.frames) bytes += f.size();
+    Status s = send_(fresh, std::move(r.second));
+    if (s.ok()) {
+      ++stats_->sent;
+      ++stats_->resent;
+      stats_->bytes_out += bytes;
+    } else if (Claim(r.first.get(), i, s.WithContext("send to node " + std::to_string(fresh)))) {
+      Release(r.first);
+    }
+  }
+  if (!resend.empty()) {
+    LOG(INFO) << "sent " << resend.size() << " request part(s) for dead server node " << dead
+              << " to its replacement, node " << fresh;
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -61,6 +62,9 @@ struct Part {
   // collective: one pass over memory instead of a copy and a sum).
   bool accumulate = false;
   std::vector<std::pair<float*, uint64_t>> pieces;
+  // Its payload, kept until it is answered while the cluster may replace servers
+  // (RequestTracker::SetRetain), to send it again to a dead server's replacement.
+  std::vector<Frame> frames;
 };
 
 struct TrackerState;
@@ -105,6 +109,8 @@ struct Request {
 // Counters of a tracker (WorkerStats' source).
 struct TrackerStats {
   std::atomic<uint64_t> sent{0}, replies{0}, bad{0}, bytes_out{0}, bytes_in{0}, copies{0};
+  // Parts sent again, to a dead server's replacement (RequestTracker::Retarget).
+  std::atomic<uint64_t> resent{0};
   // Worker caches (TableSpec::cache_rows): unique ids of pulls answered by the cache, and
   // sent to the servers.
   std::atomic<uint64_t> cache_hits{0}, cache_misses{0};
@@ -167,6 +173,19 @@ class RequestTracker {
   // (a part of no particular peer, server == kUnassignedId, names none).
   std::vector<NodeId> Expire();
 
+  // Server replacement (the scheduler's replace_servers_ms; docs/checkpoints.md).
+  // SetRetain(true): every part keeps its payload until it is answered. Park(server):
+  // the server died and a replacement may take its rank: its unanswered parts, and new
+  // ones, wait (each within its deadline). Retarget(dead, fresh, epoch): the server of
+  // the same rank joined: the waiting parts go to it, and so do later parts built from
+  // a map that still names the dead one.
+  void SetRetain(bool retain) { retain_.store(retain, std::memory_order_release); }
+  void Park(NodeId server, uint32_t rank);
+  bool IsParked(NodeId server) const;
+  // The servers parked, by rank.
+  std::map<NodeId, uint32_t> Parked() const;
+  void Retarget(NodeId dead, NodeId fresh, uint64_t epoch);
+
   TrackerStats& stats() { return *stats_; }
   const TrackerStats& stats() const { return *stats_; }
 
@@ -176,6 +195,11 @@ class RequestTracker {
   std::shared_ptr<TrackerState> state_;
   std::unique_ptr<TrackerStats> stats_;
   std::atomic<Ticket> next_ticket_{1};
+  std::atomic<bool> retain_{false};
+  // Lock order: park_mu_, then a request's mu.
+  mutable std::mutex park_mu_;
+  std::map<NodeId, uint32_t> parked_;      // guarded by park_mu_: dead server -> its rank
+  std::map<NodeId, NodeId> replaced_;      // guarded by park_mu_: dead server -> replacement
   std::thread completion_thread_;
 };
 

@@ -41,6 +41,11 @@ class Worker::Impl {
     if (ever_started_) return FailedPrecondition("worker already started (a Worker starts once)");
     NodeRuntime::Handlers h;
     h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
+    h.on_server_replaceable = [this](NodeId id) { OnServerReplaceable(id); };
+    h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) {
+      OnMap(map);
+      return std::vector<std::pair<TableId, Status>>();
+    };
     h.on_failure = [this](const Status& why) { OnClusterFailed(why); };
     h.on_tick = [this] { Expire(); };
     auto rt = std::make_unique<NodeRuntime>(options_, Role::kWorker, std::move(h));
@@ -211,6 +216,7 @@ class Worker::Impl {
     s.payload_copies = t.copies.load();
     s.cache_hits = t.cache_hits.load();
     s.cache_misses = t.cache_misses.load();
+    s.resent = t.resent.load();
     return s;
   }
 
@@ -306,6 +312,25 @@ class Worker::Impl {
     tracker_.FailMatching([](const Part&) { return true; }, why);
   }
 
+  // Server replacement (docs/checkpoints.md). Receive thread.
+  void OnServerReplaceable(NodeId id) {
+    std::shared_ptr<const ClusterMap> map = runtime_ ? runtime_->map() : nullptr;
+    const NodeInfo* n = map ? map->FindNode(id) : nullptr;
+    if (n == nullptr || n->role != Role::kServer) return;
+    tracker_.Park(id, n->rank);
+  }
+
+  void OnMap(const std::shared_ptr<const ClusterMap>& map) {
+    tracker_.SetRetain(map->replace_servers_ms > 0);
+    for (const auto& kv : tracker_.Parked()) {
+      for (const NodeInfo& n : map->nodes) {
+        if (n.role == Role::kServer && n.alive && n.rank == kv.second && n.id != kv.first) {
+          tracker_.Retarget(kv.first, n.id, map->epoch);
+        }
+      }
+    }
+  }
+
   void OnNodeDead(NodeId id, const Status& why) {
     collectives_.OnNodeDead(id, why);  // every collective including it, not only its neighbours
     if (id == kSchedulerId) {
@@ -317,6 +342,8 @@ class Worker::Impl {
       std::lock_guard<std::mutex> lock(gone_mu_);
       gone_.insert(id);
     }
+    // A server awaiting its replacement: what is outstanding for it waits (OnMap).
+    if (tracker_.IsParked(id)) return;
     // The runtime already refuses new sends to it; fail what is outstanding.
     tracker_.FailMatching([id](const Part& p) { return p.server == id; }, why);
   }

@@ -31,6 +31,7 @@ const std::map<std::string, std::string>& Samples() {
       {"checkpoint_keep", "7"},
       {"checkpoint_dir", "/tmp/ckpt"},
       {"checkpoint_every_s", "60"},
+      {"replace_servers_ms", "20000"},
       {"num_servers", "3"},
       {"num_workers", "5"},
       {"rank", "2"},

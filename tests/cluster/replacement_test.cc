@@ -1,0 +1,188 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Server replacement (the scheduler's replace_servers_ms, docs/checkpoints.md): a server
+// is cut off (transport/fault_transport.h) and declared dead; the job waits; a new
+// server restored from the last checkpoint takes its rank; the requests that were in
+// flight to the dead server, and those made while it was dead, go to the replacement and
+// are applied there once. The values are checked exactly.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "local_cluster.h"
+#include "transport/fault_transport.h"
+#include "transport/inproc_transport.h"
+
+namespace ps {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::LocalCluster;
+namespace fs = std::filesystem;
+
+constexpr auto kWait = 60s;
+constexpr uint64_t kSize = 40;  // 10 chunks of 4: both servers hold some
+
+std::string TempDir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() /
+                     ("layerps-replace-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+class ReplacementTest : public ::testing::Test {
+ protected:
+  Options Base(int replace_ms) {
+    injector_ = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
+    Options o = testing::FastOptions();
+    o.heartbeat_interval_ms = 50;
+    o.heartbeat_timeout_ms = 1000;
+    o.dense_chunk_elems = 4;
+    o.replace_servers_ms = replace_ms;
+    o.transport_factory = injector_;
+    return o;
+  }
+
+  // Waits (bounded) until the scheduler counted `n` dead nodes.
+  static bool AwaitDead(Scheduler& s, uint64_t n) {
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (s.stats().dead_nodes < n) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return true;
+  }
+
+  static int IndexOfRank(LocalCluster& c, uint32_t rank) {
+    for (int i = 0; i < c.num_servers(); ++i) {
+      if (c.server(i).rank() == rank) return i;
+    }
+    return -1;
+  }
+
+  std::shared_ptr<FaultInjector> injector_;
+};
+
+TEST_F(ReplacementTest, ReplacementRestoresAndGetsThePartsHeldForTheDeadServer) {
+  const std::string dir = TempDir("ok");
+  LocalCluster c(2, 1, "inproc", Base(/*replace_ms=*/30000));
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto sparse = w.DeclareTable(TableSpec::Sparse("emb", 2));
+  auto table = w.DeclareTable(TableSpec::Dense("w", kSize));
+  ASSERT_TRUE(table.ok() && sparse.ok());
+  const std::vector<float> ones(kSize, 1.0f);
+  ASSERT_TRUE(w.Wait(w.Push(*table, ones.data(), kSize), kWait).ok());
+  std::vector<Key> ids;
+  for (Key k = 1; k <= 64; ++k) ids.push_back(k * 0x9E3779B97F4A7C15ull);  // both servers
+  std::vector<float> rows(ids.size() * 2, 1.0f);
+  ASSERT_TRUE(w.Wait(w.PushSparse(*sparse, ids.data(), ids.size(), rows.data(), rows.size()), kWait).ok());
+  StatusOr<std::string> set = w.Checkpoint(dir, kWait);
+  ASSERT_TRUE(set.ok()) << set.status();
+  // Applied after the checkpoint: lost with the dead server's ranges, kept by the other's.
+  ASSERT_TRUE(w.Wait(w.Push(*table, ones.data(), kSize), kWait).ok());
+
+  const int victim = IndexOfRank(c, 1);
+  ASSERT_GE(victim, 0);
+  const NodeId victim_id = c.server(victim).id();
+  injector_->Isolate(victim_id);
+  // In flight when the server is cut off: its part is lost on the way.
+  const Ticket in_flight = w.Push(*table, ones.data(), kSize);
+  const Ticket sparse_in_flight = w.PushSparse(*sparse, ids.data(), ids.size(), rows.data(), rows.size());
+  ASSERT_TRUE(AwaitDead(c.scheduler(), 1));
+  // Made while the rank is vacant: its part waits for the replacement.
+  const Ticket while_dead = w.Push(*table, ones.data(), kSize);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(w.Wait(while_dead, 0ms).code(), StatusCode::kTimeout);  // still waiting
+  EXPECT_EQ(w.stats().resent, 0u);
+
+  // Only the vacant rank may be taken.
+  Options o = c.options();
+  o.rank = 0;
+  o.connect_timeout_ms = 5000;
+  Server wrong(o);
+  Status refused = wrong.Start();
+  EXPECT_EQ(refused.code(), StatusCode::kPermissionDenied) << refused;
+  EXPECT_NE(refused.message().find("not awaiting a replacement (vacant: 1)"), std::string::npos)
+      << refused;
+
+  o.rank = -1;  // the vacant one
+  o.restore_dir = dir;
+  Server replacement(o);
+  ASSERT_TRUE(replacement.Start().ok());
+  EXPECT_EQ(replacement.rank(), 1u);
+  EXPECT_NE(replacement.id(), victim_id);
+  ASSERT_TRUE(w.Wait(in_flight, kWait).ok());
+  ASSERT_TRUE(w.Wait(sparse_in_flight, kWait).ok());
+  ASSERT_TRUE(w.Wait(while_dead, kWait).ok());
+  EXPECT_EQ(w.stats().resent, 3u);  // the dead server's part of each of the three pushes
+
+  // Rank 1's ranges: the checkpoint (1) and the three pushes it missed or held (2);
+  // rank 0's: four pushes. Which elements rank 1 holds, the map says.
+  std::vector<float> got(kSize);
+  ASSERT_TRUE(w.Wait(w.Pull(*table, got.data(), kSize), kWait).ok());
+  int on_replacement = 0;
+  for (uint64_t i = 0; i < kSize; ++i) {
+    const bool replaced = got[i] == 3.0f;
+    on_replacement += replaced;
+    EXPECT_TRUE(replaced || got[i] == 4.0f) << "element " << i << " = " << got[i];
+  }
+  EXPECT_GT(on_replacement, 0);
+  EXPECT_LT(on_replacement, static_cast<int>(kSize));
+  // Sparse rows: 1 pushed before the checkpoint, 1 in flight; on either server, 2.
+  std::vector<float> pulled(ids.size() * 2);
+  ASSERT_TRUE(w.Wait(w.PullSparse(*sparse, ids.data(), ids.size(), pulled.data(), pulled.size()), kWait).ok());
+  for (size_t i = 0; i < pulled.size(); ++i) ASSERT_EQ(pulled[i], 2.0f) << i;
+
+  EXPECT_EQ(c.scheduler().stats().dead_nodes, 1u);
+  w.Stop();
+  EXPECT_TRUE(c.scheduler().Join(20s).ok());
+  EXPECT_TRUE(replacement.Join(5s).ok());
+  fs::remove_all(dir);
+}
+
+TEST_F(ReplacementTest, NoReplacementInTimeFailsTheJobAndTheHeldRequests) {
+  LocalCluster c(2, 1, "inproc", Base(/*replace_ms=*/1500));
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto table = w.DeclareTable(TableSpec::Dense("w", kSize));
+  ASSERT_TRUE(table.ok());
+  const std::vector<float> ones(kSize, 1.0f);
+  ASSERT_TRUE(w.Wait(w.Push(*table, ones.data(), kSize), kWait).ok());
+  injector_->Isolate(c.server(IndexOfRank(c, 1)).id());
+  ASSERT_TRUE(AwaitDead(c.scheduler(), 1));
+  const Ticket held = w.Push(*table, ones.data(), kSize);
+  Status s = w.Wait(held, kWait);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("no replacement joined within replace_servers_ms=1500"),
+            std::string::npos)
+      << s;
+  Status job = c.scheduler().Join(20s);
+  EXPECT_EQ(job.code(), StatusCode::kUnavailable) << job;
+  EXPECT_NE(job.message().find("server rank 1"), std::string::npos) << job;
+}
+
+TEST_F(ReplacementTest, NoCheckpointSetIsWrittenWhileARankIsVacant) {
+  const std::string dir = TempDir("vacant");
+  LocalCluster c(2, 1, "inproc", Base(/*replace_ms=*/30000));
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  ASSERT_TRUE(w.DeclareTable(TableSpec::Dense("w", kSize)).ok());
+  injector_->Isolate(c.server(IndexOfRank(c, 1)).id());
+  ASSERT_TRUE(AwaitDead(c.scheduler(), 1));
+  StatusOr<std::string> set = w.Checkpoint(dir, kWait);
+  EXPECT_EQ(set.status().code(), StatusCode::kUnavailable) << set.status();
+  EXPECT_NE(set.status().message().find("server rank 1"), std::string::npos) << set.status();
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ps
