@@ -428,7 +428,12 @@ void NodeRuntime::ReceiveLoop() {
         } else {
           last_scheduler_contact_ms_ = SteadyMillis();
           Count(kSchedulerId, msg, /*sent=*/false);
+          // Some take long (a server writing its checkpoint, or restoring its tables
+          // from one): the scheduler's messages wait meanwhile, which is not silence.
+          handling_control_ = true;
           HandleControl(std::move(msg));
+          last_scheduler_contact_ms_ = SteadyMillis();
+          handling_control_ = false;
           if (!early_.empty()) ReplayEarly();
         }
       } else if (!FromMember(msg)) {
@@ -516,7 +521,8 @@ void NodeRuntime::HeartbeatLoop() {
     layerps::pb::Control c;
     c.mutable_heartbeat();
     SendToScheduler(MakeControl(id(), c), options_.heartbeat_interval_ms);
-    if (SteadyMillis() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
+    if (!handling_control_ &&
+        SteadyMillis() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
       Status lost = Unavailable("lost the scheduler: silent for more than " +
                                 std::to_string(options_.heartbeat_timeout_ms) + " ms");
       LOG(ERROR) << lost;

@@ -166,6 +166,7 @@ class NodeRuntime {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> bad_messages_{0};
   std::atomic<int64_t> last_scheduler_contact_ms_{0};
+  std::atomic<bool> handling_control_{false};  // the receive thread is in HandleControl
   std::thread recv_thread_;
   std::thread heartbeat_thread_;
 

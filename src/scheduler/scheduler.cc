@@ -349,6 +349,9 @@ class Scheduler::Impl final : public ClusterState {
       refusal = "a node must register as server or worker";
     } else if (r.endpoint().empty() || r.endpoint().size() > 1024) {
       refusal = "bad endpoint";
+    } else if (complete_ && role == Role::kWorker && options_.tolerate_worker_loss &&
+               DeadWorker(-1) != nullptr) {
+      // A restarted worker: it takes a dead worker's rank (below).
     } else if (complete_ && (role != Role::kServer || vacancies_.empty())) {
       refusal = "the cluster is already complete";
     } else if (complete_ && joining_ != 0) {
@@ -363,7 +366,16 @@ class Scheduler::Impl final : public ClusterState {
     const int count = role == Role::kServer ? options_.num_servers : options_.num_workers;
     int rank = -1;
     const Vacancy* vacancy = nullptr;
-    if (refusal.empty() && complete_) {
+    const NodeInfo* dead_worker = nullptr;
+    if (refusal.empty() && complete_ && role == Role::kWorker) {
+      dead_worker = DeadWorker(r.requested_rank());
+      if (dead_worker == nullptr) {
+        refusal = "worker rank " + std::to_string(r.requested_rank()) +
+                  " is alive; a restarted worker takes the rank of a dead one";
+      } else {
+        rank = static_cast<int>(dead_worker->rank);
+      }
+    } else if (refusal.empty() && complete_) {
       for (const Vacancy& v : vacancies_) {
         if (r.requested_rank() < 0 || static_cast<int>(v.rank) == r.requested_rank()) {
           vacancy = &v;
@@ -426,6 +438,10 @@ class Scheduler::Impl final : public ClusterState {
     }
     if (vacancy != nullptr) {
       AcceptReplacement(info, *vacancy, r.restores(), identity);
+      return;
+    }
+    if (dead_worker != nullptr) {
+      AcceptRestartedWorker(info, dead_worker->id, identity);
       return;
     }
     map_.nodes.push_back(info);
@@ -617,6 +633,42 @@ class Scheduler::Impl final : public ClusterState {
     checkpoints_.OnServerDead(id, SteadyMillis());
     tables_.Resolve();
     MaybeFinish();
+  }
+
+  // A dead worker of rank `rank` (-1: the lowest), when the job tolerates worker loss.
+  const NodeInfo* DeadWorker(int rank) const {
+    const NodeInfo* best = nullptr;
+    for (const NodeInfo& n : map_.nodes) {
+      if (n.role != Role::kWorker || n.alive || members_.at(n.id).left) continue;
+      if (rank >= 0 && static_cast<int>(n.rank) != rank) continue;
+      if (best == nullptr || n.rank < best->rank) best = &n;
+    }
+    return best;
+  }
+
+  // A worker restarted after a crash (tolerate_worker_loss): it takes the dead worker's
+  // rank, and every node learns of it with the next map (asynchronous tables only: its
+  // bsp/ssp clocks would start again at zero).
+  void AcceptRestartedWorker(NodeInfo info, NodeId dead, const std::string& identity) {
+    map_.nodes.erase(std::remove_if(map_.nodes.begin(), map_.nodes.end(),
+                                    [&](const NodeInfo& n) { return n.id == dead; }),
+                     map_.nodes.end());
+    map_.tags.erase(dead);
+    map_.nodes.push_back(info);
+    map_.tags[info.id] = RandomHex(16);
+    identities_[identity] = info.id;
+    members_[info.id] = Member{SteadyMillis(), false};
+    if (dead_workers_ > 0) --dead_workers_;
+    layerps::pb::Control reply;
+    auto* rr = reply.mutable_register_reply();
+    rr->set_ok(true);
+    rr->set_id(info.id);
+    rr->set_rank(info.rank);
+    rr->set_tag(map_.tags[info.id]);
+    SendControl(info.id, reply);
+    LOG(INFO) << "worker node " << info.id << " at " << info.endpoint << " takes the place of "
+              << "dead worker rank " << info.rank << " (node " << dead << ")";
+    BroadcastMap();
   }
 
   // A server registered into a vacant rank: it takes the dead server's place in the map

@@ -419,5 +419,33 @@ TEST(CheckpointTest, ErrorsAndPeriodicSets) {
   fs::remove_all(dir);
 }
 
+// A server writing a checkpoint longer than heartbeat_timeout_ms reads none of the
+// scheduler's messages meanwhile: that is not silence. (It used to take the scheduler
+// for lost and stop.)
+TEST(CheckpointSlowTest, AWriteLongerThanTheHeartbeatTimeoutLosesNothing) {
+  const std::string dir = TempDir("slow");
+  Options o = FastOptions();
+  o.heartbeat_interval_ms = 20;
+  o.heartbeat_timeout_ms = 100;
+  LocalCluster c(1, 1, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  // 16M elements with Adam's two state planes: 192 MiB to write, well over 100 ms.
+  const uint64_t n = uint64_t{1} << 24;
+  auto t = w.DeclareTable(TableSpec::Dense("big", n, UpdateRule::kAdam));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<std::string> set = w.Checkpoint(dir, kWait);
+  ASSERT_TRUE(set.ok()) << set.status();
+  const auto took = std::chrono::steady_clock::now() - start;
+  std::vector<float> out(n);
+  ASSERT_TRUE(w.Wait(w.Pull(*t, out.data(), out.size()), kWait).ok());
+  EXPECT_EQ(c.scheduler().stats().dead_nodes, 0u);
+  EXPECT_TRUE(c.Finish().ok());
+  fs::remove_all(dir);
+  RecordProperty("checkpoint_ms",
+                 static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+}
+
 }  // namespace
 }  // namespace ps

@@ -184,5 +184,53 @@ TEST_F(ReplacementTest, NoCheckpointSetIsWrittenWhileARankIsVacant) {
   fs::remove_all(dir);
 }
 
+// tolerate_worker_loss: a worker that died is restarted; the new one takes its rank and
+// trains with the others; a live rank cannot be taken.
+TEST_F(ReplacementTest, ARestartedWorkerTakesTheDeadWorkersRank) {
+  Options base = Base(/*replace_ms=*/0);
+  base.tolerate_worker_loss = true;
+  LocalCluster c(1, 2, "inproc", base);
+  ASSERT_TRUE(c.Start().ok());
+  auto table = c.worker(0).DeclareTable(TableSpec::Dense("w", kSize));
+  ASSERT_TRUE(table.ok());
+  const std::vector<float> ones(kSize, 1.0f);
+  ASSERT_TRUE(c.worker(1).Wait(c.worker(1).Push(*table, ones.data(), kSize), kWait).ok());
+  injector_->Isolate(c.worker(1).id());
+  ASSERT_TRUE(AwaitDead(c.scheduler(), 1));
+
+  Options o = c.options();
+  o.connect_timeout_ms = 5000;
+  o.rank = 0;
+  Worker taken(o);
+  Status refused = taken.Start();
+  EXPECT_EQ(refused.code(), StatusCode::kPermissionDenied) << refused;
+  EXPECT_NE(refused.message().find("worker rank 0 is alive"), std::string::npos) << refused;
+
+  o.rank = -1;
+  Worker restarted(o);
+  ASSERT_TRUE(restarted.Start().ok());
+  EXPECT_EQ(restarted.rank(), 1u);
+  auto again = restarted.DeclareTable(TableSpec::Dense("w", kSize));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *table);
+  std::vector<float> got(kSize);
+  ASSERT_TRUE(restarted.Wait(restarted.Pull(*table, got.data(), kSize), kWait).ok());
+  EXPECT_EQ(got[0], 1.0f);  // the dead worker's push stays applied
+  ASSERT_TRUE(restarted.Wait(restarted.Push(*table, ones.data(), kSize), kWait).ok());
+  ASSERT_TRUE(c.worker(0).Wait(c.worker(0).Push(*table, ones.data(), kSize), kWait).ok());
+  // Both live workers take part in a barrier of the workers.
+  Status b0, b1;
+  std::thread t([&] { b1 = restarted.Barrier(Group::kWorkers, kWait); });
+  b0 = c.worker(0).Barrier(Group::kWorkers, kWait);
+  t.join();
+  EXPECT_TRUE(b0.ok()) << b0;
+  EXPECT_TRUE(b1.ok()) << b1;
+  ASSERT_TRUE(c.worker(0).Wait(c.worker(0).Pull(*table, got.data(), kSize), kWait).ok());
+  for (float v : got) ASSERT_EQ(v, 3.0f);
+  restarted.Stop();
+  c.worker(0).Stop();
+  EXPECT_TRUE(c.scheduler().Join(20s).ok());
+}
+
 }  // namespace
 }  // namespace ps

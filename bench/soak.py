@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Soak: a cluster of real daemons trains for a long time while faults are injected,
+and the memory (RSS) of every process is recorded.
+
+A layerps-scheduler (replace_servers_ms, tolerate_worker_loss, periodic checkpoints),
+2 layerps-server processes and 2 worker processes (this script with --worker: an
+asynchronous dense + sparse training loop) run for --seconds. Every --fault_every
+seconds a fault is injected, alternately:
+  - server rank 1 is SIGKILLed and a replacement (layerps-server --rank=1
+    --restore=<checkpoint dir>) is started once the scheduler declared it dead;
+  - worker rank 1 is SIGKILLed and a new worker process started, which takes its rank.
+Server rank 0, worker rank 0 and the scheduler live the whole run: their RSS is the
+leak indicator. RSS of every live process is sampled every --sample_s seconds into
+<out>/rss.csv; the summary (printed, and <out>/summary.md) gives per process its RSS
+after warm-up, at the end and at most, the faults injected and the steps trained.
+Every worker step checks its pulls are finite; a worker that fails exits non-zero and
+the soak reports it. Not part of CI (docs: bench/SOAK.md).
+
+  PYTHONPATH=build/bindings/python python3 bench/soak.py --seconds 1800 --out /tmp/soak
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HB = ["--heartbeat_interval_ms=200", "--heartbeat_timeout_ms=2000"]
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def worker_main(args):
+    import numpy as np
+    import layerps
+
+    w = layerps.Worker(args.scheduler, heartbeat_interval_ms=200, heartbeat_timeout_ms=2000,
+                       connect_timeout_ms=60000, request_timeout_ms=120000)
+    d = w.declare_dense("dense", args.dense, rule="sgd", lr=0.001)
+    s = w.declare_sparse("emb", 16, rule="adagrad", lr=0.01)
+    rng = np.random.default_rng(w.rank * 7919 + int(time.time()))
+    steps = 0
+    counter = os.path.join(args.out, f"steps-worker{w.rank}-{os.getpid()}")
+    last = time.time()
+    while not os.path.exists(os.path.join(args.out, "stop")):
+        ids = (rng.zipf(1.1, args.batch) % (1 << 40)).astype(np.int64)
+        vals = w.pull(d).wait(timeout=180)
+        rows = w.pull_sparse(s, ids).wait(timeout=180)
+        if not (np.isfinite(vals).all() and np.isfinite(rows).all()):
+            print("non-finite values pulled", flush=True)
+            sys.exit(3)
+        w.push(d, (rng.standard_normal(args.dense) * 0.01).astype(np.float32)).wait(timeout=180)
+        w.push_sparse(s, ids, (rng.standard_normal((len(ids), 16)) * 0.01).astype(np.float32)).wait(timeout=180)
+        steps += 1
+        if time.time() - last > 5:
+            with open(counter, "w") as f:
+                f.write(str(steps))
+            last = time.time()
+    with open(counter, "w") as f:
+        f.write(str(steps))
+    w.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=1800, help="how long to train (default 1800)")
+    ap.add_argument("--fault_every", type=float, default=120, help="seconds between faults (default 120)")
+    ap.add_argument("--checkpoint_every_s", type=int, default=30,
+                    help="the scheduler's periodic checkpoints (default 30)")
+    ap.add_argument("--sample_s", type=float, default=5, help="RSS sampling period (default 5)")
+    ap.add_argument("--warmup_s", type=float, default=60, help="RSS reference taken after this (default 60)")
+    ap.add_argument("--dense", type=int, default=1 << 20, help="dense table elements (default 2^20)")
+    ap.add_argument("--batch", type=int, default=4096, help="sparse ids per step (default 4096)")
+    ap.add_argument("--out", required=True, help="directory for logs, checkpoints, rss.csv, summary.md")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--scheduler", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return worker_main(args)
+    if args.seconds <= 0 or args.fault_every <= 0 or args.sample_s <= 0:
+        ap.error("--seconds, --fault_every and --sample_s must be > 0")
+    if args.checkpoint_every_s < 1 or args.fault_every < args.checkpoint_every_s + 5:
+        ap.error("--fault_every must exceed --checkpoint_every_s by 5 s or more: a replacement "
+                 "restores from the last checkpoint set")
+
+    import layerps
+
+    os.makedirs(args.out, exist_ok=True)
+    for f in os.listdir(args.out):
+        if f == "stop" or f.startswith("steps-"):
+            os.remove(os.path.join(args.out, f))
+    ckpt = os.path.join(args.out, "ckpt")
+    subprocess.run(["rm", "-rf", ckpt, os.path.join(args.out, "logs")], check=True)
+    logs = os.path.join(args.out, "logs")
+    os.makedirs(logs, exist_ok=True)
+    nlog = [0]
+
+    def spawn(name, argv):
+        nlog[0] += 1
+        log = open(os.path.join(logs, f"{nlog[0]:03d}-{name}.log"), "w")
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        return p
+
+    addr_file = os.path.join(args.out, "scheduler.addr")
+    if os.path.exists(addr_file):
+        os.remove(addr_file)
+    procs = {}
+    procs["scheduler"] = spawn("scheduler", [
+        layerps.tool_path("layerps-scheduler"), "--num_servers=2", "--num_workers=2",
+        "--bind=tcp://127.0.0.1:0", f"--address_file={addr_file}", *HB,
+        "--replace_servers_ms=120000", "--tolerate_worker_loss",
+        f"--checkpoint_dir={ckpt}", f"--checkpoint_every_s={args.checkpoint_every_s}"])
+    deadline = time.time() + 30
+    while not os.path.exists(addr_file):
+        if time.time() > deadline or procs["scheduler"].poll() is not None:
+            sys.exit("the scheduler did not start (see " + logs + ")")
+        time.sleep(0.1)
+    address = open(addr_file).read().strip()
+
+    def server(rank, restore=False):
+        return spawn(f"server{rank}", [
+            layerps.tool_path("layerps-server"), f"--scheduler={address}", f"--rank={rank}", *HB,
+            "--connect_timeout_ms=60000", *([f"--restore={ckpt}"] if restore else [])])
+
+    def worker():
+        return spawn("worker", [sys.executable, os.path.abspath(__file__), "--worker",
+                                f"--scheduler={address}", f"--out={args.out}",
+                                f"--dense={args.dense}", f"--batch={args.batch}"])
+
+    procs["server0"], procs["server1"] = server(0), server(1)
+    procs["worker0"] = worker()
+    time.sleep(1)  # worker 0 registers first: it keeps rank 0
+    procs["worker1"] = worker()
+
+    start = time.time()
+    csv = open(os.path.join(args.out, "rss.csv"), "w")
+    csv.write("t_s,process,pid,rss_kib\n")
+    samples = {}  # (process, pid) -> [(t, rss)]
+    faults = []
+    failures = []
+    next_sample = start
+    next_fault = start + args.fault_every
+    kill_server = True
+    while time.time() - start < args.seconds:
+        now = time.time()
+        if now >= next_sample:
+            for name, p in procs.items():
+                r = rss_kib(p.pid)
+                if r is not None and p.poll() is None:
+                    csv.write(f"{now - start:.1f},{name},{p.pid},{r}\n")
+                    samples.setdefault((name, p.pid), []).append((now - start, r))
+            csv.flush()
+            next_sample += args.sample_s
+        for name in ("scheduler", "server0", "worker0"):
+            if procs[name].poll() is not None:
+                failures.append(f"{name} exited with {procs[name].returncode} at {now - start:.0f} s")
+        if failures:
+            break
+        if now >= next_fault:
+            next_fault += args.fault_every
+            name = "server1" if kill_server else "worker1"
+            old = procs[name]
+            old.send_signal(signal.SIGKILL)
+            old.wait()
+            t0 = time.time()
+            # The scheduler must declare the killed process dead first: until then a new
+            # one is refused (the cluster is complete) and exits at once. Retry.
+            while True:
+                time.sleep(1)
+                p = server(1, restore=True) if kill_server else worker()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    procs[name] = p
+                    break
+                if time.time() - t0 > 60:
+                    failures.append(f"no new {name} was accepted within 60 s")
+                    break
+            if failures:
+                break
+            faults.append(f"{now - start:.0f} s: SIGKILL {name} (pid {old.pid}), new pid "
+                          f"{procs[name].pid} after {time.time() - t0:.1f} s")
+            print(faults[-1], flush=True)
+            kill_server = not kill_server
+        time.sleep(0.2)
+
+    open(os.path.join(args.out, "stop"), "w").close()
+    codes = {}
+    for name in ("worker0", "worker1"):
+        try:
+            codes[name] = procs[name].wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            codes[name] = "hung"
+    for name in ("server0", "server1", "scheduler"):
+        try:
+            codes[name] = procs[name].wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            codes[name] = "hung"
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+    csv.close()
+
+    steps = 0
+    for f in os.listdir(args.out):
+        if f.startswith("steps-"):
+            steps += int(open(os.path.join(args.out, f)).read() or 0)
+    lines = [f"Soak of {time.time() - start:.0f} s on {os.cpu_count()} cores: {len(faults)} faults, "
+             f"{steps} worker steps in all; exit codes {codes}",
+             "", "| process | pid | lived (s) | RSS after warm-up (MiB) | at end (MiB) | max (MiB) |",
+             "|---|---|---|---|---|---|"]
+    for (name, pid), pts in sorted(samples.items(), key=lambda kv: kv[1][0][0]):
+        ref = next((r for t, r in pts if t >= pts[0][0] + args.warmup_s), None)
+        lines.append(f"| {name} | {pid} | {pts[-1][0] - pts[0][0]:.0f} | "
+                     f"{'-' if ref is None else f'{ref / 1024:.1f}'} | {pts[-1][1] / 1024:.1f} | "
+                     f"{max(r for _, r in pts) / 1024:.1f} |")
+    lines += ["", "Faults:"] + [f"- {f}" for f in faults]
+    if failures:
+        lines += ["", "FAILURES:"] + [f"- {f}" for f in failures]
+    text = "\n".join(lines)
+    print(text)
+    open(os.path.join(args.out, "summary.md"), "w").write(text + "\n")
+    ok = not failures and all(c == 0 for c in codes.values())
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
