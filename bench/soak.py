@@ -47,7 +47,9 @@ def worker_main(args):
     w = layerps.Worker(args.scheduler, heartbeat_interval_ms=200, heartbeat_timeout_ms=2000,
                        connect_timeout_ms=60000, request_timeout_ms=120000)
     d = w.declare_dense("dense", args.dense, rule="sgd", lr=0.001)
-    s = w.declare_sparse("emb", 16, rule="adagrad", lr=0.01)
+    # Bounded (LRU): the ids never stop coming, so an unbounded table would grow for ever
+    # and hide a leak.
+    s = w.declare_sparse("emb", 16, rule="adagrad", lr=0.01, capacity=args.capacity)
     rng = np.random.default_rng(w.rank * 7919 + int(time.time()))
     steps = 0
     counter = os.path.join(args.out, f"steps-worker{w.rank}-{os.getpid()}")
@@ -62,6 +64,8 @@ def worker_main(args):
         w.push(d, (rng.standard_normal(args.dense) * 0.01).astype(np.float32)).wait(timeout=180)
         w.push_sparse(s, ids, (rng.standard_normal((len(ids), 16)) * 0.01).astype(np.float32)).wait(timeout=180)
         steps += 1
+        if args.step_sleep_s > 0:
+            time.sleep(args.step_sleep_s)
         if time.time() - last > 5:
             with open(counter, "w") as f:
                 f.write(str(steps))
@@ -80,6 +84,10 @@ def main():
     ap.add_argument("--sample_s", type=float, default=5, help="RSS sampling period (default 5)")
     ap.add_argument("--warmup_s", type=float, default=60, help="RSS reference taken after this (default 60)")
     ap.add_argument("--dense", type=int, default=1 << 20, help="dense table elements (default 2^20)")
+    ap.add_argument("--capacity", type=int, default=200000,
+                    help="sparse rows per server at most (LRU; default 200000)")
+    ap.add_argument("--step_sleep_s", type=float, default=0,
+                    help="workers pause this long after each step (default 0: as fast as they can)")
     ap.add_argument("--batch", type=int, default=4096, help="sparse ids per step (default 4096)")
     ap.add_argument("--out", required=True, help="directory for logs, checkpoints, rss.csv, summary.md")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -136,7 +144,8 @@ def main():
     def worker():
         return spawn("worker", [sys.executable, os.path.abspath(__file__), "--worker",
                                 f"--scheduler={address}", f"--out={args.out}",
-                                f"--dense={args.dense}", f"--batch={args.batch}"])
+                                f"--dense={args.dense}", f"--batch={args.batch}",
+                                f"--capacity={args.capacity}", f"--step_sleep_s={args.step_sleep_s}"])
 
     procs["server0"], procs["server1"] = server(0), server(1)
     procs["worker0"] = worker()

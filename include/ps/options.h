@@ -146,6 +146,13 @@ struct ClusterShape {
   // them to the replacement. No replacement in time: the job fails with kUnavailable.
   // 0..86400000. Env: LAYERPS_REPLACE_SERVERS_MS.
   int replace_servers_ms = 0;
+  // Replication (docs/replication.md): every server keeps a copy of the ranges of the
+  // server of the rank before it (rank r backs up rank r - 1 mod num_servers), and a
+  // server acknowledges an update only once its backup applied it too. When a server
+  // dies, its backup takes over its ranges, and no acknowledged update is lost. One
+  // failure per job: after it the cluster runs unreplicated. Needs num_servers >= 2;
+  // asynchronous tables only. Env: LAYERPS_REPLICATION.
+  bool replication = false;
 
   Status Validate() const;
 };

@@ -46,6 +46,8 @@ class ClusterMap {
   std::map<std::string, std::vector<uint32_t>> placement;
   // > 0: a dead server may be replaced within this many ms (SchedulerOptions).
   uint32_t replace_servers_ms = 0;
+  // Servers back up the ranges of the rank before them (SchedulerOptions::replication).
+  bool replication = false;
 
   const TableInfo* FindTable(TableId id) const;
   const TableInfo* FindTableByName(const std::string& name) const;

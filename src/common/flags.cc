@@ -75,6 +75,10 @@ DEFINE_int64(max_message_bytes, 0,
              "Servers and workers: largest message part accepted (bytes, 1 KiB..16 GiB); "
              "also the largest share of a table per server one push can carry. Default: "
              "$LAYERPS_MAX_MESSAGE_BYTES, else 268435456 (256 MiB)");
+DEFINE_bool(replication, false,
+            "Scheduler: every server backs up the ranges of the rank before it, updates are "
+            "acknowledged once both applied them, and a dead server's backup takes over. "
+            "Default: $LAYERPS_REPLICATION, else false");
 DEFINE_bool(tolerate_worker_loss, false,
             "Scheduler: a dead worker does not fail the job (asynchronous training); "
             "without it, the death of a worker fails every node's calls at once. "

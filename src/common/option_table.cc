@@ -205,6 +205,10 @@ const std::vector<Row>& Rows() {
                    "Let a job go on when a worker dies (otherwise the scheduler ends it with "
                    "Unavailable: a synchronous job cannot finish without it)"),
               &Options::tolerate_worker_loss),
+      BoolRow(Info("replication", "replication", "LAYERPS_REPLICATION", "S",
+                   "Every server backs up the ranges of the rank before it; an update is "
+                   "acknowledged once both applied it; a dead server's backup takes over"),
+              &Options::replication),
       IntRow(Info("io_threads", "io_threads", "LAYERPS_IO_THREADS", "Ssw", "ZeroMQ I/O threads, 1..64"),
              &Options::io_threads, 1, 64),
       BoolRow(Info("shared_memory", "shared_memory", "LAYERPS_SHARED_MEMORY", "Ssw",

@@ -235,6 +235,9 @@ Status ClusterShape::Validate() const {
   if (checkpoint_every_s > 0 && checkpoint_dir.empty()) {
     return InvalidArgument("checkpoint_every_s needs a checkpoint_dir");
   }
+  if (replication && num_servers < 2) {
+    return InvalidArgument("replication needs num_servers >= 2 (a server's backup is another server)");
+  }
   if (replace_servers_ms < 0 || replace_servers_ms > 86400000) {
     return InvalidArgument("replace_servers_ms=" + std::to_string(replace_servers_ms) +
                            " is outside [0, 86400000]");

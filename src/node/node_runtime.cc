@@ -658,7 +658,8 @@ void NodeRuntime::HandleControl(Message&& msg) {
         LOG(WARNING) << why;
       }
       if (c.node_dead().replaceable() && handlers_.on_server_replaceable) {
-        handlers_.on_server_replaceable(dead);
+        handlers_.on_server_replaceable(
+            dead, c.node_dead().successor() != 0 ? c.node_dead().successor() : kUnassignedId);
       }
       {
         std::lock_guard<std::mutex> lock(mu_);

@@ -51,7 +51,8 @@ class NodeRuntime {
     // A server died and a replacement may take its place (the scheduler's
     // replace_servers_ms): called before sends to it are refused and before
     // on_node_dead, so the owner can hold what it would send there. Receive thread.
-    std::function<void(NodeId)> on_server_replaceable;
+    // `successor`: the server that took over its ranges (replication), else kUnassignedId.
+    std::function<void(NodeId, NodeId successor)> on_server_replaceable;
     // The scheduler ended the cluster as failed (e.g. a worker died and the job does not
     // tolerate it): the owner fails what is pending and refuses what comes with `why`.
     // Receive thread.

@@ -80,6 +80,7 @@ class Scheduler::Impl final : public ClusterState {
     }
     map_.epoch = 0;
     map_.replace_servers_ms = static_cast<uint32_t>(options_.replace_servers_ms);
+    map_.replication = options_.replication;
     map_.nodes.push_back(NodeInfo{kSchedulerId, Role::kScheduler, 0, *bound, "", true});
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -276,6 +277,10 @@ class Scheduler::Impl final : public ClusterState {
       case layerps::pb::Control::kMapAck:
         if (from == joining_ && c.map_ack().epoch() >= joining_epoch_) {
           OnReplacementReady(from, c.map_ack());
+          break;
+        }
+        if (from == promoting_ && c.map_ack().epoch() >= promoting_epoch_) {
+          OnPromoted(from, c.map_ack());
           break;
         }
         tables_.OnMapAck(from, c.map_ack());
@@ -562,6 +567,19 @@ class Scheduler::Impl final : public ClusterState {
   void MarkDead(NodeId id, const std::string& reason) {
     NodeInfo* n = FindNode(id);
     if (n == nullptr) return;
+    if (promoting_ != 0 && id == promoting_) {
+      // Both copies of the dead server's ranges are gone.
+      promoting_ = 0;
+      n->alive = false;
+      FailJob(Unavailable("server node " + std::to_string(promoted_dead_) + " died (" +
+                          promoted_reason_ + ") and its backup, node " + std::to_string(id) +
+                          ", died while taking over its ranges: " + reason));
+      return;
+    }
+    if (n->role == Role::kServer && options_.replication && complete_ && !done_ &&
+        !replication_spent_ && PromoteBackup(n, reason)) {
+      return;
+    }
     if (n->role == Role::kServer && options_.replace_servers_ms > 0 && complete_ && !done_) {
       AwaitReplacement(n, reason);
       return;
@@ -631,6 +649,72 @@ class Scheduler::Impl final : public ClusterState {
     BroadcastMap();
     barriers_.Drop(id);
     checkpoints_.OnServerDead(id, SteadyMillis());
+    tables_.Resolve();
+    MaybeFinish();
+  }
+
+  // Replication (docs/replication.md): the first server to die is taken over by its
+  // backup, the server of the next rank, which kept a copy of its ranges. The backup gets
+  // the map that gives it those ranges alone first; once it acknowledged it (the copy is
+  // now its own), every node learns of the death (NodeDead names the successor, so
+  // workers send it what they held for the dead server) and of the map. False when the
+  // backup is not alive (then the server is dead as without replication).
+  bool PromoteBackup(NodeInfo* n, const std::string& reason) {
+    const uint32_t count = static_cast<uint32_t>(options_.num_servers);
+    NodeInfo* backup = nullptr;
+    for (NodeInfo& m : map_.nodes) {
+      if (m.role == Role::kServer && m.alive && m.rank == (n->rank + 1) % count) backup = &m;
+    }
+    if (backup == nullptr || backup->id == n->id) return false;
+    replication_spent_ = true;
+    const NodeId id = n->id;
+    n->alive = false;
+    if (!members_[id].left) Count([](SchedulerStats& st) { ++st.dead_nodes; });
+    LOG(WARNING) << "server rank " << n->rank << " (node " << id << ") is dead: " << reason
+                 << "; its backup, server rank " << backup->rank << " (node " << backup->id
+                 << "), takes over its ranges";
+    transport_->Disconnect(id);
+    tables_.ReplaceServer(id, backup->id);
+    barriers_.Drop(id);
+    checkpoints_.OnServerDead(id, SteadyMillis());
+    promoting_ = backup->id;
+    promoted_dead_ = id;
+    promoted_reason_ = reason;
+    ++map_.epoch;
+    promoting_epoch_ = map_.epoch;
+    layerps::pb::Control c;
+    MapToProto(map_, c.mutable_map_update()->mutable_map());
+    SendControl(backup->id, c);
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_snapshot_ = map_.nodes;
+    stats_.map_epoch = map_.epoch;
+    return true;
+  }
+
+  void OnPromoted(NodeId from, const layerps::pb::MapAck& ack) {
+    promoting_ = 0;
+    if (ack.failed_size() > 0) {
+      const auto& f = ack.failed(0);
+      const TableInfo* t = map_.FindTable(f.table());
+      FailJob(Unavailable("the backup of dead server node " + std::to_string(promoted_dead_) +
+                          " could not take over table '" + (t ? t->spec.name : std::string("?")) +
+                          "': " + f.error().substr(0, 1024)));
+      return;
+    }
+    layerps::pb::MapAck plain;
+    plain.set_epoch(ack.epoch());
+    tables_.OnMapAck(from, plain);
+    layerps::pb::Control c;
+    c.mutable_node_dead()->set_id(promoted_dead_);
+    c.mutable_node_dead()->set_reason(promoted_reason_);
+    c.mutable_node_dead()->set_replaceable(true);
+    c.mutable_node_dead()->set_successor(from);
+    for (const auto& m : map_.nodes) {
+      if (m.id != kSchedulerId && m.alive) SendControl(m.id, c);
+    }
+    LOG(INFO) << "server node " << from << " took over the ranges of dead node " << promoted_dead_
+              << "; the cluster runs unreplicated from now on";
+    BroadcastMap();
     tables_.Resolve();
     MaybeFinish();
   }
@@ -834,6 +918,12 @@ class Scheduler::Impl final : public ClusterState {
   int dead_workers_ = 0;
   std::vector<Vacancy> vacancies_;  // server ranks awaiting a replacement
   NodeId joining_ = 0;           // a replacement that has the map alone, until its MapAck
+  // Replication: whether the one takeover it allows happened, and the one under way.
+  bool replication_spent_ = false;
+  NodeId promoting_ = 0;  // the backup taking over, until its MapAck
+  uint64_t promoting_epoch_ = 0;
+  NodeId promoted_dead_ = 0;
+  std::string promoted_reason_;
   uint64_t joining_epoch_ = 0;  // workers declared dead (crashed or silent; not those that left)
 
   // Shared with callers of the public accessors.

@@ -232,7 +232,7 @@ void TableDirectory::ReplaceServer(NodeId dead, NodeId fresh) {
       if (r.server == dead) r.server = fresh;
     }
   }
-  server_load_[fresh] = server_load_[dead];
+  server_load_[fresh] += server_load_[dead];
   server_load_.erase(dead);
   acked_epoch_.erase(dead);
 }

@@ -53,8 +53,9 @@ class TableDirectory {
   void OnMapAck(NodeId from, const layerps::pb::MapAck& ack);
   // Answers the declares whose map every live server and worker has acknowledged.
   void Resolve();
-  // Server `fresh` took dead server `dead`'s place: every range `dead` held is now
-  // `fresh`'s (the caller broadcasts the map).
+  // Server `fresh` (a replacement, or with replication the dead one's backup) takes over
+  // dead server `dead`'s ranges: every range `dead` held is now `fresh`'s (the caller
+  // broadcasts the map).
   void ReplaceServer(NodeId dead, NodeId fresh);
 
  private:

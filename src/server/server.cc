@@ -12,9 +12,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <tuple>
+#include <unordered_set>
 
 #include "common/wire_type.h"
 #include "metrics/metrics.h"
@@ -29,6 +33,22 @@ namespace ps {
 
 namespace {
 constexpr int kReplySendTimeoutMs = 1000;
+// Replication: how many updates a server remembers having applied (as a backup) so
+// that the same part sent again after a takeover is not applied twice.
+constexpr size_t kRememberedUpdates = size_t{1} << 18;
+
+bool IsUpdate(MsgType t) {
+  return t == MsgType::kPush || t == MsgType::kPushPull || t == MsgType::kAssign;
+}
+
+// One part of one worker's request: (worker, request id, part).
+using UpdateId = std::tuple<NodeId, uint64_t, uint32_t>;
+struct UpdateIdHash {
+  size_t operator()(const UpdateId& u) const {
+    return std::hash<uint64_t>()(std::get<1>(u) * 0x9E3779B97F4A7C15ull ^
+                                 (uint64_t{std::get<0>(u)} << 32) ^ std::get<2>(u));
+  }
+};
 }  // namespace
 
 class Server::Impl {
@@ -62,6 +82,9 @@ class Server::Impl {
     for (MsgType t : {MsgType::kPush, MsgType::kPull, MsgType::kPushPull, MsgType::kAssign}) {
       runtime_->Handle(t, [this](Message&& m) { HandleData(std::move(m)); });
     }
+    runtime_->Handle(MsgType::kReplicate, [this](Message&& m) { HandleReplicate(std::move(m)); });
+    runtime_->Handle(MsgType::kReplicateAck,
+                     [this](Message&& m) { HandleReplicateAck(std::move(m)); });
     Status s = runtime_->Start();
     if (!s.ok()) {
       runtime_.reset();
@@ -194,6 +217,7 @@ class Server::Impl {
         failed.emplace_back(kv.first, s);
       }
     }
+    ConfigureReplication(map, &failed);
     epoch_ = map.epoch;
     for (SyncPolicy* p : {bsp_.get(), ssp_.get()}) p->OnMap(map, runtime_->id());
     std::set<NodeId> live;
@@ -202,6 +226,198 @@ class Server::Impl {
     }
     SetWorkers(live, Status::OK());
     return failed;
+  }
+
+  // --- Replication (docs/replication.md) ----------------------------------------------
+  static bool HoldsRanges(const ClusterMap& map, NodeId server) {
+    for (const auto& kv : map.tables) {
+      for (const KeyRange& r : kv.second.ranges) {
+        if (r.server == server) return true;
+      }
+    }
+    return false;
+  }
+
+  // Who this server backs up and forwards to, from a new map (InstallMap: store_mu_
+  // exclusive). Replication runs while every server is alive; once one died, its backup
+  // takes over its ranges (the map gives them to it) and the cluster runs unreplicated.
+  void ConfigureReplication(const ClusterMap& map, std::vector<std::pair<TableId, Status>>* failed) {
+    const NodeId self = runtime_->id();
+    if (replica_ && primary_ != kUnassignedId && !HoldsRanges(map, primary_)) {
+      const NodeInfo* p = map.FindNode(primary_);
+      if (p == nullptr || !p->alive) {
+        for (TableId id : replica_->TableIds()) {
+          if (!store_->Has(id)) continue;
+          Status s = store_->Adopt(*replica_, id);
+          if (!s.ok()) {
+            LOG(ERROR) << "cannot take over table " << id << ": " << s;
+            failed->emplace_back(id, s);
+          }
+        }
+        LOG(WARNING) << "server node " << primary_ << " is dead: this server took over its ranges";
+        replica_.reset();
+        primary_ = kUnassignedId;
+      }
+    }
+    std::vector<const NodeInfo*> servers;
+    bool all_alive = true;
+    for (const NodeInfo& n : map.nodes) {
+      if (n.role != Role::kServer) continue;
+      servers.push_back(&n);
+      all_alive = all_alive && n.alive;
+    }
+    NodeId backup = kUnassignedId, primary = kUnassignedId;
+    const uint32_t n = static_cast<uint32_t>(servers.size());
+    if (map.replication && all_alive && n >= 2) {
+      const uint32_t rank = runtime_->rank();
+      for (const NodeInfo* s : servers) {
+        if (s->rank == (rank + 1) % n) backup = s->id;
+        if (s->rank == (rank + n - 1) % n) primary = s->id;
+      }
+    }
+    if (primary == kUnassignedId || backup == kUnassignedId || primary == self) {
+      replica_.reset();
+      primary_ = kUnassignedId;
+      backup_.store(kUnassignedId, std::memory_order_release);
+      FlushHeld();
+      return;
+    }
+    if (!replica_ || primary_ != primary) {
+      replica_ = std::make_unique<Store>(primary);
+      primary_ = primary;
+    }
+    replica_->DropAllBut(map.tables);
+    for (const auto& kv : map.tables) {
+      if (replica_->Has(kv.first)) continue;
+      TableInfo info = kv.second;
+      info.spec.cold_tier = false;  // the copy lives in memory (docs/replication.md)
+      Status s = replica_->Install(info);
+      if (s.ok()) s = replica_->UpdateLearningRate(info);
+      if (s.ok() && restore_) {
+        bool restored = false;  // the copy starts where the primary's restore does
+        s = restore_->Restore(kv.first, info.spec, replica_.get(), &restored);
+      }
+      if (!s.ok()) {
+        LOG(ERROR) << "cannot keep the backup copy of table " << kv.second.spec.name << ": " << s;
+        failed->emplace_back(kv.first, s.WithContext("backup copy"));
+        replica_->Drop(kv.first);
+      }
+    }
+    for (const auto& kv : map.tables) {
+      if (replica_->Has(kv.first)) (void)replica_->UpdateLearningRate(kv.second);
+    }
+    backup_.store(backup, std::memory_order_release);
+  }
+
+  // Holds the answer to an update until the backup applied it (HandleReplicateAck).
+  void Forward(NodeId backup, Message forward, const Header& reply_to, std::vector<Frame> frames) {
+    const UpdateId id{reply_to.sender, reply_to.request_id, reply_to.part};
+    {
+      std::lock_guard<std::mutex> lock(held_mu_);
+      held_[id] = Held{reply_to, std::move(frames)};
+    }
+    forward.header.status = static_cast<int32_t>(forward.header.type);
+    forward.header.type = static_cast<uint16_t>(MsgType::kReplicate);
+    forward.header.clock = forward.header.sender;  // the worker
+    forward.header.sender = runtime_->id();
+    Status s = runtime_->Send(backup, std::move(forward), kReplySendTimeoutMs);
+    if (!s.ok()) {
+      LOG_EVERY_N(WARNING, 100) << "cannot forward an update to backup node " << backup << ": "
+                                << s << " (answered without it)";
+      ReleaseHeld(id);
+    }
+  }
+
+  void ReleaseHeld(const UpdateId& id) {
+    Held h;
+    {
+      std::lock_guard<std::mutex> lock(held_mu_);
+      auto it = held_.find(id);
+      if (it == held_.end()) return;
+      h = std::move(it->second);
+      held_.erase(it);
+    }
+    Reply(h.reply_to, Status::OK(), std::move(h.frames));
+  }
+
+  // The backup is gone or replication stopped: what waits for it is answered now.
+  void FlushHeld() {
+    std::map<UpdateId, Held> all;
+    {
+      std::lock_guard<std::mutex> lock(held_mu_);
+      all.swap(held_);
+    }
+    for (auto& kv : all) Reply(kv.second.reply_to, Status::OK(), std::move(kv.second.frames));
+  }
+
+  // As the backup: apply a primary's update to the copy, remember it, acknowledge it.
+  void HandleReplicate(Message&& msg) {
+    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    Message ack;
+    ack.header = msg.header;
+    ack.header.type = static_cast<uint16_t>(MsgType::kReplicateAck);
+    ack.header.sender = runtime_->id();
+    const NodeId from = msg.header.sender;
+    Status st;
+    if (!replica_ || from != primary_) {
+      st = FailedPrecondition("this server does not back up node " + std::to_string(from));
+    } else {
+      Message inner;
+      inner.header = msg.header;
+      inner.header.type = static_cast<uint16_t>(msg.header.status);
+      inner.header.sender = msg.header.clock;
+      inner.header.clock = 0;
+      inner.header.status = 0;
+      inner.frames = std::move(msg.frames);
+      const UpdateId id{inner.header.sender, inner.header.request_id, inner.header.part};
+      DataRequest req;
+      st = CheckRequest(std::move(inner), *replica_, epoch_,
+                        static_cast<uint64_t>(options_.max_message_bytes) / 4, &req);
+      if (st.ok()) {
+        apply_->Handle(std::move(req), *replica_,
+                       [&st](const Header&, const Status& s, std::vector<Frame>) {
+                         if (!s.ok()) st = s;
+                       });
+      }
+      if (st.ok()) Remember(id);
+    }
+    if (!st.ok()) {
+      ++bad_;
+      LOG_EVERY_N(WARNING, 100) << "backup copy: update from node " << from << " not applied: " << st;
+    }
+    ack.header.status = static_cast<int32_t>(st.code());
+    Status s = runtime_->Send(from, std::move(ack), kReplySendTimeoutMs);
+    if (!s.ok()) {
+      LOG_EVERY_N(WARNING, 100) << "replicate ack to node " << from << " failed: " << s;
+    }
+  }
+
+  void HandleReplicateAck(Message&& msg) {
+    if (msg.header.sender != backup_.load(std::memory_order_acquire)) {
+      ++bad_;
+      return;
+    }
+    if (msg.header.status != 0) {
+      LOG_EVERY_N(ERROR, 100) << "the backup could not apply an update (code "
+                              << msg.header.status << "): it is on this server only";
+    }
+    ReleaseHeld(UpdateId{msg.header.clock, msg.header.request_id, msg.header.part});
+  }
+
+  void Remember(const UpdateId& id) {
+    std::lock_guard<std::mutex> lock(remembered_mu_);
+    if (!remembered_.insert(id).second) return;
+    remembered_order_.push_back(id);
+    if (remembered_order_.size() > kRememberedUpdates) {
+      remembered_.erase(remembered_order_.front());
+      remembered_order_.pop_front();
+    }
+    remembered_size_.store(remembered_order_.size(), std::memory_order_relaxed);
+  }
+
+  bool Remembered(const UpdateId& id) {
+    std::lock_guard<std::mutex> lock(remembered_mu_);
+    return remembered_.count(id) > 0;
   }
 
   // The scheduler's WriteCheckpoint (receive thread: no request is handled meanwhile).
@@ -343,8 +559,29 @@ class Server::Impl {
 
   void HandleDataUnguarded(Message&& msg) {
     ++messages_;
-    const Header h = msg.header;
     std::shared_lock<std::shared_mutex> lock(store_mu_);
+    if (IsUpdate(msg.header.msg_type()) && remembered_size_.load(std::memory_order_relaxed) > 0 &&
+        Remembered(UpdateId{msg.header.sender, msg.header.request_id, msg.header.part})) {
+      // A part this server applied as the backup of the server whose ranges it took
+      // over, sent again by a worker that never got the answer: not applied twice. A
+      // pushpull is answered as the pull it also is.
+      ++resent_duplicates_;
+      if (msg.header.msg_type() != MsgType::kPushPull) {
+        Reply(msg.header, Status::OK(), {});
+        return;
+      }
+      msg.header.type = static_cast<uint16_t>(MsgType::kPull);
+      if (!msg.frames.empty()) msg.frames.pop_back();  // the pushed values
+    }
+    const Header h = msg.header;
+    // Replication: an update is answered once the backup applied it too.
+    const NodeId backup = backup_.load(std::memory_order_acquire);
+    Message forward;
+    const bool forwards = backup != kUnassignedId && IsUpdate(h.msg_type());
+    if (forwards) {
+      forward.header = h;
+      forward.frames = msg.frames;  // shared, not copied
+    }
     DataRequest req;
     Status valid = !store_
                        ? Unavailable("this server has not received the cluster map yet")
@@ -367,10 +604,16 @@ class Server::Impl {
       return;
     }
     const auto handle_start = std::chrono::steady_clock::now();
+    const bool replicated = forwards && policy == apply_.get();
     policy->Handle(std::move(req), *store_,
-                   [this](const Header& rh, const Status& s, std::vector<Frame> frames) {
+                   [this, replicated, backup, &forward](const Header& rh, const Status& s,
+                                                        std::vector<Frame> frames) {
                      if (!s.ok()) ++bad_;
-                     Reply(rh, s, std::move(frames));
+                     if (replicated && s.ok()) {
+                       Forward(backup, std::move(forward), rh, std::move(frames));
+                     } else {
+                       Reply(rh, s, std::move(frames));
+                     }
                    });
     handle_latency_.Observe(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - handle_start).count());
@@ -389,6 +632,21 @@ class Server::Impl {
   std::set<NodeId> live_;  // receive thread: the workers whose clocks count
   std::set<NodeId> gone_;  // receive thread: workers that left or died (never live again)
   uint64_t epoch_ = 0;     // guarded by store_mu_
+  // Replication (docs/replication.md).
+  std::unique_ptr<Store> replica_;     // guarded by store_mu_: the copy of primary_'s ranges
+  NodeId primary_ = kUnassignedId;     // guarded by store_mu_: the server this one backs up
+  std::atomic<NodeId> backup_{kUnassignedId};  // where updates are forwarded; none: unreplicated
+  struct Held {
+    Header reply_to;
+    std::vector<Frame> frames;
+  };
+  std::mutex held_mu_;
+  std::map<UpdateId, Held> held_;  // guarded by held_mu_: answers waiting for the backup
+  std::mutex remembered_mu_;
+  std::unordered_set<UpdateId, UpdateIdHash> remembered_;  // guarded by remembered_mu_
+  std::deque<UpdateId> remembered_order_;                  // guarded by remembered_mu_
+  std::atomic<size_t> remembered_size_{0};
+  std::atomic<uint64_t> resent_duplicates_{0};
   std::atomic<uint64_t> messages_{0}, bad_{0}, pushes_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0};
   metrics::Latency handle_latency_;
   // Last: its HTTP threads read the members above, so it stops first.

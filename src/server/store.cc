@@ -1206,6 +1206,36 @@ Status Store::RestoreRow(TableId table, Key id, const float* row, bool* held) {
   return Status::OK();
 }
 
+Status Store::Adopt(Store& from, TableId table) {
+  auto src = from.tables_.find(table);
+  if (src == from.tables_.end()) return Status::OK();
+  auto dst = tables_.find(table);
+  if (dst == tables_.end()) return NotFound("table " + std::to_string(table) + " is not held here");
+  Table& s = src->second;
+  Table& d = dst->second;
+  if (s.spec.kind != d.spec.kind || s.state_width != d.state_width) {
+    return FailedPrecondition("table '" + d.spec.name + "' differs from the copy to adopt");
+  }
+  if (d.spec.kind == TableKind::kDense) {
+    for (auto& r : s.dense) d.dense.push_back(std::move(r));
+    std::sort(d.dense.begin(), d.dense.end(),
+              [](const DenseRange& a, const DenseRange& b) { return a.first < b.first; });
+  } else {
+    for (const auto& r : s.hash_ranges) d.hash_ranges.push_back(r);
+    std::sort(d.hash_ranges.begin(), d.hash_ranges.end());
+    d.holds_all = false;
+    Status visited = from.VisitRows(table, [&](Key id, const float* row) -> Status {
+      bool held = false;
+      PS_RETURN_IF_ERROR(RestoreRow(table, id, row, &held));
+      if (!held) return Internal("an adopted row routes to no range held");
+      return Status::OK();
+    });
+    PS_RETURN_IF_ERROR(visited);
+  }
+  from.tables_.erase(src);
+  return Status::OK();
+}
+
 Status Store::ClearColdTier(TableId table) {
   auto it = tables_.find(table);
   if (it == tables_.end() || !it->second.cold) return Status::OK();

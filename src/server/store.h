@@ -150,6 +150,12 @@ class Store {
   // there after the checkpoint do not come back.
   Status ClearColdTier(TableId table);
 
+  // Replication: this server takes over the ranges `from` (the copy it kept of a dead
+  // server's ranges) holds of `table`: dense ranges move without a copy, sparse rows are
+  // copied in (a bounded table evicts past its capacity as a push would). `from` loses
+  // the table. The caller holds no request on either store.
+  Status Adopt(Store& from, TableId table);
+
  private:
   Status InstallUnguarded(const TableInfo& table);
   // A contiguous range of a dense table. Its values may be lent to a pull reply still

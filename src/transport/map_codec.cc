@@ -87,6 +87,7 @@ StatusOr<std::shared_ptr<const ClusterMap>> MapFromProto(const layerps::pb::Clus
   auto m = std::make_shared<ClusterMap>();
   m->epoch = pb.epoch();
   m->replace_servers_ms = pb.replace_servers_ms();
+  m->replication = pb.replication();
   std::set<NodeId> ids;
   std::set<NodeId> servers;
   for (const auto& n : pb.nodes()) {
@@ -156,6 +157,7 @@ void MapToProto(const ClusterMap& map, layerps::pb::ClusterMap* pb) {
   pb->Clear();
   pb->set_epoch(map.epoch);
   pb->set_replace_servers_ms(map.replace_servers_ms);
+  pb->set_replication(map.replication);
   for (const auto& n : map.nodes) {
     auto* p = pb->add_nodes();
     p->set_id(n.id);

@@ -34,6 +34,10 @@ const char* MsgTypeName(MsgType t) {
       return "reply";
     case MsgType::kPeerTensor:
       return "peer tensor";
+    case MsgType::kReplicate:
+      return "replicate";
+    case MsgType::kReplicateAck:
+      return "replicate ack";
   }
   return "unknown";
 }
@@ -159,8 +163,24 @@ Status ValidateFusedFrames(const Message& msg, uint64_t max_elems) {
 
 Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
   const Header& h = msg.header;
-  const MsgType t = h.msg_type();
+  MsgType t = h.msg_type();
   if (t == MsgType::kControl) return ProtocolError("not a data message");
+  if (t == MsgType::kReplicateAck) {
+    if (!msg.frames.empty()) return ProtocolError("replicate ack with frames");
+    return Status::OK();
+  }
+  if (t == MsgType::kReplicate) {
+    // Checked as the request it carries.
+    const auto inner = static_cast<MsgType>(h.status);
+    if (inner != MsgType::kPush && inner != MsgType::kPushPull && inner != MsgType::kAssign)
+      return ProtocolError("replicate of a message that is not an update");
+    Message copy;
+    copy.header = h;
+    copy.header.type = static_cast<uint16_t>(inner);
+    copy.header.status = 0;
+    copy.frames = msg.frames;
+    return ValidateDataFrames(copy, max_elems);
+  }
   const bool sparse = h.sparse();
   if ((h.flags & ~(kFlagSparse | kFlagFused | kFlagWireMask)) != 0)
     return ProtocolError("unknown header flags");

@@ -35,8 +35,15 @@ enum class MsgType : uint16_t {
   kAssign = 5,      // as kPush, but overwrites
   kReply = 6,       // to a data request: status, and values for pulls
   kPeerTensor = 7,  // worker to worker: frame 0 values (count floats); offset is the tag
+  // Replication (docs/replication.md): a primary server forwards an update it applied to
+  // its backup. The header is the worker's request's, but `status` holds the request's
+  // type (push, pushpull or assign) and `clock` the worker's node id; the frames are the
+  // request's.
+  kReplicate = 8,
+  // The backup's answer to a kReplicate: its header echoed, `status` the outcome. No frames.
+  kReplicateAck = 9,
 };
-constexpr MsgType kLastMsgType = MsgType::kPeerTensor;
+constexpr MsgType kLastMsgType = MsgType::kReplicateAck;
 const char* MsgTypeName(MsgType t);
 
 constexpr uint32_t kFlagSparse = 1u << 0;

@@ -487,9 +487,9 @@ void RequestTracker::FailMatching(const std::function<bool(const Part&)>& match,
   }
 }
 
-void RequestTracker::Park(NodeId server, uint32_t rank) {
+void RequestTracker::Park(NodeId server, uint32_t rank, NodeId successor) {
   std::lock_guard<std::mutex> park(park_mu_);
-  parked_[server] = rank;
+  parked_[server] = ParkedServer{rank, successor};
 }
 
 bool RequestTracker::IsParked(NodeId server) const {
@@ -497,7 +497,7 @@ bool RequestTracker::IsParked(NodeId server) const {
   return parked_.count(server) > 0;
 }
 
-std::map<NodeId, uint32_t> RequestTracker::Parked() const {
+std::map<NodeId, RequestTracker::ParkedServer> RequestTracker::Parked() const {
   std::lock_guard<std::mutex> park(park_mu_);
   return parked_;
 }

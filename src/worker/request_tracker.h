@@ -180,10 +180,15 @@ class RequestTracker {
   // the same rank joined: the waiting parts go to it, and so do later parts built from
   // a map that still names the dead one.
   void SetRetain(bool retain) { retain_.store(retain, std::memory_order_release); }
-  void Park(NodeId server, uint32_t rank);
+  // `successor`: the server that took over its ranges (replication), or kUnassignedId
+  // when a new server of the same rank will.
+  struct ParkedServer {
+    uint32_t rank = 0;
+    NodeId successor = kUnassignedId;
+  };
+  void Park(NodeId server, uint32_t rank, NodeId successor);
   bool IsParked(NodeId server) const;
-  // The servers parked, by rank.
-  std::map<NodeId, uint32_t> Parked() const;
+  std::map<NodeId, ParkedServer> Parked() const;
   void Retarget(NodeId dead, NodeId fresh, uint64_t epoch);
 
   TrackerStats& stats() { return *stats_; }
@@ -198,7 +203,7 @@ class RequestTracker {
   std::atomic<bool> retain_{false};
   // Lock order: park_mu_, then a request's mu.
   mutable std::mutex park_mu_;
-  std::map<NodeId, uint32_t> parked_;      // guarded by park_mu_: dead server -> its rank
+  std::map<NodeId, ParkedServer> parked_;  // guarded by park_mu_: dead servers
   std::map<NodeId, NodeId> replaced_;      // guarded by park_mu_: dead server -> replacement
   std::thread completion_thread_;
 };

@@ -41,7 +41,9 @@ class Worker::Impl {
     if (ever_started_) return FailedPrecondition("worker already started (a Worker starts once)");
     NodeRuntime::Handlers h;
     h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
-    h.on_server_replaceable = [this](NodeId id) { OnServerReplaceable(id); };
+    h.on_server_replaceable = [this](NodeId id, NodeId successor) {
+      OnServerReplaceable(id, successor);
+    };
     h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) {
       OnMap(map);
       return std::vector<std::pair<TableId, Status>>();
@@ -312,21 +314,35 @@ class Worker::Impl {
     tracker_.FailMatching([](const Part&) { return true; }, why);
   }
 
+  static bool HoldsRanges(const ClusterMap& map, NodeId server) {
+    for (const auto& kv : map.tables) {
+      for (const KeyRange& r : kv.second.ranges) {
+        if (r.server == server) return true;
+      }
+    }
+    return false;
+  }
+
   // Server replacement (docs/checkpoints.md). Receive thread.
-  void OnServerReplaceable(NodeId id) {
+  void OnServerReplaceable(NodeId id, NodeId successor) {
     std::shared_ptr<const ClusterMap> map = runtime_ ? runtime_->map() : nullptr;
     const NodeInfo* n = map ? map->FindNode(id) : nullptr;
     if (n == nullptr || n->role != Role::kServer) return;
-    tracker_.Park(id, n->rank);
+    tracker_.Park(id, n->rank, successor);
   }
 
+  // A parked server's parts go to its successor (replication) or to the new server of
+  // its rank (replacement) once the map names it alive.
   void OnMap(const std::shared_ptr<const ClusterMap>& map) {
-    tracker_.SetRetain(map->replace_servers_ms > 0);
+    tracker_.SetRetain(map->replace_servers_ms > 0 || map->replication);
     for (const auto& kv : tracker_.Parked()) {
+      if (HoldsRanges(*map, kv.first)) continue;  // not yet handed over
       for (const NodeInfo& n : map->nodes) {
-        if (n.role == Role::kServer && n.alive && n.rank == kv.second && n.id != kv.first) {
-          tracker_.Retarget(kv.first, n.id, map->epoch);
-        }
+        if (n.role != Role::kServer || !n.alive || n.id == kv.first) continue;
+        const bool takes_over = kv.second.successor != kUnassignedId
+                                    ? n.id == kv.second.successor
+                                    : n.rank == kv.second.rank;
+        if (takes_over) tracker_.Retarget(kv.first, n.id, map->epoch);
       }
     }
   }

@@ -339,7 +339,7 @@ def test_the_option_table_drives_the_environment_and_keywords(monkeypatch):
                "curve_key_file": ("/tmp/cluster.key", "/tmp/cluster.key"), "cold_dir": ("/tmp/cold", "/tmp/cold"),
                "restore_dir": ("/tmp/ckpt-r", "/tmp/ckpt-r"), "checkpoint_keep": ("7", 7),
                "checkpoint_dir": ("/tmp/ckpt", "/tmp/ckpt"), "checkpoint_every_s": ("60", 60),
-               "replace_servers_ms": ("20000", 20000),
+               "replace_servers_ms": ("20000", 20000), "replication": ("on", True),
                "num_servers": ("3", 3), "num_workers": ("5", 5), "rank": ("2", 2),
                "heartbeat_interval_ms": ("250", 250), "heartbeat_timeout_ms": ("4000", 4000),
                "stall_warning_ms": ("1500", 1500), "metrics_port": ("9187", 9187),

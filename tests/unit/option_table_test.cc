@@ -32,6 +32,7 @@ const std::map<std::string, std::string>& Samples() {
       {"checkpoint_dir", "/tmp/ckpt"},
       {"checkpoint_every_s", "60"},
       {"replace_servers_ms", "20000"},
+      {"replication", "true"},
       {"num_servers", "3"},
       {"num_workers", "5"},
       {"rank", "2"},

@@ -739,6 +739,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("checkpoint_dir", &ps::Options::checkpoint_dir)
       .def_readwrite("checkpoint_every_s", &ps::Options::checkpoint_every_s)
       .def_readwrite("replace_servers_ms", &ps::Options::replace_servers_ms)
+      .def_readwrite("replication", &ps::Options::replication)
       .def_readwrite("heartbeat_interval_ms", &ps::Options::heartbeat_interval_ms)
       .def_readwrite("heartbeat_timeout_ms", &ps::Options::heartbeat_timeout_ms)
       .def_readwrite("stall_warning_ms", &ps::Options::stall_warning_ms)
