@@ -139,3 +139,57 @@ def test_a_server_that_cannot_take_the_place_is_refused(tmp_path):
                 p.send_signal(signal.SIGKILL)
                 p.wait(timeout=10)
         sched.stop()
+
+
+def test_replication_loses_no_acknowledged_update_under_sigkill(tmp_path):
+    """Three layerps-server processes with replication; a worker pushes a known sequence
+    (rule sum, integers: exact sums) with several pushes in flight while a random server
+    is SIGKILLed at a random point. Every push completes, and the values are exactly the
+    sum of all of them. Three rounds, each with its own victim and moment."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rng = np.random.default_rng(1126)
+    for round_ in range(3):
+        sched = layerps.Scheduler("tcp://127.0.0.1:0", num_servers=3, num_workers=1, **HB,
+                                  dense_chunk_elems=CHUNK, replication=True)
+        procs = [server(sched.address, r, logs) for r in range(3)]
+        try:
+            w = layerps.Worker(sched.address, **HB)
+            d = w.declare_dense("d", SIZE)
+            s = w.declare_sparse("emb", 4)
+            victim = int(rng.integers(0, 3))
+            kill_at = int(rng.integers(2, 40))
+            want_d = np.zeros(SIZE, np.float64)
+            want_s = np.zeros((len(IDS), 4), np.float64)
+            pending = []
+            for k in range(60):
+                g = rng.integers(-4, 5, SIZE).astype(np.float32)
+                rows = rng.integers(-4, 5, (len(IDS), 4)).astype(np.float32)
+                want_d += g
+                want_s += rows
+                if k == kill_at:
+                    procs[victim].send_signal(signal.SIGKILL)
+                pending += [w.push(d, g), w.push_sparse(s, IDS, rows)]
+                while len(pending) > 6:
+                    pending.pop(0).wait(timeout=60)
+            for f in pending:
+                f.wait(timeout=60)
+            np.testing.assert_array_equal(w.pull(d).wait(timeout=30), want_d.astype(np.float32),
+                                          err_msg=f"round {round_}, victim {victim} at push {kill_at}")
+            np.testing.assert_array_equal(w.pull_sparse(s, IDS).wait(timeout=30),
+                                          want_s.astype(np.float32))
+            deadline = time.time() + 20
+            while sched.stats()["dead_nodes"] < 1 and time.time() < deadline:
+                time.sleep(0.05)
+            assert sched.stats()["dead_nodes"] == 1
+            w.stop()
+            sched.join(timeout=30)
+            for i, p in enumerate(procs):
+                if i != victim:
+                    assert p.wait(timeout=30) == 0
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGKILL)
+                    p.wait(timeout=10)
+            sched.stop()
