@@ -42,6 +42,7 @@ struct SparseTableStats {
   uint64_t refused = 0;   // pushed rows dropped because their id was not admitted
   uint64_t spilled = 0;   // cold tier: evicted rows written to RocksDB
   uint64_t reloaded = 0;  // cold tier: rows read back from RocksDB on a touch
+  uint64_t capacity = 0;  // rows this server holds at most (capacity or capacity_bytes); 0: none
 };
 
 class Server {

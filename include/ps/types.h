@@ -129,7 +129,11 @@ struct TableSpec {
   // unbounded (every row created on first touch and kept for ever).
   // Most rows one server holds (0: unbounded); needs an eviction.
   uint64_t capacity = 0;
-  // Which row a full server drops; needs capacity > 0.
+  // Or the most bytes one server's rows may take (instead of capacity, not with it):
+  // converted to rows when the server sets the table up, at the row's values, rule state,
+  // policy metadata and its share of the index (Server::table_stats says the rows).
+  uint64_t capacity_bytes = 0;
+  // Which row a full server drops; needs capacity or capacity_bytes > 0.
   Eviction eviction = Eviction::kNone;
   // > 0: a row in none of the last N pushes this server applied to the table is dropped.
   uint64_t expiry_steps = 0;
@@ -152,7 +156,7 @@ struct TableSpec {
   uint32_t cache_staleness = 0;
   // True when any of the fields above bounds the table.
   bool bounded() const {
-    return capacity > 0 || expiry_steps > 0 || expiry_seconds > 0 || admit_after > 1 ||
+    return capacity > 0 || capacity_bytes > 0 || expiry_steps > 0 || expiry_seconds > 0 || admit_after > 1 ||
            admit_probability < 1.0f;
   }
   // How the values travel (pushes and pulls, dense and sparse); the servers keep float32.

@@ -152,6 +152,7 @@ Status TableSpec::Validate() const {
   }
   if (kind == TableKind::kDense) {
     const char* field = capacity != 0                 ? "capacity"
+                        : capacity_bytes != 0         ? "capacity_bytes"
                         : eviction != Eviction::kNone ? "eviction"
                         : expiry_steps != 0           ? "expiry_steps"
                         : expiry_seconds != 0         ? "expiry_seconds"
@@ -164,11 +165,20 @@ Status TableSpec::Validate() const {
     if (field) return InvalidArgument(where + ": " + field + " is for sparse tables only");
   }
   if (capacity > (uint64_t{1} << 40)) return InvalidArgument(where + ": capacity above 2^40");
+  if (capacity_bytes > (uint64_t{1} << 50))
+    return InvalidArgument(where + ": capacity_bytes above 2^50");
+  if (capacity > 0 && capacity_bytes > 0) {
+    return InvalidArgument(where + ": give capacity (rows) or capacity_bytes, not both");
+  }
   if (capacity > 0 && eviction == Eviction::kNone) {
     return InvalidArgument(where + ": capacity " + std::to_string(capacity) +
                            " needs an eviction (lru or lfu)");
   }
-  if (capacity == 0 && eviction != Eviction::kNone) {
+  if (capacity_bytes > 0 && eviction == Eviction::kNone) {
+    return InvalidArgument(where + ": capacity_bytes " + std::to_string(capacity_bytes) +
+                           " needs an eviction (lru or lfu)");
+  }
+  if (capacity == 0 && capacity_bytes == 0 && eviction != Eviction::kNone) {
     return InvalidArgument(where + ": eviction " + EvictionName(eviction) +
                            " needs a capacity > 0");
   }
@@ -179,7 +189,8 @@ Status TableSpec::Validate() const {
   if (!(std::isfinite(admit_probability) && admit_probability > 0 && admit_probability <= 1)) {
     return InvalidArgument(where + ": admit_probability must be in (0, 1]");
   }
-  if (cold_tier && capacity == 0) return InvalidArgument(where + ": cold_tier needs a capacity > 0");
+  if (cold_tier && capacity == 0 && capacity_bytes == 0)
+    return InvalidArgument(where + ": cold_tier needs a capacity > 0");
   if (admit_after > 65535) return InvalidArgument(where + ": admit_after above 65535");
   if ((cache_rows == 0) != (cache_staleness == 0)) {
     return InvalidArgument(where + ": a worker cache needs both cache_rows and cache_staleness > 0 "
@@ -208,6 +219,7 @@ bool TableSpec::SameAs(const TableSpec& o) const {
          momentum == o.momentum && beta1 == o.beta1 && beta2 == o.beta2 && epsilon == o.epsilon &&
          l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta && elastic_alpha == o.elastic_alpha &&
          sync == o.sync && staleness == o.staleness && capacity == o.capacity &&
+         capacity_bytes == o.capacity_bytes &&
          eviction == o.eviction && expiry_steps == o.expiry_steps &&
          expiry_seconds == o.expiry_seconds && admit_after == o.admit_after &&
          admit_probability == o.admit_probability && cold_tier == o.cold_tier && wire_dtype == o.wire_dtype &&
@@ -249,6 +261,7 @@ std::string TableSpec::Difference(const TableSpec& o) const {
       {"sync", SyncModeName(sync), SyncModeName(o.sync)},
       {"staleness", std::to_string(staleness), std::to_string(o.staleness)},
       {"capacity", std::to_string(capacity), std::to_string(o.capacity)},
+      {"capacity_bytes", std::to_string(capacity_bytes), std::to_string(o.capacity_bytes)},
       {"eviction", EvictionName(eviction), EvictionName(o.eviction)},
       {"expiry_steps", std::to_string(expiry_steps), std::to_string(o.expiry_steps)},
       {"expiry_seconds", std::to_string(expiry_seconds), std::to_string(o.expiry_seconds)},

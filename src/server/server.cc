@@ -147,6 +147,7 @@ class Server::Impl {
       t.refused = kv.second.refused;
       t.spilled = kv.second.spilled;
       t.reloaded = kv.second.reloaded;
+      t.capacity = kv.second.capacity;
     }
     return out;
   }

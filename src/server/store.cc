@@ -356,6 +356,10 @@ Status Store::InstallUnguarded(const TableInfo& info) {
       ++t.block_shift;
     t.holds_all =
         t.hash_ranges.size() == 1 && t.hash_ranges[0].first == 0 && t.hash_ranges[0].second == 0;
+    if (t.spec.capacity_bytes > 0) {  // in rows, from here on
+      t.spec.capacity = std::max<uint64_t>(
+          1, t.spec.capacity_bytes / BoundedRowBytes(t.spec.dim, t.state_width));
+    }
     if (t.spec.bounded()) PS_RETURN_IF_ERROR(InstallBounds(t));
     if (t.spec.cold_tier) {
       if (!t.bounded || t.spec.capacity == 0)
@@ -711,6 +715,7 @@ std::map<TableId, Store::SparseCounters> Store::SparseStats() const {
       c.refused += st.bounds->refused;
       c.spilled += st.bounds->spilled;
       c.reloaded += st.bounds->reloaded;
+      c.capacity += st.bounds->capacity;
     }
   }
   return out;
@@ -1204,6 +1209,10 @@ Status Store::RestoreRow(TableId table, Key id, const float* row, bool* held) {
   r = FindOrCreate(*t, *st, id, h);
   std::memcpy(RowPtr(*st, r, *t), row, size_t{t->row_width} * sizeof(float));
   return Status::OK();
+}
+
+uint64_t Store::BoundedRowBytes(uint32_t dim, uint32_t state_width) {
+  return uint64_t{dim} * (1 + state_width) * sizeof(float) + sizeof(RowMeta) + 2 * sizeof(Slot);
 }
 
 Status Store::Adopt(Store& from, TableId table) {

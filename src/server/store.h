@@ -115,7 +115,12 @@ class Store {
     uint64_t refused = 0;   // pushed rows of ids not admitted (dropped)
     uint64_t spilled = 0;   // cold tier: evicted rows written to RocksDB
     uint64_t reloaded = 0;  // cold tier: rows read back from RocksDB (counted in admitted)
+    uint64_t capacity = 0;  // rows held at most (TableSpec capacity or capacity_bytes); 0: none
   };
+  // The bytes one row of a bounded sparse table takes on a server: values and rule state
+  // (dim * (1 + state_width) floats), its policy metadata and two index slots (the index
+  // is kept at most half full). What capacity_bytes is divided by.
+  static uint64_t BoundedRowBytes(uint32_t dim, uint32_t state_width);
   // Every sparse table this server holds, by id.
   std::map<TableId, SparseCounters> SparseStats() const;
 

@@ -40,6 +40,7 @@ void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
   pb->set_cold_tier(s.cold_tier);
   pb->set_cache_rows(s.cache_rows);
   pb->set_expiry_seconds(s.expiry_seconds);
+  pb->set_capacity_bytes(s.capacity_bytes);
   pb->set_cache_staleness(s.cache_staleness);
   pb->set_wire_dtype(static_cast<uint32_t>(s.wire_dtype));
 }
@@ -78,6 +79,7 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   s.cold_tier = pb.cold_tier();
   s.cache_rows = pb.cache_rows();
   s.expiry_seconds = pb.expiry_seconds();
+  s.capacity_bytes = pb.capacity_bytes();
   s.cache_staleness = pb.cache_staleness();
   s.wire_dtype = static_cast<WireDType>(pb.wire_dtype());
   return s;

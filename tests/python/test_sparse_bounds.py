@@ -38,6 +38,23 @@ def test_capacity_lru_holds_and_counts(local):
     np.testing.assert_array_equal(w.pull_sparse(t, keys[:100]).wait(), 0.0)
 
 
+def test_capacity_in_bytes(local):
+    # 16 floats of values + 16 of Adagrad state per row, with its metadata and index share:
+    # each server turns the bytes into rows and reports them.
+    w = local.workers[0]
+    row = 16 * 2 * 4
+    t = w.declare_sparse("bytes", 16, "adagrad", lr=0.1, capacity_bytes=200_000)
+    keys = np.arange(1, 20001, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    for b in range(0, len(keys), 2000):
+        w.push_sparse(t, keys[b:b + 2000], np.ones((2000, 16), np.float32)).wait()
+    st = _stats(local, "bytes")
+    caps = [s["capacity"] for s in st]
+    assert caps[0] == caps[1] and 0 < caps[0] < 200_000 // row
+    assert [s["rows_live"] for s in st] == caps
+    with pytest.raises(layerps.InvalidArgumentError, match="not both"):
+        w.declare_sparse("both", 4, capacity=10, capacity_bytes=1000)
+
+
 def test_admission_after_k_pushes(local):
     w = local.workers[0]
     t = w.declare_sparse("adm", 2, "sum", admit_after=3, init="uniform", init_a=1.0, init_b=2.0)

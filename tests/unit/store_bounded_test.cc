@@ -69,6 +69,39 @@ TEST(StoreBoundedTest, CapacityNeverExceededOverManyKeys) {
   }
 }
 
+// capacity_bytes: converted to rows at install, by the row's values and rule state
+// (Adagrad: one state float per value), metadata and index share.
+TEST(StoreBoundedTest, CapacityInBytes) {
+  const uint64_t row = Store::BoundedRowBytes(4, 1);
+  EXPECT_EQ(row, 4u * 2 * sizeof(float) + Store::BoundedRowBytes(0, 0));
+  EXPECT_GT(Store::BoundedRowBytes(0, 0), 0u);
+  TableInfo t = Bounded(4, UpdateRule::kAdagrad, 0, Eviction::kLru);
+  t.spec.capacity_bytes = 300 * row + row / 2;  // room for 300 rows, not 301
+  ASSERT_TRUE(t.spec.Validate().ok()) << t.spec.Validate();
+  Store s(1);
+  ASSERT_TRUE(s.Install(t).ok());
+  std::vector<Key> keys(1000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = MixKey(i + 1);
+  std::vector<float> g(keys.size() * 4, 1.0f);
+  ASSERT_TRUE(s.ApplySparse(0, keys.data(), keys.size(), 4, g.data(), ApplyOp::kRule).ok());
+  const Store::SparseCounters c = Counters(s);
+  EXPECT_EQ(c.capacity, 300u);
+  EXPECT_EQ(c.rows_live, 300u);
+  EXPECT_EQ(c.evicted, 700u);
+  // Errors: both bounds, no eviction, a dense table.
+  TableSpec both = t.spec;
+  both.capacity = 10;
+  EXPECT_NE(both.Validate().message().find("not both"), std::string::npos) << both.Validate();
+  TableSpec no_eviction = t.spec;
+  no_eviction.eviction = Eviction::kNone;
+  EXPECT_NE(no_eviction.Validate().message().find("capacity_bytes"), std::string::npos);
+  TableSpec dense = TableSpec::Dense("d", 10);
+  dense.capacity_bytes = 1000;
+  EXPECT_NE(dense.Validate().message().find("capacity_bytes is for sparse tables only"),
+            std::string::npos)
+      << dense.Validate();
+}
+
 TEST(StoreBoundedTest, LruEvictsTheLeastRecentlyTouched) {
   Store s(1);
   ASSERT_TRUE(s.Install(Bounded(1, UpdateRule::kSum, 3, Eviction::kLru)).ok());

@@ -403,15 +403,17 @@ class Worker(_Node):
     def declare_sparse(self, name, dim, rule="sum", *, lr=0.01, init="zeros", init_a=0.0,
                        init_b=0.0, seed=0, layer="", sync="async", staleness=0, wire_dtype="fp32",
                        capacity=0, eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0,
-                       cold_tier=False, cache_rows=0, cache_staleness=0, expiry_seconds=0, **hyper):
+                       cold_tier=False, cache_rows=0, cache_staleness=0, expiry_seconds=0, capacity_bytes=0,
+                       **hyper):
         """Declares a sparse table whose rows (any uint64 id) have ``dim`` float32 values,
         created on first touch by ``init`` ('zeros', 'uniform' in [init_a, init_b),
         'normal' with mean init_a and std init_b), seeded by (seed, name, key). ``sync``,
         ``staleness`` and ``wire_dtype`` as for declare_dense.
 
         Bounded tables (docs/sparse.md): ``capacity`` rows at most per server (0: no
-        limit), evicting by ``eviction`` ('lru' or 'lfu'; default 'lru' when a capacity
-        is given); ``expiry_steps``: a row in none of a server's last N pushes to the
+        limit), or ``capacity_bytes`` (converted to rows by each server: the row's values,
+        rule state, metadata and index share; ``table_stats()[name]['capacity']``),
+        evicting by ``eviction`` ('lru' or 'lfu'; default 'lru' when a capacity is given); ``expiry_steps``: a row in none of a server's last N pushes to the
         table is dropped; ``expiry_seconds``: a row no push updated for that long is
         dropped (at the server's next push to the table); ``admit_after``: an id gets a row
         at its k-th push;
@@ -425,16 +427,17 @@ class Worker(_Node):
         ago; both 0 (default) for none. ``stats()['cache_hits']``/``['cache_misses']``
         count the ids."""
         if eviction is None:
-            eviction = "lru" if capacity else "none"
+            eviction = "lru" if capacity or capacity_bytes else "none"
         if eviction not in _EVICTIONS:
             raise InvalidArgumentError(
                 f"eviction must be one of {sorted(_EVICTIONS)}, not {eviction!r}")
-        bounds = {"capacity": int(capacity), "eviction": _EVICTIONS[eviction],
+        bounds = {"capacity": int(capacity), "capacity_bytes": int(capacity_bytes),
+                  "eviction": _EVICTIONS[eviction],
                   "expiry_steps": int(expiry_steps), "expiry_seconds": int(expiry_seconds),
                   "admit_after": int(admit_after),
                   "admit_probability": float(admit_probability), "cold_tier": bool(cold_tier),
                   "cache_rows": int(cache_rows), "cache_staleness": int(cache_staleness)}
-        for k in ("capacity", "expiry_steps", "expiry_seconds", "admit_after", "cache_rows",
+        for k in ("capacity", "capacity_bytes", "expiry_steps", "expiry_seconds", "admit_after", "cache_rows",
                   "cache_staleness"):
             if bounds[k] < 0:
                 raise InvalidArgumentError(f"table '{name}': {k} must be >= 0, not {bounds[k]}")

@@ -839,6 +839,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("cold_tier", &ps::TableSpec::cold_tier)
       .def_readwrite("cache_rows", &ps::TableSpec::cache_rows)
       .def_readwrite("expiry_seconds", &ps::TableSpec::expiry_seconds)
+      .def_readwrite("capacity_bytes", &ps::TableSpec::capacity_bytes)
       .def_readwrite("cache_staleness", &ps::TableSpec::cache_staleness)
       .def("validate", [](const ps::TableSpec& s) { ThrowIfError(s.Validate()); });
 
@@ -909,6 +910,7 @@ PYBIND11_MODULE(_core, m) {
           d["refused"] = t.refused;
           d["spilled"] = t.spilled;
           d["reloaded"] = t.reloaded;
+          d["capacity"] = t.capacity;
           out[py::str(t.name)] = d;
         }
         return out;
