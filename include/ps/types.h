@@ -93,8 +93,12 @@ enum class Eviction : int {
   kNone = 0,  // no eviction (a table with a capacity needs one of the others)
   kLru = 1,   // the least recently touched row (a push or a pull touches a row)
   kLfu = 2,   // the row touched the fewest times; ties: the least recently touched
+  // The row with the lowest decayed push count ("show count"): each push of a row adds 1
+  // to its score, and every score loses the factor score_decay per push the server
+  // applies to the table. Pulls do not count; a row no push touched yet scores 0.
+  kDecayed = 3,
 };
-// "none", "lru", "lfu"; ParseEviction is its inverse.
+// "none", "lru", "lfu", "decayed"; ParseEviction is its inverse.
 const char* EvictionName(Eviction eviction);
 StatusOr<Eviction> ParseEviction(const std::string& name);
 
@@ -135,6 +139,9 @@ struct TableSpec {
   uint64_t capacity_bytes = 0;
   // Which row a full server drops; needs capacity or capacity_bytes > 0.
   Eviction eviction = Eviction::kNone;
+  // eviction "decayed": the factor a row's score keeps per push the server applies to the
+  // table, in (0, 1] (1: a plain push count).
+  float score_decay = 0.99f;
   // > 0: a row in none of the last N pushes this server applied to the table is dropped.
   uint64_t expiry_steps = 0;
   // > 0: a row no push updated for this many seconds is dropped (at the next push this

@@ -146,7 +146,7 @@ Status TableSpec::Validate() const {
   if (layer.size() > 256) return InvalidArgument(where + ": layer name longer than 256 bytes");
   // Bounded sparse tables (docs/sparse.md).
   if (static_cast<int>(eviction) < 0 ||
-      static_cast<int>(eviction) > static_cast<int>(Eviction::kLfu)) {
+      static_cast<int>(eviction) > static_cast<int>(Eviction::kDecayed)) {
     return InvalidArgument(where + ": unknown eviction " +
                            std::to_string(static_cast<int>(eviction)));
   }
@@ -165,6 +165,9 @@ Status TableSpec::Validate() const {
     if (field) return InvalidArgument(where + ": " + field + " is for sparse tables only");
   }
   if (capacity > (uint64_t{1} << 40)) return InvalidArgument(where + ": capacity above 2^40");
+  if (!(std::isfinite(score_decay) && score_decay > 0 && score_decay <= 1)) {
+    return InvalidArgument(where + ": score_decay must be in (0, 1]");
+  }
   if (capacity_bytes > (uint64_t{1} << 50))
     return InvalidArgument(where + ": capacity_bytes above 2^50");
   if (capacity > 0 && capacity_bytes > 0) {
@@ -219,7 +222,7 @@ bool TableSpec::SameAs(const TableSpec& o) const {
          momentum == o.momentum && beta1 == o.beta1 && beta2 == o.beta2 && epsilon == o.epsilon &&
          l1 == o.l1 && l2 == o.l2 && ftrl_beta == o.ftrl_beta && elastic_alpha == o.elastic_alpha &&
          sync == o.sync && staleness == o.staleness && capacity == o.capacity &&
-         capacity_bytes == o.capacity_bytes &&
+         capacity_bytes == o.capacity_bytes && score_decay == o.score_decay &&
          eviction == o.eviction && expiry_steps == o.expiry_steps &&
          expiry_seconds == o.expiry_seconds && admit_after == o.admit_after &&
          admit_probability == o.admit_probability && cold_tier == o.cold_tier && wire_dtype == o.wire_dtype &&
@@ -263,6 +266,7 @@ std::string TableSpec::Difference(const TableSpec& o) const {
       {"capacity", std::to_string(capacity), std::to_string(o.capacity)},
       {"capacity_bytes", std::to_string(capacity_bytes), std::to_string(o.capacity_bytes)},
       {"eviction", EvictionName(eviction), EvictionName(o.eviction)},
+      {"score_decay", f(score_decay), f(o.score_decay)},
       {"expiry_steps", std::to_string(expiry_steps), std::to_string(o.expiry_steps)},
       {"expiry_seconds", std::to_string(expiry_seconds), std::to_string(o.expiry_seconds)},
       {"admit_after", std::to_string(admit_after), std::to_string(o.admit_after)},
@@ -340,15 +344,17 @@ const char* EvictionName(Eviction eviction) {
       return "lru";
     case Eviction::kLfu:
       return "lfu";
+    case Eviction::kDecayed:
+      return "decayed";
   }
   return "unknown";
 }
 
 StatusOr<Eviction> ParseEviction(const std::string& name) {
-  for (int e = 0; e <= static_cast<int>(Eviction::kLfu); ++e) {
+  for (int e = 0; e <= static_cast<int>(Eviction::kDecayed); ++e) {
     if (name == EvictionName(static_cast<Eviction>(e))) return static_cast<Eviction>(e);
   }
-  return InvalidArgument("unknown eviction '" + name + "' (none, lru, lfu)");
+  return InvalidArgument("unknown eviction '" + name + "' (none, lru, lfu, decayed)");
 }
 
 StatusOr<SyncMode> ParseSyncMode(const std::string& name) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -303,10 +304,12 @@ Status Store::InstallBounds(Table& t) {
   }
   bt.sketch_width = kSketchCounters / bt.stripes;
   bt.admit_seed = MixKey(t.name_hash ^ MixKey(spec.seed) ^ 0x61646d6974ull);  // "admit"
+  bt.decay_log = -std::log(static_cast<double>(spec.score_decay));
   for (size_t i = 0; i < bt.stripes; ++i) {
     auto b = std::make_unique<Bounds>();
     b->capacity = spec.capacity / bt.stripes + (i < spec.capacity % bt.stripes ? 1 : 0);
     if (spec.admit_after > 1) b->sketch.assign(kSketchDepth * bt.sketch_width, 0);
+    b->by_score = spec.eviction == Eviction::kDecayed;
     t.stripes[i].bounds = std::move(b);
   }
   return Status::OK();
@@ -853,6 +856,7 @@ void Store::LfuSiftUp(Bounds& b, uint32_t pos) {
   auto less = [&](uint32_t x, uint32_t y) {
     const RowMeta& mx = b.meta[x];
     const RowMeta& my = b.meta[y];
+    if (b.by_score) return mx.score != my.score ? mx.score < my.score : mx.tick < my.tick;
     return mx.touches != my.touches ? mx.touches < my.touches : mx.tick < my.tick;
   };
   const uint32_t row = b.heap[pos];
@@ -871,6 +875,7 @@ void Store::LfuSiftDown(Bounds& b, uint32_t pos) {
   auto less = [&](uint32_t x, uint32_t y) {
     const RowMeta& mx = b.meta[x];
     const RowMeta& my = b.meta[y];
+    if (b.by_score) return mx.score != my.score ? mx.score < my.score : mx.tick < my.tick;
     return mx.touches != my.touches ? mx.touches < my.touches : mx.tick < my.tick;
   };
   const uint32_t row = b.heap[pos];
@@ -992,8 +997,14 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
       if (b.head != kNoRow) b.meta[b.head].prev = row;
       b.head = row;
       if (b.tail == kNoRow) b.tail = row;
-    } else if (spec.eviction == Eviction::kLfu) {
+    } else if (spec.eviction == Eviction::kLfu || spec.eviction == Eviction::kDecayed) {
       m.touches = 1;
+      if (b.by_score) {
+        // Score 1 when a push (or a restore) creates it, 0 when a pull does.
+        const uint64_t now = step > 0 ? step : t.bounded->step.load(std::memory_order_relaxed);
+        m.score = step > 0 || restore ? static_cast<double>(now) * t.bounded->decay_log
+                                      : -std::numeric_limits<double>::infinity();
+      }
       b.heap.push_back(row);
       LfuSiftUp(b, static_cast<uint32_t>(b.heap.size() - 1));
     }
@@ -1021,9 +1032,14 @@ uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uin
     m.next = b.head;
     b.meta[b.head].prev = row;
     b.head = row;
-  } else if (spec.eviction == Eviction::kLfu) {
+  } else if (spec.eviction == Eviction::kLfu || spec.eviction == Eviction::kDecayed) {
     if (m.touches != 0xFFFFFFFFu) ++m.touches;
-    LfuSiftDown(b, m.prev);
+    if (b.by_score && step > 0) {
+      // score = score * decay^(steps since its last push) + 1, in the log form above.
+      const double at = static_cast<double>(step) * t.bounded->decay_log;
+      m.score = std::log(std::exp(m.score - at) + 1.0) + at;
+    }
+    LfuSiftDown(b, m.prev);  // the key only grows (score, tick)
   }
   if (expiry && step > 0) {
     m.step = std::max(m.step, step);
@@ -1070,7 +1086,7 @@ void Store::DropRow(const Table& t, Stripe& s, uint32_t row) {
       b.meta[m.next].prev = m.prev;
     else
       b.tail = m.prev;
-  } else if (t.spec.eviction == Eviction::kLfu) {
+  } else if (t.spec.eviction == Eviction::kLfu || t.spec.eviction == Eviction::kDecayed) {
     const uint32_t pos = m.prev;
     const uint32_t last = b.heap.back();
     b.heap.pop_back();

@@ -194,6 +194,9 @@ class Store {
     uint64_t tick = 0;                            // the stripe's clock at the last touch
     uint64_t step = 0;                            // the table's push step of the last update
     int64_t update_ms = 0;                        // the store's clock then (expiry_seconds)
+    // Eviction "decayed": ln(score) + step * ln(1 / score_decay) at the last push, so that
+    // rows order by their current score whatever step they were last pushed at.
+    double score = 0;
   };
   // What a bounded table keeps per stripe (all guarded by Stripe::mu).
   struct Bounds {
@@ -204,6 +207,7 @@ class Store {
     uint32_t up_head = kNoRow, up_tail = kNoRow;  // update list (expiry)
     std::vector<uint32_t> heap;                   // LFU: min-heap on (touches, tick)
     uint64_t clock = 0;
+    bool by_score = false;  // the heap orders by RowMeta::score (decayed), not touches (LFU)
     std::vector<uint16_t> sketch;  // admit_after: count-min sketch (kSketchDepth rows)
     uint64_t sightings = 0;        // pushes counted in the sketch since its last halving
     uint64_t evicted = 0, expired = 0, admitted = 0, refused = 0;
@@ -225,6 +229,7 @@ class Store {
     uint64_t admit_threshold = 0;       // admit_probability as a 64-bit threshold on a hash
     size_t sketch_width = 0;            // counters per sketch row per stripe (admit_after > 1)
     uint64_t admit_seed = 0;
+    double decay_log = 0;  // eviction "decayed": ln(1 / score_decay)
     std::atomic<uint64_t> step{0};  // pushes applied to the table on this server
     // The store's clock (ms) when the latest request on the table began: what a row it
     // creates or updates is stamped with (expiry_seconds).

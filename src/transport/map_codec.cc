@@ -41,6 +41,7 @@ void SpecToProto(const TableSpec& s, layerps::pb::TableSpec* pb) {
   pb->set_cache_rows(s.cache_rows);
   pb->set_expiry_seconds(s.expiry_seconds);
   pb->set_capacity_bytes(s.capacity_bytes);
+  pb->set_score_decay(s.score_decay);
   pb->set_cache_staleness(s.cache_staleness);
   pb->set_wire_dtype(static_cast<uint32_t>(s.wire_dtype));
 }
@@ -80,6 +81,7 @@ TableSpec SpecFromProto(const layerps::pb::TableSpec& pb) {
   s.cache_rows = pb.cache_rows();
   s.expiry_seconds = pb.expiry_seconds();
   s.capacity_bytes = pb.capacity_bytes();
+  s.score_decay = pb.score_decay() == 0.0f ? 0.99f : pb.score_decay();
   s.cache_staleness = pb.cache_staleness();
   s.wire_dtype = static_cast<WireDType>(pb.wire_dtype());
   return s;

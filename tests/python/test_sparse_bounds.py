@@ -55,6 +55,22 @@ def test_capacity_in_bytes(local):
         w.declare_sparse("both", 4, capacity=10, capacity_bytes=1000)
 
 
+def test_decayed_eviction_keyword(local):
+    w = local.workers[0]
+    t = w.declare_sparse("dec", 2, capacity=50, eviction="decayed", score_decay=0.9)
+    spec = w._node.table_spec(t.id)
+    assert spec.eviction == layerps._core.Eviction.DECAYED and abs(spec.score_decay - 0.9) < 1e-7
+    hot = np.arange(1, 11, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    for k in range(30):
+        cold = (np.arange(40, dtype=np.uint64) + np.uint64(1000 + 40 * k)) * np.uint64(0x9E3779B97F4A7C15)
+        w.push_sparse(t, np.concatenate([hot, cold]), np.ones((50, 2), np.float32)).wait()
+    assert all(s["rows_live"] <= 50 for s in _stats(local, "dec"))
+    # The hot ids, pushed every step, outscore each step's new ones and are all held.
+    np.testing.assert_array_equal(w.pull_sparse(t, hot).wait(), 30.0)
+    with pytest.raises(layerps.InvalidArgumentError, match="score_decay"):
+        w.declare_sparse("bad", 2, capacity=5, eviction="decayed", score_decay=1.5)
+
+
 def test_admission_after_k_pushes(local):
     w = local.workers[0]
     t = w.declare_sparse("adm", 2, "sum", admit_after=3, init="uniform", init_a=1.0, init_b=2.0)

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -100,6 +101,64 @@ TEST(StoreBoundedTest, CapacityInBytes) {
   EXPECT_NE(dense.Validate().message().find("capacity_bytes is for sparse tables only"),
             std::string::npos)
       << dense.Validate();
+}
+
+std::set<Key> Held(Store& s) {
+  std::set<Key> keys;
+  EXPECT_TRUE(s.VisitRows(0, [&](Key k, const float*) {
+                 keys.insert(k);
+                 return Status::OK();
+               }).ok());
+  return keys;
+}
+
+// eviction "decayed": scores are decayed push counts. A pushed three times early scores
+// 1.75 * 0.5^2 = 0.44 by push 5, below B (pushed once at push 4: 0.5) and C (1): A goes,
+// where LFU (by touches) drops B. A row only pulled scores 0 and goes first.
+TEST(StoreBoundedTest, DecayedScoreEvictsTheLowestDecayedPushCount) {
+  for (Eviction ev : {Eviction::kDecayed, Eviction::kLfu}) {
+    TableInfo t = Bounded(1, UpdateRule::kSum, 3, ev);
+    t.spec.score_decay = 0.5f;
+    ASSERT_TRUE(t.spec.Validate().ok());
+    Store s(1);
+    ASSERT_TRUE(s.Install(t).ok());
+    const Key a = 11, b = 22, c = 33, d = 44, e = 55;
+    Push(s, {a});
+    Push(s, {a});
+    Push(s, {a});
+    Push(s, {b});
+    Push(s, {c});
+    Push(s, {d});
+    if (ev == Eviction::kDecayed) {
+      EXPECT_EQ(Held(s), (std::set<Key>{b, c, d}));
+      // B (0.25 by push 7) is below C (0.5) and D (1)... unless pulled-only E comes first.
+      float v = -1;
+      ASSERT_TRUE(s.ReadSparse(0, &e, 1, 1, &v).ok());  // a pull creates E, scoring 0: evicts B
+      EXPECT_EQ(Held(s), (std::set<Key>{c, d, e}));
+      Push(s, {a});  // a new row: E (never pushed) goes, not C or D
+      EXPECT_EQ(Held(s), (std::set<Key>{a, c, d}));
+    } else {
+      EXPECT_EQ(Held(s), (std::set<Key>{a, c, d}));
+    }
+  }
+  // score_decay 1: a plain push count.
+  TableInfo t = Bounded(1, UpdateRule::kSum, 2, Eviction::kDecayed);
+  t.spec.score_decay = 1.0f;
+  Store s(1);
+  ASSERT_TRUE(s.Install(t).ok());
+  Push(s, {1});
+  Push(s, {1});
+  Push(s, {2});
+  Push(s, {2});
+  Push(s, {2});
+  Push(s, {3});  // evicts 1 (2 pushes) and keeps 2 (3 pushes)
+  EXPECT_EQ(Held(s), (std::set<Key>{2, 3}));
+  TableSpec bad = t.spec;
+  for (float x : {0.0f, 1.5f, -0.1f, std::nanf("")}) {
+    bad.score_decay = x;
+    EXPECT_NE(bad.Validate().message().find("score_decay"), std::string::npos) << x;
+  }
+  EXPECT_EQ(*ParseEviction("decayed"), Eviction::kDecayed);
 }
 
 TEST(StoreBoundedTest, LruEvictsTheLeastRecentlyTouched) {

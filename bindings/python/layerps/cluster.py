@@ -44,7 +44,8 @@ _WIRE_DTYPES = {"fp32": _core.WireDType.FP32, "float32": _core.WireDType.FP32,
 _INITS = {"zeros": _core.Initializer.ZEROS, "uniform": _core.Initializer.UNIFORM,
           "normal": _core.Initializer.NORMAL}
 # Which row a full bounded sparse table evicts (docs/sparse.md).
-_EVICTIONS = {"none": _core.Eviction.NONE, "lru": _core.Eviction.LRU, "lfu": _core.Eviction.LFU}
+_EVICTIONS = {"none": _core.Eviction.NONE, "lru": _core.Eviction.LRU, "lfu": _core.Eviction.LFU,
+              "decayed": _core.Eviction.DECAYED}
 _GROUPS = {"workers": _core.Group.WORKERS, "servers": _core.Group.SERVERS, "all": _core.Group.ALL}
 
 
@@ -404,7 +405,7 @@ class Worker(_Node):
                        init_b=0.0, seed=0, layer="", sync="async", staleness=0, wire_dtype="fp32",
                        capacity=0, eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0,
                        cold_tier=False, cache_rows=0, cache_staleness=0, expiry_seconds=0, capacity_bytes=0,
-                       **hyper):
+                       score_decay=0.99, **hyper):
         """Declares a sparse table whose rows (any uint64 id) have ``dim`` float32 values,
         created on first touch by ``init`` ('zeros', 'uniform' in [init_a, init_b),
         'normal' with mean init_a and std init_b), seeded by (seed, name, key). ``sync``,
@@ -413,7 +414,9 @@ class Worker(_Node):
         Bounded tables (docs/sparse.md): ``capacity`` rows at most per server (0: no
         limit), or ``capacity_bytes`` (converted to rows by each server: the row's values,
         rule state, metadata and index share; ``table_stats()[name]['capacity']``),
-        evicting by ``eviction`` ('lru' or 'lfu'; default 'lru' when a capacity is given); ``expiry_steps``: a row in none of a server's last N pushes to the
+        evicting by ``eviction`` ('lru', 'lfu', or 'decayed': the lowest push count decayed
+        by ``score_decay`` per push the server applies to the table; default 'lru' when a
+        capacity is given); ``expiry_steps``: a row in none of a server's last N pushes to the
         table is dropped; ``expiry_seconds``: a row no push updated for that long is
         dropped (at the server's next push to the table); ``admit_after``: an id gets a row
         at its k-th push;
@@ -432,7 +435,7 @@ class Worker(_Node):
             raise InvalidArgumentError(
                 f"eviction must be one of {sorted(_EVICTIONS)}, not {eviction!r}")
         bounds = {"capacity": int(capacity), "capacity_bytes": int(capacity_bytes),
-                  "eviction": _EVICTIONS[eviction],
+                  "eviction": _EVICTIONS[eviction], "score_decay": float(score_decay),
                   "expiry_steps": int(expiry_steps), "expiry_seconds": int(expiry_seconds),
                   "admit_after": int(admit_after),
                   "admit_probability": float(admit_probability), "cold_tier": bool(cold_tier),

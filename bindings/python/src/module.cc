@@ -710,7 +710,8 @@ PYBIND11_MODULE(_core, m) {
   py::enum_<ps::Eviction>(m, "Eviction")
       .value("NONE", ps::Eviction::kNone)
       .value("LRU", ps::Eviction::kLru)
-      .value("LFU", ps::Eviction::kLfu);
+      .value("LFU", ps::Eviction::kLfu)
+      .value("DECAYED", ps::Eviction::kDecayed);
   py::enum_<ps::WireDType>(m, "WireDType")
       .value("FP32", ps::WireDType::kFloat32)
       .value("FP16", ps::WireDType::kFloat16)
@@ -840,6 +841,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("cache_rows", &ps::TableSpec::cache_rows)
       .def_readwrite("expiry_seconds", &ps::TableSpec::expiry_seconds)
       .def_readwrite("capacity_bytes", &ps::TableSpec::capacity_bytes)
+      .def_readwrite("score_decay", &ps::TableSpec::score_decay)
       .def_readwrite("cache_staleness", &ps::TableSpec::cache_staleness)
       .def("validate", [](const ps::TableSpec& s) { ThrowIfError(s.Validate()); });
 
