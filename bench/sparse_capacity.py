@@ -52,9 +52,12 @@ def server_main(address, conn):
 
 
 def zipf_ids(rng, n, exponent, space):
-    # Ranks from a Zipf law, folded into [0, space) and hashed (an odd multiplier mod 2^64)
-    # so that hot ids are spread over the key space and the servers.
-    r = rng.zipf(exponent, n).astype(np.uint64) % np.uint64(space)
+    # Ranks from a Zipf law (exponent 0: uniform), folded into [0, space) and hashed (an
+    # odd multiplier mod 2^64) so that hot ids are spread over the key space and the servers.
+    if exponent == 0:
+        r = rng.integers(0, space, n, dtype=np.uint64)
+    else:
+        r = rng.zipf(exponent, n).astype(np.uint64) % np.uint64(space)
     return r * np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -117,13 +120,14 @@ def main():
     ap.add_argument("--batch", type=int, default=10000, help="ids per push (and pull)")
     ap.add_argument("--dim", type=int, default=16)
     ap.add_argument("--capacity", type=int, default=100000, help="rows per server")
-    ap.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent")
+    ap.add_argument("--zipf", type=float, default=1.1,
+                    help="Zipf exponent (0: ids uniform over --space, nearly all distinct)")
     ap.add_argument("--space", type=int, default=10**9, help="id space")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--every", type=int, default=20, help="sample every N batches")
     ap.add_argument("--expiry", type=int, default=50, help="expiry_steps of config expiry50")
     ap.add_argument("--configs", default="unbounded,lru,lfu,lru+admit2",
-                    help="comma list of: unbounded, lru, lfu, lru+admit2, expiry50")
+                    help="comma list of: unbounded, lru, lfu, decayed, lru+admit2, expiry50")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     cap = args.capacity
@@ -131,6 +135,7 @@ def main():
         "unbounded": {},
         "lru": dict(capacity=cap, eviction="lru"),
         "lfu": dict(capacity=cap, eviction="lfu"),
+        "decayed": dict(capacity=cap, eviction="decayed"),
         "lru+admit2": dict(capacity=cap, eviction="lru", admit_after=2),
         "expiry50": dict(expiry_steps=args.expiry),
     }

@@ -187,10 +187,13 @@ class Store {
   // Per-row metadata of a bounded table. Links are row numbers (kNoRow: none).
   struct RowMeta {
     Key key = 0;
-    uint32_t prev = kNoRow, next = kNoRow;        // LRU list (head: most recent), or
-                                                  // prev = position in the LFU heap
+    uint32_t prev = kNoRow;                       // LRU list (head: most recent), or the
+                                                  // position in the heap (lfu, decayed)
     uint32_t up_prev = kNoRow, up_next = kNoRow;  // update list (head: latest push)
-    uint32_t touches = 0;                         // LFU (saturating)
+    union {                                       // one policy's field (56 bytes in all)
+      uint32_t next = kNoRow;                     // lru: the next row in the list
+      uint32_t touches;                           // lfu: touches (saturating)
+    };
     uint64_t tick = 0;                            // the stripe's clock at the last touch
     uint64_t step = 0;                            // the table's push step of the last update
     int64_t update_ms = 0;                        // the store's clock then (expiry_seconds)
@@ -198,6 +201,7 @@ class Store {
     // rows order by their current score whatever step they were last pushed at.
     double score = 0;
   };
+  static_assert(sizeof(RowMeta) == 56, "docs/sparse.md: 56 bytes of metadata per row");
   // What a bounded table keeps per stripe (all guarded by Stripe::mu).
   struct Bounds {
     uint64_t capacity = 0;                        // this stripe's share (0: none)
