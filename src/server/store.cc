@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -54,10 +56,33 @@ float InitialValue(const TableSpec& spec, uint64_t name_hash, Key key, uint32_t 
   return static_cast<float>(spec.init_a + spec.init_b * z);
 }
 
+#ifdef LAYERPS_HAVE_ROCKSDB
+// RocksDB's own log goes to glog (warnings and errors, at most one line in 10 s per
+// process), not to a LOG file beside the data: on a full disk, writing that file after a
+// failed write aborted the process inside RocksDB (Debian's build keeps its assertions).
+class GlogRocksLogger final : public rocksdb::Logger {
+ public:
+  GlogRocksLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::WARN_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel()) return;
+    char line[512];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    LOG_EVERY_T(WARNING, 10) << "RocksDB (cold tier): " << line;
+  }
+};
+#endif
+
 // The RocksDB store of one cold-tier table. Values: the whole row (values, then the
 // rule's state), row_width raw floats in the host's byte order.
 struct ColdTier {
   std::string path;
+  // A write failed (a full disk...): RocksDB then refuses further writes, and syncing its
+  // log again would abort inside it (Debian's build keeps its assertions).
+  std::atomic<bool> write_failed{false};
 #ifdef LAYERPS_HAVE_ROCKSDB
   std::unique_ptr<rocksdb::DB> db;
   rocksdb::WriteOptions write;  // WAL on, no fsync per write (docs/sparse.md)
@@ -73,7 +98,10 @@ struct ColdTier {
     rocksdb::Status st = db->Put(write, rocksdb::Slice(k, 8),
                                  rocksdb::Slice(reinterpret_cast<const char*>(row),
                                                 size_t{width} * sizeof(float)));
-    if (!st.ok()) return Error("write", st.ToString());
+    if (!st.ok()) {
+      write_failed = true;
+      return Error("write", st.ToString());
+    }
     return Status::OK();
 #else
     return FailedPrecondition("built without RocksDB");
@@ -180,7 +208,8 @@ Store::~Store() {
     }
 #ifdef LAYERPS_HAVE_ROCKSDB
     if (t.cold->db) {
-      rocksdb::Status st = t.cold->db->FlushWAL(/*sync=*/true);
+      rocksdb::Status st = t.cold->write_failed ? rocksdb::Status::IOError("an earlier write failed")
+                                                : t.cold->db->FlushWAL(/*sync=*/true);
       if (st.ok()) st = t.cold->db->Close();
       if (!st.ok()) LOG(ERROR) << "table " << t.spec.name << ": closing the cold tier: " << st.ToString();
     }
@@ -210,6 +239,7 @@ Status Store::OpenCold(Table& t) {
   if (ec) return cold->Error("cannot create the directory", ec.message());
   rocksdb::Options o;
   o.create_if_missing = true;
+  o.info_log = std::make_shared<GlogRocksLogger>();
   rocksdb::BlockBasedTableOptions bo;
   bo.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));  // misses skip the files
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(bo));
