@@ -19,6 +19,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +73,9 @@ struct Child {
   std::string partial;
   bool exited = false;
   int status = 0;
+  int server_rank = -1;  // servers: their rank
+  bool handled = false;  // a server's death the cluster survives (replication, replacement)
+  Clock::time_point started = Clock::now();
 };
 
 std::vector<Child> g_children;
@@ -432,15 +436,21 @@ int main(int argc, char** argv) {
   }
   common_env.push_back("LAYERPS_SCHEDULER=" + address);
 
-  for (int i = 0; i < o.num_servers; ++i) {
+  // How server i is started (again, as a replacement: docs/checkpoints.md).
+  const auto start_server = [&](int i, bool replacement) {
     g_children.push_back(Child{"server " + std::to_string(i), false, FLAGS_quiet_daemons});
+    g_children.back().server_rank = i;
     std::vector<std::string> env = common_env;
     env.push_back("LAYERPS_ROLE=server");
     env.push_back("LAYERPS_RANK=" + std::to_string(i));
     env.push_back(metrics_env(1 + i));
+    if (replacement && !o.checkpoint_dir.empty()) env.push_back("LAYERPS_RESTORE=" + o.checkpoint_dir);
     const std::string host = layout.server_hosts.empty() ? "" : layout.server_hosts[i];
-    if (!start_node(&g_children.back(), host, {(host.empty() ? bin : remote_bin) + "/layerps-server"},
-                    env)) {
+    return start_node(&g_children.back(), host,
+                      {(host.empty() ? bin : remote_bin) + "/layerps-server"}, env);
+  };
+  for (int i = 0; i < o.num_servers; ++i) {
+    if (!start_server(i, false)) {
       std::printf("[launch] cannot start a server\n");
       StopAll(true);
       return 1;
@@ -462,14 +472,73 @@ int main(int argc, char** argv) {
 
   const auto start = Clock::now();
   int exit_code = 0;
+  // A dead server the cluster survives: with replication the first one (its backup takes
+  // over); with replace_servers_ms every later one, replaced by a new server of its rank
+  // restored from checkpoint_dir. A replacement the scheduler refuses (it has not yet
+  // declared the old one dead) is started again a second later, until replace_servers_ms.
+  bool replication_used = false;
+  std::map<int, std::pair<Clock::time_point, Clock::time_point>> replacing;  // rank -> (next try, deadline)
   for (;;) {
     Pump(100);
     Reap();
     const Child* failed = nullptr;
     bool workers_done = true;
-    for (const auto& c : g_children) {
-      if (Failed(c) && !failed) failed = &c;
+    for (auto& c : g_children) {
+      if (Failed(c) && !c.handled && c.server_rank >= 0) {
+        if (o.replication && !replication_used) {
+          replication_used = c.handled = true;
+          std::printf("[launch] %s %s: its backup takes over its ranges (replication)\n",
+                      c.label.c_str(), Describe(c).c_str());
+        } else if (o.replace_servers_ms > 0) {
+          c.handled = true;
+          const auto now = Clock::now();
+          auto it = replacing.find(c.server_rank);
+          // A replacement that ran a while had been accepted: this is a new death.
+          if (it != replacing.end() && now - c.started > std::chrono::seconds(5)) {
+            replacing.erase(it);
+            it = replacing.end();
+          }
+          if (it == replacing.end()) {
+            std::printf("[launch] %s %s: starting a replacement%s\n", c.label.c_str(),
+                        Describe(c).c_str(),
+                        o.checkpoint_dir.empty()
+                            ? " (no checkpoint_dir: its ranges start from their initializers)"
+                            : (" restored from " + o.checkpoint_dir).c_str());
+            replacing[c.server_rank] = {now + std::chrono::seconds(1),
+                                        now + std::chrono::milliseconds(o.replace_servers_ms)};
+          } else {
+            it->second.first = now + std::chrono::seconds(1);
+          }
+        }
+      }
+      if (Failed(c) && !c.handled && !failed) failed = &c;
       if (c.is_worker && !c.exited) workers_done = false;
+    }
+    for (auto it = replacing.begin(); it != replacing.end() && !failed;) {
+      const int rank = it->first;
+      bool running = false;
+      for (const auto& c : g_children) running |= c.server_rank == rank && !c.exited;
+      if (running || Clock::now() < it->second.first) {
+        ++it;
+        continue;
+      }
+      if (Clock::now() > it->second.second) {
+        std::printf("[launch] no replacement of server %d was accepted within "
+                    "replace_servers_ms=%d\n", rank, o.replace_servers_ms);
+        exit_code = 1;
+        break;
+      }
+      it->second.first = Clock::time_point::max();  // until this one exits
+      if (!start_server(rank, true)) {
+        std::printf("[launch] cannot start a replacement of server %d\n", rank);
+        exit_code = 1;
+        break;
+      }
+      ++it;
+    }
+    if (exit_code != 0) {
+      StopAll(true);
+      break;
     }
     if (failed) {
       std::printf("[launch] %s %s: stopping the cluster\n", failed->label.c_str(),
@@ -483,7 +552,7 @@ int main(int argc, char** argv) {
                   o.num_workers);
       StopAll(false);
       for (const auto& c : g_children) {
-        if (Failed(c)) {
+        if (Failed(c) && !c.handled) {
           std::printf("[launch] %s %s\n", c.label.c_str(), Describe(c).c_str());
           exit_code = 1;
         }

@@ -6,6 +6,7 @@ it, and training goes on. Every value is checked exactly."""
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -193,3 +194,23 @@ def test_replication_loses_no_acknowledged_update_under_sigkill(tmp_path):
                     p.send_signal(signal.SIGKILL)
                     p.wait(timeout=10)
             sched.stop()
+
+
+def test_launch_survives_a_killed_server(tmp_path):
+    """layerps-launch: with --replication the backup takes over; with --replace_servers_ms
+    the launcher starts a replacement restored from --checkpoint_dir. The worker kills
+    server 1 itself, trains on, and checks the values exactly."""
+    from conftest import run_launched
+    hb = ["--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500", "--dense_chunk_elems=500"]
+    p = run_launched(["-s", "3", "-w", "1", "--timeout_s=120", "--replication", *hb, "--",
+                      sys.executable, "launched_kill_server.py", "--expect=replication"])
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    assert "[launch] server 1 was killed by signal" in p.stdout, p.stdout[-3000:]
+    assert "its backup takes over its ranges (replication)" in p.stdout
+    assert "launched replication: OK" in p.stdout
+    p = run_launched(["-s", "2", "-w", "1", "--timeout_s=120", "--replace_servers_ms=60000",
+                      f"--checkpoint_dir={tmp_path / 'ckpt'}", *hb, "--",
+                      sys.executable, "launched_kill_server.py", "--expect=replacement"])
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    assert f"starting a replacement restored from {tmp_path / 'ckpt'}" in p.stdout, p.stdout[-3000:]
+    assert "launched replacement: OK" in p.stdout
