@@ -719,6 +719,26 @@ class Scheduler::Impl final : public ClusterState {
     MaybeFinish();
   }
 
+  // A registrant takes dead node `dead`'s entry in the map (its rank; a new id and data
+  // tag) and gets its RegisterReply.
+  void TakePlace(const NodeInfo& info, NodeId dead, const std::string& identity) {
+    map_.nodes.erase(std::remove_if(map_.nodes.begin(), map_.nodes.end(),
+                                    [&](const NodeInfo& n) { return n.id == dead; }),
+                     map_.nodes.end());
+    map_.tags.erase(dead);
+    map_.nodes.push_back(info);
+    map_.tags[info.id] = RandomHex(16);
+    identities_[identity] = info.id;
+    members_[info.id] = Member{SteadyMillis(), false};
+    layerps::pb::Control reply;
+    auto* rr = reply.mutable_register_reply();
+    rr->set_ok(true);
+    rr->set_id(info.id);
+    rr->set_rank(info.rank);
+    rr->set_tag(map_.tags[info.id]);
+    SendControl(info.id, reply);
+  }
+
   // A dead worker of rank `rank` (-1: the lowest), when the job tolerates worker loss.
   const NodeInfo* DeadWorker(int rank) const {
     const NodeInfo* best = nullptr;
@@ -734,22 +754,8 @@ class Scheduler::Impl final : public ClusterState {
   // rank, and every node learns of it with the next map (asynchronous tables only: its
   // bsp/ssp clocks would start again at zero).
   void AcceptRestartedWorker(NodeInfo info, NodeId dead, const std::string& identity) {
-    map_.nodes.erase(std::remove_if(map_.nodes.begin(), map_.nodes.end(),
-                                    [&](const NodeInfo& n) { return n.id == dead; }),
-                     map_.nodes.end());
-    map_.tags.erase(dead);
-    map_.nodes.push_back(info);
-    map_.tags[info.id] = RandomHex(16);
-    identities_[identity] = info.id;
-    members_[info.id] = Member{SteadyMillis(), false};
+    TakePlace(info, dead, identity);
     if (dead_workers_ > 0) --dead_workers_;
-    layerps::pb::Control reply;
-    auto* rr = reply.mutable_register_reply();
-    rr->set_ok(true);
-    rr->set_id(info.id);
-    rr->set_rank(info.rank);
-    rr->set_tag(map_.tags[info.id]);
-    SendControl(info.id, reply);
     LOG(INFO) << "worker node " << info.id << " at " << info.endpoint << " takes the place of "
               << "dead worker rank " << info.rank << " (node " << dead << ")";
     BroadcastMap();
@@ -759,25 +765,11 @@ class Scheduler::Impl final : public ClusterState {
   // and its ranges. It gets the map alone first; the others get it once it acknowledged
   // it (its tables set up and restored), so no worker sends it a request too early.
   void AcceptReplacement(NodeInfo info, Vacancy vacancy, bool restores, const std::string& identity) {
-    map_.nodes.erase(std::remove_if(map_.nodes.begin(), map_.nodes.end(),
-                                    [&](const NodeInfo& n) { return n.id == vacancy.dead; }),
-                     map_.nodes.end());
-    map_.tags.erase(vacancy.dead);
-    map_.nodes.push_back(info);
-    map_.tags[info.id] = RandomHex(16);
-    identities_[identity] = info.id;
-    members_[info.id] = Member{SteadyMillis(), false};
+    TakePlace(info, vacancy.dead, identity);
     tables_.ReplaceServer(vacancy.dead, info.id);
     vacancies_.erase(std::remove_if(vacancies_.begin(), vacancies_.end(),
                                     [&](const Vacancy& v) { return v.dead == vacancy.dead; }),
                      vacancies_.end());
-    layerps::pb::Control reply;
-    auto* rr = reply.mutable_register_reply();
-    rr->set_ok(true);
-    rr->set_id(info.id);
-    rr->set_rank(info.rank);
-    rr->set_tag(map_.tags[info.id]);
-    SendControl(info.id, reply);
     LOG(INFO) << "server node " << info.id << " at " << info.endpoint << " replaces rank "
               << info.rank << " (node " << vacancy.dead << ")";
     if (!restores) {

@@ -29,6 +29,13 @@ def server(address, rank, logdir, extra=()):
     return p
 
 
+def kill_all(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait(timeout=10)
+
+
 def grads(k):
     rng = np.random.default_rng(k)
     return (rng.integers(-4, 5, SIZE).astype(np.float32),
@@ -111,10 +118,7 @@ def test_sigkilled_server_replaced_mid_training(tmp_path):
         for p in (procs[0], procs[2]):
             assert p.wait(timeout=30) == 0
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-                p.wait(timeout=10)
+        kill_all(procs)
         sched.stop()
 
 
@@ -135,10 +139,7 @@ def test_a_server_that_cannot_take_the_place_is_refused(tmp_path):
         assert "the cluster is already complete" in extra.stderr, extra.stderr
         w.stop()
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-                p.wait(timeout=10)
+        kill_all(procs)
         sched.stop()
 
 
@@ -189,10 +190,7 @@ def test_replication_loses_no_acknowledged_update_under_sigkill(tmp_path):
                 if i != victim:
                     assert p.wait(timeout=30) == 0
         finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGKILL)
-                    p.wait(timeout=10)
+            kill_all(procs)
             sched.stop()
 
 
