@@ -38,6 +38,7 @@ POLICIES = {
     "unbounded": {},
     "lru": {"capacity": None, "eviction": "lru"},
     "lfu": {"capacity": None, "eviction": "lfu"},
+    "decayed": {"capacity": None, "eviction": "decayed"},
     "lru+admit2": {"capacity": None, "eviction": "lru", "admit_after": 2},
     "lru+admit4": {"capacity": None, "eviction": "lru", "admit_after": 4},
 }
