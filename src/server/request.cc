@@ -25,9 +25,13 @@ Status NotYet(const Store& store, TableId table, uint64_t request_epoch, uint64_
 Status CheckRequest(Message&& msg, const Store& store, uint64_t epoch, uint64_t max_elems,
                     DataRequest* out) {
   const Header& h = msg.header;
+  const MsgType t = h.msg_type();
+  if (t != MsgType::kPush && t != MsgType::kPull && t != MsgType::kPushPull &&
+      t != MsgType::kAssign) {
+    return ProtocolError(std::string("a ") + MsgTypeName(t) + " message is not a request");
+  }
   PS_RETURN_IF_ERROR(ValidateDataFrames(msg, max_elems));
   out->header = h;
-  const MsgType t = h.msg_type();
   out->pushes = t == MsgType::kPush || t == MsgType::kPushPull || t == MsgType::kAssign;
   out->pulls = t == MsgType::kPull || t == MsgType::kPushPull;
   out->op = t == MsgType::kAssign ? ApplyOp::kAssign : ApplyOp::kRule;

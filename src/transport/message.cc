@@ -166,6 +166,12 @@ Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
   MsgType t = h.msg_type();
   if (t == MsgType::kControl) return ProtocolError("not a data message");
   if (t == MsgType::kReplicateAck) {
+    // The echo of a replicate's header, without frames: its fields as a request's.
+    if ((h.flags & ~(kFlagSparse | kFlagFused | kFlagWireMask)) != 0)
+      return ProtocolError("unknown header flags");
+    if (h.wire() > 2) return ProtocolError("unknown wire element type 3");
+    if (h.sparse() && (h.dim == 0 || h.fused())) return ProtocolError("sparse ack with dim 0 or fused");
+    if (!h.sparse() && h.dim != 0) return ProtocolError("dense ack with dim != 0");
     if (!msg.frames.empty()) return ProtocolError("replicate ack with frames");
     return Status::OK();
   }

@@ -25,6 +25,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (h.msg_type() == MsgType::kControl) FUZZ_ASSERT(!valid.ok());
   if (!valid.ok()) return 0;
   FUZZ_ASSERT(msg.frames.size() <= 2);
+  if (h.msg_type() == MsgType::kReplicateAck) {  // a replicate's echo: no frames
+    FUZZ_ASSERT(msg.frames.empty() && h.wire() <= 2 && (h.sparse() ? h.dim >= 1 : h.dim == 0));
+    return 0;
+  }
   if (h.msg_type() == MsgType::kReply && h.status != 0) return 0;
   if (h.fused()) {
     if (h.msg_type() == MsgType::kReply) return 0;

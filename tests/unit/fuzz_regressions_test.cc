@@ -106,5 +106,24 @@ TEST(RequestPathTest, AnEmptyDenseUpdateAppliesNothing) {
   for (float v : out) EXPECT_EQ(v, 0.0f);
 }
 
+// request_fuzz: a replicate ack (wire type 9, no frames) with the fused flag and a huge
+// count passed the frame checks and made the request check allocate 3 GiB of segments.
+// Only the four request types are requests.
+TEST(RequestPathTest, OnlyRequestTypesAreRequests) {
+  Store store(1);
+  for (MsgType type : {MsgType::kReplicateAck, MsgType::kReplicate, MsgType::kReply,
+                       MsgType::kPeerTensor, MsgType::kControl}) {
+    Message msg;
+    msg.header.type = static_cast<uint16_t>(type);
+    msg.header.flags = kFlagFused;
+    msg.header.count = uint64_t{1} << 27;
+    DataRequest req;
+    Status s = CheckRequest(std::move(msg), store, 1, 1 << 20, &req);
+    EXPECT_EQ(s.code(), StatusCode::kProtocolError) << MsgTypeName(type);
+    EXPECT_NE(s.message().find("is not a request"), std::string::npos) << s;
+    EXPECT_TRUE(req.segments.empty());
+  }
+}
+
 }  // namespace
 }  // namespace ps

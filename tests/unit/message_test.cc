@@ -82,6 +82,32 @@ TEST(MessageTest, ValidateSparseFrames) {
   EXPECT_FALSE(ValidateDataFrames(m, 1 << 20).ok());
 }
 
+// Replication: a replicate is checked as the update it carries (its type in `status`), and
+// an ack is a header without frames.
+TEST(MessageTest, ValidateReplicateAndAck) {
+  Message r = DenseMessage(MsgType::kPush, 4, 16);
+  r.header.type = static_cast<uint16_t>(MsgType::kReplicate);
+  r.header.status = static_cast<int32_t>(MsgType::kPush);
+  EXPECT_TRUE(ValidateDataFrames(r, 1 << 20).ok());
+  r.header.status = static_cast<int32_t>(MsgType::kPull);  // not an update
+  EXPECT_FALSE(ValidateDataFrames(r, 1 << 20).ok());
+  r.header.status = static_cast<int32_t>(MsgType::kReplicate);  // no nesting
+  EXPECT_FALSE(ValidateDataFrames(r, 1 << 20).ok());
+  r.header.status = static_cast<int32_t>(MsgType::kAssign);
+  r.frames[0] = Frame::Copy("abc", 3);  // the carried push's frames must fit its header
+  EXPECT_FALSE(ValidateDataFrames(r, 1 << 20).ok());
+  Message ack;
+  ack.header.type = static_cast<uint16_t>(MsgType::kReplicateAck);
+  ack.header.count = 4;
+  EXPECT_TRUE(ValidateDataFrames(ack, 1 << 20).ok());
+  ack.header.flags = kFlagSparse;  // sparse needs a dim
+  EXPECT_FALSE(ValidateDataFrames(ack, 1 << 20).ok());
+  ack.header.dim = 2;
+  EXPECT_TRUE(ValidateDataFrames(ack, 1 << 20).ok());
+  ack.frames.push_back(Frame::Copy("x", 1));
+  EXPECT_FALSE(ValidateDataFrames(ack, 1 << 20).ok());
+}
+
 Message Fused(MsgType t, std::vector<FusedSegment> segs, size_t value_bytes, bool with_values) {
   Message m;
   m.header.type = static_cast<uint16_t>(t);
