@@ -226,6 +226,14 @@ class Worker {
   // The request's Status; kTimeout if it is still in flight after timeout (Wait again),
   // kNotFound for an unknown or already-waited ticket.
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout);
+  // Waits until every Push/Pull/PushPull/Assign (dense, sparse, many, device) this worker
+  // started before the call has completed, whether its ticket was waited for or not: a
+  // worker that pushes without waiting flushes before a point where its updates must be
+  // on the servers (Flush, then a barrier: every worker's pushes are applied). The
+  // requests' tickets stay valid; each one's error is its Wait's (or callback's), not
+  // Flush's. Peer sends and receives are not waited for. kTimeout, saying how many are
+  // still in flight, when `timeout` passes first (Flush again to go on waiting).
+  Status Flush(std::chrono::milliseconds timeout);
 
   // --- Placement ----------------------------------------------------------------------------
   // Makes `placement` the one in force for the whole cluster: tables of the listed layers

@@ -400,6 +400,31 @@ Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   return status;
 }
 
+Status RequestTracker::Flush(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::shared_ptr<Request>> flushed;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    for (const auto& kv : state_->requests) {
+      const MsgType t = kv.second->type;
+      if (t == MsgType::kPush || t == MsgType::kPull || t == MsgType::kPushPull ||
+          t == MsgType::kAssign) {
+        flushed.push_back(kv.second);
+      }
+    }
+  }
+  size_t left = 0;
+  for (const auto& req : flushed) {
+    std::unique_lock<std::mutex> lock(req->mu);
+    if (!req->cv.wait_until(lock, deadline, [&] { return req->done; })) ++left;
+  }
+  if (left > 0) {
+    return Timeout("flush: " + std::to_string(left) + " of " + std::to_string(flushed.size()) +
+                   " requests still in flight after " + std::to_string(timeout.count()) + " ms");
+  }
+  return Status::OK();
+}
+
 void RequestTracker::OnReply(Message&& msg) {
   const Header& h = msg.header;
   Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);

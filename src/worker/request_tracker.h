@@ -164,6 +164,11 @@ class RequestTracker {
   void Cancel(Ticket ticket, const Status& why);
 
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout);
+  // Waits until every push, pull, push-pull and assign registered before the call has
+  // completed, waited for or not (their tickets stay valid for Wait, which reports each
+  // one's status). Peer sends and receives are not waited for. kTimeout, saying how many
+  // are still in flight, when `timeout` passes first.
+  Status Flush(std::chrono::milliseconds timeout);
 
   // A reply (MsgType::kReply) from the receive thread.
   void OnReply(Message&& msg);

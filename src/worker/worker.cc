@@ -524,6 +524,9 @@ Status Worker::AllReduce(float* data, size_t n, const AllReduceOptions& options,
 Status Worker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   return impl_->tracker().Wait(ticket, timeout);
 }
+Status Worker::Flush(std::chrono::milliseconds timeout) {
+  return impl_->tracker().Flush(timeout);
+}
 Status Worker::Barrier(Group group, std::chrono::milliseconds timeout) {
   return impl_->Barrier(group, timeout, nullptr);
 }

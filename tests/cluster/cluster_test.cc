@@ -295,6 +295,57 @@ TEST(CallbackTest, CallbackRunsOnceAndReleasesTheTicket) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
+// Flush waits for every push, pull and assign started before it, whether its ticket was
+// waited for or not, and leaves the tickets valid; peer receives are not waited for.
+TEST(FlushTest, WaitsForEveryRequestStartedBeforeIt) {
+  LocalCluster c(2, 2, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w0 = c.worker(0);
+  Worker& w1 = c.worker(1);
+  const size_t n = 1 << 20;  // 4 MiB per push: many of them are in flight at once
+  auto id = w0.DeclareTable(TableSpec::Dense("flush", n, UpdateRule::kSum));
+  TableSpec bsp = TableSpec::Dense("flush-bsp", 8, UpdateRule::kSum);
+  bsp.sync = SyncMode::kBsp;
+  auto held = w0.DeclareTable(bsp);
+  ASSERT_TRUE(id.ok() && held.ok());
+  ASSERT_TRUE(w1.DeclareTable(bsp).ok());
+  std::vector<float> g(n, 1.0f);
+  std::vector<Ticket> tickets;
+  std::atomic<int> callbacks{0};
+  for (int i = 0; i < 24; ++i) tickets.push_back(w0.Push(*id, g.data(), n));
+  w0.Push(*id, g.data(), n, [&](const Status& s) { callbacks += s.ok() ? 1 : 100; });
+  // A receive nobody sends to: Flush does not wait for it.
+  std::vector<float> never(4);
+  const Ticket recv = w0.RecvFrom(1, 77, never.data(), never.size());
+  ASSERT_TRUE(w0.Flush(kWait).ok());
+  for (Ticket t : tickets) {
+    EXPECT_TRUE(w0.Wait(t, 0ms).ok()) << "ticket " << t << " not complete after Flush";
+  }
+  EXPECT_EQ(callbacks.load(), 1);
+  std::vector<float> out(n);
+  ASSERT_TRUE(w0.Wait(w0.Pull(*id, out.data(), n), kWait).ok());
+  EXPECT_EQ(out[0], 25.0f);
+  EXPECT_EQ(out[n - 1], 25.0f);
+  // A bsp step held by the server until the other worker pushes: Flush times out, saying
+  // how many are in flight, then completes once the step does.
+  std::vector<float> ones(8, 1.0f), step(8);
+  const Ticket waiting = w0.PushPull(*held, ones.data(), step.data(), 8);
+  const Status early = w0.Flush(200ms);
+  EXPECT_EQ(early.code(), StatusCode::kTimeout) << early;
+  EXPECT_NE(early.message().find("1 of 1 requests still in flight"), std::string::npos) << early;
+  std::vector<float> step1(8);
+  const Ticket other = w1.PushPull(*held, ones.data(), step1.data(), 8);
+  ASSERT_TRUE(w0.Flush(kWait).ok());
+  EXPECT_TRUE(w0.Wait(waiting, 0ms).ok());
+  EXPECT_EQ(step[7], 2.0f);
+  EXPECT_TRUE(w1.Wait(other, kWait).ok());
+  std::vector<float> hello(4, 5.0f);
+  ASSERT_TRUE(w1.Wait(w1.SendTo(0, 77, hello.data(), hello.size()), kWait).ok());
+  ASSERT_TRUE(w0.Wait(recv, kWait).ok());
+  EXPECT_EQ(never[3], 5.0f);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 // ----- Bad input: a clear Status, and nothing changes -------------------------------------
 
 class BadInputTest : public ::testing::Test {

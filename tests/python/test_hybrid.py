@@ -319,6 +319,90 @@ def test_repartition_keeps_every_row_and_training_goes_on():
     assert_equal_to([v for v, _ in out], ref)
 
 
+def repartition_in_flight(rows, K, lr=0.1, transport="inproc"):
+    """Pushes that every worker started on the old tables and did not wait for are in the
+    new ones: repartition flushes each worker's requests, then copies. None is lost (the
+    old tables are dropped after the copy) and none is applied twice. Returns how many
+    pushes were still in flight when repartition was called, at most, over the workers."""
+
+    def run(w):
+        model = Net(w.rank, rows)
+        opt = lt.DistributedOptimizer(sgd(model), model.named_parameters(), worker=w, name="flight")
+        ids, y = batch(0, rows)
+        opt.zero_grad()
+        loss_of(model, ids, y).backward()
+        opt.step()  # the sparse tables exist, and this step's pushes are applied
+        opt.pull_sparse_params()
+        before = model.emb.weight.detach().clone()
+        w.barrier("workers", 60)  # every worker read the same rows before anyone pushes more
+        sp = next(s for s in opt.hybrid.sparse_params if s.name == "emb.weight")
+        P = len(sp.tables)
+        keys = torch.arange(rows, dtype=torch.int64)
+        grad = torch.full((rows, DIM), float(w.rank + 1))
+        parts = [(t, keys[torch.remainder(keys, P) == k]) for k, t in enumerate(sp.tables)]
+        # Started, not waited for, by the last rank only: the others' copying pulls then
+        # travel on idle connections and, on a slow link, reach the servers long before
+        # these pushes unless repartition waits for them.
+        mine_k = K if w.rank == w.num_workers - 1 else 0
+        handles = [w.push_sparse(t, mine, grad[:mine.numel()]) for _ in range(mine_k) for t, mine in parts]
+        in_flight = sum(not h.done() for h in handles)
+        opt.repartition(P + 1)
+        for h in handles:
+            h.wait(60)  # each push succeeded: none reached a dropped table
+        model.emb.weight.data.zero_()
+        opt.pull_sparse_params()
+        after = model.emb.weight.detach().clone()
+        opt.finish()
+        return before, after, in_flight
+
+    with layerps.LocalCluster(num_servers=2, num_workers=2, transport=transport, **FAST) as c:
+        out = run_parallel(run, [(w,) for w in c.workers])
+    total = len(out) * K  # K pushes of (rank + 1) from the last rank
+    for before, after, _ in out:
+        torch.testing.assert_close(after, before - lr * total, rtol=0, atol=1e-4)
+    return max(n for _, _, n in out)
+
+
+def test_repartition_loses_no_push_in_flight():
+    # The pushes were really in flight when repartition was called (else it shows nothing).
+    assert repartition_in_flight(100000, 16) > 0
+
+
+# A loopback of its own where data is slow and control is not: packets of 2 KiB and more
+# (tot_len bits 0xf800 of the IP header) share 200 Mbit/s behind a short queue, smaller
+# ones (barriers, maps, acks) pass at once. MTU and GSO at 16 KiB keep every packet's
+# tot_len exact.
+_SLOW_DATA_LOOPBACK = " && ".join(
+    ["ip link set lo up", "ip link set lo mtu 16384 gso_max_size 16384",
+     "tc qdisc add dev lo root handle 1: htb default 10 r2q 1000",
+     "tc class add dev lo parent 1: classid 1:10 htb rate 10gbit",
+     "tc class add dev lo parent 1: classid 1:20 htb rate 200mbit burst 256kb",
+     "tc qdisc add dev lo parent 1:20 handle 20: pfifo limit 16"]
+    + [f"tc filter add dev lo parent 1: protocol ip prio 1 u32 match u16 {b:#06x} {b:#06x} at 2 flowid 1:20"
+       for b in (0x8000, 0x4000, 0x2000, 0x1000, 0x0800)])
+
+
+def test_repartition_loses_no_push_in_flight_on_a_slow_link():
+    """The same where the pushes are still on their way when the copy starts: only the
+    flush keeps the other worker's copy from reading the rows before them (without it,
+    half the rows lack the pushes)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("tc") and shutil.which("ip")):
+        pytest.skip("needs root, unshare and iproute2")
+    here = os.path.dirname(os.path.abspath(__file__))
+    body = (f"import sys; sys.path.insert(0, {here!r}); import test_hybrid; "
+            f"print('in flight', test_hybrid.repartition_in_flight(100000, 32, transport='tcp'))")
+    shell = f"{{ {_SLOW_DATA_LOOPBACK}; }} 2>/dev/null || exit 42; exec {sys.executable} -c \"{body}\""
+    r = subprocess.run(["unshare", "-n", "sh", "-c", shell], capture_output=True, text=True, timeout=240)
+    if r.returncode == 42 or (r.returncode == 1 and r.stderr.startswith("unshare:")):
+        pytest.skip(f"cannot shape a loopback of its own here: {r.stderr[-500:]}")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert int(r.stdout.split("in flight")[1].split()[0]) > 0
+
+
 def test_partition_search_is_within_ten_percent_of_the_exhaustive_best():
     rng = np.random.default_rng(0)
     for case in range(40):

@@ -369,6 +369,16 @@ class Worker(_Node):
         """The server ranks a table's key ranges live on, in key order."""
         return self._node.table_servers(self._id(table))
 
+    def flush(self, timeout=None):
+        """Waits until every push, pull and assign this worker started before the call
+        has completed, whether its handle was waited for or not (handles stay valid;
+        each one's error is raised by its own wait). A worker that pushes without
+        waiting flushes before a point where its updates must be on the servers: flush,
+        then barrier, and every worker's pushes are applied. Peer sends and receives are
+        not waited for. Raises TimeoutError, saying how many are still in flight, when
+        ``timeout`` (seconds) passes first."""
+        self._node.flush(timeout)
+
     def barrier(self, group="workers", timeout=None):
         """Blocks until every node of the group ('workers', 'servers', 'all') is here, and
         returns how many took part (workers that joined are not waited for nor counted).

@@ -650,8 +650,10 @@ class Hybrid:
         """Moves sparse parameters (all, or those named) to ``partitions`` partitions: new
         tables (a new placement and cluster-map epoch), every row copied from the old ones
         (each worker copies the rows r with r mod W == rank), then the old tables dropped
-        (the servers free them). Collective, between steps. The rules' server-side state
-        (momentum, moments) is not copied: it restarts."""
+        (the servers free them). Collective, between steps. Pushes to the old tables that
+        any worker started before calling it, waited for or not, are in the copy: each
+        worker first flushes its requests in flight, then a barrier. The rules'
+        server-side state (momentum, moments) is not copied: it restarts."""
         w, timeout = self.worker, self.timeout
         if not self.ready:
             raise FailedPreconditionError("repartition: the sparse tables exist from the first step on")
@@ -662,7 +664,10 @@ class Hybrid:
                 raise InvalidArgumentError(f"repartition: not a server-held sparse parameter: {sorted(unknown)}")
         for sp in chosen:
             check_partitions(partitions, sp.rows, what=f"partitions of '{sp.name}'")
-        w.barrier("workers", timeout)  # every worker finished its steps (their pushes are applied)
+        # Every worker's requests are complete (flush: also those whose handles nobody
+        # waited for), so every push to the old tables is applied before a row is copied.
+        w.flush(timeout)
+        w.barrier("workers", timeout)
         for sp in chosen:
             if partitions == sp.partitions:
                 continue

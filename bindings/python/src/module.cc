@@ -338,6 +338,32 @@ class PyWorker {
     return participants;
   }
 
+  // Worker::Flush, in slices so that Ctrl-C is noticed (None: no limit of our own; every
+  // request is bounded by its request_timeout_ms anyway).
+  void Flush(std::optional<double> timeout_s) {
+    const Millis limit = ToMillis(timeout_s, kNoLimit);
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      const auto spent =
+          std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
+      const Millis left = limit > spent ? limit - spent : Millis(0);
+      ps::Status s;
+      {
+        py::gil_scoped_release release;
+        s = w().Flush(std::min(left, Millis(200)));
+      }
+      if (s.code() != ps::StatusCode::kTimeout) {
+        ThrowIfError(s);
+        return;
+      }
+      if (left <= Millis(200)) {
+        throw StatusError(ps::Timeout(s.message() + " (the last slice; " +
+                                      std::to_string(limit.count()) + " ms in all)"));
+      }
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+
   int Join(std::optional<double> timeout_s) {
     const Millis t = ToMillis(timeout_s, kNoLimit);
     ps::Status s;
@@ -935,6 +961,7 @@ PYBIND11_MODULE(_core, m) {
       .def("table_spec", &PyWorker::GetTableSpec)
       .def("barrier", &PyWorker::Barrier, py::arg("group"), py::arg("timeout") = py::none())
       .def("join", &PyWorker::Join, py::arg("timeout") = py::none())
+      .def("flush", &PyWorker::Flush, py::arg("timeout") = py::none())
       .def("push", &PyWorker::Push, py::return_value_policy::take_ownership)
       .def("pull", &PyWorker::Pull, py::arg("table"), py::arg("out") = py::none(),
            py::return_value_policy::take_ownership)
