@@ -218,71 +218,8 @@ void BM_CoalesceAndBucket(benchmark::State& state) {
 }
 BENCHMARK(BM_CoalesceAndBucket)->Arg(1)->Arg(4);
 
-// Prototype for proposal P3 (bench/PROPOSALS.md): coalesce + bucket without sorting.
-// Duplicates found with an open-addressing hash table (first-occurrence order), unique
-// keys placed per bucket by a counting pass, rows copied/summed in input order (reads
-// sequential, writes to one sequential stream per bucket). Keys are not sorted inside a
-// bucket, which the server does not need. Same inverse/offsets outputs as
-// pack::CoalesceAndBucket.
-size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
-                             const uint64_t* begins, size_t nb, Key* out_keys, float* out_rows,
-                             uint32_t* inverse, size_t* offsets) {
-  size_t cap = 16;
-  while (cap < 2 * n) cap <<= 1;
-  thread_local std::vector<uint32_t> table, bucket, pos;
-  thread_local std::vector<Key> uniq;
-  table.assign(cap, 0xFFFFFFFFu);
-  uniq.clear();
-  bucket.clear();
-  std::fill(offsets, offsets + nb + 1, 0);
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t h = MixKey(keys[i]);
-    size_t j = (h >> 7) & (cap - 1);
-    uint32_t u;
-    for (;;) {
-      const uint32_t t = table[j];
-      if (t == 0xFFFFFFFFu) {
-        u = static_cast<uint32_t>(uniq.size());
-        table[j] = u;
-        uniq.push_back(keys[i]);
-        size_t b = nb - 1;
-        while (b > 0 && h < begins[b]) --b;  // few servers: a short scan
-        bucket.push_back(static_cast<uint32_t>(b));
-        ++offsets[b + 1];
-        break;
-      }
-      if (uniq[t] == keys[i]) {
-        u = t;
-        break;
-      }
-      j = (j + 1) & (cap - 1);
-    }
-    inverse[i] = u;
-  }
-  const size_t m = uniq.size();
-  for (size_t b = 0; b < nb; ++b) offsets[b + 1] += offsets[b];
-  pos.resize(m);
-  std::vector<size_t> cursor(offsets, offsets + nb);
-  for (size_t u = 0; u < m; ++u) {
-    pos[u] = static_cast<uint32_t>(cursor[bucket[u]]++);
-    out_keys[pos[u]] = uniq[u];
-  }
-  std::vector<uint8_t> seen(m, 0);
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t u = inverse[i];
-    float* dst = out_rows + size_t{pos[u]} * dim;
-    const float* src = rows + i * dim;
-    if (!seen[u]) {
-      std::memcpy(dst, src, dim * sizeof(float));
-      seen[u] = 1;
-    } else {
-      for (uint32_t k = 0; k < dim; ++k) dst[k] += src[k];
-    }
-    inverse[i] = pos[u];
-  }
-  return m;
-}
-
+// What the worker's host path packs with (pack::HashCoalesceAndBucket: no sort), checked
+// once against the sorted CoalesceAndBucket.
 void BM_HashCoalesceAndBucket(benchmark::State& state) {
   const size_t n = 100000;
   const uint32_t dim = 16;
@@ -305,17 +242,19 @@ void BM_HashCoalesceAndBucket(benchmark::State& state) {
         pack::CoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
                                 rk.data(), rr.data(), ri.data(), ro.data());
     const size_t m2 =
-        HashCoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
-                              ok.data(), orows.data(), inv.data(), offsets.data());
+        pack::HashCoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(),
+                                    begins.size(), ok.data(), orows.data(), inv.data(),
+                                    offsets.data());
     bool same = m1 == m2 && ro == offsets;
     for (size_t i = 0; same && i < n; ++i) {
       same = rk[ri[i]] == ok[inv[i]] && rr[size_t{ri[i]} * dim] == orows[size_t{inv[i]} * dim];
     }
-    if (!same) state.SkipWithError("prototype disagrees with pack::CoalesceAndBucket");
+    if (!same) state.SkipWithError("HashCoalesceAndBucket disagrees with CoalesceAndBucket");
   }
   for (auto _ : state) {
-    size_t m = HashCoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(), begins.size(),
-                                     ok.data(), orows.data(), inv.data(), offsets.data());
+    size_t m = pack::HashCoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(),
+                                           begins.size(), ok.data(), orows.data(), inv.data(),
+                                           offsets.data());
     benchmark::DoNotOptimize(m);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);

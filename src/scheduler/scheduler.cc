@@ -680,30 +680,48 @@ class Scheduler::Impl final : public ClusterState {
     promoting_ = backup->id;
     promoted_dead_ = id;
     promoted_reason_ = reason;
+    promoting_epoch_ = SendNewMapTo(backup->id);
+    return true;
+  }
+
+  // A new map epoch, sent to `node` alone: a server taking over ranges (a backup or a
+  // replacement) gets it first, the others once it acknowledged. Returns the epoch.
+  uint64_t SendNewMapTo(NodeId node) {
     ++map_.epoch;
-    promoting_epoch_ = map_.epoch;
     layerps::pb::Control c;
     MapToProto(map_, c.mutable_map_update()->mutable_map());
-    SendControl(backup->id, c);
+    SendControl(node, c);
     std::lock_guard<std::mutex> lock(mu_);
     nodes_snapshot_ = map_.nodes;
     stats_.map_epoch = map_.epoch;
+    return map_.epoch;
+  }
+
+  // The MapAck of a server taking over ranges (`who` says which, for the error). A table it
+  // could not set up fails the job, as its ranges would be lost: returns false. Else the
+  // ack counts as any node's and returns true.
+  bool TakeoverAcked(NodeId from, const layerps::pb::MapAck& ack, const std::string& who) {
+    if (ack.failed_size() > 0) {
+      const auto& f = ack.failed(0);
+      const TableInfo* t = map_.FindTable(f.table());
+      FailJob(StatusFromWire(f.code() == 0 ? static_cast<int>(StatusCode::kUnavailable) : f.code(),
+                             who + " could not set up table '" +
+                                 (t ? t->spec.name : std::string("?")) +
+                                 "': " + f.error().substr(0, 1024)));
+      return false;
+    }
+    layerps::pb::MapAck plain;
+    plain.set_epoch(ack.epoch());
+    tables_.OnMapAck(from, plain);
     return true;
   }
 
   void OnPromoted(NodeId from, const layerps::pb::MapAck& ack) {
     promoting_ = 0;
-    if (ack.failed_size() > 0) {
-      const auto& f = ack.failed(0);
-      const TableInfo* t = map_.FindTable(f.table());
-      FailJob(Unavailable("the backup of dead server node " + std::to_string(promoted_dead_) +
-                          " could not take over table '" + (t ? t->spec.name : std::string("?")) +
-                          "': " + f.error().substr(0, 1024)));
+    if (!TakeoverAcked(from, ack,
+                       "the backup of dead server node " + std::to_string(promoted_dead_))) {
       return;
     }
-    layerps::pb::MapAck plain;
-    plain.set_epoch(ack.epoch());
-    tables_.OnMapAck(from, plain);
     layerps::pb::Control c;
     c.mutable_node_dead()->set_id(promoted_dead_);
     c.mutable_node_dead()->set_reason(promoted_reason_);
@@ -778,14 +796,7 @@ class Scheduler::Impl final : public ClusterState {
                       "initializers";
     }
     joining_ = info.id;
-    ++map_.epoch;
-    joining_epoch_ = map_.epoch;
-    layerps::pb::Control c;
-    MapToProto(map_, c.mutable_map_update()->mutable_map());
-    SendControl(info.id, c);
-    std::lock_guard<std::mutex> lock(mu_);
-    nodes_snapshot_ = map_.nodes;
-    stats_.map_epoch = map_.epoch;
+    joining_epoch_ = SendNewMapTo(info.id);
   }
 
   // The replacement acknowledged its map: everyone else learns of it. A table it could
@@ -794,18 +805,7 @@ class Scheduler::Impl final : public ClusterState {
     joining_ = 0;
     const NodeInfo* n = FindNode(from);
     const uint32_t rank = n ? n->rank : 0;
-    if (ack.failed_size() > 0) {
-      const auto& f = ack.failed(0);
-      const TableInfo* t = map_.FindTable(f.table());
-      FailJob(StatusFromWire(f.code() == 0 ? static_cast<int>(StatusCode::kUnavailable) : f.code(),
-                             "the replacement of server rank " + std::to_string(rank) +
-                                 " could not set up table '" + (t ? t->spec.name : std::string("?")) +
-                                 "': " + f.error().substr(0, 1024)));
-      return;
-    }
-    layerps::pb::MapAck plain;
-    plain.set_epoch(ack.epoch());
-    tables_.OnMapAck(from, plain);
+    if (!TakeoverAcked(from, ack, "the replacement of server rank " + std::to_string(rank))) return;
     LOG(INFO) << "server rank " << rank << " is back (node " << from << ")";
     BroadcastMap();
   }

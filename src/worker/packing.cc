@@ -163,6 +163,108 @@ size_t CoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint32_t 
   return m;
 }
 
+namespace {
+
+// HashCoalesceAndBucket's scratch, kept per thread between calls: allocating and
+// page-faulting fresh tables for every request costs as much as the packing. A thread
+// drops them after a request larger than kKeepScratchKeys keys.
+constexpr size_t kKeepScratchKeys = size_t{1} << 21;
+struct HashScratch {
+  std::vector<uint32_t> slots;   // open addressing: index into uniq, or kEmpty
+  std::vector<Key> uniq;         // unique keys, in first-occurrence order
+  std::vector<uint32_t> bucket;  // per unique key: its bucket
+  std::vector<uint32_t> dest;    // per unique key: its position in out_keys
+  std::vector<uint32_t> which;   // per input key: its unique key (when inverse is null)
+  std::vector<size_t> cursor;
+  void Trim() {
+    if (slots.capacity() > 2 * kKeepScratchKeys) *this = HashScratch();
+  }
+};
+constexpr uint32_t kEmpty = 0xFFFFFFFFu;
+
+}  // namespace
+
+size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
+                             const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
+                             float* out_rows, uint32_t* inverse, size_t* offsets) {
+  std::fill(offsets, offsets + num_buckets + 1, size_t{0});
+  if (n == 0) return 0;
+  const bool with_rows = rows != nullptr && out_rows != nullptr && dim > 0;
+  thread_local HashScratch sc;
+  size_t cap = 16;
+  while (cap < 2 * n) cap <<= 1;  // load factor <= 1/2
+  sc.slots.assign(cap, kEmpty);
+  sc.uniq.clear();
+  sc.bucket.clear();
+  uint32_t* which = inverse;
+  if (which == nullptr) {
+    sc.which.resize(n);
+    which = sc.which.data();
+  }
+  // Pass 1: every key's unique index; a new key's bucket is found once.
+  for (size_t i = 0; i < n; ++i) {
+    const Key k = keys[i];
+    const uint64_t h = MixKey(k);
+    size_t j = (h >> 7) & (cap - 1);  // the low bits also pick the bucket: use others
+    for (;;) {
+      const uint32_t t = sc.slots[j];
+      if (t == kEmpty) {
+        const auto u = static_cast<uint32_t>(sc.uniq.size());
+        sc.slots[j] = u;
+        sc.uniq.push_back(k);
+        // The last bucket whose begin is <= h (BucketOf's rule): few servers, a short scan.
+        size_t b = num_buckets - 1;
+        if (num_buckets <= 16) {
+          while (b > 0 && h < bucket_begin[b]) --b;
+        } else {
+          b = static_cast<size_t>(
+                  std::upper_bound(bucket_begin, bucket_begin + num_buckets, h) - bucket_begin) -
+              1;
+        }
+        sc.bucket.push_back(static_cast<uint32_t>(b));
+        ++offsets[b + 1];
+        which[i] = u;
+        break;
+      }
+      if (sc.uniq[t] == k) {
+        which[i] = t;
+        break;
+      }
+      j = (j + 1) & (cap - 1);
+    }
+  }
+  const size_t m = sc.uniq.size();
+  for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
+  // Destinations: a stable counting sort of the unique keys by bucket.
+  sc.cursor.assign(offsets, offsets + num_buckets);
+  sc.dest.resize(m);
+  for (size_t u = 0; u < m; ++u) {
+    const size_t d = sc.cursor[sc.bucket[u]]++;
+    sc.dest[u] = static_cast<uint32_t>(d);
+    out_keys[d] = sc.uniq[u];
+  }
+  // Pass 2: rows summed in input order. Unique indices were handed out in order of first
+  // occurrence, so a key is new exactly when its index is the next one not seen yet.
+  uint32_t next_new = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = which[i];
+    const uint32_t d = sc.dest[u];
+    if (with_rows) {
+      float* dst = out_rows + size_t{d} * dim;
+      const float* src = rows + i * dim;
+      if (u == next_new) {
+        std::memcpy(dst, src, dim * sizeof(float));
+      } else {
+        for (uint32_t k = 0; k < dim; ++k) dst[k] += src[k];
+      }
+    }
+    if (u == next_new) ++next_new;
+    if (inverse != nullptr) inverse[i] = d;
+  }
+  if (n > kKeepScratchKeys) sc.Trim();
+  return m;
+}
+
 void ScatterRows(const uint32_t* inverse, size_t n, const float* uniq_rows, uint32_t dim,
                  float* out) {
   for (size_t i = 0; i < n; ++i) {

@@ -61,6 +61,16 @@ size_t CoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint32_t 
                          const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
                          float* out_rows, uint32_t* inverse, size_t* offsets);
 
+// CoalesceAndBucket's contract, except that inside each bucket the unique keys are in the
+// order of their first occurrence in the input instead of ascending: a hash table instead
+// of a sort (bench/PROPOSALS.md P3). The number of unique keys, the offsets, the set of
+// keys in each bucket, every key's summed row (bit for bit: the same summation order) and
+// the inverse agree with CoalesceAndBucket's up to that order. The worker's host path
+// packs with it; CoalesceAndBucket stays the CPU reference of the CUDA kernels.
+size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
+                             const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
+                             float* out_rows, uint32_t* inverse, size_t* offsets);
+
 // Pull-side scatter: out[i*dim..] = uniq_rows[inverse[i]*dim..] for i < n. Repeated keys
 // each get their row, in the original order.
 void ScatterRows(const uint32_t* inverse, size_t n, const float* uniq_rows, uint32_t dim,

@@ -357,12 +357,14 @@ SparseBatch PsRequests::PrepareSparse(MsgType type, const TableInfo& t, const Ke
   auto bkeys = std::make_shared<std::vector<Key>>(num_keys);
   auto brows = std::make_shared<std::vector<float>>(sums ? num_keys * size_t{dim} : 0);
   std::vector<uint32_t> inverse(sums ? 0 : num_keys);
-  // Unique keys grouped by server range (sorted within each), duplicates summed for
-  // pushes; the inverse maps every caller position to its unique key.
+  // Unique keys grouped by server range (in order of first occurrence within each: a
+  // hash table, no sort), duplicates summed for pushes; the inverse maps every caller
+  // position to its unique key.
   const size_t m =
-      pack::CoalesceAndBucket(keys, sums ? rows : nullptr, num_keys, sums ? dim : 0, begins.data(),
-                              begins.size(), bkeys->data(), sums ? brows->data() : nullptr,
-                              sums ? nullptr : inverse.data(), batch.offsets.data());
+      pack::HashCoalesceAndBucket(keys, sums ? rows : nullptr, num_keys, sums ? dim : 0,
+                                  begins.data(), begins.size(), bkeys->data(),
+                                  sums ? brows->data() : nullptr, sums ? nullptr : inverse.data(),
+                                  batch.offsets.data());
   bkeys->resize(m);
   if (type == MsgType::kAssign) {  // the last row of a duplicated key wins
     brows->resize(m * size_t{dim});

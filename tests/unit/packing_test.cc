@@ -17,6 +17,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <unordered_map>
 #include <random>
 #include <string>
 #include <vector>
@@ -351,6 +352,87 @@ TEST_F(PackingTest, CoalesceAndBucketEqualsCoalesceThenBucket) {
       }
       for (size_t i = 0; i < s.n; ++i) ASSERT_EQ(fk[inv[i]], keys[i]);
     }
+  }
+}
+
+// The hash-based packing agrees with the sorted one up to the order of keys inside a
+// bucket, which is the order of first occurrence.
+TEST_F(PackingTest, HashCoalesceAndBucketAgreesWithTheSortedOne) {
+  for (const Shape& s : CoalesceShapes()) {
+    for (size_t nb : {size_t{1}, size_t{5}}) {
+      for (bool with_inverse : {true, false}) {
+        if (s.n > 100000 && (nb == 1 || !with_inverse)) continue;  // big ones once: time
+        SCOPED_TRACE("n=" + std::to_string(s.n) + " space=" + std::to_string(s.space) +
+                     " dim=" + std::to_string(s.dim) + " buckets=" + std::to_string(nb) +
+                     " inverse=" + std::to_string(with_inverse) + " " + SeedMsg());
+        const auto keys = RandomKeys(s.n, s.space);
+        const auto rows = RandomRows(s.n * s.dim);
+        const auto begin = RandomBuckets(nb);
+        std::vector<Key> sk(s.n), hk(s.n);
+        std::vector<float> sr(s.n * s.dim), hr(s.n * s.dim);
+        std::vector<uint32_t> sinv(s.n), hinv(s.n);
+        std::vector<size_t> soff(nb + 1), hoff(nb + 1);
+        Poison(hk);
+        Poison(hr);
+        Poison(hinv);
+        Poison(hoff);
+        const size_t m1 = CoalesceAndBucket(keys.data(), rows.data(), s.n, s.dim, begin.data(), nb,
+                                            sk.data(), sr.data(), sinv.data(), soff.data());
+        const size_t m2 = HashCoalesceAndBucket(keys.data(), rows.data(), s.n, s.dim,
+                                                begin.data(), nb, hk.data(), hr.data(),
+                                                with_inverse ? hinv.data() : nullptr, hoff.data());
+        ASSERT_EQ(m1, m2);
+        ASSERT_EQ(soff, hoff);
+        // Every key's summed row, bit for bit, and in its bucket.
+        std::unordered_map<Key, size_t> sorted_pos;
+        for (size_t p = 0; p < m1; ++p) sorted_pos[sk[p]] = p;
+        ASSERT_EQ(sorted_pos.size(), m1);
+        for (size_t b = 0; b < nb; ++b) {
+          for (size_t p = hoff[b]; p < hoff[b + 1]; ++p) {
+            auto it = sorted_pos.find(hk[p]);
+            ASSERT_NE(it, sorted_pos.end());
+            ASSERT_GE(it->second, soff[b]);
+            ASSERT_LT(it->second, soff[b + 1]);
+            ASSERT_EQ(0, s.dim == 0 ? 0
+                                    : std::memcmp(&hr[p * s.dim], &sr[it->second * s.dim],
+                                                  s.dim * sizeof(float)));
+          }
+        }
+        // Inside a bucket: the order of first occurrence in the input.
+        std::unordered_map<Key, size_t> first;
+        for (size_t i = 0; i < s.n; ++i) first.emplace(keys[i], i);
+        for (size_t b = 0; b < nb; ++b) {
+          for (size_t p = hoff[b] + 1; p < hoff[b + 1]; ++p) {
+            ASSERT_LT(first[hk[p - 1]], first[hk[p]]);
+          }
+        }
+        if (with_inverse) {
+          for (size_t i = 0; i < s.n; ++i) ASSERT_EQ(hk[hinv[i]], keys[i]);
+        }
+      }
+    }
+  }
+  // Keys only, nothing, and a request past what a thread keeps of its scratch (twice: the
+  // scratch is rebuilt after it is dropped).
+  std::vector<Key> k(1);
+  std::vector<size_t> off(3, 7);
+  EXPECT_EQ(HashCoalesceAndBucket(nullptr, nullptr, 0, 4, RandomBuckets(2).data(), 2, k.data(),
+                                  nullptr, nullptr, off.data()),
+            0u);
+  EXPECT_EQ(off, std::vector<size_t>({0, 0, 0}));
+  for (int round = 0; round < 2; ++round) {
+    const size_t n = (size_t{1} << 21) + 5;
+    std::vector<Key> keys(n);
+    for (size_t i = 0; i < n; ++i) keys[i] = (i * 2654435761u) % (n / 2);
+    const auto begin = RandomBuckets(3);
+    std::vector<Key> out(n);
+    std::vector<uint32_t> inv(n);
+    std::vector<size_t> o(4);
+    const size_t m = HashCoalesceAndBucket(keys.data(), nullptr, n, 0, begin.data(), 3,
+                                           out.data(), nullptr, inv.data(), o.data());
+    ASSERT_EQ(m, n / 2);
+    ASSERT_EQ(o[3], m);
+    for (size_t i = 0; i < n; i += 997) ASSERT_EQ(out[inv[i]], keys[i]);
   }
 }
 
