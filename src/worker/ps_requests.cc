@@ -396,20 +396,33 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
   // A bsp/ssp server counts every worker's pushes: each range gets one, empty or not.
   const bool every_range = pushes && t.spec.sync != SyncMode::kAsync;
   const uint32_t clock = TakeClock(t, type);
+  // A server's share above part_bytes_ on the wire (keys and rows, either direction) goes
+  // as several parts of equal key counts, on async tables (a bsp/ssp server counts one
+  // push per worker, clock and range).
+  const uint64_t key_bytes = sizeof(Key) + uint64_t{dim} * t.spec.WireElementBytes();
+  const bool may_split = part_bytes_ > 0 && t.spec.sync == SyncMode::kAsync;
   for (size_t b = 0; b + 1 < batch.offsets.size(); ++b) {
-    if (batch.offsets[b + 1] > batch.offsets[b] || every_range) {
+    const uint64_t count = batch.offsets[b + 1] - batch.offsets[b];
+    if (count == 0 && !every_range) continue;
+    const uint64_t n = may_split && count * key_bytes > part_bytes_
+                           ? (count * key_bytes + part_bytes_ - 1) / part_bytes_
+                           : 1;
+    const uint64_t per = n > 1 ? (count + n - 1) / n : count;
+    for (uint64_t first = 0; first < count || (count == 0 && first == 0); first += per) {
       Part p;
       p.server = t.ranges[b].server;
       p.table = t.id;
-      p.offset = batch.offsets[b];
-      p.count = batch.offsets[b + 1] - batch.offsets[b];
+      p.offset = batch.offsets[b] + first;
+      p.count = std::min(per, count - first);
       p.wire = WireOf(t);
+      p.split = n > 1;
       if (req->pulls()) {
         p.dst = req->staging.data() + p.offset * dim;
         p.value_count = p.count * dim;
       }
       p.clock = clock;
       req->parts.push_back(std::move(p));
+      if (count == 0) break;
     }
   }
   // The batch owns its buffers (no borrowed caller memory): nothing to wait for after send.

@@ -126,7 +126,8 @@ bool Claim(Request* req, size_t i, const Status& status) {
         !p.split ? status
                  : status.WithContext(
                        "part " + std::to_string(i) + " of " + std::to_string(req->parts.size()) +
-                       " (elements " + std::to_string(p.offset) + ".." +
+                       (req->sparse ? " (unique keys " : " (elements ") +
+                       std::to_string(p.offset) + ".." +
                        std::to_string(p.offset + p.count) + " of table " + std::to_string(p.table) +
                        "; the request failed as a whole, the servers may have applied its "
                        "other parts)");

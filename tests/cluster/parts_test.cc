@@ -1,7 +1,7 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// Options::part_bytes: a dense request's share for one server above the threshold goes
-// as several messages, all in flight at once. Values are reassembled exactly around the
+// Options::part_bytes: a dense or sparse request's share for one server above the
+// threshold goes as several messages, all in flight at once. Values are reassembled exactly around the
 // threshold, the worker's message counter shows the parts, a lost part fails the whole
 // request (naming the part), and the parts of concurrent requests never mix.
 #include <gtest/gtest.h>
@@ -203,6 +203,101 @@ TEST(PartsTest, SynchronizedTablesAreNotSplit) {
   EXPECT_EQ(Sent(w) - before, 1u);
   ASSERT_TRUE(w.Wait(w.Pull(*t, out.data(), n), kWait).ok());
   for (float v : out) ASSERT_EQ(v, 2.0f);
+  c.Finish();
+}
+
+// Sparse: a share of more than part_bytes on the wire (8 bytes of key and dim values per
+// unique key) goes as parts of equal key counts; duplicates are summed before counting.
+TEST(PartsTest, SparseValuesAroundTheThresholdAndMessageCounts) {
+  LocalCluster c(1, 1, "tcp", PartOptions());
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  constexpr uint32_t kDim = 4;
+  struct Case {
+    uint64_t unique;  // distinct keys
+    int copies;       // each key appears this many times in the request
+    uint64_t parts;
+    WireDType wire;
+  };
+  const uint64_t at = kPartBytes / (8 + 4 * kDim);  // 2730 keys fit one part in fp32
+  const Case cases[] = {
+      {at, 1, 1, WireDType::kFloat32},
+      {at + 1, 1, 2, WireDType::kFloat32},
+      {10000, 1, 4, WireDType::kFloat32},
+      {10000, 3, 4, WireDType::kFloat32},                           // 30000 keys, 10000 unique
+      {kPartBytes / (8 + 2 * kDim), 1, 1, WireDType::kFloat16},     // 4096
+      {kPartBytes / (8 + 2 * kDim) + 1, 1, 2, WireDType::kBFloat16},
+  };
+  int k = 0;
+  for (const Case& cs : cases) {
+    SCOPED_TRACE("unique=" + std::to_string(cs.unique) + " copies=" + std::to_string(cs.copies));
+    TableSpec spec = TableSpec::Sparse("s" + std::to_string(k++), kDim);
+    spec.wire_dtype = cs.wire;
+    auto t = w.DeclareTable(spec);
+    ASSERT_TRUE(t.ok()) << t.status();
+    const uint64_t n = cs.unique * cs.copies;
+    std::vector<Key> keys(n);
+    std::vector<float> rows(n * kDim), out(n * kDim, -1.0f);
+    for (uint64_t i = 0; i < n; ++i) {
+      keys[i] = (i % cs.unique) * 7919 + 3;
+      for (uint32_t d = 0; d < kDim; ++d) rows[i * kDim + d] = G(i % cs.unique + d);
+    }
+    uint64_t before = Sent(w);
+    ASSERT_TRUE(w.Wait(w.PushSparse(*t, keys.data(), n, rows.data(), rows.size()), kWait).ok());
+    EXPECT_EQ(Sent(w) - before, cs.parts);
+    before = Sent(w);
+    ASSERT_TRUE(w.Wait(w.PullSparse(*t, keys.data(), n, out.data(), out.size()), kWait).ok());
+    EXPECT_EQ(Sent(w) - before, cs.parts);
+    for (uint64_t i = 0; i < n; ++i) {
+      for (uint32_t d = 0; d < kDim; ++d) {
+        ASSERT_EQ(out[i * kDim + d], cs.copies * G(i % cs.unique + d)) << "key " << i;
+      }
+    }
+    // Assign goes in parts too (the last row of a duplicated key wins).
+    before = Sent(w);
+    ASSERT_TRUE(w.Wait(w.AssignSparse(*t, keys.data(), n, rows.data(), rows.size()), kWait).ok());
+    EXPECT_EQ(Sent(w) - before, cs.parts);
+    ASSERT_TRUE(w.Wait(w.PullSparse(*t, keys.data(), n, out.data(), out.size()), kWait).ok());
+    for (uint64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(out[i * kDim + 1], G(i % cs.unique + 1)) << "key " << i;
+    }
+  }
+  c.Finish();
+}
+
+// A lost part of a sparse push fails the whole request, naming the part and its unique
+// keys; the keys of the other parts were applied.
+TEST(PartsTest, ALostSparsePartFailsTheWholeRequest) {
+  auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
+  Options o = PartOptions();
+  o.request_timeout_ms = 1500;
+  o.transport_factory = injector;
+  LocalCluster c(1, 1, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  constexpr uint32_t kDim = 8;
+  const uint64_t n = 3 * (kPartBytes / (8 + 4 * kDim));  // 3 parts of 1638 keys
+  auto t = w.DeclareTable(TableSpec::Sparse("lossy-sparse", kDim));
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<Key> keys(n);
+  for (uint64_t i = 0; i < n; ++i) keys[i] = i;
+  std::vector<float> rows(n * kDim, 1.0f), out(n * kDim);
+  FaultRule drop;
+  drop.match = [](NodeId, const Message& m) {
+    return m.header.msg_type() == MsgType::kPush && m.header.part == 1;
+  };
+  drop.times = 1;
+  const int rule = injector->AddRule(drop);
+  Status st = w.Wait(w.PushSparse(*t, keys.data(), n, rows.data(), rows.size()), kWait);
+  EXPECT_EQ(injector->Applied(rule), 1);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("part 1 of 3 (unique keys 1638..3276"), std::string::npos) << st;
+  ASSERT_TRUE(w.Wait(w.PullSparse(*t, keys.data(), n, out.data(), out.size()), kWait).ok());
+  // One server: the unique keys keep the request's order, so part 1 held keys 1638..3275.
+  for (uint64_t i = 0; i < n; ++i) {
+    const bool lost = i >= n / 3 && i < 2 * n / 3;
+    ASSERT_EQ(out[i * kDim], lost ? 0.0f : 1.0f) << i;
+  }
   c.Finish();
 }
 
