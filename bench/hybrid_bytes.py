@@ -2,6 +2,13 @@
 ps, allreduce and allgather, next to the formulas of Parallax (PAPERS.md §5).
 
     python bench/hybrid_bytes.py [--machines 2 4 8] [--steps 12] [--json FILE]
+    python bench/hybrid_bytes.py --machines 4 --workers_per_machine 2 --aggregate both
+
+With --workers_per_machine G, a machine is G workers and G servers (ranks kG..kG+G-1),
+and --aggregate says whether the workers of a machine aggregate locally (the example's
+--hosts G: a host's sparse rows coalesced and pushed once, its dense gradients summed
+before the all-reduce among the hosts' leaders) or not (--hosts rank); the formulas are
+printed for G = 1 only.
 
 A machine is one worker and one server (m workers, m servers, one layerps.launch per
 mode; every worker its own host, --hosts rank, so nothing is aggregated locally). Bytes
@@ -27,34 +34,42 @@ EXAMPLE = os.path.join(HERE, "..", "examples", "python", "hybrid_lm.py")
 MODES = ("hybrid", "ps", "allreduce", "allgather")
 
 
-def run(mode, m, args, work):
-    out = os.path.join(work, f"{mode}-{m}-{{rank}}.json")
-    cmd = [sys.executable, "-m", "layerps.launch", "-s", str(m), "-w", str(m), "--quiet_daemons",
-           "--timeout_s=1200", "--", sys.executable, EXAMPLE, "--mode", mode, "--hosts", "rank",
+def run(mode, m, args, work, aggregate=False):
+    g = args.workers_per_machine
+    n = m * g  # workers, and servers
+    out = os.path.join(work, f"{mode}-{m}-{int(aggregate)}-{{rank}}.json")
+    hosts = str(g) if aggregate else "rank"
+    cmd = [sys.executable, "-m", "layerps.launch", "-s", str(n), "-w", str(n), "--quiet_daemons",
+           "--timeout_s=1200", "--", sys.executable, EXAMPLE, "--mode", mode, "--hosts", hosts,
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--vocab", str(args.vocab),
-           "--dim", str(args.dim), "--hidden", str(args.hidden), "--batch", str(args.batch * m),
+           "--dim", str(args.dim), "--hidden", str(args.hidden), "--batch", str(args.batch * n),
            "--json", out]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if p.returncode != 0:
         raise SystemExit(f"{mode} m={m} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return [json.load(open(out.format(rank=r))) for r in range(m)]
+    return [json.load(open(out.format(rank=r))) for r in range(n)]
 
 
-def per_machine(results):
-    """Mean over machines of the bytes per step that cross a machine's boundary."""
-    m = len(results)
+def per_machine(results, g=1):
+    """Mean over machines (G workers and G servers each) of the bytes per step that cross
+    a machine's boundary."""
+    n = len(results)
+    m = n // g
     nodes = {int(k): v for k, v in results[0]["nodes"].items()}
     server_of = {rank: nid for nid, (role, rank) in nodes.items() if role == "server"}
     worker_of = {rank: nid for nid, (role, rank) in nodes.items() if role == "worker"}
     totals = []
     for k in range(m):
-        own = {server_of[k], worker_of[k]}
-        mine = results[k]["bytes_per_step_by_peer"]
-        b = sum(v for peer, v in mine.items() if int(peer) in nodes and int(peer) not in own
-                and nodes[int(peer)][0] != "scheduler")
-        for j in range(m):
-            if j != k:
-                b += results[j]["bytes_per_step_by_peer"].get(str(server_of[k]), 0.0)
+        ranks = range(k * g, (k + 1) * g)
+        own = {server_of[r] for r in ranks} | {worker_of[r] for r in ranks}
+        b = 0.0
+        for r in ranks:
+            mine = results[r]["bytes_per_step_by_peer"]
+            b += sum(v for peer, v in mine.items() if int(peer) in nodes and int(peer) not in own
+                     and nodes[int(peer)][0] != "scheduler")
+        for j in range(n):
+            if j not in ranks:
+                b += sum(results[j]["bytes_per_step_by_peer"].get(str(server_of[r]), 0.0) for r in ranks)
         totals.append(b)
     return sum(totals) / m
 
@@ -83,8 +98,13 @@ def main():
     p.add_argument("--dim", type=int, default=32)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--batch", type=int, default=128, help="per worker (the global batch grows with m)")
+    p.add_argument("--workers_per_machine", type=int, default=1)
+    p.add_argument("--aggregate", choices=["no", "yes", "both"], default="no",
+                   help="local aggregation among a machine's workers (with --workers_per_machine > 1)")
     p.add_argument("--json")
     args = p.parse_args()
+    if args.workers_per_machine > 1:
+        return local_aggregation(args)
     work = tempfile.mkdtemp(prefix="layerps-hybrid-bytes-")
     rows = []
     for m in args.machines:
@@ -104,6 +124,33 @@ def main():
                   f"({(counted - predicted) / predicted * 100:+6.1f}%)  alpha in {alpha['inp.weight']:.4f} "
                   f"out {alpha['out.weight']:.4f}  {row['seconds_per_step'] * 1e3:7.1f} ms/step  "
                   f"eval loss {row['eval_loss']:.4f}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(args=vars(args), rows=rows), f, indent=1)
+
+
+def local_aggregation(args):
+    """Bytes per machine per step with and without local aggregation (G workers a machine)."""
+    g = args.workers_per_machine
+    work = tempfile.mkdtemp(prefix="layerps-hybrid-local-")
+    choices = {"no": [False], "yes": [True], "both": [False, True]}[args.aggregate]
+    rows = []
+    for m in args.machines:
+        for mode in args.modes:
+            counted = {}
+            for aggregate in choices:
+                res = run(mode, m, args, work, aggregate)
+                counted[aggregate] = per_machine(res, g)
+                rows.append(dict(m=m, workers_per_machine=g, mode=mode, aggregate=aggregate,
+                                 counted=counted[aggregate],
+                                 seconds_per_step=max(r["seconds_per_step_with_barrier"] for r in res),
+                                 eval_loss=res[0]["eval_loss"]))
+                print(f"m={m} x {g} workers {mode:9} local aggregation {'on ' if aggregate else 'off'} "
+                      f"counted {counted[aggregate] / 1e6:9.4f} MB/machine/step  "
+                      f"{rows[-1]['seconds_per_step'] * 1e3:7.1f} ms/step  eval loss {rows[-1]['eval_loss']:.4f}",
+                      flush=True)
+            if len(counted) == 2:
+                print(f"m={m} x {g} workers {mode:9} off / on = {counted[False] / counted[True]:.2f}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(args=vars(args), rows=rows), f, indent=1)
