@@ -7,8 +7,9 @@ ps, allreduce and allgather, next to the formulas of Parallax (PAPERS.md §5).
 With --workers_per_machine G, a machine is G workers and G servers (ranks kG..kG+G-1),
 and --aggregate says whether the workers of a machine aggregate locally (the example's
 --hosts G: a host's sparse rows coalesced and pushed once, its dense gradients summed
-before the all-reduce among the hosts' leaders) or not (--hosts rank); the formulas are
-printed for G = 1 only.
+before the all-reduce among the hosts' leaders) or not (--hosts rank); 'all' adds a run
+with --host_pulls (the leader also pulls the union of its workers' rows once). The
+formulas are printed for G = 1 only.
 
 A machine is one worker and one server (m workers, m servers, one layerps.launch per
 mode; every worker its own host, --hosts rank, so nothing is aggregated locally). Bytes
@@ -34,7 +35,8 @@ EXAMPLE = os.path.join(HERE, "..", "examples", "python", "hybrid_lm.py")
 MODES = ("hybrid", "ps", "allreduce", "allgather")
 
 
-def run(mode, m, args, work, aggregate=False):
+def run(mode, m, args, work, aggregate=0):
+    """aggregate: 0 none, 1 local aggregation, 2 local aggregation and host pulls."""
     g = args.workers_per_machine
     n = m * g  # workers, and servers
     out = os.path.join(work, f"{mode}-{m}-{int(aggregate)}-{{rank}}.json")
@@ -43,7 +45,7 @@ def run(mode, m, args, work, aggregate=False):
            "--timeout_s=1200", "--", sys.executable, EXAMPLE, "--mode", mode, "--hosts", hosts,
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--vocab", str(args.vocab),
            "--dim", str(args.dim), "--hidden", str(args.hidden), "--batch", str(args.batch * n),
-           "--json", out]
+           "--json", out] + (["--host_pulls"] if aggregate == 2 else [])
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if p.returncode != 0:
         raise SystemExit(f"{mode} m={m} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
@@ -99,7 +101,7 @@ def main():
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--batch", type=int, default=128, help="per worker (the global batch grows with m)")
     p.add_argument("--workers_per_machine", type=int, default=1)
-    p.add_argument("--aggregate", choices=["no", "yes", "both"], default="no",
+    p.add_argument("--aggregate", choices=["no", "yes", "both", "all"], default="no",
                    help="local aggregation among a machine's workers (with --workers_per_machine > 1)")
     p.add_argument("--json")
     args = p.parse_args()
@@ -133,7 +135,8 @@ def local_aggregation(args):
     """Bytes per machine per step with and without local aggregation (G workers a machine)."""
     g = args.workers_per_machine
     work = tempfile.mkdtemp(prefix="layerps-hybrid-local-")
-    choices = {"no": [False], "yes": [True], "both": [False, True]}[args.aggregate]
+    choices = {"no": [0], "yes": [1], "both": [0, 1], "all": [0, 1, 2]}[args.aggregate]
+    label = {0: "off        ", 1: "on         ", 2: "on + pulls "}
     rows = []
     for m in args.machines:
         for mode in args.modes:
@@ -145,12 +148,13 @@ def local_aggregation(args):
                                  counted=counted[aggregate],
                                  seconds_per_step=max(r["seconds_per_step_with_barrier"] for r in res),
                                  eval_loss=res[0]["eval_loss"]))
-                print(f"m={m} x {g} workers {mode:9} local aggregation {'on ' if aggregate else 'off'} "
+                print(f"m={m} x {g} workers {mode:9} local aggregation {label[aggregate]}"
                       f"counted {counted[aggregate] / 1e6:9.4f} MB/machine/step  "
                       f"{rows[-1]['seconds_per_step'] * 1e3:7.1f} ms/step  eval loss {rows[-1]['eval_loss']:.4f}",
                       flush=True)
-            if len(counted) == 2:
-                print(f"m={m} x {g} workers {mode:9} off / on = {counted[False] / counted[True]:.2f}", flush=True)
+            if 0 in counted and len(counted) > 1:
+                print(f"m={m} x {g} workers {mode:9} off / on = {counted[0] / counted[1]:.2f}"
+                      + (f", off / on + pulls = {counted[0] / counted[2]:.2f}" if 2 in counted else ""), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(args=vars(args), rows=rows), f, indent=1)

@@ -109,6 +109,8 @@ def main():
     p.add_argument("--embedding_lr", type=float, default=8.0)
     p.add_argument("--hosts", default="auto",
                    help="'auto' (registered hostnames), 'rank' (every worker its own host) or N (N workers a host)")
+    p.add_argument("--host_pulls", action="store_true",
+                   help="a host's leader pulls the union of its workers' rows once (with local aggregation)")
     p.add_argument("--partitions", default=None, help="P per embedding, or 'auto' for the partition search")
     p.add_argument("--p_max", type=int, default=None, help="the partition search's upper bound")
     p.add_argument("--seed", type=int, default=0)
@@ -141,7 +143,8 @@ def main():
             mode, routes = "allreduce", {"inp.weight": "allgather", "out.weight": "allgather"}
         partitions = None if args.partitions in (None, "auto") else int(args.partitions)
         opt = lt.DistributedOptimizer(opt, model.named_parameters(), worker=worker, mode=mode, routes=routes,
-                                      hosts=hosts, partitions=partitions, name=f"hybrid_lm/{args.mode}")
+                                      hosts=hosts, partitions=partitions, host_pulls=args.host_pulls,
+                                      name=f"hybrid_lm/{args.mode}")
     share = args.batch // nworkers
 
     def train_step(step):

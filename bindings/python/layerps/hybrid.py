@@ -22,6 +22,11 @@ Local aggregation (default on): the workers of a host (``Worker.nodes()`` hostna
 ``hosts=``) all-reduce dense gradients among themselves first, one leader per host
 all-reduces across hosts and sends the result to its host; sparse gradients go to the
 host leader, which coalesces them (unique rows, summed) and pushes once per host.
+With ``host_pulls=True`` the lookups are aggregated too: during training forwards (grad
+enabled, module in training mode) each worker of a host sends its batch's unique row ids
+to the leader, which pulls the union once and hands every worker its rows. Every worker
+of the host must then look up each embedding in the same order, as data parallelism
+does anyway; forwards without grad or in eval mode pull on their own.
 
 A rule other than plain SGD is not linear in the gradient, so a row must receive one
 push per step: when more than one worker (or host leader) pushes, the pushers first
@@ -174,15 +179,22 @@ class _SparseParam:
             raise InvalidArgumentError(f"parameter '{self.name}': an embedding with max_norm changes its "
                                        f"weight in forward, which the server-held rows cannot follow")
         ids = inputs[0] if inputs else None
-        if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.numel() == 0:
-            return  # torch's forward reports bad input
-        ids = ids.reshape(-1).to(torch.int64)
-        if int(ids.min()) < 0 or int(ids.max()) >= self.rows:
-            return  # out of range: torch's forward raises its IndexError
-        keys = torch.unique(ids)
-        rows = self.pull(keys)
+        keys = None  # None: bad input, which torch's forward reports
+        if isinstance(ids, torch.Tensor) and not ids.is_floating_point() and ids.numel() > 0:
+            ids = ids.reshape(-1).to(torch.int64)
+            if int(ids.min()) >= 0 and int(ids.max()) < self.rows:  # else torch raises IndexError
+                keys = torch.unique(ids)
+        h = self.hybrid
+        if h.host_pulls and len(h.host_ranks) > 1 and torch.is_grad_enabled() and module.training:
+            # The host's workers meet here whatever their input: one with bad input asks
+            # for no rows.
+            got = h._host_pull(self, keys if keys is not None else torch.zeros(0, dtype=torch.int64))
+        elif keys is not None:
+            got = self.pull(keys)
+        if keys is None:
+            return
         with torch.no_grad():
-            self.param.data.index_copy_(0, keys, rows)
+            self.param.data.index_copy_(0, keys, got)
 
     def _split(self, keys):
         """[(partition, mask or None)] for the keys' partitions."""
@@ -269,7 +281,7 @@ class Hybrid:
     'allreduce' (see layerps.torch.DistributedOptimizer)."""
 
     def __init__(self, optimizer, names, params, worker, mode, name, timeout, routes=None,
-                 hosts=None, local_aggregation=True, partitions=None):
+                 hosts=None, local_aggregation=True, partitions=None, host_pulls=False):
         if mode not in MODES:
             raise InvalidArgumentError(f"mode must be one of {MODES}, not {mode!r}")
         self.optimizer = optimizer
@@ -293,6 +305,7 @@ class Hybrid:
             check_partitions(p, what=f"partitions['{n}']")
         self._partitions_given = partitions
         self._set_hosts(hosts, local_aggregation)
+        self.host_pulls = bool(host_pulls) and self.hierarchical
         self.ready = False
         self._step = 0
         self._sparse = []       # _SparseParam, routed to the servers
@@ -573,6 +586,30 @@ class Hybrid:
                 h.wait(self.timeout)
         else:
             w.recv_from(self.leader, tag, buf).wait(self.timeout)
+
+    def _host_pull(self, sp, keys):
+        """The rows of ``keys`` (unique ids) of server-held parameter ``sp``, pulled once
+        per host: the leader pulls the union of its host's ids and sends each worker its
+        rows (host_pulls)."""
+        w, timeout = self.worker, self.timeout
+        ids_tag, rows_tag = _tag(self.name, "host-ids", sp.index), _tag(self.name, "host-rows", sp.index)
+        if w.rank != self.leader:
+            sends = self._send_rows(self.leader, ids_tag, keys, torch.zeros(keys.numel(), 0))
+            rows = torch.empty(keys.numel(), sp.dim, dtype=torch.float32)
+            if keys.numel():
+                w.recv_from(self.leader, rows_tag, rows).wait(timeout)
+            for hd in sends:
+                hd.wait(timeout)
+            return rows
+        asked = [(r, self._recv_rows(r, ids_tag, 0)[0]) for r in self.host_ranks[1:]]
+        union = torch.unique(torch.cat([keys] + [ids for _, ids in asked]))  # sorted
+        rows = sp.pull(union) if union.numel() else torch.zeros(0, sp.dim, dtype=torch.float32)
+        sends = [w.send_to(r, rows_tag, rows[torch.searchsorted(union, ids)].contiguous())
+                 for r, ids in asked if ids.numel()]
+        mine = rows[torch.searchsorted(union, keys)]
+        for hd in sends:
+            hd.wait(timeout)
+        return mine
 
     def _send_rows(self, rank, tag, ids, rows):
         w = self.worker

@@ -163,7 +163,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
       "allgather"}`` overrides single parameters. Workers of one host (``hosts=`` or the
       registered hostnames) aggregate first (``local_aggregation``): dense gradients
       all-reduced on the host, then across hosts by one leader each; sparse rows coalesced
-      by the host's leader, which pushes once. Every worker starts from rank 0's values
+      by the host's leader, which pushes once; with ``host_pulls=True`` the leader also
+      pulls the union of its host's rows once per lookup and hands them out (every worker
+      of a host must then run the same training forwards). Every worker starts from rank 0's values
       (broadcast at construction). ``repartition(P)`` and ``search_partitions(trial)`` tune
       P.
     mode='ps': the same with every parameter through the servers (dense ones by the
@@ -227,7 +229,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                  name="model", lr=None, timeout=None, algorithm=None, warmup_steps=0,
                  decay="none", gamma=0.1, decay_every=0, seed=0, routes=None, hosts=None,
                  local_aggregation=True, partitions=None, backward_passes_per_step=1,
-                 overlap=True):
+                 overlap=True, host_pulls=False):
         if algorithm is not None and mode is not None:
             raise InvalidArgumentError("pass either mode= or algorithm=, not both")
         if mode is None and algorithm is None:
@@ -236,8 +238,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
             mode = "algorithm"
         elif mode not in _MODES:
             raise InvalidArgumentError(f"mode must be one of {', '.join(repr(m) for m in _MODES)}, not {mode!r}")
-        if mode not in _hybrid.MODES and (routes is not None or hosts is not None or partitions is not None):
-            raise InvalidArgumentError("routes=, hosts= and partitions= belong to modes 'hybrid', 'ps' and 'allreduce'")
+        if mode not in _hybrid.MODES and (routes is not None or hosts is not None or partitions is not None
+                                          or host_pulls):
+            raise InvalidArgumentError("routes=, hosts=, partitions= and host_pulls= belong to modes 'hybrid', "
+                                       "'ps' and 'allreduce'")
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise InvalidArgumentError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
         if int(backward_passes_per_step) < 1:
@@ -280,7 +284,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             broadcast_parameters(items, w, name=f"{name}/broadcast", timeout=timeout)
             self._hybrid = _hybrid.Hybrid(optimizer, self._names, self._params, w, mode, name, timeout,
                                           routes=routes, hosts=hosts, local_aggregation=local_aggregation,
-                                          partitions=partitions)
+                                          partitions=partitions, host_pulls=host_pulls)
             self._gbuf = self._sbuf = None
         elif mode == "algorithm":
             self._init_algorithm(algorithm, lr, name, timeout, warmup_steps, decay, gamma,
