@@ -58,6 +58,20 @@ struct WorkerStats {
   uint64_t resent = 0;
 };
 
+// How an all-reduce moves the buffer (docs/collectives.md). Both send and receive
+// 2(W-1)/W of it per worker; they differ in latency.
+enum class AllReduceAlgorithm : int {
+  // kDirect for buffers of at most AllReduceOptions::direct_max_bytes, else kRing.
+  kAuto = 0,
+  // 2(W-1) steps around the ring, each a message to the next worker: pipelined,
+  // bandwidth-optimal, but 2(W-1) hops one after the other.
+  kRing = 1,
+  // Two steps: every worker sends chunk q of its buffer to worker q and sums what it
+  // receives into its own chunk, then sends its summed chunk to every other worker. Two
+  // hops, W-1 messages at once per step: for buffers small enough that latency counts.
+  kDirect = 2,
+};
+
 // How an all-reduce runs (Worker::AllReduce). Every participant must pass the same values.
 struct AllReduceOptions {
   // The worker ranks taking part, each once, this worker among them; their ascending
@@ -67,6 +81,9 @@ struct AllReduceOptions {
   // so that receiving, summing and forwarding overlap. At least 4 (one float) and below
   // max_message_bytes; default 1 MiB (docs/collectives.md has the measurements).
   size_t segment_bytes = size_t{1} << 20;
+  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
+  // kAuto's threshold; default 256 KiB (docs/collectives.md has the measurements).
+  size_t direct_max_bytes = size_t{256} << 10;
 };
 
 class Worker {

@@ -89,6 +89,10 @@ size_t RingPlan::RecvChunk(size_t p, size_t step) const {
 struct Collectives::Op {
   std::vector<NodeId> members;  // the ring, in rank order
   RingPlan plan;
+  bool direct = false;  // AllReduceAlgorithm::kDirect (else the ring)
+  // Direct: per segment of this position's chunk, how many of the W-1 contributions
+  // arrived (guarded by mu); the last one sends the summed segment to everyone.
+  std::vector<size_t> arrived;
   size_t pos = 0;  // this worker's position in the ring
   NodeId left = kUnassignedId, right = kUnassignedId;
   float* data = nullptr;
@@ -133,6 +137,10 @@ namespace {
 // Sends segment k of the chunk this position sends at `step` to the right neighbour.
 void SendSegment(PeerMessages* peers, const std::shared_ptr<Collectives::Op>& op, size_t step,
                  size_t k);
+// Direct: sends segment k of chunk `chunk` to the member at position `to`, at `phase`
+// (0: a contribution to that member's chunk, 1: this member's summed chunk).
+void SendDirect(PeerMessages* peers, const std::shared_ptr<Collectives::Op>& op, size_t phase,
+                size_t chunk, size_t k, size_t to);
 
 }  // namespace
 
@@ -219,7 +227,14 @@ Status Collectives::AllReduce(const std::function<std::shared_ptr<const ClusterM
   // steps copy); each one, when it arrived, sends that segment on at the next step.
   const RingPlan& plan = op->plan;
   std::vector<Ticket> receives;
-  for (size_t step = 0; step < plan.steps(); ++step) {
+  op->direct = options.algorithm == AllReduceAlgorithm::kDirect ||
+               (options.algorithm == AllReduceAlgorithm::kAuto &&
+                n * sizeof(float) <= options.direct_max_bytes);
+  if (op->direct) {
+    op->arrived.assign(plan.segs, 0);
+    PostDirect(op, &receives);
+  }
+  for (size_t step = 0; !op->direct && step < plan.steps(); ++step) {
     const size_t chunk = plan.RecvChunk(op->pos, step);
     for (size_t k = 0; k < plan.segs; ++k) {
       size_t begin = 0, len = 0;
@@ -236,7 +251,11 @@ Status Collectives::AllReduce(const std::function<std::shared_ptr<const ClusterM
                                       /*accumulate=*/step + 1 < world));
     }
   }
-  for (size_t k = 0; k < plan.segs; ++k) SendSegment(peers_, op, 0, k);
+  for (size_t k = 0; !op->direct && k < plan.segs; ++k) SendSegment(peers_, op, 0, k);
+  for (size_t q = 0; op->direct && q < world; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < plan.segs; ++k) SendDirect(peers_, op, 0, q, k, q);
+  }
   op->Done(Status::OK());  // the posting hold
 
   {
@@ -274,6 +293,47 @@ Status Collectives::AllReduce(const std::function<std::shared_ptr<const ClusterM
   return status;
 }
 
+void Collectives::PostDirect(const std::shared_ptr<Op>& op, std::vector<Ticket>* receives) {
+  const RingPlan& plan = op->plan;
+  const size_t world = op->members.size();
+  PeerMessages* peers = peers_;
+  for (size_t q = 0; q < world; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < plan.segs; ++k) {
+      // Phase 0: q's contribution to this position's chunk, added in place; the last of
+      // the W-1 sends the summed segment to everyone.
+      size_t begin = 0, len = 0;
+      plan.Segment(op->pos, k, &begin, &len);
+      if (len > 0 && op->Begin()) {
+        auto on_arrival = [peers, op, k](const Status& s) {
+          bool last = false;
+          if (s.ok()) {
+            std::lock_guard<std::mutex> lock(op->mu);
+            last = ++op->arrived[k] == op->members.size() - 1;
+          }
+          if (last) {
+            for (size_t to = 0; to < op->members.size(); ++to) {
+              if (to != op->pos) SendDirect(peers, op, 1, op->pos, k, to);
+            }
+          }
+          op->Done(s);
+        };
+        receives->push_back(peers_->Recv(op->members[q], op->Tag(0, k), op->data + begin, len,
+                                         on_arrival, op->deadline_ms + kRequestGraceMs,
+                                         /*accumulate=*/true));
+      }
+      // Phase 1: q's summed chunk, copied into place.
+      plan.Segment(q, k, &begin, &len);
+      if (len > 0 && op->Begin()) {
+        receives->push_back(peers_->Recv(op->members[q], op->Tag(1, k), op->data + begin, len,
+                                         [op](const Status& s) { op->Done(s); },
+                                         op->deadline_ms + kRequestGraceMs,
+                                         /*accumulate=*/false));
+      }
+    }
+  }
+}
+
 void Collectives::OnNodeDead(NodeId id, const Status& why) {
   std::vector<std::shared_ptr<Op>> hit;
   {
@@ -297,6 +357,16 @@ void SendSegment(PeerMessages* peers, const std::shared_ptr<Collectives::Op>& op
   if (len == 0 || !op->Begin()) return;
   peers->Send(
       op->right, op->Tag(step, k), op->data + begin, len, op->epoch,
+      [op](const Status& s) { op->Done(s); }, op->deadline_ms + kRequestGraceMs);
+}
+
+void SendDirect(PeerMessages* peers, const std::shared_ptr<Collectives::Op>& op, size_t phase,
+                size_t chunk, size_t k, size_t to) {
+  size_t begin = 0, len = 0;
+  op->plan.Segment(chunk, k, &begin, &len);
+  if (len == 0 || !op->Begin()) return;
+  peers->Send(
+      op->members[to], op->Tag(phase, k), op->data + begin, len, op->epoch,
       [op](const Status& s) { op->Done(s); }, op->deadline_ms + kRequestGraceMs);
 }
 

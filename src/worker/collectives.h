@@ -1,8 +1,14 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // Collectives: operations every member of a group of workers calls together, built on
-// the peer messages (worker/peer_messages.h). Today: the ring all-reduce (sum) of a float
-// buffer, in place (docs/collectives.md).
+// the peer messages (worker/peer_messages.h). Today: the all-reduce (sum) of a float
+// buffer, in place, by a ring or, for small buffers, directly (docs/collectives.md).
+//
+// Direct all-reduce (AllReduceAlgorithm::kDirect): the same W chunks; position p sends
+// chunk q to position q for every q != p and adds what the others send into its chunk p
+// (reduce-scatter in one step); once the W-1 contributions to a segment of chunk p
+// arrived, it sends the summed segment to every other position, which copies it into
+// place (all-gather in one step). The same bytes as the ring, 2 hops instead of 2(W-1).
 //
 // Ring all-reduce among W workers (the group's ranks in ascending order form the ring;
 // position p sends to p+1 and receives from p-1): the buffer is cut into W chunks; in
@@ -90,6 +96,10 @@ class Collectives {
   struct Op;
 
  private:
+  // AllReduceAlgorithm::kDirect: posts every receive of `op` (both phases), each arrival
+  // of the last contribution to a segment sending the summed segment to everyone.
+  void PostDirect(const std::shared_ptr<Op>& op, std::vector<Ticket>* receives);
+
   PeerMessages* const peers_;
   RequestTracker* const tracker_;
   const MemberOptions options_;

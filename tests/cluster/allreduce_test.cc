@@ -1,6 +1,6 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// Worker::AllReduce, the ring all-reduce: exact sums (integer-valued floats) for W = 2, 3, 4
+// Worker::AllReduce, by the ring and directly: exact sums (integer-valued floats) for W = 2, 3, 4
 // over tcp and inproc at sizes around the chunk boundaries and 1M elements, segments
 // smaller than a chunk, collectives back to back, subsets of the workers, bad arguments,
 // a deadline, and a participant cut off in the middle of a collective.
@@ -51,10 +51,12 @@ long FirstDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return -1;
 }
 
-class AllReduceTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+class AllReduceTest
+    : public ::testing::TestWithParam<std::tuple<std::string, int, AllReduceAlgorithm>> {
  protected:
   std::string transport() const { return std::get<0>(GetParam()); }
   int world() const { return std::get<1>(GetParam()); }
+  AllReduceAlgorithm algorithm() const { return std::get<2>(GetParam()); }
 };
 
 TEST_P(AllReduceTest, ExactSumsAtEverySize) {
@@ -72,6 +74,7 @@ TEST_P(AllReduceTest, ExactSumsAtEverySize) {
       if (seg == 12 && n > 100000) continue;
       AllReduceOptions opt;
       opt.segment_bytes = seg;
+      opt.algorithm = algorithm();
       std::vector<std::vector<float>> bufs(w);
       std::vector<Status> st(w);
       for (int r = 0; r < w; ++r) bufs[r] = Input(n, r);
@@ -99,6 +102,7 @@ TEST_P(AllReduceTest, BackToBackCollectivesNeverMix) {
   c.OnEveryWorker([&](int r) {
     AllReduceOptions opt;
     opt.segment_bytes = 64 << 10;  // many segments in flight per collective
+    opt.algorithm = algorithm();
     for (int k = 0; k < kRounds && st[r].ok(); ++k) {
       bufs[r][k] = Input(n, r, k);
       st[r] = c.worker(r).AllReduce(bufs[r][k].data(), n, opt, kWait);
@@ -112,13 +116,14 @@ TEST_P(AllReduceTest, BackToBackCollectivesNeverMix) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, AllReduceTest,
-                         ::testing::Combine(::testing::Values("tcp", "inproc"),
-                                            ::testing::Values(2, 3, 4)),
-                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& i) {
-                           return std::get<0>(i.param) + "_W" +
-                                  std::to_string(std::get<1>(i.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Worlds, AllReduceTest,
+    ::testing::Combine(::testing::Values("tcp", "inproc"), ::testing::Values(2, 3, 4),
+                       ::testing::Values(AllReduceAlgorithm::kRing, AllReduceAlgorithm::kDirect)),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, int, AllReduceAlgorithm>>& i) {
+      return std::get<0>(i.param) + "_W" + std::to_string(std::get<1>(i.param)) +
+             (std::get<2>(i.param) == AllReduceAlgorithm::kDirect ? "_direct" : "_ring");
+    });
 
 TEST(AllReduceGroupTest, OneWorkerIsANoOp) {
   LocalCluster c(1, 1, "inproc");
@@ -232,7 +237,9 @@ TEST(AllReduceGroupTest, AMissingParticipantTimesOut) {
 // Worker 2 is cut off after its first message of a collective of 4: every other
 // participant fails with kUnavailable because it died (not at a deadline), and worker 2
 // itself fails too.
-TEST(AllReduceFaultTest, APeerCutOffMidCollectiveFailsEveryone) {
+class AllReduceFaultTest : public ::testing::TestWithParam<AllReduceAlgorithm> {};
+
+TEST_P(AllReduceFaultTest, APeerCutOffMidCollectiveFailsEveryone) {
   auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
   Options o = testing::FastOptions();
   o.heartbeat_interval_ms = 50;
@@ -259,6 +266,7 @@ TEST(AllReduceFaultTest, APeerCutOffMidCollectiveFailsEveryone) {
   c.OnEveryWorker([&](int r) {
     AllReduceOptions opt;
     opt.segment_bytes = 16 << 10;
+    opt.algorithm = GetParam();
     bufs[r] = Input(n, r);
     st[r] = c.worker(r).AllReduce(bufs[r].data(), n, opt, milliseconds(120000));
   });
@@ -269,6 +277,12 @@ TEST(AllReduceFaultTest, APeerCutOffMidCollectiveFailsEveryone) {
   }
   EXPECT_FALSE(st[2].ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceFaultTest,
+                         ::testing::Values(AllReduceAlgorithm::kRing, AllReduceAlgorithm::kDirect),
+                         [](const ::testing::TestParamInfo<AllReduceAlgorithm>& i) {
+                           return i.param == AllReduceAlgorithm::kDirect ? "direct" : "ring";
+                         });
 
 TEST(RingPlanTest, EverySegmentOnceAndIndicesFit) {
   for (size_t w : {2, 3, 4, 7}) {

@@ -1,4 +1,5 @@
-"""Worker.allreduce: the ring all-reduce from Python (numpy arrays and torch tensors, in place)."""
+"""Worker.allreduce: the all-reduce from Python (numpy arrays and torch tensors, in place), by
+the ring and directly."""
 
 
 import numpy as np
@@ -53,8 +54,27 @@ def test_allreduce_among_a_subset_and_errors():
             w0.allreduce(xs[0], ranks=[0, 9])
         with pytest.raises(layerps.InvalidArgumentError, match="float32"):
             w0.allreduce(np.zeros(4, np.float64))
+        with pytest.raises(layerps.InvalidArgumentError, match="'auto', 'ring' or 'direct'"):
+            w0.allreduce(xs[0], algorithm="tree")
         # Rank 1 never joins this one: the others fail at their deadline.
         errors = _on_every_worker(
             c.workers, lambda r, w: w.allreduce(xs[r], timeout=0.3) if r != 1 else None)
         assert set(errors) == {0, 2}
         assert all(isinstance(e, layerps.TimeoutError) for e in errors.values()), errors
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "direct", "auto"])
+def test_allreduce_algorithms_give_the_same_exact_sums(algorithm):
+    with layerps.LocalCluster(num_servers=1, num_workers=4, transport="tcp", **FAST) as c:
+        sizes = [1, 3, 4, 5, 1001, 70_001]  # 70,001 floats: above 256 KiB, 'auto' takes the ring
+        arrays = {r: [(np.arange(n, dtype=np.float32) * (r + 1)) % 1021 for n in sizes] for r in range(4)}
+
+        def step(r, w):
+            for a in arrays[r]:
+                w.allreduce(a, timeout=60, algorithm=algorithm, segment_bytes=8192)
+
+        assert _on_every_worker(c.workers, step) == {}
+        for i, n in enumerate(sizes):
+            want = sum((np.arange(n, dtype=np.float32) * (r + 1)) % 1021 for r in range(4))
+            for r in range(4):
+                np.testing.assert_array_equal(arrays[r][i], want)

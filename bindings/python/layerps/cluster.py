@@ -338,18 +338,20 @@ class Worker(_Node):
         o = as_output(out, "recv_from output")
         return Handle(self._node.recv_from(int(rank), int(tag), o), out if is_tensor(out) else None)
 
-    def allreduce(self, values, timeout=None, ranks=None, segment_bytes=None):
-        """Ring all-reduce (sum), in place: on return ``values`` (a float32 numpy array or
+    def allreduce(self, values, timeout=None, ranks=None, segment_bytes=None, algorithm="auto"):
+        """All-reduce (sum), in place: on return ``values`` (a float32 numpy array or
         CPU torch tensor, C-contiguous; used without a copy) holds the element-wise sum over
         the participating workers. A collective: every participant calls it with the same
         size, ``ranks`` (the worker ranks taking part, this one among them; None: every
-        worker) and ``segment_bytes`` (pipelining unit, default 1 MiB), and calls the
-        collectives of one group in the same order. Blocks (the GIL released) until done,
+        worker), ``segment_bytes`` (pipelining unit, default 1 MiB) and ``algorithm``
+        ('ring': 2(W-1) hops around the ring; 'direct': two steps, each worker exchanging a
+        chunk with every other; 'auto', the default: direct up to 256 KiB, else the ring),
+        and calls the collectives of one group in the same order. Blocks (the GIL released) until done,
         ``timeout`` seconds pass (TimeoutError; None: request_timeout_ms bounds it) or a
         participant dies (UnavailableError). Returns ``values``."""
         v = as_output(values, "allreduce values")
         self._node.allreduce(v, timeout, None if ranks is None else [int(r) for r in ranks],
-                             None if segment_bytes is None else int(segment_bytes))
+                             None if segment_bytes is None else int(segment_bytes), str(algorithm))
         return values
 
     # --- placement ---------------------------------------------------------------------------

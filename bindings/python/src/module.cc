@@ -485,7 +485,8 @@ class PyWorker {
 
   // In place, blocking, GIL released: every participant calls it with the same size.
   void AllReduce(py::array& data, std::optional<double> timeout_s,
-                 std::optional<std::vector<uint32_t>> ranks, std::optional<size_t> segment_bytes) {
+                 std::optional<std::vector<uint32_t>> ranks, std::optional<size_t> segment_bytes,
+                 const std::string& algorithm) {
     if (data.dtype().kind() != 'f' || data.itemsize() != 4 ||
         !(data.flags() & py::array::c_style) || !data.writeable()) {
       ThrowInvalid("allreduce: the values must be a writable C-contiguous float32 array");
@@ -493,6 +494,13 @@ class PyWorker {
     ps::AllReduceOptions options;
     if (ranks) options.ranks = *ranks;
     if (segment_bytes) options.segment_bytes = *segment_bytes;
+    if (algorithm == "ring") {
+      options.algorithm = ps::AllReduceAlgorithm::kRing;
+    } else if (algorithm == "direct") {
+      options.algorithm = ps::AllReduceAlgorithm::kDirect;
+    } else if (algorithm != "auto") {
+      ThrowInvalid("allreduce: algorithm must be 'auto', 'ring' or 'direct', not '" + algorithm + "'");
+    }
     const Millis t = ToMillis(timeout_s, kNoLimit);
     float* d = MutableData(data);
     const size_t n = data.size();
@@ -982,7 +990,8 @@ PYBIND11_MODULE(_core, m) {
       .def("send_to", &PyWorker::SendTo, py::return_value_policy::take_ownership)
       .def("recv_from", &PyWorker::RecvFrom, py::return_value_policy::take_ownership)
       .def("allreduce", &PyWorker::AllReduce, py::arg("data"), py::arg("timeout") = py::none(),
-           py::arg("ranks") = py::none(), py::arg("segment_bytes") = py::none())
+           py::arg("ranks") = py::none(), py::arg("segment_bytes") = py::none(),
+           py::arg("algorithm") = "auto")
       .def("traffic", &PyWorker::Traffic)
       .def("install_placement", &PyWorker::InstallPlacement, py::arg("layers"),
            py::arg("timeout") = py::none())
