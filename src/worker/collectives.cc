@@ -91,8 +91,12 @@ struct Collectives::Op {
   RingPlan plan;
   bool direct = false;  // AllReduceAlgorithm::kDirect (else the ring)
   // Direct: per segment of this position's chunk, how many of the W-1 contributions
-  // arrived (guarded by mu); the last one sends the summed segment to everyone.
+  // arrived (guarded by mu); the last one sends the summed segment to everyone. Each
+  // contribution lands in its sender's slot of `staging` and is added in under mu: two
+  // can arrive at once (a tensor that came before its receive was posted is delivered
+  // on the posting thread, beside the receive thread), and adding in place would race.
   std::vector<size_t> arrived;
+  std::vector<float> staging;
   size_t pos = 0;  // this worker's position in the ring
   NodeId left = kUnassignedId, right = kUnassignedId;
   float* data = nullptr;
@@ -296,19 +300,25 @@ Status Collectives::AllReduce(const std::function<std::shared_ptr<const ClusterM
 void Collectives::PostDirect(const std::shared_ptr<Op>& op, std::vector<Ticket>* receives) {
   const RingPlan& plan = op->plan;
   const size_t world = op->members.size();
+  const size_t mine = plan.ChunkSize(op->pos), first = plan.ChunkOffset(op->pos);
+  op->staging.assign((world - 1) * mine, 0.0f);
   PeerMessages* peers = peers_;
   for (size_t q = 0; q < world; ++q) {
     if (q == op->pos) continue;
+    float* slot = op->staging.data() + (q < op->pos ? q : q - 1) * mine;
     for (size_t k = 0; k < plan.segs; ++k) {
-      // Phase 0: q's contribution to this position's chunk, added in place; the last of
-      // the W-1 sends the summed segment to everyone.
+      // Phase 0: q's contribution to this position's chunk, into q's slot, then added in
+      // under mu; the last of the W-1 sends the summed segment to everyone.
       size_t begin = 0, len = 0;
       plan.Segment(op->pos, k, &begin, &len);
       if (len > 0 && op->Begin()) {
-        auto on_arrival = [peers, op, k](const Status& s) {
+        float* staged = slot + (begin - first);
+        auto on_arrival = [peers, op, k, staged, begin, len](const Status& s) {
           bool last = false;
           if (s.ok()) {
             std::lock_guard<std::mutex> lock(op->mu);
+            float* dst = op->data + begin;
+            for (size_t i = 0; i < len; ++i) dst[i] += staged[i];
             last = ++op->arrived[k] == op->members.size() - 1;
           }
           if (last) {
@@ -318,9 +328,9 @@ void Collectives::PostDirect(const std::shared_ptr<Op>& op, std::vector<Ticket>*
           }
           op->Done(s);
         };
-        receives->push_back(peers_->Recv(op->members[q], op->Tag(0, k), op->data + begin, len,
-                                         on_arrival, op->deadline_ms + kRequestGraceMs,
-                                         /*accumulate=*/true));
+        receives->push_back(peers_->Recv(op->members[q], op->Tag(0, k), staged, len, on_arrival,
+                                         op->deadline_ms + kRequestGraceMs,
+                                         /*accumulate=*/false));
       }
       // Phase 1: q's summed chunk, copied into place.
       plan.Segment(q, k, &begin, &len);

@@ -6,7 +6,8 @@
 //
 // Direct all-reduce (AllReduceAlgorithm::kDirect): the same W chunks; position p sends
 // chunk q to position q for every q != p and adds what the others send into its chunk p
-// (reduce-scatter in one step); once the W-1 contributions to a segment of chunk p
+// (reduce-scatter in one step; each contribution is received into a staging slot of its
+// own and added under the op's lock, as two may be delivered at once); once the W-1 contributions to a segment of chunk p
 // arrived, it sends the summed segment to every other position, which copies it into
 // place (all-gather in one step). The same bytes as the ring, 2 hops instead of 2(W-1).
 //

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -237,6 +238,45 @@ TEST(AllReduceGroupTest, AMissingParticipantTimesOut) {
 // Worker 2 is cut off after its first message of a collective of 4: every other
 // participant fails with kUnavailable because it died (not at a deadline), and worker 2
 // itself fails too.
+// The direct all-reduce sums W-1 contributions into each segment. One that came before
+// its receive was posted is delivered on the posting thread while the receive thread
+// delivers another: staggered starts make that happen often, and every sum must still be
+// exact (adding in place raced there: a lost update).
+TEST(AllReduceDirectTest, ContributionsArrivingTogetherAreAllSummed) {
+  constexpr int kW = 4, kRounds = 120;
+  LocalCluster c(1, kW, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  const size_t n = (size_t{1} << 20) + 3;  // chunks of 1 MiB: adding a segment takes a while
+  std::vector<Status> st(kW);
+  std::vector<long> wrong(kW, -1);
+  c.OnEveryWorker([&](int r) {
+    AllReduceOptions opt;
+    opt.algorithm = AllReduceAlgorithm::kDirect;
+    opt.segment_bytes = 64 << 10;  // 16 segments per chunk, each summed from 3 senders
+    for (int k = 0; k < kRounds && st[r].ok() && wrong[r] < 0; ++k) {
+      std::vector<float> buf = Input(n, r, k);
+      // One worker a round starts late: the others' contributions wait for its receives.
+      if (k % kW == r) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      st[r] = c.worker(r).AllReduce(buf.data(), n, opt, kWait);
+      // A lost update loses a whole segment's contribution: every 61st element shows it.
+      auto bad = [&](size_t i) {
+        float want = 0;
+        for (int q = 0; q < kW; ++q) want += static_cast<float>((i * 7 + q * 131 + k * 17) % 1021);
+        return buf[i] != want;
+      };
+      for (size_t i = 0; st[r].ok() && wrong[r] < 0 && i < n; i += 61) {
+        if (bad(i)) wrong[r] = k;
+      }
+      if (st[r].ok() && bad(n - 1)) wrong[r] = k;
+    }
+  });
+  for (int r = 0; r < kW; ++r) {
+    ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+    EXPECT_EQ(wrong[r], -1) << "rank " << r << " summed round " << wrong[r] << " wrongly";
+  }
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 class AllReduceFaultTest : public ::testing::TestWithParam<AllReduceAlgorithm> {};
 
 TEST_P(AllReduceFaultTest, APeerCutOffMidCollectiveFailsEveryone) {
