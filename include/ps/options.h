@@ -86,8 +86,18 @@ struct CommonOptions {
   // Env: LAYERPS_TIMELINE.
   std::string timeline;
 
-  // ZeroMQ I/O threads of this node's context. 1..64, default 1.
-  int io_threads = 1;
+  // ZeroMQ I/O threads of this node's context: 0 (default) for one per stream (below), or
+  // 1..64. Env: LAYERPS_IO_THREADS.
+  int io_threads = 0;
+  // Connections (streams) a node opens to each server or worker it sends to over tcp://
+  // (or over ipc:// with shared_memory off). Requests are striped over them by the range
+  // they touch: every message on one dense range of a table (one part of it), and every
+  // message of one sparse table, takes the same stream, so a pull never overtakes an
+  // earlier push of the same values; different ranges may overtake each other.
+  // Control messages, fused and peer messages take the first stream. 0 (default): from
+  // the core count, 1 below 8 cores, else min(4, cores / 4); or 1..16.
+  // Env: LAYERPS_STREAMS.
+  int streams = 0;
   // Same-host fast path: payload frames of 64 KiB..32 MiB to peers reached over ipc://
   // travel through a shared-memory ring (128 MiB of address space per peer, pages used
   // as needed; /dev/shm, mode 0600) instead of the socket; the socket carries a small

@@ -67,7 +67,13 @@ DEFINE_int64(part_bytes, 0,
              "several messages in flight at once; 0 never splits, else 4 KiB..1 GiB. "
              "Default: $LAYERPS_PART_BYTES, else 1048576 (1 MiB)");
 DEFINE_uint64(dense_chunk_elems, 0, "Scheduler: elements per dense chunk, 1..2^30. Default 65536");
-DEFINE_int32(io_threads, 0, "ZeroMQ I/O threads, 1..64. Default 1");
+DEFINE_int32(io_threads, 0,
+             "ZeroMQ I/O threads, 0 (one per stream, see --streams) or 1..64. "
+             "Default: $LAYERPS_IO_THREADS, else 0");
+DEFINE_int32(streams, 0,
+             "Connections to each peer over tcp://, requests striped over them by the range "
+             "they touch; 0: from the core count (1 below 8 cores, else min(4, cores / 4)), "
+             "or 1..16. Default: $LAYERPS_STREAMS, else 0");
 DEFINE_bool(shared_memory, true,
             "Send large frames to ipc:// peers through shared memory. "
             "Default: $LAYERPS_SHARED_MEMORY, else true");

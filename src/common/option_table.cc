@@ -209,8 +209,13 @@ const std::vector<Row>& Rows() {
                    "Every server backs up the ranges of the rank before it; an update is "
                    "acknowledged once both applied it; a dead server's backup takes over"),
               &Options::replication),
-      IntRow(Info("io_threads", "io_threads", "LAYERPS_IO_THREADS", "Ssw", "ZeroMQ I/O threads, 1..64"),
-             &Options::io_threads, 1, 64),
+      IntRow(Info("io_threads", "io_threads", "LAYERPS_IO_THREADS", "Ssw",
+                  "ZeroMQ I/O threads (0: one per stream; 1..64)"),
+             &Options::io_threads, 0, 64),
+      IntRow(Info("streams", "streams", "LAYERPS_STREAMS", "sw",
+                  "Connections to each peer over tcp://, requests striped over them by the "
+                  "range they touch (0: from the core count; 1..16)"),
+             &Options::streams, 0, 16),
       BoolRow(Info("shared_memory", "shared_memory", "LAYERPS_SHARED_MEMORY", "Ssw",
                    "Send large frames to ipc:// peers through shared memory (the same on "
                    "every node of a host)"),

@@ -201,7 +201,12 @@ Status CommonOptions::Validate() const {
         "heartbeat_timeout_ms=" + std::to_string(heartbeat_timeout_ms) +
         " must exceed 2 * heartbeat_interval_ms=" + std::to_string(2 * heartbeat_interval_ms));
   }
-  if (io_threads < 1 || io_threads > 64) return InvalidArgument("io_threads is outside [1, 64]");
+  if (io_threads < 0 || io_threads > 64) {
+    return InvalidArgument("io_threads=" + std::to_string(io_threads) + " is outside [0, 64]");
+  }
+  if (streams < 0 || streams > 16) {
+    return InvalidArgument("streams=" + std::to_string(streams) + " is outside [0, 16]");
+  }
   if (checkpoint_keep < 1 || checkpoint_keep > 1000) {
     return InvalidArgument("checkpoint_keep=" + std::to_string(checkpoint_keep) +
                            " is outside [1, 1000]");

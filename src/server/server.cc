@@ -539,6 +539,9 @@ class Server::Impl {
     }
     for (const auto& f : frames) bytes_out_ += f.size();
     r.frames = std::move(frames);
+    // Replies are matched by request and part, in any order: the parts of one request
+    // spread over the worker's streams (Options::streams).
+    r.lane = req.fused() ? 0 : DataLane(req.table, 0) + req.part;
     // A worker that cannot take its reply within a second is not worth stalling every
     // other request for: the reply is dropped and that worker's request times out.
     Status s = runtime_->Send(req.sender, std::move(r), kReplySendTimeoutMs);

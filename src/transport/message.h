@@ -114,7 +114,23 @@ struct Message {
   // Connect). Unlike header.sender, which the sender writes, this is what the receiving
   // node authenticates senders by (docs/THREAT_MODEL.md).
   std::string identity;
+  // Sent messages: the ordering lane (not on the wire). Two messages to one peer arrive
+  // in the order sent when their lanes are equal; a transport with several streams per
+  // peer (Options::streams) sends lane l on stream l % streams, so messages of different
+  // lanes may overtake each other. 0: the first stream (control, fused, peer messages).
+  uint32_t lane = 0;
 };
+
+// The first lane of a range of a table: a server's share of a dense table (`first`: its
+// first element), or, with first 0, a sparse table. The k-th part of a dense share takes
+// DataLane(table, first) + k, so that a tensor's parts spread evenly over the streams.
+inline uint32_t DataLane(uint32_t table, uint64_t first) {
+  uint64_t x = (uint64_t{table} << 40) ^ first;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
 
 // Decodes and checks a received header frame: size, magic, version, type.
 Status ParseHeader(const void* data, size_t size, Header* out);

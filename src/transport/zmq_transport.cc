@@ -3,6 +3,13 @@
 // ZeroMQ transport: one ROUTER socket receives everything sent to this node; one
 // DEALER socket per peer sends (guarded by its own mutex, so any thread may send).
 //
+// Streams: with Options::streams > 1, a message whose lane maps to stream k > 0
+// (Message::lane % streams) goes on the peer's k-th DEALER, a connection of its own, made
+// on first use. Its routing id is the peer's identity, a zero byte and k, which the
+// receiver cuts back at the zero byte (identities contain none): the node sees one
+// sender. Peers on the shared-memory path keep one stream (the segment is per
+// connection, and the bytes do not cross a socket anyway).
+//
 // Same-host fast path: to a peer reached over ipc:// (so on this host), payload frames of
 // kShmMinFrame bytes or more are copied into a shared-memory segment this node owns for
 // that peer, and only their place travels over the socket: the message gets a manifest
@@ -22,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +37,7 @@
 #include <iterator>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <zmq.hpp>
@@ -209,9 +218,42 @@ zmq::message_t ToZmq(const Frame& f) {
   return zmq::message_t(const_cast<uint8_t*>(f.data()), f.size(), &ReleaseOwner, hint);
 }
 
+// Options::streams, 0 resolved from the core count.
+int ResolveStreams(int streams) {
+  if (streams > 0) return streams;
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores < 8) return 1;
+  return static_cast<int>(std::min(4u, cores / 4));
+}
+
+// Sends a message's header and payload frames on `socket` (the header blocks up to the
+// socket's send timeout when the peer's queue is full; parts after it never do). false:
+// the queue stayed full, nothing was sent. Frames listed in `shm` (by index, ascending)
+// go as empty parts: their bytes are in shared memory.
+bool SendParts(zmq::socket_t* socket, const Message& msg, const std::vector<ShmEntry>& shm) {
+  zmq::message_t head(&msg.header, sizeof(Header));
+  const bool more = !msg.frames.empty();
+  if (!socket->send(head, more ? zmq::send_flags::sndmore : zmq::send_flags::none)) return false;
+  size_t next_entry = 0;
+  for (size_t i = 0; i < msg.frames.size(); ++i) {
+    const bool last = i + 1 == msg.frames.size();
+    const auto flags = last ? zmq::send_flags::none : zmq::send_flags::sndmore;
+    if (next_entry < shm.size() && shm[next_entry].frame == i) {
+      ++next_entry;
+      zmq::message_t empty;  // the bytes are in shared memory
+      socket->send(empty, flags);
+      continue;
+    }
+    zmq::message_t part = ToZmq(msg.frames[i]);
+    socket->send(part, flags);
+  }
+  return true;
+}
+
 class ZmqTransport final : public Transport {
  public:
-  explicit ZmqTransport(const CommonOptions& options) : options_(options) {
+  explicit ZmqTransport(const CommonOptions& options)
+      : options_(options), streams_(ResolveStreams(options.streams)) {
     if (!options_.curve_key_file.empty()) {
       StatusOr<CurveKeys> keys = LoadCurveKeys(options_.curve_key_file);
       if (keys.ok()) {
@@ -262,7 +304,7 @@ class ZmqTransport final : public Transport {
   }
 
   Status Connect(NodeId peer, const std::string& endpoint, const std::string& identity) override {
-    if (identity.empty() || identity.size() > 255 || identity[0] == '\0') {
+    if (identity.empty() || identity.size() > 255 || identity.find('\0') != std::string::npos) {
       return InvalidArgument("bad routing identity");
     }
     {
@@ -277,6 +319,8 @@ class ZmqTransport final : public Transport {
     p->endpoint = endpoint;
     p->identity = identity;
     p->same_host = endpoint.rfind("ipc://", 0) == 0 && shm_enabled_;
+    // The extra streams' identities need two more bytes.
+    p->streams = p->same_host || identity.size() > 253 ? 1 : streams_;
     std::shared_ptr<Peer> old;
     // setup_mu_ is held until the peer is published, and Close() sets closed_ under it:
     // a socket is either visible to Close() or never created after it.
@@ -294,22 +338,11 @@ class ZmqTransport final : public Transport {
       }
     }
     if (!curve_error_.ok()) return curve_error_;
-    try {
-      if (!ctx_) PS_RETURN_IF_ERROR(MakeContext(endpoint));
-      p->socket = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::dealer);
-      p->socket->set(zmq::sockopt::routing_id, identity);
-      if (curve_ && !IsInproc(endpoint)) {
-        p->socket->set(zmq::sockopt::curve_serverkey, curve_->public_z85);
-        p->socket->set(zmq::sockopt::curve_publickey, curve_->public_z85);
-        p->socket->set(zmq::sockopt::curve_secretkey, curve_->secret_z85);
-      }
-      p->socket->set(zmq::sockopt::linger, 2000);
-      p->socket->set(zmq::sockopt::sndhwm, 100000);
-      p->socket->set(zmq::sockopt::reconnect_ivl, 100);
-      p->socket->connect(endpoint);
-    } catch (const zmq::error_t& e) {
-      return Unavailable("cannot connect to '" + endpoint + "': " + e.what());
-    }
+    if (!ctx_) PS_RETURN_IF_ERROR(MakeContext(endpoint));
+    p->ctx = ctx_;
+    StatusOr<std::unique_ptr<zmq::socket_t>> socket = NewDealer(*ctx_, endpoint, identity);
+    if (!socket.ok()) return socket.status();
+    p->socket = std::move(*socket);
     {
       std::unique_lock<std::shared_mutex> lock(peers_mu_);
       auto& slot = peers_[peer];
@@ -346,6 +379,8 @@ class ZmqTransport final : public Transport {
       if (it != peers_.end()) p = it->second;
     }
     if (!p) return Unavailable("no connection to node " + std::to_string(peer));
+    const uint32_t stream = msg.lane % static_cast<uint32_t>(p->streams);
+    if (stream != 0) return SendOnStream(peer, p.get(), stream, msg, timeout_ms);
     std::lock_guard<std::mutex> lock(p->mu);
     if (!p->socket) return Unavailable("connection to node " + std::to_string(peer) + " closed");
     // Same host: big frames go into shared memory; the manifest says where.
@@ -382,25 +417,9 @@ class ZmqTransport final : public Transport {
         }
         // From here on the message is committed: the header and frames follow.
       }
-      zmq::message_t head(&msg.header, sizeof(Header));
-      const bool more = !msg.frames.empty();
-      if (!p->socket->send(head, more ? zmq::send_flags::sndmore : zmq::send_flags::none)) {
+      if (!SendParts(p->socket.get(), msg, entries)) {
         return Unavailable("send queue to node " + std::to_string(peer) + " stayed full for " +
                            std::to_string(timeout_ms) + " ms");
-      }
-      size_t next_entry = 0;
-      for (size_t i = 0; i < msg.frames.size(); ++i) {
-        const bool last = i + 1 == msg.frames.size();
-        const auto flags = last ? zmq::send_flags::none : zmq::send_flags::sndmore;
-        if (next_entry < entries.size() && entries[next_entry].frame == i) {
-          ++next_entry;
-          zmq::message_t empty;  // the bytes are in shared memory
-          p->socket->send(empty, flags);
-          continue;
-        }
-        zmq::message_t part = ToZmq(msg.frames[i]);
-        // Parts after the first are never refused by the high-water mark.
-        p->socket->send(part, flags);
       }
     } catch (const zmq::error_t& e) {
       return Unavailable("send to node " + std::to_string(peer) + ": " + e.what());
@@ -452,6 +471,9 @@ class ZmqTransport final : public Transport {
         return ProtocolError("message with too many frames");
       msg->frames.clear();
       msg->identity.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
+      // Another stream of the same sender (see the top of this file): its own identity.
+      const size_t stream_mark = msg->identity.find('\0');
+      if (stream_mark != std::string::npos) msg->identity.resize(stream_mark);
       PS_RETURN_IF_ERROR(ParseHeader(parts[first].data(), parts[first].size(), &msg->header));
       for (size_t i = first + 1; i < parts.size(); ++i) {
         // ZeroMQ hands out small parts at any offset of its receive buffer; payloads are
@@ -515,7 +537,8 @@ class ZmqTransport final : public Transport {
       ctx_ = InprocContext();
       return Status::OK();
     }
-    ctx_ = std::make_shared<zmq::context_t>(options_.io_threads);
+    // By default one I/O thread per stream, so that streams move bytes in parallel.
+    ctx_ = std::make_shared<zmq::context_t>(options_.io_threads > 0 ? options_.io_threads : streams_);
     if (curve_) {
       StatusOr<std::unique_ptr<CurveAuthenticator>> a = CurveAuthenticator::Start(ctx_.get(), *curve_);
       if (!a.ok()) {
@@ -527,11 +550,22 @@ class ZmqTransport final : public Transport {
     return Status::OK();
   }
 
+  // A peer's extra connection (stream k > 0).
+  struct Stream {
+    std::mutex mu;
+    std::unique_ptr<zmq::socket_t> socket;  // guarded by mu
+  };
+
   struct Peer {
     std::mutex mu;
     std::string endpoint;
     std::string identity;                   // our routing id on this connection
-    std::unique_ptr<zmq::socket_t> socket;  // guarded by mu
+    std::shared_ptr<zmq::context_t> ctx;    // the context its sockets belong to
+    int streams = 1;                        // connections to it: the first and streams - 1 extra
+    std::unique_ptr<zmq::socket_t> socket;  // guarded by mu: the first stream
+    std::mutex extra_mu;
+    bool closed = false;                          // guarded by extra_mu: CloseSocket ran
+    std::vector<std::unique_ptr<Stream>> extra;   // guarded by extra_mu until filled, then fixed
     bool same_host = false;                 // ipc:// endpoint: the shared-memory path applies
     bool shm_failed = false;                // guarded by mu: no segment could be made
     std::unique_ptr<ShmSender> shm;         // guarded by mu
@@ -600,6 +634,17 @@ class ZmqTransport final : public Transport {
 
   // linger_ms < 0 keeps the socket's own linger (lets queued control messages out).
   static void CloseSocket(Peer* p, int linger_ms) {
+    {
+      std::lock_guard<std::mutex> lock(p->extra_mu);
+      p->closed = true;
+      for (auto& st : p->extra) {
+        std::lock_guard<std::mutex> stream_lock(st->mu);
+        if (!st->socket) continue;
+        if (linger_ms >= 0) st->socket->set(zmq::sockopt::linger, linger_ms);
+        st->socket->close();
+        st->socket.reset();
+      }
+    }
     std::lock_guard<std::mutex> lock(p->mu);
     if (!p->socket) return;
     if (linger_ms >= 0) p->socket->set(zmq::sockopt::linger, linger_ms);
@@ -607,7 +652,74 @@ class ZmqTransport final : public Transport {
     p->socket.reset();
   }
 
+  // A DEALER connected to `endpoint` that the receiver knows as `identity`.
+  StatusOr<std::unique_ptr<zmq::socket_t>> NewDealer(zmq::context_t& ctx,
+                                                     const std::string& endpoint,
+                                                     const std::string& identity) {
+    try {
+      auto socket = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+      socket->set(zmq::sockopt::routing_id, identity);
+      if (curve_ && !IsInproc(endpoint)) {
+        socket->set(zmq::sockopt::curve_serverkey, curve_->public_z85);
+        socket->set(zmq::sockopt::curve_publickey, curve_->public_z85);
+        socket->set(zmq::sockopt::curve_secretkey, curve_->secret_z85);
+      }
+      socket->set(zmq::sockopt::linger, 2000);
+      socket->set(zmq::sockopt::sndhwm, 100000);
+      socket->set(zmq::sockopt::reconnect_ivl, 100);
+      socket->connect(endpoint);
+      return socket;
+    } catch (const zmq::error_t& e) {
+      return Unavailable("cannot connect to '" + endpoint + "': " + e.what());
+    }
+  }
+
+  // Sends on the peer's stream k > 0, connecting its extra streams on first use.
+  Status SendOnStream(NodeId peer, Peer* p, uint32_t k, const Message& msg, int timeout_ms) {
+    Stream* st = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(p->extra_mu);
+      // After CloseSocket (a Disconnect, or Close) nothing may be opened: the context
+      // waits for every socket of it before it ends.
+      if (p->closed || closed_) {
+        return Unavailable("connection to node " + std::to_string(peer) + " closed");
+      }
+      if (p->extra.empty()) {
+        for (int i = 1; i < p->streams; ++i) {
+          auto made = std::make_unique<Stream>();
+          std::string id = p->identity;
+          id.push_back('\0');
+          id.push_back(static_cast<char>(i));
+          StatusOr<std::unique_ptr<zmq::socket_t>> socket = NewDealer(*p->ctx, p->endpoint, id);
+          if (!socket.ok()) {
+            for (auto& e : p->extra) e->socket->close();
+            p->extra.clear();
+            return socket.status();
+          }
+          made->socket = std::move(*socket);
+          p->extra.push_back(std::move(made));
+        }
+      }
+      st = p->extra[k - 1].get();
+    }
+    // Once filled, p->extra never changes until the peer is gone: st stays valid while
+    // the caller holds the peer.
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (!st->socket) return Unavailable("connection to node " + std::to_string(peer) + " closed");
+    try {
+      st->socket->set(zmq::sockopt::sndtimeo, timeout_ms);
+      if (!SendParts(st->socket.get(), msg, {})) {
+        return Unavailable("send queue to node " + std::to_string(peer) + " stayed full for " +
+                           std::to_string(timeout_ms) + " ms");
+      }
+    } catch (const zmq::error_t& e) {
+      return Unavailable("send to node " + std::to_string(peer) + ": " + e.what());
+    }
+    return Status::OK();
+  }
+
   const CommonOptions options_;
+  const int streams_;                 // Options::streams, resolved: connections per peer
   std::unique_ptr<CurveKeys> curve_;  // curve_key_file's keys, or null
   Status curve_error_;                // curve_key_file could not be used
   std::mutex setup_mu_;

@@ -48,6 +48,12 @@ size_t PsRequests::AddDenseParts(std::vector<Part>* parts, const TableInfo& t, c
                                  float* out, uint32_t clock) const {
   Part whole = DensePart(t, r, out);
   whole.clock = clock;
+  // Lanes: a share small enough to be fused (Many) takes lane 0 as fused messages do, so
+  // that its pushes and pulls stay in order whichever call sends them; a bigger one's
+  // k-th part takes DataLane + k (the same part of every request on the share, since the
+  // split depends on the share alone).
+  const bool fusable = whole.count * sizeof(float) < kFuseBelowBytes;
+  whole.lane = fusable ? 0 : DataLane(t.id, whole.offset);
   const uint64_t wire_bytes = whole.count * t.spec.WireElementBytes();
   // bsp/ssp servers count one push per (worker, clock) and range: those never split.
   if (part_bytes_ == 0 || wire_bytes <= part_bytes_ || t.spec.sync != SyncMode::kAsync) {
@@ -66,6 +72,7 @@ size_t PsRequests::AddDenseParts(std::vector<Part>* parts, const TableInfo& t, c
       p.value_count = p.count;
     }
     p.split = true;
+    if (!fusable) p.lane = whole.lane + static_cast<uint32_t>(added);
     parts->push_back(std::move(p));
     ++added;
   }
@@ -416,6 +423,8 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
       p.count = std::min(per, count - first);
       p.wire = WireOf(t);
       p.split = n > 1;
+      // Parts of different requests may share keys: the whole table keeps one lane.
+      p.lane = DataLane(t.id, 0);
       if (req->pulls()) {
         p.dst = req->staging.data() + p.offset * dim;
         p.value_count = p.count * dim;

@@ -165,6 +165,7 @@ Message PartMessage(const Request& req, const Part& p, size_t i, uint64_t epoch)
   m.header.dim = req.sparse ? req.dim : 0;
   m.header.flags = (req.sparse ? kFlagSparse : 0) | (p.fused ? kFlagFused : 0) | WireFlags(p.wire);
   m.header.part = static_cast<uint32_t>(i);
+  m.lane = p.lane;
   return m;
 }
 
@@ -573,7 +574,7 @@ void RequestTracker::Retarget(NodeId dead, NodeId fresh, uint64_t epoch) {
   }
 }
 
-std::vector<NodeId> RequestTracker::Expire() {
+void RequestTracker::Expire(const std::function<void(NodeId)>& drop_connection) {
   const int64_t now = NowMillis();
   std::vector<std::shared_ptr<Request>> expired;
   {
@@ -583,6 +584,7 @@ std::vector<NodeId> RequestTracker::Expire() {
     }
   }
   std::set<NodeId> silent;
+  std::vector<std::shared_ptr<Request>> to_release;
   for (auto& req : expired) {
     std::vector<size_t> open;
     {
@@ -601,10 +603,11 @@ std::vector<NodeId> RequestTracker::Expire() {
                                    " from any worker" + within)
                      : Unavailable("no reply from node " + std::to_string(peer) + within);
       if (peer != kUnassignedId) silent.insert(peer);
-      if (Claim(req.get(), i, t)) Release(req);
+      if (Claim(req.get(), i, t)) to_release.push_back(req);
     }
   }
-  return std::vector<NodeId>(silent.begin(), silent.end());
+  for (NodeId peer : silent) drop_connection(peer);
+  for (auto& req : to_release) Release(req);
 }
 
 }  // namespace ps

@@ -54,6 +54,9 @@ struct Part {
   // (Options::part_bytes): its error names the part and says the others may be applied.
   bool split = false;
   uint32_t clock = 0;  // bsp/ssp tables: the worker's clock (header.clock)
+  // The message's ordering lane (Message::lane): parts that must not overtake each other
+  // (the same part of one dense share, any part of one sparse table) share one.
+  uint32_t lane = 0;
   // Pulls: the reply carries value_count floats, written to dst, or (fused) split over
   // pieces in order.
   float* dst = nullptr;
@@ -174,9 +177,12 @@ class RequestTracker {
   void OnReply(Message&& msg);
   // Fails every unclaimed part for which `match` holds, with `why`.
   void FailMatching(const std::function<bool(const Part&)>& match, const Status& why);
-  // Fails the parts whose deadline passed; returns the peers that did not answer them
-  // (a part of no particular peer, server == kUnassignedId, names none).
-  std::vector<NodeId> Expire();
+  // Fails the parts whose deadline passed. `drop_connection` is called for each peer that
+  // did not answer them (a part of no particular peer, server == kUnassignedId, names
+  // none) before any of those requests completes, so that a request the caller makes
+  // once its Wait returned finds the connection already dropped and opens a new one,
+  // instead of racing the drop.
+  void Expire(const std::function<void(NodeId)>& drop_connection);
 
   // Server replacement (the scheduler's replace_servers_ms; docs/checkpoints.md).
   // SetRetain(true): every part keeps its payload until it is answered. Park(server):

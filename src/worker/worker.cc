@@ -368,7 +368,7 @@ class Worker::Impl {
   // what is still queued for them and releases the caller buffers those frames borrow,
   // so the expired requests complete. The next request reconnects.
   void Expire() {
-    for (NodeId silent : tracker_.Expire()) runtime_->DropConnection(silent);
+    tracker_.Expire([this](NodeId silent) { runtime_->DropConnection(silent); });
   }
 
   const WorkerOptions options_;

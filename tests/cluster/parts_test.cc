@@ -138,7 +138,8 @@ TEST(PartsTest, ALostPartFailsTheWholeRequest) {
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("part 2 of 4"), std::string::npos) << st;
   EXPECT_NE(st.message().find("may have applied its other parts"), std::string::npos) << st;
-  ASSERT_TRUE(w.Wait(w.Pull(*t, out.data(), n), kWait).ok());
+  Status pulled = w.Wait(w.Pull(*t, out.data(), n), kWait);
+  ASSERT_TRUE(pulled.ok()) << pulled;
   for (uint64_t i = 0; i < n; ++i) {
     const bool lost = i >= 2 * kPartElems && i < 3 * kPartElems;
     ASSERT_EQ(out[i], lost ? 0.0f : 1.0f) << i;

@@ -47,6 +47,7 @@ const std::map<std::string, std::string>& Samples() {
       {"dense_chunk_elems", "1024"},
       {"part_bytes", "65536"},
       {"io_threads", "3"},
+      {"streams", "2"},
       {"shared_memory", "false"},
       {"tolerate_worker_loss", "true"},
       {"max_message_bytes", "1048576"},
@@ -127,10 +128,16 @@ TEST(OptionTableTest, BadIntegersNameTheVariable) {
   setenv("LAYERPS_IO_THREADS", "99", 1);
   StatusOr<Options> o = Options::FromEnv();
   ASSERT_FALSE(o.ok());
-  EXPECT_NE(o.status().message().find("LAYERPS_IO_THREADS=99 is outside [1, 64]"), std::string::npos)
+  EXPECT_NE(o.status().message().find("LAYERPS_IO_THREADS=99 is outside [0, 64]"), std::string::npos)
       << o.status().message();
   setenv("LAYERPS_IO_THREADS", "2x", 1);
   EXPECT_NE(Options::FromEnv().status().message().find("not an integer"), std::string::npos);
+  setenv("LAYERPS_IO_THREADS", "0", 1);
+  setenv("LAYERPS_STREAMS", "17", 1);
+  o = Options::FromEnv();
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("LAYERPS_STREAMS=17 is outside [0, 16]"), std::string::npos)
+      << o.status().message();
 }
 
 TEST(OptionTableTest, ATcpAddressWithoutAPortTakesAnyFreeOne) {

@@ -786,6 +786,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("dense_chunk_elems", &ps::Options::dense_chunk_elems)
       .def_readwrite("part_bytes", &ps::Options::part_bytes)
       .def_readwrite("io_threads", &ps::Options::io_threads)
+      .def_readwrite("streams", &ps::Options::streams)
       .def_readwrite("max_message_bytes", &ps::Options::max_message_bytes)
       .def_readwrite("rank", &ps::Options::rank)
       .def_readwrite("shared_memory", &ps::Options::shared_memory)

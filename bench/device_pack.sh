@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Prepares the issue-14 measurements for the device machine (16 cores, an H100; it has no
+# -dev packages and reaches no registry): builds the benchmarks and the GPU tests here
+# with CUDA, and copies them with every shared library `ldd` lists (glibc's excepted) into
+# device-pack/ (git-ignored). Then, from the device tool:
+#   run(command="bash bench/device_run.sh", carry=["device-pack"], timeout_s=540)
+# Usage: bash bench/device_pack.sh [build-dir]   (default build-device)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build-device}
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+command -v nvcc >/dev/null || { echo "device_pack.sh: no CUDA toolkit (nvcc) found" >&2; exit 1; }
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAYERPS_BUILD_CUDA=ON \
+  -DLAYERPS_BUILD_TESTS=ON -DLAYERPS_BUILD_BENCHMARKS=ON -DLAYERPS_BUILD_PYTHON=OFF \
+  -DLAYERPS_BUILD_EXAMPLES=OFF "${launcher[@]}" >/dev/null
+targets=(layerps-bench layerps-device-bench device_test packing_cuda_test)
+echo "device_pack.sh: building ${targets[*]} in $BUILD"
+cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}"
+rm -rf device-pack && mkdir -p device-pack/bin device-pack/lib
+cp "$BUILD/bench/layerps-bench" "$BUILD/bench/layerps-device-bench" device-pack/bin/
+cp "$(find "$BUILD" -name device_test -type f -perm -u+x | head -1)" device-pack/bin/
+cp "$(find "$BUILD" -name packing_cuda_test -type f -perm -u+x | head -1)" device-pack/bin/
+# Every library the binaries load, except glibc's own (the device machine has those).
+for b in device-pack/bin/*; do
+  ldd "$b" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libresolv.so*) continue ;;
+  esac
+  cp -L "$lib" device-pack/lib/
+done
+git rev-parse --short HEAD > device-pack/COMMIT
+du -sh device-pack
+echo "device_pack.sh: ready (commit $(cat device-pack/COMMIT)); carry device-pack (64 MiB at most)"
