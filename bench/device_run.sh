@@ -4,7 +4,9 @@
 #  - the GPU tests (device_test, packing_cuda_test);
 #  - layerps-device-bench: the GPU path against cudaMemcpy plus the host call (item 7);
 #  - layerps-bench 1x1 over tcp, streams 1, 2 and 4 in turn with the raw ZeroMQ baseline
-#    in each run (items 1, 2, 4); 2x2 against 1x1 (item 3); 4 KiB pushpull (item 5).
+#    in each run (items 1, 2, 4); --targets with the default streams and with one;
+#    2x2 against 1x1 (item 3); 4 KiB pushpull (item 5).
+# About 6 minutes on the 16-core machine; give run() timeout_s=540.
 # Each step is bounded; a failed step is recorded and the next one runs.
 # Usage: bash bench/device_run.sh [--quick]
 set -uo pipefail
@@ -34,6 +36,10 @@ for s in 1 2 4; do
   step "dense_streams$s" 75 "$B/layerps-bench" "${common[@]}" --sizes=256K,4M,32M \
     --streams="$s" --json="$OUT/dense_streams$s.json"
 done
+# The RESULTS target table as a new user gets it (streams from the core count), and with
+# one stream, for the ratio inside this machine.
+step targets 90 "$B/layerps-bench" --targets --json="$OUT/targets.json"
+step targets_streams1 90 "$B/layerps-bench" --targets --streams=1 --json="$OUT/targets_streams1.json"
 step sparse 60 "$B/layerps-bench" --modes=sparse "${common[@]}" --sparse_keys=100000 \
   --dist=uniform,zipf --json="$OUT/sparse.json"
 step topologies 75 "$B/layerps-bench" "${common[@]}" --sizes=256K,4M,32M --topologies=1x1,2x2 \
