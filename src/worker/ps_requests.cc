@@ -361,28 +361,34 @@ SparseBatch PsRequests::PrepareSparse(MsgType type, const TableInfo& t, const Ke
   for (const KeyRange& r : t.ranges) begins.push_back(r.begin);
   SparseBatch batch;
   batch.offsets.assign(begins.size() + 1, 0);
-  auto bkeys = std::make_shared<std::vector<Key>>(num_keys);
-  auto brows = std::make_shared<std::vector<float>>(sums ? num_keys * size_t{dim} : 0);
+  // Uninitialized: every unique key's slot and row is written before it is sent.
+  std::shared_ptr<uint8_t> kbuf = sparse_pool_.Get(std::max<size_t>(num_keys, 1) * sizeof(Key));
+  const bool with_rows = type != MsgType::kPull;
+  std::shared_ptr<uint8_t> rbuf =
+      with_rows ? sparse_pool_.Get(std::max<size_t>(num_keys * size_t{dim}, 1) * sizeof(float))
+                : nullptr;
+  Key* bkeys = reinterpret_cast<Key*>(kbuf.get());
+  float* brows = with_rows ? reinterpret_cast<float*>(rbuf.get()) : nullptr;
   std::vector<uint32_t> inverse(sums ? 0 : num_keys);
   // Unique keys grouped by server range (in order of first occurrence within each: a
   // hash table, no sort), duplicates summed for pushes; the inverse maps every caller
   // position to its unique key.
   const size_t m =
       pack::HashCoalesceAndBucket(keys, sums ? rows : nullptr, num_keys, sums ? dim : 0,
-                                  begins.data(), begins.size(), bkeys->data(),
-                                  sums ? brows->data() : nullptr, sums ? nullptr : inverse.data(),
+                                  begins.data(), begins.size(), bkeys,
+                                  sums ? brows : nullptr, sums ? nullptr : inverse.data(),
                                   batch.offsets.data());
-  bkeys->resize(m);
+  (void)m;
   if (type == MsgType::kAssign) {  // the last row of a duplicated key wins
-    brows->resize(m * size_t{dim});
     for (size_t i = 0; i < num_keys; ++i) {
-      std::memcpy(brows->data() + size_t{inverse[i]} * dim, rows + i * dim, dim * sizeof(float));
+      std::memcpy(brows + size_t{inverse[i]} * dim, rows + i * dim, dim * sizeof(float));
     }
   }
   if (type == MsgType::kPull) batch.inverse = std::move(inverse);
-  batch.keys = bkeys->data();
-  batch.rows = type == MsgType::kPull ? nullptr : brows->data();
-  batch.owner = std::make_shared<std::pair<decltype(bkeys), decltype(brows)>>(bkeys, brows);
+  batch.keys = bkeys;
+  batch.rows = brows;
+  batch.owner = std::make_shared<std::pair<std::shared_ptr<uint8_t>, std::shared_ptr<uint8_t>>>(
+      std::move(kbuf), std::move(rbuf));
   return batch;
 }
 
@@ -398,7 +404,7 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
   req->finish = std::move(finish);
   if (req->pulls()) {
     req->inverse = std::move(batch.inverse);
-    req->staging.resize(batch.offsets.back() * size_t{dim});
+    req->staging.Reset(sparse_pool_, batch.offsets.back() * size_t{dim});
   }
   // A bsp/ssp server counts every worker's pushes: each range gets one, empty or not.
   const bool every_range = pushes && t.spec.sync != SyncMode::kAsync;

@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/buffer.h"
 #include "common/cluster_map.h"
 #include "ps/worker.h"
 #include "worker/request_tracker.h"
@@ -113,6 +114,9 @@ class PsRequests {
   RequestTracker* const tracker_;
   const MapSource map_;
   const uint64_t part_bytes_;
+  // The coalesced keys and rows of sparse requests: recycled, already faulted-in buffers
+  // (a fresh vector per request was zero-filled and page-faulted in every time).
+  mutable BufferPool sparse_pool_{size_t{128} << 20};
   std::mutex clock_mu_;
   std::unordered_map<TableId, uint32_t> clocks_;  // guarded by clock_mu_
   std::mutex cache_mu_;

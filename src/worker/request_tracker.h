@@ -18,6 +18,7 @@
 #ifndef PS_WORKER_REQUEST_TRACKER_H_
 #define PS_WORKER_REQUEST_TRACKER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -29,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/buffer.h"
 #include "ps/options.h"
 #include "ps/status.h"
 #include "ps/types.h"
@@ -72,6 +74,23 @@ struct Part {
 
 struct TrackerState;
 
+// n floats in a buffer of a BufferPool (uninitialized; back to the pool when the last
+// holder is gone), or none.
+class PooledFloats {
+ public:
+  void Reset(BufferPool& pool, size_t n) {
+    buf_ = pool.Get(std::max<size_t>(n, 1) * sizeof(float));
+    n_ = n;
+  }
+  float* data() { return reinterpret_cast<float*>(buf_.get()); }
+  const float* data() const { return reinterpret_cast<const float*>(buf_.get()); }
+  size_t size() const { return n_; }
+
+ private:
+  std::shared_ptr<uint8_t> buf_;
+  size_t n_ = 0;
+};
+
 struct Request {
   Ticket ticket = 0;
   MsgType type = MsgType::kPush;
@@ -88,7 +107,7 @@ struct Request {
   // Dense pulls write here (indexed by element). Sparse pulls stage unique rows here
   // and scatter them into `out` through `inverse` when the last part arrives.
   float* out = nullptr;
-  std::vector<float> staging;
+  PooledFloats staging;
   std::vector<uint32_t> inverse;
   // Runs once every part succeeded, before the request completes (under `mu`): moves
   // the pulled values to their final place. Its error becomes the request's.
