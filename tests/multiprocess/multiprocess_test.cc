@@ -785,13 +785,14 @@ TEST(CommandLineTest, HelpListsOnlyTheRolesOptionsWithTheirVariables) {
 // refuses --rank, which it sets per child (issue 16, defect 4).
 TEST(CommandLineTest, LaunchForwardsEveryNodeOption) {
   Process p({kTools + "/layerps-launch", "--num_servers=1", "--num_workers=1", "--io_threads=3",
-             "--shared_memory=no", "--advertise_host=127.0.0.1", "--dense_chunk_elems=1024",
+             "--streams=2", "--shared_memory=no", "--advertise_host=127.0.0.1", "--dense_chunk_elems=1024",
              "--max_message_bytes=2097152", "--request_timeout_ms=4321", "--grace_s=2", "--",
              "/bin/sh", "-c", "env | grep ^LAYERPS_"});
   p.Wait(60s);
   const std::string out = p.Output();
   for (const char* line :
-       {"[worker 0] LAYERPS_IO_THREADS=3", "[worker 0] LAYERPS_SHARED_MEMORY=false",
+       {"[worker 0] LAYERPS_IO_THREADS=3", "[worker 0] LAYERPS_STREAMS=2",
+        "[worker 0] LAYERPS_SHARED_MEMORY=false",
         "[worker 0] LAYERPS_ADVERTISE_HOST=127.0.0.1", "[worker 0] LAYERPS_DENSE_CHUNK_ELEMS=1024",
         "[worker 0] LAYERPS_MAX_MESSAGE_BYTES=2097152", "[worker 0] LAYERPS_REQUEST_TIMEOUT_MS=4321",
         "[worker 0] LAYERPS_RANK=0", "[worker 0] LAYERPS_NUM_WORKERS=1"}) {
