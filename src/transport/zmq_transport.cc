@@ -338,7 +338,11 @@ class ZmqTransport final : public Transport {
       }
     }
     if (!curve_error_.ok()) return curve_error_;
-    if (!ctx_) PS_RETURN_IF_ERROR(MakeContext(endpoint));
+    try {
+      if (!ctx_) PS_RETURN_IF_ERROR(MakeContext(endpoint));
+    } catch (const zmq::error_t& e) {
+      return Unavailable("cannot connect to '" + endpoint + "': " + e.what());
+    }
     p->ctx = ctx_;
     StatusOr<std::unique_ptr<zmq::socket_t>> socket = NewDealer(*ctx_, endpoint, identity);
     if (!socket.ok()) return socket.status();
