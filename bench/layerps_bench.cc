@@ -1045,7 +1045,8 @@ std::string CpuModel() {
 
 // Where the results came from, for the JSON and the plot's footer: version, commit,
 // machine (host name and CPU model), cores and date (UTC, ISO 8601).
-void WriteJson(const std::string& path, const std::vector<Result>& rs, const std::string& cmdline) {
+void WriteJson(const std::string& path, const std::vector<Result>& rs, const std::string& cmdline,
+               const Options& options) {
   std::ofstream f(path);
   if (!f) Die("cannot write " + path, 1);
   char host[256] = {0};
@@ -1060,7 +1061,9 @@ void WriteJson(const std::string& path, const std::vector<Result>& rs, const std
     << JsonEscape(Version()) << "\",\n  \"commit\": \"" << JsonEscape(BuildCommit())
     << "\",\n  \"host\": \"" << JsonEscape(host) << "\",\n  \"machine\": \""
     << JsonEscape(cpu.empty() ? std::string(host) : std::string(host) + ", " + cpu)
-    << "\",\n  \"cpus\": " << std::thread::hardware_concurrency() << ",\n  \"date\": \"" << date
+    << "\",\n  \"cpus\": " << std::thread::hardware_concurrency()
+    << ",\n  \"streams\": " << options.ResolvedStreams()
+    << ",\n  \"io_threads\": " << options.ResolvedIoThreads() << ",\n  \"date\": \"" << date
     << "\",\n  \"results\": [\n";
   for (size_t i = 0; i < rs.size(); ++i) {
     const Result& r = rs[i];
@@ -1433,13 +1436,16 @@ int Main(int argc, char** argv) {
   ComputeRatios(&results);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  std::printf("layerps-bench on %s, %u CPUs; %d repeats of ~%.2fs per case\n", host,
-              std::thread::hardware_concurrency(), FLAGS_repeats, FLAGS_seconds);
+  std::printf(
+      "layerps-bench on %s, %u CPUs; %d repeats of ~%.2fs per case; %d stream(s) per peer, "
+      "%d I/O thread(s) per node\n",
+      host, std::thread::hardware_concurrency(), FLAGS_repeats, FLAGS_seconds,
+      base->ResolvedStreams(), base->ResolvedIoThreads());
   PrintTable(results);
   PrintTransportRatios(results);
   std::string json = FLAGS_json;
   if (!FLAGS_plot.empty() && json.empty()) json = FLAGS_plot + ".json";
-  if (!json.empty()) WriteJson(json, results, cmdline);
+  if (!json.empty()) WriteJson(json, results, cmdline, *base);
   if (!FLAGS_csv.empty()) WriteCsv(FLAGS_csv, results);
   if (!FLAGS_plot.empty()) {
     const std::string cmd =

@@ -122,6 +122,9 @@ struct CommonOptions {
 
   // Checks these fields; the message names the first bad one.
   Status Validate() const;
+  // `streams` and `io_threads` as this machine resolves their 0 (from its core count).
+  int ResolvedStreams() const;
+  int ResolvedIoThreads() const;
 };
 
 // --- The shape of the cluster: the scheduler's alone ---------------------------------------

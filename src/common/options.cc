@@ -1,10 +1,12 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "ps/options.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <initializer_list>
 #include <limits>
+#include <thread>
 
 namespace ps {
 namespace {
@@ -188,6 +190,17 @@ StatusOr<Options> Options::FromEnv() {
   }
   PS_RETURN_IF_ERROR(o.Validate());
   return o;
+}
+
+int CommonOptions::ResolvedStreams() const {
+  if (streams > 0) return streams;
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores < 8) return 1;
+  return static_cast<int>(std::min(4u, cores / 4));
+}
+
+int CommonOptions::ResolvedIoThreads() const {
+  return io_threads > 0 ? io_threads : ResolvedStreams();
 }
 
 Status CommonOptions::Validate() const {

@@ -37,7 +37,6 @@
 #include <iterator>
 #include <mutex>
 #include <shared_mutex>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <zmq.hpp>
@@ -218,14 +217,6 @@ zmq::message_t ToZmq(const Frame& f) {
   return zmq::message_t(const_cast<uint8_t*>(f.data()), f.size(), &ReleaseOwner, hint);
 }
 
-// Options::streams, 0 resolved from the core count.
-int ResolveStreams(int streams) {
-  if (streams > 0) return streams;
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (cores < 8) return 1;
-  return static_cast<int>(std::min(4u, cores / 4));
-}
-
 // Sends a message's header and payload frames on `socket` (the header blocks up to the
 // socket's send timeout when the peer's queue is full; parts after it never do). false:
 // the queue stayed full, nothing was sent. Frames listed in `shm` (by index, ascending)
@@ -253,7 +244,7 @@ bool SendParts(zmq::socket_t* socket, const Message& msg, const std::vector<ShmE
 class ZmqTransport final : public Transport {
  public:
   explicit ZmqTransport(const CommonOptions& options)
-      : options_(options), streams_(ResolveStreams(options.streams)) {
+      : options_(options), streams_(options.ResolvedStreams()) {
     if (!options_.curve_key_file.empty()) {
       StatusOr<CurveKeys> keys = LoadCurveKeys(options_.curve_key_file);
       if (keys.ok()) {
@@ -542,7 +533,7 @@ class ZmqTransport final : public Transport {
       return Status::OK();
     }
     // By default one I/O thread per stream, so that streams move bytes in parallel.
-    ctx_ = std::make_shared<zmq::context_t>(options_.io_threads > 0 ? options_.io_threads : streams_);
+    ctx_ = std::make_shared<zmq::context_t>(options_.ResolvedIoThreads());
     if (curve_) {
       StatusOr<std::unique_ptr<CurveAuthenticator>> a = CurveAuthenticator::Start(ctx_.get(), *curve_);
       if (!a.ok()) {

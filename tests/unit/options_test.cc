@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <thread>
+#include <algorithm>
 
 #include "ps/types.h"
 
@@ -273,6 +275,30 @@ TEST(TableSpecTest, BoundedSparseFields) {
   b = a;
   b.admit_after = 4;
   EXPECT_EQ(a.Difference(b), "admit_after: 0 declared, 4 asked");
+}
+
+// streams 0 and io_threads 0 resolve from the core count: 1 stream below 8 cores, else
+// min(4, cores / 4), and one I/O thread per stream; given values are kept.
+TEST(OptionsTest, StreamsAndIoThreadsResolveFromTheCores) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  const int want = cores < 8 ? 1 : static_cast<int>(std::min(4u, cores / 4));
+  CommonOptions o;
+  EXPECT_EQ(o.streams, 0);
+  EXPECT_EQ(o.io_threads, 0);
+  EXPECT_EQ(o.ResolvedStreams(), want);
+  EXPECT_EQ(o.ResolvedIoThreads(), want);
+  o.streams = 3;
+  EXPECT_EQ(o.ResolvedStreams(), 3);
+  EXPECT_EQ(o.ResolvedIoThreads(), 3);
+  o.io_threads = 5;
+  EXPECT_EQ(o.ResolvedIoThreads(), 5);
+  o.scheduler_address = "tcp://127.0.0.1:9000";
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
+  o.streams = 17;
+  EXPECT_NE(o.Validate().message().find("streams=17 is outside [0, 16]"), std::string::npos)
+      << o.Validate();
+  o.streams = -1;
+  EXPECT_NE(o.Validate().message().find("streams=-1"), std::string::npos) << o.Validate();
 }
 
 }  // namespace
