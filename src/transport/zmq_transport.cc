@@ -33,7 +33,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <iterator>
 #include <mutex>
 #include <shared_mutex>
@@ -44,6 +43,7 @@
 #include "common/host.h"
 #include "transport/curve.h"
 #include "transport/shm_manifest.h"
+#include "transport/shm_ring.h"
 #include "transport/transport.h"
 
 namespace ps {
@@ -67,9 +67,9 @@ void ReleaseOwner(void* /*data*/, void* hint) {
 // tracking an owner); bigger ones are sent in place.
 constexpr size_t kCopyBelow = 512;
 
-// ---- Shared-memory segments ------------------------------------------------------------
-
-constexpr size_t kShmMaxMappings = 1024;  // peers' segments mapped at once (address space)
+// Peers' segments mapped at once (address space); the segments themselves:
+// transport/shm_ring.h.
+constexpr size_t kShmMaxMappings = 1024;
 
 // Payload frames are handed to the node on this boundary (the widest wire element, a u64
 // key): keys and values are read in place as arrays.
@@ -78,138 +78,6 @@ constexpr uintptr_t kFrameAlign = 8;
 // The most parts a received message may have: the routing id, a manifest, the header and
 // kMaxFrames payload frames.
 constexpr size_t kMaxParts = kMaxFrames + 3;
-
-std::atomic<uint32_t>* ShmFlags(void* base) { return static_cast<std::atomic<uint32_t>*>(base); }
-static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,
-              "shared flags must be plain lock-free words");
-
-std::atomic<uint64_t> g_shm_counter{0};
-
-// The sending side: a segment this node created for one peer, used as a ring. Blocks are
-// reclaimed in allocation order once the receiver cleared their flags. Guarded by the
-// peer's mutex.
-class ShmSender {
- public:
-  ~ShmSender() {
-    if (base_ != nullptr) munmap(base_, kShmSegmentBytes);
-    if (!name_.empty()) shm_unlink(name_.c_str());
-  }
-
-  // Maps a fresh segment; false if shared memory is unavailable.
-  bool Init() {
-    name_ =
-        std::string(kShmPrefix) + std::to_string(getpid()) + "-" + std::to_string(g_shm_counter++);
-    const int fd = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) {
-      name_.clear();
-      return false;
-    }
-    void* p = MAP_FAILED;
-    if (ftruncate(fd, static_cast<off_t>(kShmSegmentBytes)) == 0) {
-      p = mmap(nullptr, kShmSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    }
-    close(fd);
-    if (p == MAP_FAILED) {
-      shm_unlink(name_.c_str());
-      name_.clear();
-      return false;
-    }
-    base_ = p;
-    return true;
-  }
-
-  const std::string& name() const { return name_; }
-
-  // Copies `f` into the segment; false (nothing changed) when there is no room.
-  bool Put(const Frame& f, uint32_t frame_index, ShmEntry* entry) {
-    Reclaim();
-    const size_t size = (f.size() + 63) / 64 * 64;
-    if (live_.size() >= kShmSlots) return false;
-    uint64_t off;
-    if (!Allocate(size, &off)) return false;
-    const uint32_t slot = next_slot_;
-    std::atomic<uint32_t>& flag = ShmFlags(base_)[slot];
-    if (flag.load(std::memory_order_acquire) != 0) return false;  // still held (cannot happen)
-    next_slot_ = (next_slot_ + 1) % kShmSlots;
-    std::memcpy(static_cast<uint8_t*>(base_) + kShmControlBytes + off, f.data(), f.size());
-    flag.store(1, std::memory_order_release);
-    live_.push_back(Block{off, size, slot});
-    head_ = off + size;
-    *entry = ShmEntry{frame_index, slot, off, f.size()};
-    return true;
-  }
-
-  // A message that was prepared but not sent: take back its blocks (most recent first).
-  void Undo(size_t blocks) {
-    for (size_t i = 0; i < blocks && !live_.empty(); ++i) {
-      const Block b = live_.back();
-      live_.pop_back();
-      ShmFlags(base_)[b.slot].store(0, std::memory_order_release);
-      next_slot_ = b.slot;
-      head_ = b.offset;
-    }
-    if (live_.empty()) head_ = tail_ = 0;
-  }
-
- private:
-  struct Block {
-    uint64_t offset, size;
-    uint32_t slot;
-  };
-
-  void Reclaim() {
-    while (!live_.empty() &&
-           ShmFlags(base_)[live_.front().slot].load(std::memory_order_acquire) == 0) {
-      live_.pop_front();
-    }
-    if (live_.empty()) {
-      head_ = tail_ = 0;
-    } else {
-      tail_ = live_.front().offset;
-    }
-  }
-
-  // Ring allocation in [0, kShmDataBytes): live bytes are [tail_, head_) or, wrapped,
-  // [tail_, end) + [0, head_).
-  bool Allocate(size_t size, uint64_t* off) {
-    if (live_.empty()) {
-      *off = 0;
-      return size <= kShmDataBytes;
-    }
-    if (head_ > tail_) {
-      if (kShmDataBytes - head_ >= size) {
-        *off = head_;
-        return true;
-      }
-      if (tail_ > size) {  // wrap; keep one byte between head and tail
-        *off = 0;
-        return true;
-      }
-      return false;
-    }
-    // Wrapped: free space is [head_, tail_).
-    if (tail_ > head_ && tail_ - head_ > size) {
-      *off = head_;
-      return true;
-    }
-    return false;
-  }
-
-  std::string name_;
-  void* base_ = nullptr;
-  std::deque<Block> live_;
-  uint64_t head_ = 0, tail_ = 0;
-  uint32_t next_slot_ = 0;
-};
-
-// The receiving side: segments of peers, mapped on first use; a mapping lives as long as
-// any Frame handed out from it. Only the receive thread opens mappings.
-struct ShmMapping {
-  void* base = nullptr;
-  ~ShmMapping() {
-    if (base != nullptr) munmap(base, kShmSegmentBytes);
-  }
-};
 
 zmq::message_t ToZmq(const Frame& f) {
   if (f.size() <= kCopyBelow || !f.owner()) return zmq::message_t(f.data(), f.size());
