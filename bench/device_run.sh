@@ -3,8 +3,8 @@
 # bench/device_pack.sh), writing every result to $OUT (default ./device-out):
 #  - the GPU tests (device_test, packing_cuda_test);
 #  - layerps-device-bench: the GPU path against cudaMemcpy plus the host call (item 7);
-#  - layerps-bench 1x1 over tcp, streams 1, 2 and 4 in turn with the raw ZeroMQ baseline
-#    in each run (items 1, 2, 4); --targets with the default streams and with one;
+#  - layerps-bench 1x1 over tcp, streams 1, 2 and 4 in one run beside one raw ZeroMQ
+#    baseline (items 1, 2); --targets with the default streams and with one;
 #    2x2 against 1x1 (item 3); 4 KiB pushpull (item 5).
 # About 6 minutes on the 16-core machine; give run() timeout_s=540.
 # Each step is bounded; a failed step is recorded and the next one runs.
@@ -32,10 +32,8 @@ step() {  # step NAME LIMIT_S COMMAND...
 step gpu_tests 90 bash -c "$B/packing_cuda_test --gtest_brief=1 && $B/device_test --gtest_brief=1"
 step device_bench 120 "$B/layerps-device-bench" --repeats="$REPEATS"
 common=(--ops=push,pull --inflight=8 --repeats="$REPEATS" --seconds="$SECONDS_PER" --verify=true)
-for s in 1 2 4; do
-  step "dense_streams$s" 75 "$B/layerps-bench" "${common[@]}" --sizes=256K,4M,32M \
-    --streams="$s" --json="$OUT/dense_streams$s.json"
-done
+step dense_streams 200 "$B/layerps-bench" "${common[@]}" --sizes=256K,4M,32M \
+  --sweep_streams=1,2,4 --json="$OUT/dense_streams.json"
 # The RESULTS target table as a new user gets it (streams from the core count), and with
 # one stream, for the ratio inside this machine.
 step targets 90 "$B/layerps-bench" --targets --json="$OUT/targets.json"

@@ -67,6 +67,10 @@ DEFINE_string(inflight, "1,8,32", "Comma list of requests kept in flight per wor
 DEFINE_string(topologies, "1x1",
               "Comma list of SERVERSxWORKERS for the local cluster (ignored "
               "with --join)");
+DEFINE_string(sweep_streams, "",
+              "Comma list of connections per peer (Options::streams, 1..16): every local "
+              "cluster is started once per value in this run, beside one raw baseline, and "
+              "the case labels say streams=N. Empty (default): --streams alone");
 DEFINE_string(transports, "tcp",
               "Comma list of endpoint kinds for the local cluster and the raw "
               "baseline: tcp (127.0.0.1), ipc (unix sockets in /tmp), inproc (same process)");
@@ -206,6 +210,7 @@ struct Case {
   uint32_t dim = 0;
   std::string dist;  // sparse: uniform | zipf
   int tensors = 0;   // step: tensors per step
+  int streams = 0;   // --sweep_streams: the cluster's Options::streams (0: not swept)
 
   std::string Label() const {
     std::string s = system + " " + transport + " " + std::to_string(servers) + "x" +
@@ -216,6 +221,7 @@ struct Case {
       s += " " + std::to_string(tensors) + "x" + HumanBytes(bytes / tensors);
     else
       s += " " + HumanBytes(bytes);
+    if (streams > 0) s += " streams=" + std::to_string(streams);
     return s + " inflight=" + std::to_string(inflight);
   }
 };
@@ -1262,6 +1268,7 @@ int Main(int argc, char** argv) {
     std::string transport;
     Topo topo;
     std::vector<Case> cases;
+    int streams = 0;  // --sweep_streams: this cluster's Options::streams (0: --streams)
   };
   std::vector<Group> groups;
   auto add_group = [&](const std::string& tr, Topo tp, bool targets_ipc) {
@@ -1373,6 +1380,21 @@ int Main(int argc, char** argv) {
     for (const auto& tr : transports)
       for (const auto& tp : topos) add_group(tr, tp, false);
   }
+  // --sweep_streams: every group once per value.
+  if (!FLAGS_sweep_streams.empty()) {
+    if (FLAGS_join) Die("--sweep_streams starts local clusters: not with --join");
+    std::vector<Group> swept;
+    for (const auto& s : Split(FLAGS_sweep_streams)) {
+      const int v = std::atoi(s.c_str());
+      if (v < 1 || v > 16) Die("bad --sweep_streams value '" + s + "' (1..16)");
+      for (Group g : groups) {
+        g.streams = v;
+        for (auto& c : g.cases) c.streams = v;
+        swept.push_back(std::move(g));
+      }
+    }
+    groups.swap(swept);
+  }
   // Deduplicate (the step reference may repeat a dense case).
   for (auto& g : groups) {
     std::vector<Case> uniq;
@@ -1413,7 +1435,9 @@ int Main(int argc, char** argv) {
   uint64_t case_id = 0;
   for (auto& g : groups) {
     Cluster cl;
-    Status st = FLAGS_join ? cl.Join(*base) : cl.StartLocal(*base, g.transport, g.topo.s, g.topo.w);
+    Options opts = *base;
+    if (g.streams > 0) opts.streams = g.streams;
+    Status st = FLAGS_join ? cl.Join(opts) : cl.StartLocal(opts, g.transport, g.topo.s, g.topo.w);
     if (!st.ok()) DieStatus(FLAGS_join ? "cannot join the cluster" : "cannot start the cluster", st);
     for (auto c : g.cases) {
       if (FLAGS_join) {
@@ -1436,11 +1460,15 @@ int Main(int argc, char** argv) {
   ComputeRatios(&results);
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  std::printf(
-      "layerps-bench on %s, %u CPUs; %d repeats of ~%.2fs per case; %d stream(s) per peer, "
-      "%d I/O thread(s) per node\n",
-      host, std::thread::hardware_concurrency(), FLAGS_repeats, FLAGS_seconds,
-      base->ResolvedStreams(), base->ResolvedIoThreads());
+  const std::string streams =
+      FLAGS_sweep_streams.empty()
+          ? std::to_string(base->ResolvedStreams()) + " stream(s) per peer, " +
+                std::to_string(base->ResolvedIoThreads()) + " I/O thread(s) per node"
+          : "streams per peer swept over " + FLAGS_sweep_streams +
+                (base->io_threads > 0 ? ", " + std::to_string(base->io_threads) + " I/O thread(s)"
+                                      : ", one I/O thread per stream");
+  std::printf("layerps-bench on %s, %u CPUs; %d repeats of ~%.2fs per case; %s\n", host,
+              std::thread::hardware_concurrency(), FLAGS_repeats, FLAGS_seconds, streams.c_str());
   PrintTable(results);
   PrintTransportRatios(results);
   std::string json = FLAGS_json;
