@@ -373,12 +373,10 @@ SparseBatch PsRequests::PrepareSparse(MsgType type, const TableInfo& t, const Ke
   // Unique keys grouped by server range (in order of first occurrence within each: a
   // hash table, no sort), duplicates summed for pushes; the inverse maps every caller
   // position to its unique key.
-  const size_t m =
-      pack::HashCoalesceAndBucket(keys, sums ? rows : nullptr, num_keys, sums ? dim : 0,
-                                  begins.data(), begins.size(), bkeys,
-                                  sums ? brows : nullptr, sums ? nullptr : inverse.data(),
-                                  batch.offsets.data());
-  (void)m;
+  // (The unique count it returns is batch.offsets.back().)
+  pack::HashCoalesceAndBucket(keys, sums ? rows : nullptr, num_keys, sums ? dim : 0, begins.data(),
+                              begins.size(), bkeys, sums ? brows : nullptr,
+                              sums ? nullptr : inverse.data(), batch.offsets.data());
   if (type == MsgType::kAssign) {  // the last row of a duplicated key wins
     for (size_t i = 0; i < num_keys; ++i) {
       std::memcpy(brows + size_t{inverse[i]} * dim, rows + i * dim, dim * sizeof(float));
