@@ -18,7 +18,7 @@ shift || true
 harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then
   harnesses=(header_fuzz map_codec_fuzz control_fuzz request_fuzz reply_fuzz shm_manifest_fuzz
-             checkpoint_fuzz)
+             checkpoint_fuzz plan_json_fuzz profile_json_fuzz)
 fi
 
 bash scripts/install-deps.sh core

@@ -5,6 +5,7 @@
 // (one line on stderr), 1 when a file cannot be written.
 #include <gflags/gflags.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -288,6 +289,18 @@ int RunOptcnn(const pl::ModelProfile& model, const pl::ClusterSpec& cluster,
   o.num_devices = cluster.workers;
   o.batch_size = static_cast<int>(options.batch) * cluster.workers;
   o.backward_factor = 1.0 + options.backward_factor;
+  // Progress on stderr for searches that take more than a second (many devices: the cost
+  // tables grow as configurations^2 x devices, docs/optcnn.md "Cost").
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  o.progress = [&](uint64_t done, uint64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start < std::chrono::seconds(1) || now - last < std::chrono::seconds(2)) return;
+    last = now;
+    std::fprintf(stderr, "layerps-plan: optcnn: costing configuration pairs, %llu of %llu (%.0f%%)\n",
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+                 total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
+  };
   ps::StatusOr<pl::optcnn::Report> rep = pl::optcnn::Optimize(model, cluster, o);
   if (!rep.ok()) Bad(rep.status().ToString());
   std::cout << (FLAGS_json ? pl::optcnn::ReportToJson(*rep) + "\n"

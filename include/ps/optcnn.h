@@ -152,8 +152,12 @@ struct MeasuredCompute {
   double seconds = 0;  // >= 0
 };
 
+// The most devices a search takes (docs/optcnn.md, "Cost").
+constexpr int kMaxDevices = 1024;
+
 struct Options {
-  // Devices the model is split over. Default -1: cluster.workers. 0 or less is an error.
+  // Devices the model is split over. Default -1: cluster.workers. 0 or less, or more
+  // than kMaxDevices, is an error.
   int num_devices = -1;
   // Global mini-batch (samples per step). Default 0: 32 per device. The sample degree
   // must divide it.
@@ -175,6 +179,10 @@ struct Options {
   // Measured compute times; each must name a layer and one of its configurations.
   std::vector<MeasuredCompute> measured;
   SearchOptions search;
+  // Called from the calling thread while the Eq. 1 tables are built, the long part of a
+  // search on many devices (docs/optcnn.md, "Cost"): configuration pairs costed so far,
+  // and in all. Optional.
+  std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
 // The configurations and Eq. 1 tables of a model. Node v of `graph` is layer v of the

@@ -10,6 +10,8 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace ps {
 namespace metrics {
@@ -158,6 +160,11 @@ Exporter::~Exporter() {
 #endif
 }
 
+// How many scrapes are served at once, and how long a client has to send its request (and
+// to take the answer) before the connection is closed.
+constexpr int kMetricsThreads = 8;
+constexpr int kMetricsRequestTimeoutMs = 2000;
+
 StatusOr<std::unique_ptr<Exporter>> Exporter::Start(const std::string& host, int port,
                                                     Source source) {
   if (port < 1 || port > 65535) {
@@ -171,7 +178,13 @@ StatusOr<std::unique_ptr<Exporter>> Exporter::Start(const std::string& host, int
 #else
   auto impl = std::make_unique<Impl>();
   try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(endpoint, /*num_threads=*/1);
+    // Several threads and a short request timeout: CivetWeb gives each connection a
+    // thread until its request is read, so with one thread and its default 30 s timeout
+    // a single idle client blinded every scrape (docs/observability.md, "Endpoint").
+    impl->exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", endpoint,                                   //
+        "num_threads", std::to_string(kMetricsThreads),                //
+        "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs)});
   } catch (const std::exception& e) {
     return Unavailable("cannot serve metrics on " + endpoint + " (in use, or not an address "
                        "of this host): " + e.what());

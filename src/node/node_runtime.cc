@@ -74,14 +74,24 @@ Status NodeRuntime::Start() {
   reg->set_requested_rank(options_.rank);
   reg->set_session(secret_);
   reg->set_restores(role_ == Role::kServer && !options_.restore_dir.empty());
-  Status sent = SendToScheduler(MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
+  // One deadline for the whole start: the Register must leave and be answered within
+  // connect_timeout_ms. A send that cannot leave by then (no connection to the scheduler
+  // took it: a refused CURVE handshake drops the queue) is the same failure as no answer,
+  // and says so with Timeout, not with the transport's own, longer send timeout.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.connect_timeout_ms);
+  const std::string no_answer = "no answer from the scheduler at " + options_.scheduler_address +
+                                " within " + std::to_string(options_.connect_timeout_ms) + " ms";
+  Status sent = SendToScheduler(MakeControl(kUnassignedId, c),
+                                std::min(kControlSendTimeoutMs, options_.connect_timeout_ms));
+  if (sent.code() == StatusCode::kUnavailable) {
+    sent = Timeout(no_answer + " (the registration could not be sent: " + sent.message() + ")");
+  }
 
   Status result = sent;
   bool was_registered = false;
   if (sent.ok()) {
     std::unique_lock<std::mutex> lock(mu_);
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.connect_timeout_ms);
     const bool ready = cv_.wait_until(lock, deadline, [this] {
       return !register_status_.ok() || (registered_ && map_ != nullptr) || shutdown_;
     });
@@ -91,10 +101,9 @@ Status NodeRuntime::Start() {
       result =
           shutdown_status_.ok() ? Aborted("the cluster shut down during start") : shutdown_status_;
     } else if (!ready) {
-      result = Timeout(std::string(registered_ ? "registered, but the cluster did not complete"
-                                               : "no answer from the scheduler at " +
-                                                     options_.scheduler_address) +
-                       " within " + std::to_string(options_.connect_timeout_ms) + " ms");
+      result = registered_ ? Timeout("registered, but the cluster did not complete within " +
+                                     std::to_string(options_.connect_timeout_ms) + " ms")
+                           : Timeout(no_answer);
     }
     was_registered = registered_;
   }

@@ -20,6 +20,9 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr int kFormatVersion = 1;
+// The most bytes a layer holds (ModelProfile::Validate): no share of one is larger, so a
+// layer's shares add up without wrapping around.
+constexpr uint64_t kMaxLayerBytes = uint64_t{1} << 40;
 
 // Reads the fields of one JSON object, remembering where it is for the messages.
 class Reader {
@@ -118,20 +121,26 @@ class Reader {
     if (!v.is_array()) return Error(key, "must be an array of integers");
     out->clear();
     for (const json& e : v) {
-      if (!e.is_number_integer() || e.get<int64_t>() < -1 || e.get<int64_t>() > 1 << 20) {
-        return Error(key, "must be an array of integers in [-1, 2^20]");
-      }
+      // An unsigned value is compared as one: 2^64 - 1 must not read as -1.
+      const bool in_range =
+          e.is_number_unsigned()  ? e.get<uint64_t>() <= uint64_t{1} << 20
+          : e.is_number_integer() ? e.get<int64_t>() >= -1 && e.get<int64_t>() <= 1 << 20
+                                  : false;
+      if (!in_range) return Error(key, "must be an array of integers in [-1, 2^20]");
       out->push_back(static_cast<int>(e.get<int64_t>()));
     }
     return Status::OK();
   }
-  Status Uints(const std::string& key, std::vector<uint64_t>* out) const {
+  // Non-negative integers, each at most `max` (`max_text` names it in the message).
+  Status Uints(const std::string& key, uint64_t max, const std::string& max_text,
+               std::vector<uint64_t>* out) const {
     if (!Has(key)) return Status::OK();
     const json& v = obj_.at(key);
-    if (!v.is_array()) return Error(key, "must be an array of non-negative integers");
+    const std::string what = "must be an array of integers in [0, " + max_text + "]";
+    if (!v.is_array()) return Error(key, what);
     out->clear();
     for (const json& e : v) {
-      if (!e.is_number_unsigned()) return Error(key, "must be an array of non-negative integers");
+      if (!e.is_number_unsigned() || e.get<uint64_t>() > max) return Error(key, what);
       out->push_back(e.get<uint64_t>());
     }
     return Status::OK();
@@ -447,6 +456,19 @@ Status CheckPlanRanks(const Plan& plan) {
   PS_RETURN_IF_ERROR(check(plan.roles.ps_servers, S, "ps_servers"));
   PS_RETURN_IF_ERROR(check(plan.roles.dedicated_servers, S, "dedicated_servers"));
   PS_RETURN_IF_ERROR(check(plan.roles.fc_nodes, S, "fc_nodes"));
+  // The cost model counts each FC node's workers by these indices (PredictPlan), even
+  // when the plan has no FC layer.
+  const std::vector<int>& of_worker = plan.roles.fc_node_of_worker;
+  if (of_worker.size() > static_cast<size_t>(W)) {
+    return InvalidArgument("plan: fc_node_of_worker has " + std::to_string(of_worker.size()) +
+                           " entries, but the cluster has " + std::to_string(W) + " workers");
+  }
+  for (int f : of_worker) {
+    if (f < 0 || static_cast<size_t>(f) >= plan.roles.fc_nodes.size()) {
+      return InvalidArgument("plan: fc_node_of_worker names FC node " + std::to_string(f) +
+                             ", but fc_nodes has " + std::to_string(plan.roles.fc_nodes.size()));
+    }
+  }
   if (plan.roles.ps_worker >= S) {
     return InvalidArgument("plan: ps_worker names server rank " +
                            std::to_string(plan.roles.ps_worker) +
@@ -562,7 +584,7 @@ StatusOr<Plan> PlanFromJson(const std::string& text) {
     if (!m.ok()) return l.Error("mode", m.status().message());
     p.mode = *m;
     PS_RETURN_IF_ERROR(l.Ints("servers", &p.servers));
-    PS_RETURN_IF_ERROR(l.Uints("server_bytes", &p.server_bytes));
+    PS_RETURN_IF_ERROR(l.Uints("server_bytes", kMaxLayerBytes, "2^40", &p.server_bytes));
     PS_RETURN_IF_ERROR(l.String("config", false, &p.config));
     plan.layers.push_back(std::move(p));
   }

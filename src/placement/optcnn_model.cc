@@ -75,7 +75,15 @@ StatusOr<Resolved> Resolve(const ClusterSpec& cluster, const Options& o) {
     return InvalidArgument("optcnn: the device count must be >= 1, got " +
                            std::to_string(r.devices));
   }
-  if (r.devices > 4096) return InvalidArgument("optcnn: more than 4096 devices");
+  if (r.devices > kMaxDevices) {
+    // The cost tables cost every pair of configurations of every edge, each pair O(devices)
+    // (docs/optcnn.md, "Cost"): about 40 s at 1024 devices on 2 cores, growing faster than
+    // the devices.
+    return InvalidArgument("optcnn: " + std::to_string(r.devices) + " devices; the search takes "
+                           "at most " + std::to_string(kMaxDevices) +
+                           " (its cost tables grow as configurations^2 x devices: docs/optcnn.md, "
+                           "\"Cost\")");
+  }
   r.batch = o.batch_size == 0 ? 32 * r.devices : o.batch_size;
   if (r.batch <= 0) {
     return InvalidArgument("optcnn: batch_size must be >= 1 (or 0 for 32 per device), got " +
@@ -678,6 +686,10 @@ StatusOr<CostTables> BuildCostTables(const ModelProfile& model, const ClusterSpe
 
   // t_x for every (input -> layer) edge.
   const int max_degree = r.products.back();
+  uint64_t pairs_total = 0, pairs_done = 0;
+  for (int j = 0; j < n; ++j) {
+    for (int i : inputs[j]) pairs_total += uint64_t{t.configs[i].size()} * t.configs[j].size();
+  }
   for (int j = 0; j < n; ++j) {
     for (size_t k = 0; k < inputs[j].size(); ++k) {
       const int i = inputs[j][k];
@@ -694,6 +706,8 @@ StatusOr<CostTables> BuildCostTables(const ModelProfile& model, const ClusterSpe
           cost[ci * nj + cj] = ec.seconds;
           bytes[ci * nj + cj] = ec.bytes;
         }
+        pairs_done += nj;
+        if (options.progress) options.progress(pairs_done, pairs_total);
       }
       t.graph.AddEdge(i, j, std::move(cost));
       t.edge_bytes.push_back(std::move(bytes));

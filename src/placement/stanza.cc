@@ -5,6 +5,7 @@
 // machines) each hold a replica of the FC layers and train them on their conv nodes'
 // activations. FC parameters never cross the network except among the replicas.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -77,7 +78,10 @@ StatusOr<Plan> StanzaPlan(const ModelProfile& profile, const ClusterSpec& cluste
   if (others.empty()) others = internal::Range(0, S);
   plan.roles.ps_servers = others;
   plan.roles.fc_node_of_worker.resize(W);
-  for (int w = 0; w < W; ++w) plan.roles.fc_node_of_worker[w] = w * nf / W;
+  // In 64 bits: w * nf reaches 2^32 at the maxima (65536 workers and FC nodes).
+  for (int w = 0; w < W; ++w) {
+    plan.roles.fc_node_of_worker[w] = static_cast<int>(int64_t{w} * nf / W);
+  }
   plan.cut = cut;
   plan.cut_layer = profile.layers[cut].name;
   for (size_t i = 0; i < profile.layers.size(); ++i) {

@@ -200,6 +200,9 @@ class Scheduler::Impl final : public ClusterState {
     std::string reason;
   };
 
+  // At most this many queued messages are read before a heartbeat tick (Loop).
+  static constexpr int kMaxDrainedBeforeTick = 4096;
+
   void Loop() {
     int64_t last_beat = SteadyMillis();
     while (!stop_requested_ && !done_) {
@@ -211,10 +214,25 @@ class Scheduler::Impl final : public ClusterState {
       } else if (s.code() == StatusCode::kProtocolError) {
         BadMessage("malformed message: " + s.message());
       }
-      const int64_t now = SteadyMillis();
-      if (now - last_beat >= options_.heartbeat_interval_ms) {
-        last_beat = now;
-        Periodic(now);
+      if (SteadyMillis() - last_beat >= options_.heartbeat_interval_ms) {
+        // What already arrived is read before anyone is judged silent: a scheduler thread
+        // that was itself starved (a loaded machine) would otherwise find every node's
+        // heartbeat waiting in its queue and declare them all dead.
+        for (int i = 0; i < kMaxDrainedBeforeTick && !done_ && !stop_requested_; ++i) {
+          Message queued;
+          Status q = transport_->Recv(&queued, 0);
+          if (q.ok()) {
+            Count([](SchedulerStats& st) { ++st.messages_received; });
+            Handle(std::move(queued));
+          } else if (q.code() == StatusCode::kProtocolError) {
+            BadMessage("malformed message: " + q.message());
+          } else {
+            break;
+          }
+        }
+        if (done_) break;
+        last_beat = SteadyMillis();
+        Periodic(last_beat);
       }
     }
     if (stop_requested_ && !done_) {

@@ -170,6 +170,33 @@ void TableDirectory::ReplyDeclare(NodeId to, uint64_t call_id, const Status& s, 
   state_->Send(to, c);
 }
 
+// A replicated cluster copies every update of an async table to a backup, but a bounded
+// table's rows are also created, touched and dropped by what the backup never sees: pulls
+// create rows and move their recency only on the primary, expiry reads each server's own
+// clock, so primary and backup would evict, expire and admit different rows, and a
+// takeover would bring back acknowledged rows as the initializer's value. Such a table is
+// refused rather than replicated with silent losses (docs/replication.md, "Limits").
+Status TableDirectory::CheckReplicable(const TableSpec& spec, bool replication) {
+  if (!replication || spec.sync != SyncMode::kAsync || !spec.bounded()) return Status::OK();
+  std::string bounds;
+  auto add = [&bounds](bool set, const char* field) {
+    if (!set) return;
+    if (!bounds.empty()) bounds += ", ";
+    bounds += field;
+  };
+  add(spec.capacity > 0, "capacity");
+  add(spec.capacity_bytes > 0, "capacity_bytes");
+  add(spec.expiry_steps > 0, "expiry_steps");
+  add(spec.expiry_seconds > 0, "expiry_seconds");
+  add(spec.admit_after > 1, "admit_after");
+  add(spec.admit_probability < 1.0f, "admit_probability");
+  return FailedPrecondition("table '" + spec.name + "' is bounded (" + bounds +
+                            ") and the cluster runs with replication: a backup cannot hold "
+                            "exactly the rows its primary keeps, so bounded async tables are "
+                            "not replicated (docs/replication.md, \"Limits\"); declare it "
+                            "unbounded, or with sync bsp/ssp, or run without --replication");
+}
+
 void TableDirectory::HandleDeclare(NodeId from, const layerps::pb::DeclareTable& d) {
   const TableSpec spec = SpecFromProto(d.spec());
   Status valid = spec.Validate();
@@ -180,6 +207,10 @@ void TableDirectory::HandleDeclare(NodeId from, const layerps::pb::DeclareTable&
   if (!state_->complete()) {
     ReplyDeclare(from, d.request_id(), FailedPrecondition("the cluster is not complete"),
                  kInvalidTable);
+    return;
+  }
+  if (Status r = CheckReplicable(spec, state_->map().replication); !r.ok()) {
+    ReplyDeclare(from, d.request_id(), r, kInvalidTable);
     return;
   }
   if (const TableInfo* t = state_->map().FindTableByName(spec.name)) {

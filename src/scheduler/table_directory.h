@@ -38,6 +38,9 @@ class TableDirectory {
       : state_(state), dense_chunk_elems_(dense_chunk_elems) {}
 
   void HandleDeclare(NodeId from, const layerps::pb::DeclareTable& d);
+  // OK unless `spec` is a bounded async table on a cluster with replication, which the
+  // backups could not copy exactly (FailedPrecondition naming the bounding fields).
+  static Status CheckReplicable(const TableSpec& spec, bool replication);
   // A worker installs a placement (answered with a CallReply).
   void HandleInstallPlacement(NodeId from, const layerps::pb::InstallPlacement& p);
   // Makes `placement` the one in force and broadcasts the map (a new epoch). Refused when

@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -187,6 +189,67 @@ TEST(MetricsTest, APortInUseFailsStart) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find(std::to_string(port)), std::string::npos) << s;
   first.Stop();
+}
+
+// A TCP connection to 127.0.0.1:port (or -1), with a receive timeout of `timeout_s`.
+int ConnectTo(int port, int timeout_s) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{timeout_s, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Idle clients (connected, silent) and a slow one (a byte every 200 ms) beside real
+// scrapes: every scrape is answered (each waits at most 5 s; with one serving thread
+// and a 30 s request timeout the first idle client blocked them all), and the endpoint
+// hangs up on the idle clients instead of holding them.
+TEST(MetricsTest, IdleAndSlowClientsDoNotBlindTheEndpoint) {
+  Options o = FastOptions();
+  o.scheduler_address = "tcp://127.0.0.1:0";
+  o.metrics_port = FreePort();
+  Scheduler scheduler(o);
+  ASSERT_TRUE(scheduler.Start().ok());
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = ConnectTo(o.metrics_port, 30);
+    ASSERT_GE(fd, 0);
+    idle.push_back(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::thread slow([&] {
+    const int fd = ConnectTo(o.metrics_port, 30);
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    for (size_t i = 0; fd >= 0 && i < req.size() && !stop; ++i) {
+      if (write(fd, req.data() + i, 1) != 1) break;  // hung up on: done
+      std::this_thread::sleep_for(200ms);
+    }
+    if (fd >= 0) close(fd);
+  });
+  std::this_thread::sleep_for(300ms);  // the idle and slow clients are in first
+  for (int i = 0; i < 3; ++i) {
+    const std::string body = Scrape(o.metrics_port);
+    EXPECT_NE(body.find("layerps_scheduler_cluster_complete"), std::string::npos)
+        << "scrape " << i << " got no answer beside idle and slow clients";
+  }
+  // Every idle client is hung up on (read returns 0 or fails) instead of waiting forever.
+  for (int fd : idle) {
+    char c;
+    const ssize_t n = read(fd, &c, 1);
+    EXPECT_LE(n, 0) << "an idle client got data";
+    EXPECT_TRUE(n == 0 || errno == ECONNRESET) << "an idle client was still held after 30 s";
+    close(fd);
+  }
+  stop = true;
+  slow.join();
+  scheduler.Stop();
 }
 
 TEST(TimelineTest, AWorkersRequestsAreAChromeTrace) {

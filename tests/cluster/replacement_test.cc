@@ -296,5 +296,55 @@ TEST_F(ReplacementTest, ReplicationLosesNoAcknowledgedUpdateWhenAPrimaryDies) {
   }
 }
 
+// A bounded async table cannot be replicated exactly (a backup does not see the pulls that
+// create rows and move their recency on the primary, nor its clock), so a replicated
+// cluster refuses it at declare time, naming the bounds, and the cluster goes on.
+TEST_F(ReplacementTest, ReplicationRefusesBoundedAsyncTables) {
+  Options base = Base(/*replace_ms=*/0);
+  base.replication = true;
+  LocalCluster c(2, 1, "inproc", base);
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  TableSpec lru = TableSpec::Sparse("lru", 4);
+  lru.capacity = 100;
+  lru.eviction = Eviction::kLru;
+  StatusOr<TableId> refused = w.DeclareTable(lru);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find("'lru' is bounded (capacity)"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("replication"), std::string::npos) << refused.status();
+
+  TableSpec several = TableSpec::Sparse("several", 4);
+  several.capacity_bytes = 1 << 20;
+  several.eviction = Eviction::kLfu;
+  several.expiry_seconds = 30;
+  several.admit_after = 3;
+  refused = w.DeclareTable(several);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("(capacity_bytes, expiry_seconds, admit_after)"),
+            std::string::npos)
+      << refused.status();
+
+  // Unbounded async tables and bounded bsp tables (which are not replicated) are declared.
+  EXPECT_TRUE(w.DeclareTable(TableSpec::Sparse("plain", 4)).ok());
+  TableSpec bsp = lru;
+  bsp.name = "bsp";
+  bsp.sync = SyncMode::kBsp;
+  EXPECT_TRUE(w.DeclareTable(bsp).ok());
+  w.Stop();
+  EXPECT_TRUE(c.scheduler().Join(20s).ok());
+}
+
+// Without replication the same bounded table is declared.
+TEST_F(ReplacementTest, BoundedAsyncTablesNeedNoReplicationCheckWithoutIt) {
+  LocalCluster c(2, 1, "inproc", Base(/*replace_ms=*/0));
+  ASSERT_TRUE(c.Start().ok());
+  TableSpec lru = TableSpec::Sparse("lru", 4);
+  lru.capacity = 100;
+  lru.eviction = Eviction::kLru;
+  EXPECT_TRUE(c.worker(0).DeclareTable(lru).ok());
+}
+
 }  // namespace
 }  // namespace ps

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the fuzz harnesses (tests/fuzz/corpus/<harness>/): valid
 messages of every kind LayerPS sends, in each harness's input layout (see the harness
-files). Protobuf seeds are encoded with protoc from text format. Run from anywhere;
-the output is checked in, so run it again only when the wire format changes."""
+files). Protobuf seeds are encoded with protoc from text format; the placement
+harnesses' seeds (plan_json_fuzz, profile_json_fuzz) are files layerps-plan writes
+(--write_plan, --write_profile), from $LAYERPS_PLAN or build/tools/layerps-plan (skipped,
+with a note, when there is none). Run from anywhere; the output is checked in, so run it
+again only when the wire format or the placement JSON format changes."""
 import os
 import struct
 import subprocess
@@ -128,6 +131,71 @@ CONTROLS = {
 }
 
 
+# The docs' hand-written profile (docs/placement.md, "Model profile") and a residual
+# block (a DAG with branches: cut points only around it) next to the built-ins.
+MLP_PROFILE = b"""{
+  "format": "layerps.model_profile",
+  "version": 1,
+  "name": "mlp",
+  "input_bytes_per_sample": 3136,
+  "layers": [
+    {"name": "fc1", "kind": "fc", "param_bytes": 803840, "flops_per_sample": 401408,
+     "activation_bytes": 1024, "inputs": [], "tables": ["fc1.weight", "fc1.bias"],
+     "shape": {"in_channels": 784, "in_height": 1, "in_width": 1, "out_channels": 256,
+               "out_height": 1, "out_width": 1}},
+    {"name": "fc2", "kind": "fc", "param_bytes": 10280, "flops_per_sample": 5120,
+     "activation_bytes": 40, "inputs": ["fc1"]}
+  ]
+}
+"""
+RESIDUAL_PROFILE = b"""{"name": "residual", "input_bytes_per_sample": 12288, "layers": [
+  {"name": "stem", "kind": "conv", "param_bytes": 7168, "flops_per_sample": 1.8e6,
+   "activation_bytes": 65536, "shape": {"in_channels": 3, "in_height": 32, "in_width": 32,
+   "out_channels": 16, "out_height": 32, "out_width": 32, "kernel_h": 3, "kernel_w": 3,
+   "stride": 1, "padding": 1}},
+  {"name": "a", "kind": "conv", "param_bytes": 9280, "flops_per_sample": 4.7e6,
+   "activation_bytes": 65536, "inputs": ["stem"]},
+  {"name": "b", "kind": "norm", "param_bytes": 128, "activation_bytes": 65536, "inputs": ["a"]},
+  {"name": "add", "kind": "other", "activation_bytes": 65536, "inputs": ["b", "stem"]},
+  {"name": "pool", "kind": "pool", "activation_bytes": 64, "inputs": ["add"],
+   "shape": {"kernel_h": 32, "kernel_w": 1, "stride": 32, "padding_w": 0}},
+  {"name": "head", "kind": "fc", "param_bytes": 680, "flops_per_sample": 320,
+   "activation_bytes": 40, "inputs": ["pool"], "tables": ["head.weight", "head.bias"]}]}
+"""
+
+
+def placement_files():
+    """{harness: {name: bytes}} of the placement harnesses, or None without layerps-plan."""
+    tool = os.environ.get("LAYERPS_PLAN", os.path.join(ROOT, "build", "tools", "layerps-plan"))
+    if not os.access(tool, os.X_OK):
+        print("make_seeds: no layerps-plan at %s (set LAYERPS_PLAN): placement seeds skipped"
+              % tool, file=sys.stderr)
+        return None
+    import tempfile
+    out = {"plan_json_fuzz": {}, "profile_json_fuzz": {"mlp": MLP_PROFILE,
+                                                       "residual": RESIDUAL_PROFILE}}
+    with tempfile.TemporaryDirectory() as tmp:
+        def run(harness, name, flag, *args):
+            path = os.path.join(tmp, name)
+            subprocess.run([tool, *args, "--layers=false", flag + "=" + path], check=True,
+                           stdout=subprocess.DEVNULL)
+            with open(path, "rb") as f:
+                out[harness][name] = f.read()
+        for model in ("bigfc", "alexnet"):
+            run("profile_json_fuzz", model, "--write_profile", "--model=" + model,
+                "--strategy=uniform")
+        small = ["--model=bigfc", "--workers=2", "--servers=2"]
+        for strategy in ("uniform", "park", "stanza"):  # ps; on_server; fc_node layers
+            run("plan_json_fuzz", "bigfc_" + strategy, "--write_plan", *small,
+                "--strategy=" + strategy)
+        # An OptCNN execution plan: channel-parallel FC nodes, each layer's "config".
+        run("plan_json_fuzz", "bigfc_optcnn_owt", "--write_plan", *small, "--strategy=optcnn",
+            "--optcnn_run=owt")
+        run("plan_json_fuzz", "alexnet_park", "--write_plan", "--model=alexnet", "--workers=4",
+            "--servers=2", "--strategy=park")
+    return out
+
+
 def write(harness, name, data):
     d = os.path.join(OUT, harness)
     os.makedirs(d, exist_ok=True)
@@ -157,6 +225,9 @@ def main():
               (2, "barrier"), (3, "barrier")))
     write("control_fuzz", "placement_then_declare",
           seq((2, "placement"), (3, "declare_sparse"), (0, "map_ack_failed"), (3, "leave")))
+    for harness, files in (placement_files() or {}).items():
+        for name, data in files.items():
+            write(harness, name, data)
     return 0
 
 

@@ -201,6 +201,51 @@ TEST(PlanJsonTest, BadPlans) {
   EXPECT_FALSE(ValidatePlan(*other, m).ok());
 }
 
+// Inputs tests/fuzz/plan_json_fuzz found or that guard what it found (the corpus keeps
+// them as regression-*): plans the reader accepted, ValidatePlan passed, and the cost
+// model then misread.
+TEST(PlanJsonTest, FuzzRegressions) {
+  ModelProfile m = *BuiltinProfile("bigfc");
+  ClusterSpec c;
+  c.workers = 2;
+  c.servers = 2;
+  // The array after the first `"key": [` replaced by `to`.
+  auto with = [](std::string s, const std::string& key, const std::string& to) {
+    const size_t at = s.find("\"" + key + "\": [");
+    EXPECT_NE(at, std::string::npos) << key;
+    if (at == std::string::npos) return s;
+    const size_t open = s.find('[', at), close = s.find(']', open);
+    s.replace(open, close - open + 1, to);
+    return s;
+  };
+  const std::string uniform = PlanToJson(*UniformPlan(m, c, PlanOptions()));
+  ASSERT_TRUE(PlanFromJson(with(uniform, "fc_node_of_worker", "[]")).ok());
+  // FC-node indices without FC nodes (no cut: ValidatePlan does not look at them, and
+  // PredictPlan counted workers_of_fc[5] of an empty vector).
+  ExpectBad(PlanFromJson(with(uniform, "fc_node_of_worker", "[5]")).status(),
+            {"fc_node_of_worker", "FC node 5", "fc_nodes has 0"});
+  ExpectBad(PlanFromJson(with(uniform, "fc_node_of_worker", "[-1]")).status(),
+            {"fc_node_of_worker", "FC node -1"});
+  const std::string stanza = PlanToJson(*StanzaPlan(m, c, PlanOptions()));
+  ASSERT_TRUE(PlanFromJson(stanza).ok());
+  ExpectBad(PlanFromJson(with(stanza, "fc_node_of_worker", "[0, 0, 0]")).status(),
+            {"fc_node_of_worker", "3 entries", "2 workers"});
+  // 2^64 - 1 read as -1.
+  ExpectBad(PlanFromJson(with(uniform, "fc_node_of_worker", "[18446744073709551615]")).status(),
+            {"fc_node_of_worker", "[-1, 2^20]"});
+  ExpectBad(PlanFromJson(with(uniform, "conv_workers", "[0, 18446744073709551615]")).status(),
+            {"conv_workers", "[-1, 2^20]"});
+  // Shares that wrap around to the layer's bytes (conv1: 9728) passed ValidatePlan, and
+  // the cost model multiplied them by W.
+  ASSERT_EQ(m.layers[0].param_bytes, 9728u);
+  ASSERT_TRUE(PlanFromJson(with(uniform, "server_bytes", "[4864, 4864]")).ok());
+  ExpectBad(PlanFromJson(with(uniform, "server_bytes", "[9729, 18446744073709551615]")).status(),
+            {"layer 0", "server_bytes", "[0, 2^40]"});
+  StatusOr<Plan> big = PlanFromJson(with(uniform, "server_bytes", "[1099511627776, 0]"));
+  ASSERT_TRUE(big.ok()) << big.status();  // 2^40: as large as a layer may be
+  EXPECT_FALSE(ValidatePlan(*big, m).ok());
+}
+
 TEST(ComparisonJsonTest, NamesTheChoice) {
   ClusterSpec c;
   c.workers = 4;

@@ -684,6 +684,13 @@ TEST(OptcnnErrors, BadInputIsInvalidArgument) {
   expect_error(BuildCostTables(TwoConvs(), Devices(4), zero), "device count");
   expect_error(BuildCostTables(TwoConvs(), Devices(0), Options{}), "workers");
   EXPECT_EQ(Optimize(TwoConvs(), Devices(4), zero).status().code(), StatusCode::kInvalidArgument);
+  // More devices than the search takes (its tables grow as configurations^2 x devices):
+  // refused before any work, naming the limit.
+  Options many;
+  many.num_devices = kMaxDevices + 1;
+  expect_error(BuildCostTables(TwoConvs(), Devices(4), many), "at most 1024");
+  EXPECT_EQ(Optimize(TwoConvs(), Devices(kMaxDevices + 1)).status().code(),
+            StatusCode::kInvalidArgument);
 
   // Dimensions that divide no allowed degree: 5 channels of 7x7, batch 6, only 4-way.
   ModelProfile odd;
@@ -737,6 +744,29 @@ TEST(OptcnnErrors, BadInputIsInvalidArgument) {
 }
 
 // The plan's outputs: a strategy per layer, the baselines, JSON with the same numbers.
+// The progress callback counts every configuration pair of every edge, ending at the total.
+TEST(OptcnnTables, ProgressCountsEveryConfigurationPair) {
+  auto model = BuiltinProfile("alexnet");
+  ASSERT_TRUE(model.ok());
+  Options o;
+  uint64_t calls = 0, last_done = 0, last_total = 0;
+  bool monotonic = true;
+  o.progress = [&](uint64_t done, uint64_t total) {
+    monotonic = monotonic && done > last_done && done <= total;
+    ++calls;
+    last_done = done;
+    last_total = total;
+  };
+  auto t = BuildCostTables(*model, Devices(8), o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  uint64_t pairs = 0;
+  for (const auto& e : t->graph.edges) pairs += e.cost.size();
+  EXPECT_GT(calls, 0u);
+  EXPECT_TRUE(monotonic);
+  EXPECT_EQ(last_done, pairs);
+  EXPECT_EQ(last_total, pairs);
+}
+
 TEST(OptcnnModels, ReportListsEveryLayerAndTheBaselines) {
   auto model = BuiltinProfile("alexnet");
   ASSERT_TRUE(model.ok());

@@ -91,6 +91,11 @@ expect_bad "non-integer flag" --model=vgg16 --workers=four
 expect_bad "bad min_cut_gain" --model=vgg16 --min_cut_gain=1.5
 expect_bad "bad backward_factor" --model=vgg16 --backward_factor=-1
 expect_bad "stray argument" --model=vgg16 extra
+# The documented maxima: every strategy at 65536 workers and servers (stanza's FC node
+# index overflowed int there), and optcnn refused past its 1024 devices at once.
+expect_ok "every strategy at the maxima" "^Chosen: " --model=vgg16 --workers=65536 --servers=65536
+expect_bad "optcnn past its device limit" --model=vgg16 --strategy=optcnn --workers=2048
+if ! grep -q "at most 1024" "$work/err"; then fail "optcnn's limit is not named: $(cat "$work/err")"; fi
 
 if [ $fails -ne 0 ]; then
   echo "$fails failure(s)"

@@ -364,6 +364,39 @@ TEST(PlanTest, HugeSizesAreRefusedNotWrapped) {
   EXPECT_NE(m.Validate().message().find("2^40"), std::string::npos);
 }
 
+// Every strategy on every built-in model at the documented maxima (65536 workers and
+// servers) gives a plan that validates, or a clean status: no arithmetic wraps (the
+// placement tests also run under UBSan, which fails on a signed overflow; stanza's
+// "w * nf / W" in int gave "FC node -32768").
+TEST(PlanTest, EveryStrategyAtTheMaximaIsExactOrRefused) {
+  const StrategyRegistry strategies = DefaultStrategies();
+  for (const std::string& model : BuiltinProfileNames()) {
+    const ModelProfile m = *BuiltinProfile(model);
+    for (const Strategy& st : strategies.strategies()) {
+      for (int fc_nodes : {0, 65536}) {
+        if (fc_nodes > 0 && st.name != "stanza") continue;  // only stanza reads it
+        SCOPED_TRACE(model + " " + st.name + " fc_nodes " + std::to_string(fc_nodes));
+        ClusterSpec c = Slow(65536, 65536);
+        PlanOptions o = Batch(32);
+        o.fc_nodes = fc_nodes;
+        StatusOr<Plan> p = st.make(m, c, o);
+        if (!p.ok()) {
+          // Only "this strategy does not apply to this model" (stanza without an FC
+          // layer); a plan the strategy made and its own check refused is a bug.
+          EXPECT_EQ(p.status().code(), StatusCode::kFailedPrecondition) << p.status();
+          continue;
+        }
+        EXPECT_TRUE(ValidatePlan(*p, m).ok()) << ValidatePlan(*p, m);
+        const int nf = static_cast<int>(p->roles.fc_nodes.size());
+        for (int f : p->roles.fc_node_of_worker) {
+          ASSERT_TRUE(f >= 0 && f < nf) << "FC node " << f << " of " << nf;
+        }
+        EXPECT_GE(p->prediction.step_s, 0.0);
+      }
+    }
+  }
+}
+
 TEST(PlanTest, ValidatePlanCatchesInconsistencies) {
   ModelProfile m = Tiny();
   PlanOptions o = Batch(10);

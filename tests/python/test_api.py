@@ -282,6 +282,23 @@ def test_barrier_timeout_raises_timeout_error():
         assert e.value.code == "Timeout" and str(e.value).startswith("Timeout:")
 
 
+def test_a_traceback_names_the_error_once():
+    """`traceback` prints "module.Class: str(e)": the code is not repeated after a class
+    whose name is the code (it was "IoError: IoError: ..."), and leads the others."""
+    import traceback
+    for cls in (layerps.IoError, layerps.ProtocolError, layerps.TimeoutError,
+                layerps.InvalidArgumentError):
+        try:
+            raise cls("cold tier /x: cannot open")
+        except layerps.LayerPSError as e:
+            last = traceback.format_exception_only(type(e), e)[-1].strip()
+        assert f"{cls.__name__}: {cls.__name__}:" not in last, last
+        assert f"{cls.code}: {cls.code}:" not in last, last
+        assert last.endswith("cold tier /x: cannot open"), last
+    assert str(layerps.IoError()) == "IoError"
+    assert str(layerps.TimeoutError("late")) == "Timeout: late"
+
+
 def test_requests_after_stop_fail_cleanly():
     c = layerps.LocalCluster(num_servers=1, num_workers=1, **FAST)
     w = c.workers[0]

@@ -28,7 +28,12 @@ class LayerPSError(Exception):
     retryable = False
 
     def __str__(self):
+        # The code leads the message ("Timeout: ..."), except where the class's own name is
+        # the code (IoError, ProtocolError): a traceback prints the class name before the
+        # message, and "IoError: IoError: ..." says it twice.
         msg = super().__str__()
+        if type(self).__name__ == self.code:
+            return msg or self.code
         return f"{self.code}: {msg}" if msg else self.code
 
 
