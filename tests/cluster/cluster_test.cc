@@ -673,14 +673,31 @@ TEST(RankTest, NodesGetTheRanksTheyAskFor) {
   EXPECT_NE(s.message().find("rank 5 asked for"), std::string::npos) << s;
   Worker w2(with_rank(2)), dup(with_rank(2)), any(with_rank(-1)), w0(with_rank(0));
   Server server(o);
+  // Waits (10 s at most) until the scheduler counts `workers` registered workers; the
+  // order of registration, not a fixed sleep, is what the steps below rely on.
+  auto wait_for_workers = [&](int workers) {
+    const std::string want = "0 of 1 servers and " + std::to_string(workers) + " of 3 workers";
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (sched.MissingNodes().find(want) == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return sched.MissingNodes();
+  };
   std::vector<std::future<Status>> f;
   f.push_back(std::async(std::launch::async, [&] { return w2.Start(); }));
-  std::this_thread::sleep_for(200ms);  // w2 registers first and holds rank 2
+  // w2 registers first and holds rank 2.
+  std::string missing = wait_for_workers(1);
+  ASSERT_NE(missing.find("1 of 3 workers"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("missing server rank 0 and worker ranks 0, 1 "), std::string::npos)
+      << missing;
   Status dup_status = dup.Start();
   EXPECT_EQ(dup_status.code(), StatusCode::kPermissionDenied) << dup_status;
   EXPECT_NE(dup_status.message().find("worker rank 2 is taken"), std::string::npos) << dup_status;
   f.push_back(std::async(std::launch::async, [&] { return any.Start(); }));
-  std::this_thread::sleep_for(200ms);  // takes the lowest free rank: 0
+  // `any` takes the lowest free rank: 0.
+  missing = wait_for_workers(2);
+  ASSERT_NE(missing.find("2 of 3 workers"), std::string::npos) << missing;
   f.push_back(std::async(std::launch::async, [&] { return server.Start(); }));
   // Rank 0 is taken by `any` now, so w0 is refused; the last free rank goes to a fresh node.
   EXPECT_EQ(w0.Start().code(), StatusCode::kPermissionDenied);

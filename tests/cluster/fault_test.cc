@@ -58,7 +58,9 @@ TEST_F(FaultTest, InProcessTransportCarriesAWholeCluster) {
 // The server applied the push but its answer was lost: the request ends Unavailable at
 // its deadline, and the update stays applied (a retry would apply it again).
 TEST_F(FaultTest, DroppedReplyEndsTheRequestUnavailableAtItsDeadline) {
-  LocalCluster c(1, 1, "inproc", Base(/*request_timeout_ms=*/400));
+  // 1.5 s: the deadline also bounds the declare, the pull and the Finish around the
+  // dropped reply, which a loaded machine may take a while over.
+  LocalCluster c(1, 1, "inproc", Base(/*request_timeout_ms=*/1500));
   ASSERT_TRUE(c.Start().ok());
   Worker& w = c.worker(0);
   auto table = w.DeclareTable(TableSpec::Dense("w", 3));
@@ -67,11 +69,11 @@ TEST_F(FaultTest, DroppedReplyEndsTheRequestUnavailableAtItsDeadline) {
       {[](NodeId, const Message& m) { return IsType(m, MsgType::kReply); }, FaultAction::kDrop});
   const std::vector<float> g = {1, 2, 3};
   const auto start = std::chrono::steady_clock::now();
-  Status s = w.Wait(w.Push(*table, g.data(), 3), milliseconds(10000));
+  Status s = w.Wait(w.Push(*table, g.data(), 3), milliseconds(30000));
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find("no reply"), std::string::npos) << s;
-  EXPECT_GE(took, milliseconds(400));
+  EXPECT_GE(took, milliseconds(1500));
   EXPECT_EQ(injector_->Applied(rule), 1);
   injector_->RemoveRule(rule);
   std::vector<float> out(3);
@@ -209,7 +211,9 @@ TEST(ConnectTimeoutTest, StartWithNoSchedulerEndsAtItsTimeout) {
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(s.code(), StatusCode::kTimeout) << s;
   EXPECT_GE(took, milliseconds(500));
-  EXPECT_LT(took, milliseconds(1500)) << "Start overran connect_timeout_ms by "
+  // The regression added a 2 s linger (took >= 2500 ms); below that, a loaded machine's
+  // slack is no failure.
+  EXPECT_LT(took, milliseconds(2400)) << "Start overran connect_timeout_ms by "
                                       << (took - milliseconds(500)).count() / 1000000 << " ms";
 }
 

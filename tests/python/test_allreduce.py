@@ -2,6 +2,8 @@
 the ring and directly."""
 
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -56,11 +58,27 @@ def test_allreduce_among_a_subset_and_errors():
             w0.allreduce(np.zeros(4, np.float64))
         with pytest.raises(layerps.InvalidArgumentError, match="'auto', 'ring' or 'direct'"):
             w0.allreduce(xs[0], algorithm="tree")
-        # Rank 1 never joins this one: the others fail at their deadline.
-        errors = _on_every_worker(
-            c.workers, lambda r, w: w.allreduce(xs[r], timeout=0.3) if r != 1 else None)
+        # Rank 1 never joins this one: the others fail at their deadline (TimeoutError). Its
+        # messages expire 1 s later (kRequestGraceMs, src/worker/collectives.cc) with
+        # UnavailableError, which wins only for a caller held up past that grace (a loaded
+        # machine): accepted from such a call alone.
+        took = {}
+
+        def missing_one(r, w):
+            if r == 1:
+                return
+            start = time.monotonic()
+            try:
+                w.allreduce(xs[r], timeout=0.3)
+            finally:
+                took[r] = time.monotonic() - start
+
+        errors = _on_every_worker(c.workers, missing_one)
         assert set(errors) == {0, 2}
-        assert all(isinstance(e, layerps.TimeoutError) for e in errors.values()), errors
+        for r, e in errors.items():
+            if isinstance(e, layerps.UnavailableError) and took[r] >= 0.3 + 1.0:
+                continue
+            assert isinstance(e, layerps.TimeoutError), (r, e, took[r])
 
 
 @pytest.mark.parametrize("algorithm", ["ring", "direct", "auto"])
