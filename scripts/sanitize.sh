@@ -22,8 +22,9 @@ ASAN_BINARIES=(unit_test packing_test placement_test optcnn_test cluster_test sh
                limits_test worker_loss_test peer_test allreduce_test arsgd_test
                placement_cluster_test device_test observability_test join_test
                checkpoint_test cache_test replacement_test store_cold_test streams_test
-               curve_test parts_test wire_dtype_test ps_algorithms_test peer_algorithms_test)
-TSAN_BINARIES=(unit_test fault_test worker_loss_test replacement_test)
+               curve_test parts_test wire_dtype_test ps_algorithms_test peer_algorithms_test
+               collectives_test)
+TSAN_BINARIES=(unit_test fault_test worker_loss_test replacement_test collectives_test)
 
 launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi

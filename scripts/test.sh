@@ -24,7 +24,7 @@ ctest --test-dir build --output-on-failure --timeout 900
 # The in-process cluster tests again with 4 streams per peer, the default of a 16-core
 # machine (docs/configuration.md, "Streams"), which this one would not pick.
 LAYERPS_TEST_STREAMS=4 ctest --test-dir build --output-on-failure --timeout 900 \
-  -L '^(cluster_test|parts_test|peer_test|allreduce_test|replacement_test|fault_test|curve_test|wire_dtype_test)$'
+  -L '^(cluster_test|parts_test|peer_test|allreduce_test|collectives_test|replacement_test|fault_test|curve_test|wire_dtype_test)$'
 if [ -f scripts/test-python.sh ]; then
   bash scripts/test-python.sh
 fi

@@ -5,6 +5,7 @@
 #define PS_PS_H_
 
 #include "ps/algorithm.h"
+#include "ps/collectives.h"
 #include "ps/logging.h"
 #include "ps/options.h"
 #include "ps/scheduler.h"

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "ps/collectives.h"
 #include "ps/options.h"
 #include "ps/status.h"
 #include "ps/types.h"
@@ -56,34 +57,6 @@ struct WorkerStats {
   uint64_t cache_misses = 0;
   // Request parts sent again to a dead server's replacement (replace_servers_ms).
   uint64_t resent = 0;
-};
-
-// How an all-reduce moves the buffer (docs/collectives.md). Both send and receive
-// 2(W-1)/W of it per worker; they differ in latency.
-enum class AllReduceAlgorithm : int {
-  // kDirect for buffers of at most AllReduceOptions::direct_max_bytes, else kRing.
-  kAuto = 0,
-  // 2(W-1) steps around the ring, each a message to the next worker: pipelined,
-  // bandwidth-optimal, but 2(W-1) hops one after the other.
-  kRing = 1,
-  // Two steps: every worker sends chunk q of its buffer to worker q and sums what it
-  // receives into its own chunk, then sends its summed chunk to every other worker. Two
-  // hops, W-1 messages at once per step: for buffers small enough that latency counts.
-  kDirect = 2,
-};
-
-// How an all-reduce runs (Worker::AllReduce). Every participant must pass the same values.
-struct AllReduceOptions {
-  // The worker ranks taking part, each once, this worker among them; their ascending
-  // order is the ring. Empty (default): every worker of the cluster.
-  std::vector<uint32_t> ranks;
-  // Pipelining unit: each of the W chunks travels as messages of at most this many bytes,
-  // so that receiving, summing and forwarding overlap. At least 4 (one float) and below
-  // max_message_bytes; default 1 MiB (docs/collectives.md has the measurements).
-  size_t segment_bytes = size_t{1} << 20;
-  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
-  // kAuto's threshold; default 256 KiB (docs/collectives.md has the measurements).
-  size_t direct_max_bytes = size_t{256} << 10;
 };
 
 class Worker {
@@ -239,6 +212,76 @@ class Worker {
   Status AllReduce(float* data, size_t n, std::chrono::milliseconds timeout);
   Status AllReduce(float* data, size_t n, const AllReduceOptions& options,
                    std::chrono::milliseconds timeout);
+
+  // --- Typed collectives (ps/collectives.h, docs/collectives.md) ----------------------------
+  // Each runs among options.ranks (empty: every worker) and has a blocking form and an
+  // asynchronous one (a Ticket for Wait, or a callback). Every member calls the same
+  // collectives in the same order with matching arguments; a member whose call differs
+  // (kind, type, op, count, root, scale factors, name...) makes the collective fail on
+  // every member with the same kInvalidArgument naming it and what differed. Buffers are
+  // used in place (sent without a copy, received straight into place) and must stay
+  // valid and untouched until the collective completed. Errors, on every member alike:
+  // kInvalidArgument (bad arguments, found before anything is sent: a null buffer with
+  // n > 0, a count whose byte size overflows, an unknown type or op, a rank outside the
+  // set, a bad segment_bytes or timeout; or a mismatch), kFailedPrecondition (not
+  // started), kUnavailable (a member is or becomes dead, or the scheduler is lost: within
+  // heartbeat_timeout_ms), kTimeout (options.timeout, or request_timeout_ms, passed: the
+  // message names the members never heard from), kAborted (Stop()). After an error the
+  // output buffers' contents are unspecified, but nothing of the collective touches them.
+  //
+  // AllReduce: out[i] = op over the members of in[i] (in == out is fine), prescaled and
+  // postscaled as options say; float32 may travel compressed (options.wire_dtype).
+  Ticket AllReduceAsync(const void* in, void* out, size_t n, DataType type,
+                        const AllReduceOptions& options, Callback cb = nullptr);
+  Status AllReduce(const void* in, void* out, size_t n, DataType type,
+                   const AllReduceOptions& options);
+  // Many tensors in one collective: those of one type are packed into one buffer and
+  // all-reduced together (few messages, one copy in and out).
+  Ticket GroupedAllReduceAsync(const std::vector<CollectiveTensor>& tensors,
+                               const AllReduceOptions& options, Callback cb = nullptr);
+  Status GroupedAllReduce(const std::vector<CollectiveTensor>& tensors,
+                          const AllReduceOptions& options);
+  // AllGather: out (W * n elements) holds every member's n elements, in rank order.
+  Ticket AllGatherAsync(const void* in, size_t n, DataType type, void* out,
+                        const CollectiveOptions& options, Callback cb = nullptr);
+  Status AllGather(const void* in, size_t n, DataType type, void* out,
+                   const CollectiveOptions& options);
+  // AllGatherV: each member its own n (0 allowed); *out gets every member's elements in
+  // rank order and their counts.
+  Ticket AllGatherVAsync(const void* in, size_t n, DataType type, GatherResult* out,
+                         const CollectiveOptions& options, Callback cb = nullptr);
+  Status AllGatherV(const void* in, size_t n, DataType type, GatherResult* out,
+                    const CollectiveOptions& options);
+  // Broadcast: every member's data[0..n) becomes the root's (a worker rank of the set).
+  Ticket BroadcastAsync(void* data, size_t n, DataType type, uint32_t root,
+                        const CollectiveOptions& options, Callback cb = nullptr);
+  Status Broadcast(void* data, size_t n, DataType type, uint32_t root,
+                   const CollectiveOptions& options);
+  // AllToAll: in and out hold W blocks of n elements; block q of in goes to the member
+  // of the q-th smallest rank, and block q of out comes from it. in != out.
+  Ticket AllToAllAsync(const void* in, size_t n, DataType type, void* out,
+                       const CollectiveOptions& options, Callback cb = nullptr);
+  Status AllToAll(const void* in, size_t n, DataType type, void* out,
+                  const CollectiveOptions& options);
+  // AllToAllV: send_counts[q] elements of in (in order) go to the q-th member; *out gets
+  // what each member sent to this one, in rank order, and the counts.
+  Ticket AllToAllVAsync(const void* in, const std::vector<size_t>& send_counts, DataType type,
+                        GatherResult* out, const CollectiveOptions& options, Callback cb = nullptr);
+  Status AllToAllV(const void* in, const std::vector<size_t>& send_counts, DataType type,
+                   GatherResult* out, const CollectiveOptions& options);
+  // ReduceScatter: the all-reduce of in[0..n), of which each member keeps its block:
+  // out gets ReduceScatterBlock(n, W, p) elements, from ReduceScatterOffset(n, W, p) on,
+  // for the member at position p (the p-th smallest rank of the set).
+  Ticket ReduceScatterAsync(const void* in, size_t n, DataType type, void* out,
+                            const AllReduceOptions& options, Callback cb = nullptr);
+  Status ReduceScatter(const void* in, size_t n, DataType type, void* out,
+                       const AllReduceOptions& options);
+  static size_t ReduceScatterBlock(size_t n, size_t members, size_t position);
+  static size_t ReduceScatterOffset(size_t n, size_t members, size_t position);
+  // A barrier among the set's members (worker to worker; Barrier(Group) goes through the
+  // scheduler). kTimeout names the members that did not arrive.
+  Ticket CollectiveBarrierAsync(const CollectiveOptions& options, Callback cb = nullptr);
+  Status CollectiveBarrier(const CollectiveOptions& options);
 
   // The request's Status; kTimeout if it is still in flight after timeout (Wait again),
   // kNotFound for an unknown or already-waited ticket.

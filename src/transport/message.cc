@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "layerps.pb.h"
+#include "ps/collectives.h"
 
 namespace ps {
 
@@ -202,7 +203,27 @@ Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
     if (wire != 0) return ProtocolError("fused messages carry float32 only");
     return ValidateFusedFrames(msg, max_elems);
   }
-  if (t == MsgType::kPeerTensor && wire != 0) return ProtocolError("peer tensors are float32");
+  if (t == MsgType::kPeerTensor) {
+    // A peer tensor: `count` elements of the DataType `dim`, in one frame.
+    if (wire != 0) return ProtocolError("peer tensors say their type in dim, not in the flags");
+    if (sparse) return ProtocolError("peer tensors are dense");
+    if (h.dim >= static_cast<uint32_t>(kNumDataTypes)) {
+      return ProtocolError("unknown peer tensor element type " + std::to_string(h.dim));
+    }
+    const uint64_t size = DataTypeSize(static_cast<DataType>(h.dim));
+    if (h.count > max_elems || h.count > ~uint64_t{0} / 8) {
+      return ProtocolError("count " + std::to_string(h.count) + " exceeds the limit");
+    }
+    if (msg.frames.size() != 1) {
+      return ProtocolError("peer tensor message with " + std::to_string(msg.frames.size()) +
+                           " frames");
+    }
+    if (msg.frames[0].size() != h.count * size) {
+      return ProtocolError("values frame is " + std::to_string(msg.frames[0].size()) +
+                           " bytes, header says " + std::to_string(h.count * size));
+    }
+    return Status::OK();
+  }
   if (sparse && h.dim == 0) return ProtocolError("sparse message with dim 0");
   if (!sparse && h.dim != 0) return ProtocolError("dense message with dim != 0");
   const uint64_t width = sparse ? h.dim : 1;
@@ -238,11 +259,6 @@ Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
         PS_RETURN_IF_ERROR(want(0, key_bytes, "keys"));
         expected_frames = 1;
       }
-      break;
-    case MsgType::kPeerTensor:
-      if (sparse) return ProtocolError("peer tensors are dense");
-      PS_RETURN_IF_ERROR(want(0, value_bytes, "values"));
-      expected_frames = 1;
       break;
     case MsgType::kReply:
       // A reply carries values (pulls), nothing (pushes or errors), or an error text.

@@ -2,18 +2,22 @@
 #include "worker/collectives.h"
 
 #include <algorithm>
-#include <condition_variable>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
+
+#include "common/reduce.h"
+#include "common/wire_type.h"
 
 namespace ps {
 
 namespace {
 
-// The collective's own deadline decides its outcome (kTimeout for the caller's timeout); its
-// requests expire a little later, so the tracker's expiry (kUnavailable) never wins the race.
+// The collective's own deadline decides its outcome (Tick: kTimeout); its messages expire
+// a little later, so the tracker's expiry never wins the race.
 constexpr int64_t kRequestGraceMs = 1000;
-
 
 int64_t NowMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -21,12 +25,121 @@ int64_t NowMillis() {
       .count();
 }
 
-// Tag layout: [63] kCollectiveTagBit | [47..62] group hash | [24..46] sequence | [0..23] index.
+// Tag layout: [63] kCollectiveTagBit | [47..62] set hash | [24..46] sequence | [0..23] index.
+// Index kDescriptorIndex carries the descriptors; data messages use the indices below it.
 constexpr int kIndexBits = 24;
 constexpr int kSeqBits = 23;
-constexpr uint64_t kMaxMessages = uint64_t{1} << kIndexBits;
+constexpr uint64_t kDescriptorIndex = (uint64_t{1} << kIndexBits) - 1;
+constexpr uint64_t kMaxDataMessages = kDescriptorIndex;  // indices 0 .. kDescriptorIndex-1
 
-uint64_t GroupHash(const std::vector<NodeId>& members) {
+// The most bytes one member's part of a V collective may announce (its receivers allocate
+// that much before it arrives).
+constexpr uint64_t kMaxAnnouncedBytes = uint64_t{1} << 40;
+
+// Collective kinds, as the descriptors carry them.
+enum Kind : uint8_t {
+  kAllReduceKind = 1,
+  kAllGatherKind = 2,
+  kAllGatherVKind = 3,
+  kBroadcastKind = 4,
+  kAllToAllKind = 5,
+  kAllToAllVKind = 6,
+  kReduceScatterKind = 7,
+  kBarrierKind = 8,
+  kNumKinds = 9,
+};
+
+const char* KindName(uint8_t kind) {
+  switch (kind) {
+    case kAllReduceKind: return "AllReduce";
+    case kAllGatherKind: return "AllGather";
+    case kAllGatherVKind: return "AllGatherV";
+    case kBroadcastKind: return "Broadcast";
+    case kAllToAllKind: return "AllToAll";
+    case kAllToAllVKind: return "AllToAllV";
+    case kReduceScatterKind: return "ReduceScatter";
+    case kBarrierKind: return "Barrier";
+  }
+  return "an unknown collective";
+}
+
+// What a member says of its call. Sent as 96 bytes in the sender's (little-endian) layout
+// to every other member (docs/wire-format.md, "Collectives").
+struct Descriptor {
+  uint8_t kind = 0;
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  uint8_t wire = 0;      // compression: a WireDType value
+  uint32_t root = 0;     // Broadcast: the root's rank
+  uint64_t count = 0;    // elements (AllGatherV: this member's; AllToAllV: all it sends)
+  uint64_t aux = 0;      // AllToAllV: the elements sent to the receiver (not compared)
+  uint64_t layout = 0;   // grouped all-reduce: a hash of the group's (type, n) list
+  uint64_t segment = 0;  // segment_bytes
+  double prescale = 1.0;
+  double postscale = 1.0;
+  uint8_t algorithm = 0;  // as resolved (direct or ring), for the kinds that choose
+  uint8_t reserved[7] = {};
+  char name[32] = {};     // the first 31 bytes of the name, NUL-terminated
+};
+static_assert(sizeof(Descriptor) == 96, "a descriptor is 96 bytes on the wire");
+
+std::string Name(const Descriptor& d) {
+  return std::string(d.name, strnlen(d.name, sizeof(d.name)));
+}
+
+std::string RankList(const std::vector<uint32_t>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+std::string Describe(const Descriptor& d) {
+  if (d.kind == 0 || d.kind >= kNumKinds || d.dtype >= kNumDataTypes || d.op >= kNumReduceOps ||
+      d.wire > 2) {
+    return "a malformed descriptor";
+  }
+  std::string s = KindName(d.kind);
+  if (d.kind == kAllReduceKind || d.kind == kReduceScatterKind) {
+    s += std::string("(") + ReduceOpName(static_cast<ReduceOp>(d.op)) + ")";
+  }
+  if (d.kind != kBarrierKind) {
+    s += " of " + std::to_string(d.count) + " " + DataTypeName(static_cast<DataType>(d.dtype)) +
+         " elements";
+  }
+  if (d.kind == kBroadcastKind) s += " from root " + std::to_string(d.root);
+  if (d.wire != 0) s += std::string(", wire ") + WireDTypeName(static_cast<WireDType>(d.wire));
+  if (d.prescale != 1.0 || d.postscale != 1.0) {
+    s += ", prescale " + std::to_string(d.prescale) + ", postscale " + std::to_string(d.postscale);
+  }
+  if (d.layout != 0) s += ", tensor list " + std::to_string(d.layout);
+  s += ", segment_bytes " + std::to_string(d.segment);
+  if (d.kind == kAllReduceKind || d.kind == kBroadcastKind) {
+    s += d.algorithm == static_cast<uint8_t>(AllReduceAlgorithm::kDirect) ? ", direct" : ", ring";
+  }
+  const std::string name = Name(d);
+  if (!name.empty()) s += ", name '" + name + "'";
+  return s;
+}
+
+// Empty when `b` agrees with `a`; else the first field that differs.
+std::string Differs(const Descriptor& a, const Descriptor& b) {
+  if (Describe(b) == "a malformed descriptor") return "malformed";
+  if (a.kind != b.kind) return "kind";
+  if (a.dtype != b.dtype) return "type";
+  if (a.op != b.op) return "op";
+  if (a.wire != b.wire) return "wire";
+  if (a.root != b.root) return "root";
+  const bool own_counts = a.kind == kAllGatherVKind || a.kind == kAllToAllVKind;
+  if (!own_counts && a.count != b.count) return "count";
+  if (a.layout != b.layout) return "tensor list";
+  if (a.segment != b.segment) return "segment_bytes";
+  if (a.prescale != b.prescale || a.postscale != b.postscale) return "scale";
+  if (a.algorithm != b.algorithm) return "algorithm";
+  if (Name(a) != Name(b)) return "name";
+  return "";
+}
+
+uint64_t SetHash(const std::vector<NodeId>& members) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (NodeId id : members) {
     for (int b = 0; b < 4; ++b) {
@@ -37,29 +150,43 @@ uint64_t GroupHash(const std::vector<NodeId>& members) {
   return (h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48)) & 0xffff;
 }
 
-std::string RankList(const std::vector<uint32_t>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
 size_t Mod(int64_t a, size_t w) {
   const int64_t m = static_cast<int64_t>(w);
   return static_cast<size_t>(((a % m) + m) % m);
 }
 
+// A buffer of `bytes` bytes whose pages are touched only when written (no zero fill).
+std::shared_ptr<uint8_t> RawBuffer(uint64_t bytes) {
+  return std::shared_ptr<uint8_t>(new uint8_t[std::max<uint64_t>(bytes, 1)],
+                                  std::default_delete<uint8_t[]>());
+}
+
+// Rounds float32 values to what `wire` holds (narrow, then widen): the owner of a
+// compressed chunk keeps what the others receive.
+void RoundToWire(float* v, size_t n, pack::WireType wire) {
+  constexpr size_t kBlock = 4096;
+  uint16_t tmp[kBlock];
+  for (size_t i = 0; i < n; i += kBlock) {
+    const size_t m = std::min(kBlock, n - i);
+    pack::ToWire(v + i, m, wire, tmp);
+    pack::FromWire(tmp, m, wire, v + i);
+  }
+}
+
+bool MulOverflows(uint64_t a, uint64_t b) { return b != 0 && a > ~uint64_t{0} / b; }
+
 }  // namespace
 
-RingPlan RingPlan::Make(size_t n, size_t world, size_t segment_bytes) {
+RingPlan RingPlan::Make(size_t n, size_t world, size_t segment_elems, size_t steps) {
   RingPlan p;
   p.n = n;
   p.world = std::max<size_t>(world, 1);
-  p.segment = std::max<size_t>(segment_bytes / sizeof(float), 1);
+  p.segment = std::max<size_t>(segment_elems, 1);
   const size_t largest = (n + p.world - 1) / p.world;
-  const size_t steps = std::max<size_t>(p.steps(), 1);
-  // Every message of one collective needs its own index below kMaxMessages: past that,
-  // segments grow.
-  const size_t max_segs = (kMaxMessages - 1) / steps;
+  steps = std::max<size_t>(steps, 1);
+  // Every message of one collective needs its own index below kMaxDataMessages: past
+  // that, segments grow.
+  const size_t max_segs = kMaxDataMessages / steps;
   if ((largest + p.segment - 1) / p.segment > max_segs)
     p.segment = (largest + max_segs - 1) / max_segs;
   p.segs = (largest + p.segment - 1) / p.segment;
@@ -85,82 +212,246 @@ size_t RingPlan::RecvChunk(size_t p, size_t step) const {
   return step < world - 1 ? Mod(q - t - 1, world) : Mod(q - (t - w1), world);
 }
 
-// One running all-reduce. Shared by the caller and the callbacks of its messages.
+// One running collective. Shared by the caller and the callbacks of its messages.
 struct Collectives::Op {
-  std::vector<NodeId> members;  // the ring, in rank order
-  RingPlan plan;
-  bool direct = false;  // AllReduceAlgorithm::kDirect (else the ring)
-  // Direct: per segment of this position's chunk, how many of the W-1 contributions
-  // arrived (guarded by mu); the last one sends the summed segment to everyone. Each
-  // contribution lands in its sender's slot of `staging` and is added in under mu: two
-  // can arrive at once (a tensor that came before its receive was posted is delivered
-  // on the posting thread, beside the receive thread), and adding in place would race.
-  std::vector<size_t> arrived;
-  std::vector<float> staging;
-  size_t pos = 0;  // this worker's position in the ring
-  NodeId left = kUnassignedId, right = kUnassignedId;
-  float* data = nullptr;
+  Collectives* owner = nullptr;
+  std::string what;  // "AllReduce 'name'", for errors
+  DataType type = DataType::kFloat32;
+  size_t esize = 4;                              // bytes per element of `type`
+  pack::WireType wire = pack::WireType::kFloat32;  // compression (float32 data only)
+  size_t wsize = 4;                              // bytes per element on the wire
+  ReduceOp rop = ReduceOp::kSum;
+  std::vector<NodeId> members;
+  std::vector<uint32_t> ranks;
+  size_t pos = 0;
   uint64_t epoch = 0;
   uint64_t tag_base = 0;
   int64_t deadline_ms = 0;
+  int64_t limit_ms = 0;
+  bool limited_by_request_timeout = false;
+  Ticket done = 0;
+
+  Descriptor mine;
+  // AllToAllV: the elements this member sends to each member (descriptor aux).
+  std::vector<size_t> send_counts;
+  // The kind's last step, after every message completed OK (scaling, copying out).
+  std::function<Status()> finish;
+  // V variants: member `from`'s descriptor arrived (and agrees): post its receives.
+  std::function<void(size_t from)> on_descriptor;
+
+  // The data plane.
+  uint8_t* data = nullptr;
+  size_t n = 0;
+  RingPlan plan;
+  bool direct = false;
+  // Direct all-reduce and reduce-scatter: each contribution lands in its sender's slot
+  // (wire format) and is combined into `data` under mu; `arrived` counts them per
+  // segment. V variants: each member's part in a buffer of its own.
+  std::shared_ptr<uint8_t> staging;
+  std::vector<size_t> arrived;
+  std::vector<std::shared_ptr<uint8_t>> parts;
 
   std::mutex mu;
-  std::condition_variable cv;
-  int outstanding = 1;  // guarded by mu: messages not completed + the caller's posting hold
-  bool failed = false;  // guarded by mu
-  Status status;        // guarded by mu: the first error
+  int outstanding = 1;             // guarded by mu: messages not completed + posting hold
+  bool failed = false;             // guarded by mu
+  int priority = 0;                // guarded by mu: of `status` (see Fail)
+  Status status;                   // guarded by mu
+  bool finished = false;           // guarded by mu
+  bool cancelled_data = false;     // guarded by mu: data receives withdrawn
+  bool cancelled_all = false;      // guarded by mu: descriptor receives withdrawn too
+  std::vector<Descriptor> descs;   // guarded by mu until every one arrived
+  std::vector<char> have;          // guarded by mu
+  size_t descs_in = 0;             // guarded by mu
+  std::vector<Ticket> data_receives;  // guarded by mu
+  std::vector<Ticket> desc_receives;  // guarded by mu
 
-  uint64_t Tag(size_t step, size_t k) const { return tag_base | (step * plan.segs + k); }
+  size_t world() const { return members.size(); }
+  uint64_t Tag(uint64_t index) const { return tag_base | index; }
+  bool compressed() const { return wire != pack::WireType::kFloat32; }
 
-  void Fail(const Status& s) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!failed) status = s;
-    failed = true;
-    cv.notify_all();
+  // Priorities: a descriptor mismatch (3) beats a death or the deadline (2), which beat
+  // any other error (1): every member then reports the same.
+  static int PriorityOf(const Status& s) {
+    return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kAborted ||
+                   s.code() == StatusCode::kTimeout
+               ? 2
+               : 1;
   }
-  // One message (or the posting hold) completed with `s`.
-  void Done(const Status& s) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!s.ok() && !failed) {
-      status = s;
+
+  // Records a failure and withdraws the receives it makes pointless (`all`: the
+  // descriptor receives too).
+  void Fail(const Status& s, int prio, bool all) {
+    std::vector<Ticket> cancel;
+    Status why;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (prio > priority) {
+        status = s;
+        priority = prio;
+      }
       failed = true;
+      why = status;
+      if (!cancelled_data) {
+        cancelled_data = true;
+        cancel.swap(data_receives);
+      }
+      if (all && !cancelled_all) {
+        cancelled_all = true;
+        cancel.insert(cancel.end(), desc_receives.begin(), desc_receives.end());
+        desc_receives.clear();
+      }
     }
-    if (--outstanding == 0 || failed) cv.notify_all();
+    for (Ticket t : cancel) owner->tracker_->Cancel(t, why);
   }
+
   // Counts a message about to be issued; false once the op failed (issue nothing more).
-  bool Begin() {
+  // Descriptors are issued whatever happens (`always`).
+  bool Begin(bool always = false) {
     std::lock_guard<std::mutex> lock(mu);
-    if (failed) return false;
+    if (failed && !always) return false;
     ++outstanding;
     return true;
   }
+
+  // A receive was posted: remembered for withdrawal, or withdrawn now if the op failed
+  // meanwhile.
+  void Posted(Ticket t, bool descriptor) {
+    bool cancel_now = false;
+    Status why;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (descriptor ? cancelled_all : cancelled_data) {
+        cancel_now = true;
+        why = status;
+      } else {
+        (descriptor ? desc_receives : data_receives).push_back(t);
+      }
+    }
+    if (cancel_now) owner->tracker_->Cancel(t, why);
+  }
+
+  // One message (or the posting hold) completed with `s`.
+  void Done(const std::shared_ptr<Op>& self, const Status& s) {
+    if (!s.ok()) Fail(s, PriorityOf(s), false);
+    bool complete = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      complete = --outstanding == 0 && !finished;
+      if (complete) finished = true;
+    }
+    if (complete) owner->Complete(self);
+  }
+
+  // Member at position `q`'s descriptor is in descs[q].
+  void OnDescriptor(const std::shared_ptr<Op>& self, size_t q) {
+    bool all = false, agrees = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (have[q]) return;
+      have[q] = 1;
+      all = ++descs_in == world() - 1;
+      agrees = Differs(mine, descs[q]).empty();
+    }
+    if (agrees && on_descriptor) on_descriptor(q);
+    if (!all) return;
+    // Every descriptor is in: compare them all with the lowest rank's, so that every
+    // member finds the same difference and says it the same way.
+    std::vector<Descriptor> all_descs;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      all_descs = descs;
+    }
+    all_descs[pos] = mine;
+    for (size_t i = 1; i < all_descs.size(); ++i) {
+      const std::string field = Differs(all_descs[0], all_descs[i]);
+      if (field.empty()) continue;
+      Fail(InvalidArgument(std::string(KindName(all_descs[0].kind)) +
+                           " mismatch in process set " + RankList(ranks) + ": rank " +
+                           std::to_string(ranks[0]) + " called " + Describe(all_descs[0]) +
+                           "; rank " + std::to_string(ranks[i]) + " called " +
+                           Describe(all_descs[i]) + " (" + field + " differs)"),
+           3, false);
+      return;
+    }
+    (void)self;
+  }
+
+  // Sends `len` elements at `src` (the op's type) to member `to` under `index`: lent
+  // without a copy, or narrowed to the wire type into a buffer of its own.
+  void SendData(const std::shared_ptr<Op>& self, size_t to, uint64_t index, const uint8_t* src,
+                size_t len) {
+    if (!Begin()) return;
+    auto cb = [self](const Status& s) { self->Done(self, s); };
+    const int64_t deadline = deadline_ms + kRequestGraceMs;
+    if (compressed()) {
+      std::shared_ptr<uint8_t> buf = RawBuffer(len * wsize);
+      pack::ToWire(reinterpret_cast<const float*>(src), len, wire, buf.get());
+      owner->peers_->SendTyped(members[to], Tag(index), buf.get(), len * wsize,
+                               static_cast<uint8_t>(wire), buf, epoch, cb, deadline);
+    } else {
+      owner->peers_->SendTyped(members[to], Tag(index), src, len * esize,
+                               static_cast<uint8_t>(type), nullptr, epoch, cb, deadline);
+    }
+  }
+
+  // Receives `len` wire elements from member `from` under `index` into `sink`; `then`
+  // runs once they arrived, before the message counts as done.
+  void RecvData(const std::shared_ptr<Op>& self, size_t from, uint64_t index, size_t len,
+                std::function<void(const void*, size_t)> sink, std::function<void()> then) {
+    if (!Begin()) return;
+    auto cb = [self, then = std::move(then)](const Status& s) {
+      if (s.ok() && then) then();
+      self->Done(self, s);
+    };
+    const uint8_t dtype = compressed() ? static_cast<uint8_t>(wire) : static_cast<uint8_t>(type);
+    const Ticket t = owner->peers_->RecvTyped(members[from], Tag(index), dtype, len * wsize,
+                                              std::move(sink), cb, deadline_ms + kRequestGraceMs);
+    Posted(t, false);
+  }
+
+  // Sinks: combine into, or copy into, `dst` (the op's type; wire elements arrive).
+  std::function<void(const void*, size_t)> CombineInto(uint8_t* dst, size_t len) {
+    if (compressed()) {
+      const ReduceOp r = rop;
+      const pack::WireType w = wire;
+      return [dst, len, r, w](const void* src, size_t) {
+        reduce::CombineWidening(r, reinterpret_cast<float*>(dst), src, w, len);
+      };
+    }
+    const DataType t = type;
+    const ReduceOp r = rop;
+    return [dst, len, t, r](const void* src, size_t) { reduce::Combine(t, r, dst, src, len); };
+  }
+  std::function<void(const void*, size_t)> CopyInto(uint8_t* dst, size_t len) {
+    if (compressed()) {
+      const pack::WireType w = wire;
+      return [dst, len, w](const void* src, size_t) {
+        pack::FromWire(src, len, w, reinterpret_cast<float*>(dst));
+      };
+    }
+    return [dst](const void* src, size_t bytes) { std::memcpy(dst, src, bytes); };
+  }
+
+  std::string Missing() {
+    std::vector<uint32_t> missing;
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t q = 0; q < world(); ++q) {
+      if (q != pos && !have[q]) missing.push_back(ranks[q]);
+    }
+    return missing.empty() ? std::string()
+                           : "; no word from rank(s) " + RankList(missing) +
+                                 " (not called yet, or another collective)";
+  }
 };
 
-namespace {
+// --- Setup ---------------------------------------------------------------------------------
 
-// Sends segment k of the chunk this position sends at `step` to the right neighbour.
-void SendSegment(PeerMessages* peers, const std::shared_ptr<Collectives::Op>& op, size_t step,
-                 size_t k);
-// Direct: sends segment k of chunk `chunk` to the member at position `to`, at `phase`
-// (0: a contribution to that member's chunk, 1: this member's summed chunk).
-void SendDirect(PeerMessages* peers, const std::shared_ptr<Collectives::Op>& op, size_t phase,
-                size_t chunk, size_t k, size_t to);
-
-}  // namespace
-
-Status Collectives::AllReduce(const std::function<std::shared_ptr<const ClusterMap>()>& map_fn,
-                              NodeId self, const AllReduceOptions& options, float* data, size_t n,
-                              std::chrono::milliseconds timeout) {
-  auto map = map_fn();
-  if (!map) return FailedPrecondition("AllReduce: the worker is not started");
-  if (data == nullptr && n > 0) return InvalidArgument("AllReduce: null buffer");
-  if (timeout.count() < 0) return InvalidArgument("AllReduce: negative timeout");
-  if (options.segment_bytes < sizeof(float)) {
-    return InvalidArgument("AllReduce: segment_bytes must be at least 4 (one float), not " +
-                           std::to_string(options.segment_bytes));
-  }
-  // The group: its ranks in ascending order form the ring.
-  std::vector<uint32_t> ranks = options.ranks;
+StatusOr<Collectives::Group> Collectives::ResolveGroup(const std::string& what,
+                                                       const std::vector<uint32_t>& asked) const {
+  auto map = map_();
+  if (!map) return FailedPrecondition(what + ": the worker is not started");
+  const NodeId self = self_();
+  std::vector<uint32_t> ranks = asked;
   std::map<uint32_t, const NodeInfo*> workers;
   for (const auto& node : map->nodes) {
     if (node.role == Role::kWorker) workers[node.rank] = &node;
@@ -170,177 +461,173 @@ Status Collectives::AllReduce(const std::function<std::shared_ptr<const ClusterM
   }
   std::sort(ranks.begin(), ranks.end());
   if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
-    return InvalidArgument("AllReduce: rank list " + RankList(options.ranks) +
-                           " names a worker twice");
+    return InvalidArgument(what + ": process set " + RankList(asked) + " names a worker twice");
   }
-  auto op = std::make_shared<Op>();
+  Group g;
+  g.epoch = map->epoch;
   std::vector<uint32_t> dead;
   bool self_in = false;
   for (uint32_t r : ranks) {
     auto it = workers.find(r);
     if (it == workers.end()) {
-      return InvalidArgument("AllReduce: no worker of rank " + std::to_string(r) + " (there are " +
+      return InvalidArgument(what + ": no worker of rank " + std::to_string(r) + " (there are " +
                              std::to_string(workers.size()) + ")");
     }
     if (it->second->id == self) {
       self_in = true;
-      op->pos = op->members.size();
+      g.pos = g.members.size();
     }
     if (!it->second->alive) dead.push_back(r);
-    op->members.push_back(it->second->id);
+    g.members.push_back(it->second->id);
+    g.ranks.push_back(r);
   }
   if (!self_in) {
-    return InvalidArgument("AllReduce: rank list " + RankList(options.ranks) +
+    return InvalidArgument(what + ": process set " + RankList(asked) +
                            " does not include this worker");
   }
   if (!dead.empty()) {
-    return Unavailable("AllReduce: worker(s) " + RankList(dead) + " of the group are dead");
+    return Unavailable(what + ": worker(s) " + RankList(dead) + " of the set are dead");
   }
-  const size_t world = op->members.size();
-  if (world == 1) return Status::OK();
-  if (options.segment_bytes + sizeof(Header) > static_cast<uint64_t>(options_.max_message_bytes)) {
-    return InvalidArgument("AllReduce: segment_bytes=" + std::to_string(options.segment_bytes) +
-                           " exceeds max_message_bytes");
-  }
+  return g;
+}
 
-  op->plan = RingPlan::Make(n, world, options.segment_bytes);
-  op->left = op->members[(op->pos + world - 1) % world];
-  op->right = op->members[(op->pos + 1) % world];
-  op->data = data;
-  op->epoch = map->epoch;
-  const int64_t limit_ms = std::min<int64_t>(timeout.count(), options_.request_timeout_ms);
-  op->deadline_ms = NowMillis() + limit_ms;
+Status Collectives::CheckCommon(const std::string& what, DataType type, const CollectiveOptions& o,
+                                size_t wire_elem) const {
+  if (!map_()) return FailedPrecondition(what + ": the worker is not started");
+  if (DataTypeSize(type) == 0) {
+    return InvalidArgument(what + ": unknown data type " + std::to_string(static_cast<int>(type)));
+  }
+  if (o.timeout.count() < 0) return InvalidArgument(what + ": negative timeout");
+  if (o.segment_bytes < wire_elem) {
+    return InvalidArgument(what + ": segment_bytes must be at least one element (" +
+                           std::to_string(wire_elem) + " bytes), not " +
+                           std::to_string(o.segment_bytes));
+  }
+  if (o.segment_bytes > static_cast<uint64_t>(options_.max_message_bytes) ||
+      o.segment_bytes + sizeof(Header) > static_cast<uint64_t>(options_.max_message_bytes)) {
+    return InvalidArgument(what + ": segment_bytes=" + std::to_string(o.segment_bytes) +
+                           " exceeds max_message_bytes=" +
+                           std::to_string(options_.max_message_bytes));
+  }
+  return Status::OK();
+}
+
+std::chrono::milliseconds Collectives::WaitLimit(const CollectiveOptions& o) const {
+  const int64_t limit = o.timeout.count() > 0
+                            ? std::min<int64_t>(o.timeout.count(), options_.request_timeout_ms)
+                            : options_.request_timeout_ms;
+  return std::chrono::milliseconds(limit + 4 * kRequestGraceMs + 5000);
+}
+
+std::shared_ptr<Collectives::Op> Collectives::NewOp(const std::string& what, uint8_t kind,
+                                                    const CollectiveOptions& o, Group group,
+                                                    DataType type, Worker::Callback cb,
+                                                    Ticket* ticket) {
+  auto op = std::make_shared<Op>();
+  op->owner = this;
+  op->what = what;
+  op->type = type;
+  op->esize = DataTypeSize(type);
+  op->wsize = op->esize;
+  op->members = std::move(group.members);
+  op->ranks = std::move(group.ranks);
+  op->pos = group.pos;
+  op->epoch = group.epoch;
+  op->limited_by_request_timeout =
+      o.timeout.count() == 0 || o.timeout.count() >= options_.request_timeout_ms;
+  op->limit_ms = o.timeout.count() > 0
+                     ? std::min<int64_t>(o.timeout.count(), options_.request_timeout_ms)
+                     : options_.request_timeout_ms;
+  op->deadline_ms = NowMillis() + op->limit_ms;
+  op->descs.assign(op->world(), Descriptor{});
+  op->have.assign(op->world(), 0);
+  op->mine.kind = kind;
+  op->mine.dtype = static_cast<uint8_t>(type);
+  op->mine.segment = o.segment_bytes;
+  std::strncpy(op->mine.name, o.name.c_str(), sizeof(op->mine.name) - 1);
+
+  // The ticket: a request no message answers; Complete delivers or cancels it. Its own
+  // deadline is far: the op ends it first.
+  auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
+  req->deadline_ms = op->deadline_ms + 10 * kRequestGraceMs;
+  Part p;
+  p.server = kUnassignedId;
+  p.table = kInvalidTable;
+  req->parts.push_back(p);
+  op->done = tracker_->Expect(req);
+  *ticket = op->done;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t seq = next_seq_[op->members]++ & ((uint64_t{1} << kSeqBits) - 1);
-    op->tag_base = kCollectiveTagBit | (GroupHash(op->members) << (kIndexBits + kSeqBits)) |
+    op->tag_base = kCollectiveTagBit | (SetHash(op->members) << (kIndexBits + kSeqBits)) |
                    (seq << kIndexBits);
     running_.insert(op);
   }
   // A member that died before the op was registered: OnNodeDead did not see it.
-  if (auto now = map_fn()) {
-    for (NodeId id : op->members) {
-      const NodeInfo* node = now->FindNode(id);
+  if (auto now = map_()) {
+    for (size_t q = 0; q < op->world(); ++q) {
+      const NodeInfo* node = now->FindNode(op->members[q]);
       if (node == nullptr || !node->alive) {
-        op->Fail(Unavailable("AllReduce: node " + std::to_string(id) + " of the group is dead"));
+        op->Fail(Unavailable(what + ": worker " + std::to_string(op->ranks[q]) + " is dead"), 2,
+                 true);
       }
     }
   }
+  return op;
+}
 
-  // Every receive first, straight into its place (reduce-scatter steps add, all-gather
-  // steps copy); each one, when it arrived, sends that segment on at the next step.
-  const RingPlan& plan = op->plan;
-  std::vector<Ticket> receives;
-  op->direct = options.algorithm == AllReduceAlgorithm::kDirect ||
-               (options.algorithm == AllReduceAlgorithm::kAuto &&
-                n * sizeof(float) <= options.direct_max_bytes);
-  if (op->direct) {
-    op->arrived.assign(plan.segs, 0);
-    PostDirect(op, &receives);
-  }
-  for (size_t step = 0; !op->direct && step < plan.steps(); ++step) {
-    const size_t chunk = plan.RecvChunk(op->pos, step);
-    for (size_t k = 0; k < plan.segs; ++k) {
-      size_t begin = 0, len = 0;
-      plan.Segment(chunk, k, &begin, &len);
-      if (len == 0) continue;
-      if (!op->Begin()) break;
-      PeerMessages* peers = peers_;
-      auto on_arrival = [peers, op, step, k](const Status& s) {
-        if (s.ok() && step + 1 < op->plan.steps()) SendSegment(peers, op, step + 1, k);
-        op->Done(s);
-      };
-      receives.push_back(peers_->Recv(op->left, op->Tag(step, k), data + begin, len, on_arrival,
-                                      op->deadline_ms + kRequestGraceMs,
-                                      /*accumulate=*/step + 1 < world));
-    }
-  }
-  for (size_t k = 0; !op->direct && k < plan.segs; ++k) SendSegment(peers_, op, 0, k);
-  for (size_t q = 0; op->direct && q < world; ++q) {
+void Collectives::Launch(const std::shared_ptr<Op>& op) {
+  // The descriptors: received (compared as each arrives: `mine` and on_descriptor are
+  // final now), then sent.
+  for (size_t q = 0; q < op->world(); ++q) {
     if (q == op->pos) continue;
-    for (size_t k = 0; k < plan.segs; ++k) SendDirect(peers_, op, 0, q, k, q);
+    op->Begin(/*always=*/true);
+    Op* raw = op.get();
+    auto sink = [raw, q](const void* src, size_t) {
+      std::lock_guard<std::mutex> lock(raw->mu);
+      std::memcpy(&raw->descs[q], src, sizeof(Descriptor));
+      raw->descs[q].name[sizeof(raw->descs[q].name) - 1] = '\0';
+    };
+    auto done = [op, q](const Status& s) {
+      if (s.ok()) op->OnDescriptor(op, q);
+      op->Done(op, s);
+    };
+    const Ticket t = peers_->RecvTyped(op->members[q], op->Tag(kDescriptorIndex),
+                                       static_cast<uint8_t>(DataType::kUInt8), sizeof(Descriptor),
+                                       sink, done, op->deadline_ms + kRequestGraceMs);
+    op->Posted(t, true);
   }
-  op->Done(Status::OK());  // the posting hold
+  for (size_t q = 0; q < op->world(); ++q) {
+    if (q == op->pos) continue;
+    op->Begin(/*always=*/true);
+    auto d = std::make_shared<Descriptor>(op->mine);
+    if (!op->send_counts.empty()) d->aux = op->send_counts[q];
+    peers_->SendTyped(
+        op->members[q], op->Tag(kDescriptorIndex), d.get(), sizeof(Descriptor),
+        static_cast<uint8_t>(DataType::kUInt8), d, op->epoch,
+        [op](const Status& s) { op->Done(op, s); }, op->deadline_ms + kRequestGraceMs);
+  }
+  op->Done(op, Status::OK());  // the posting hold
+}
 
-  {
-    std::unique_lock<std::mutex> lock(op->mu);
-    const auto deadline =
-        std::chrono::steady_clock::time_point(std::chrono::milliseconds(op->deadline_ms));
-    if (!op->cv.wait_until(lock, deadline, [&] { return op->outstanding == 0 || op->failed; })) {
-      op->failed = true;
-      op->status =
-          timeout.count() <= options_.request_timeout_ms
-              ? Timeout("AllReduce of " + std::to_string(n) + " floats did not complete within " +
-                        std::to_string(timeout.count()) + " ms")
-              : Unavailable("AllReduce of " + std::to_string(n) +
-                            " floats did not complete within request_timeout_ms=" +
-                            std::to_string(options_.request_timeout_ms));
-    }
-  }
+void Collectives::Complete(const std::shared_ptr<Op>& op) {
   Status status;
   {
-    std::unique_lock<std::mutex> lock(op->mu);
+    std::lock_guard<std::mutex> lock(op->mu);
     status = op->status;
   }
-  if (!status.ok()) {
-    // Receives still posted would write into the buffer after we return: withdraw them.
-    // Sends complete when their peer acknowledges, dies, or at the deadline (the tracker
-    // then drops the connection, which releases the frames lending the buffer).
-    for (Ticket t : receives) tracker_->Cancel(t, status);
-    std::unique_lock<std::mutex> lock(op->mu);
-    op->cv.wait(lock, [&] { return op->outstanding == 0; });
-  }
+  if (status.ok() && op->finish) status = op->finish();
+  // Their captures may hold the op: let go of them (nothing calls them any more).
+  op->finish = nullptr;
+  op->on_descriptor = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_.erase(op);
   }
-  return status;
-}
-
-void Collectives::PostDirect(const std::shared_ptr<Op>& op, std::vector<Ticket>* receives) {
-  const RingPlan& plan = op->plan;
-  const size_t world = op->members.size();
-  const size_t mine = plan.ChunkSize(op->pos), first = plan.ChunkOffset(op->pos);
-  op->staging.assign((world - 1) * mine, 0.0f);
-  PeerMessages* peers = peers_;
-  for (size_t q = 0; q < world; ++q) {
-    if (q == op->pos) continue;
-    float* slot = op->staging.data() + (q < op->pos ? q : q - 1) * mine;
-    for (size_t k = 0; k < plan.segs; ++k) {
-      // Phase 0: q's contribution to this position's chunk, into q's slot, then added in
-      // under mu; the last of the W-1 sends the summed segment to everyone.
-      size_t begin = 0, len = 0;
-      plan.Segment(op->pos, k, &begin, &len);
-      if (len > 0 && op->Begin()) {
-        float* staged = slot + (begin - first);
-        auto on_arrival = [peers, op, k, staged, begin, len](const Status& s) {
-          bool last = false;
-          if (s.ok()) {
-            std::lock_guard<std::mutex> lock(op->mu);
-            float* dst = op->data + begin;
-            for (size_t i = 0; i < len; ++i) dst[i] += staged[i];
-            last = ++op->arrived[k] == op->members.size() - 1;
-          }
-          if (last) {
-            for (size_t to = 0; to < op->members.size(); ++to) {
-              if (to != op->pos) SendDirect(peers, op, 1, op->pos, k, to);
-            }
-          }
-          op->Done(s);
-        };
-        receives->push_back(peers_->Recv(op->members[q], op->Tag(0, k), staged, len, on_arrival,
-                                         op->deadline_ms + kRequestGraceMs,
-                                         /*accumulate=*/false));
-      }
-      // Phase 1: q's summed chunk, copied into place.
-      plan.Segment(q, k, &begin, &len);
-      if (len > 0 && op->Begin()) {
-        receives->push_back(peers_->Recv(op->members[q], op->Tag(1, k), op->data + begin, len,
-                                         [op](const Status& s) { op->Done(s); },
-                                         op->deadline_ms + kRequestGraceMs,
-                                         /*accumulate=*/false));
-      }
-    }
+  if (status.ok()) {
+    tracker_->Deliver(op->done, 0, Status::OK(), nullptr, 0);
+  } else {
+    tracker_->Cancel(op->done, status);
   }
 }
 
@@ -355,31 +642,682 @@ void Collectives::OnNodeDead(NodeId id, const Status& why) {
       }
     }
   }
-  for (const auto& op : hit) op->Fail(why.WithContext("AllReduce"));
+  for (const auto& op : hit) {
+    op->Fail(Unavailable(op->what + ": " + why.message()), 2, true);
+  }
 }
+
+void Collectives::Tick() {
+  const int64_t now = NowMillis();
+  std::vector<std::shared_ptr<Op>> late;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& op : running_) {
+      if (now >= op->deadline_ms) late.push_back(op);
+    }
+  }
+  for (const auto& op : late) {
+    {
+      std::lock_guard<std::mutex> lock(op->mu);
+      if (op->cancelled_all) continue;  // already failed for good
+    }
+    op->Fail(Timeout(op->what + " did not complete within " + std::to_string(op->limit_ms) +
+                     " ms" + (op->limited_by_request_timeout ? " (request_timeout_ms)" : "") +
+                     op->Missing()),
+             2, true);
+  }
+}
+
+// --- AllReduce ------------------------------------------------------------------------------
 
 namespace {
 
-void SendSegment(PeerMessages* peers, const std::shared_ptr<Collectives::Op>& op, size_t step,
-                 size_t k) {
-  size_t begin = 0, len = 0;
-  op->plan.Segment(op->plan.SendChunk(op->pos, step), k, &begin, &len);
-  if (len == 0 || !op->Begin()) return;
-  peers->Send(
-      op->right, op->Tag(step, k), op->data + begin, len, op->epoch,
-      [op](const Status& s) { op->Done(s); }, op->deadline_ms + kRequestGraceMs);
+std::string Named(const char* kind, const CollectiveOptions& o) {
+  return o.name.empty() ? std::string(kind) : std::string(kind) + " '" + o.name + "'";
 }
 
-void SendDirect(PeerMessages* peers, const std::shared_ptr<Collectives::Op>& op, size_t phase,
-                size_t chunk, size_t k, size_t to) {
-  size_t begin = 0, len = 0;
-  op->plan.Segment(chunk, k, &begin, &len);
-  if (len == 0 || !op->Begin()) return;
-  peers->Send(
-      op->members[to], op->Tag(phase, k), op->data + begin, len, op->epoch,
-      [op](const Status& s) { op->Done(s); }, op->deadline_ms + kRequestGraceMs);
+Status CheckAllReduceArgs(const std::string& what, const void* in, void* out, size_t n,
+                          DataType type, const AllReduceOptions& o) {
+  if ((in == nullptr || out == nullptr) && n > 0) return InvalidArgument(what + ": null buffer");
+  if (static_cast<int>(o.op) < 0 || static_cast<int>(o.op) >= kNumReduceOps) {
+    return InvalidArgument(what + ": unknown reduce op " + std::to_string(static_cast<int>(o.op)));
+  }
+  if (MulOverflows(n, DataTypeSize(type)) || n * DataTypeSize(type) > (~size_t{0} >> 1)) {
+    return InvalidArgument(what + ": " + std::to_string(n) + " elements overflow the size");
+  }
+  if (!std::isfinite(o.prescale) || !std::isfinite(o.postscale)) {
+    return InvalidArgument(what + ": prescale and postscale must be finite");
+  }
+  if (o.wire_dtype != WireDType::kFloat32) {
+    if (static_cast<int>(o.wire_dtype) < 0 || static_cast<int>(o.wire_dtype) > 2) {
+      return InvalidArgument(what + ": unknown wire_dtype");
+    }
+    if (type != DataType::kFloat32) {
+      return InvalidArgument(what + ": wire_dtype " + WireDTypeName(o.wire_dtype) +
+                             " compresses float32 buffers only, not " + DataTypeName(type));
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace
+
+Ticket Collectives::AllReduce(const void* in, void* out, size_t n, DataType type,
+                              const AllReduceOptions& options, Worker::Callback cb) {
+  return StartAllReduce(in, out, n, type, options, 0, nullptr, std::move(cb));
+}
+
+Ticket Collectives::StartAllReduce(const void* in, void* out, size_t n, DataType type,
+                                   const AllReduceOptions& o, uint64_t layout,
+                                   std::function<void()> after, Worker::Callback cb) {
+  const std::string what = Named("AllReduce", o);
+  const size_t wire_elem = o.wire_dtype == WireDType::kFloat32 ? DataTypeSize(type) : 2;
+  Status s = CheckCommon(what, type, o, wire_elem);
+  if (s.ok()) s = CheckAllReduceArgs(what, in, out, n, type, o);
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+
+  // Every member's input, prescaled, in `out`: the buffer the algorithm works in.
+  const size_t bytes = n * DataTypeSize(type);
+  if (in != out && bytes > 0) std::memmove(out, in, bytes);
+  if (o.prescale != 1.0) reduce::Scale(type, out, n, o.prescale);
+
+  Ticket ticket = 0;
+  auto op = NewOp(what, kAllReduceKind, o, std::move(*group), type, std::move(cb), &ticket);
+  op->rop = o.op;
+  op->wire = static_cast<pack::WireType>(o.wire_dtype);
+  op->wsize = wire_elem;
+  op->data = static_cast<uint8_t*>(out);
+  op->n = n;
+  op->mine.op = static_cast<uint8_t>(o.op);
+  op->mine.wire = static_cast<uint8_t>(o.wire_dtype);
+  op->mine.count = n;
+  op->mine.layout = layout;
+  op->mine.prescale = o.prescale;
+  op->mine.postscale = o.postscale;
+  op->direct = o.algorithm == AllReduceAlgorithm::kDirect ||
+               (o.algorithm == AllReduceAlgorithm::kAuto && bytes <= o.direct_max_bytes);
+  op->mine.algorithm = static_cast<uint8_t>(op->direct ? AllReduceAlgorithm::kDirect
+                                                       : AllReduceAlgorithm::kRing);
+  const size_t world = op->world();
+  const DataType t = type;
+  const ReduceOp rop = o.op;
+  const double postscale = o.postscale;
+  op->finish = [out, n, t, rop, postscale, world, after]() {
+    if (rop == ReduceOp::kAverage) reduce::Divide(t, out, n, world);
+    if (postscale != 1.0) reduce::Scale(t, out, n, postscale);
+    if (after) after();
+    return Status::OK();
+  };
+  if (world > 1 && n > 0) PostAllReduce(op, o);
+  Launch(op);
+  return ticket;
+}
+
+void Collectives::PostAllReduce(const std::shared_ptr<Op>& op, const AllReduceOptions& o) {
+  const size_t world = op->world();
+  op->plan = RingPlan::Make(op->n, world, o.segment_bytes / op->wsize, op->direct ? 2 : 2 * (world - 1));
+  const RingPlan& plan = op->plan;
+  const size_t E = op->esize;
+  uint8_t* data = op->data;
+
+  if (op->direct) {
+    // Phase 0: member q's contribution to this member's chunk, into q's slot, combined in
+    // under mu; the last of the W-1 sends the result to everyone. Phase 1: member q's
+    // combined chunk, copied into place.
+    const size_t mine = plan.ChunkSize(op->pos), first = plan.ChunkOffset(op->pos);
+    op->staging = RawBuffer(uint64_t{world - 1} * mine * op->wsize);
+    op->arrived.assign(plan.segs, 0);
+    for (size_t q = 0; q < world; ++q) {
+      if (q == op->pos) continue;
+      uint8_t* slot = op->staging.get() + (q < op->pos ? q : q - 1) * mine * op->wsize;
+      for (size_t k = 0; k < plan.segs; ++k) {
+        size_t begin = 0, len = 0;
+        plan.Segment(op->pos, k, &begin, &len);
+        if (len > 0) {
+          uint8_t* staged = slot + (begin - first) * op->wsize;
+          Op* raw = op.get();
+          auto stage = [staged](const void* src, size_t b) { std::memcpy(staged, src, b); };
+          auto combine = [raw, op, k, staged, begin, len]() {
+            bool last = false;
+            {
+              std::lock_guard<std::mutex> lock(raw->mu);
+              raw->CombineInto(raw->data + begin * raw->esize, len)(staged, len * raw->wsize);
+              last = ++raw->arrived[k] == raw->world() - 1;
+            }
+            if (!last) return;
+            if (raw->compressed()) {
+              RoundToWire(reinterpret_cast<float*>(raw->data + begin * raw->esize), len, raw->wire);
+            }
+            for (size_t to = 0; to < raw->world(); ++to) {
+              if (to != raw->pos) {
+                raw->SendData(op, to, raw->plan.segs + k, raw->data + begin * raw->esize, len);
+              }
+            }
+          };
+          op->RecvData(op, q, k, len, stage, combine);
+        }
+        plan.Segment(q, k, &begin, &len);
+        if (len > 0) op->RecvData(op, q, plan.segs + k, len, op->CopyInto(data + begin * E, len), nullptr);
+      }
+    }
+    for (size_t q = 0; q < world; ++q) {
+      if (q == op->pos) continue;
+      for (size_t k = 0; k < plan.segs; ++k) {
+        size_t begin = 0, len = 0;
+        plan.Segment(q, k, &begin, &len);
+        if (len > 0) op->SendData(op, q, k, data + begin * E, len);
+      }
+    }
+    return;
+  }
+
+  // The ring: every receive first, straight into its place (reduce-scatter steps
+  // combine, all-gather steps copy); each one, once it arrived, sends that segment on at
+  // the next step.
+  const size_t left = (op->pos + world - 1) % world, right = (op->pos + 1) % world;
+  Op* raw = op.get();
+  auto send_step = [raw, op, right](size_t step, size_t k) {
+    size_t begin = 0, len = 0;
+    raw->plan.Segment(raw->plan.SendChunk(raw->pos, step), k, &begin, &len);
+    if (len > 0) {
+      raw->SendData(op, right, step * raw->plan.segs + k, raw->data + begin * raw->esize, len);
+    }
+  };
+  for (size_t step = 0; step < plan.steps(); ++step) {
+    const size_t chunk = plan.RecvChunk(op->pos, step);
+    for (size_t k = 0; k < plan.segs; ++k) {
+      size_t begin = 0, len = 0;
+      plan.Segment(chunk, k, &begin, &len);
+      if (len == 0) continue;
+      uint8_t* dst = data + begin * E;
+      const bool reducing = step + 1 < world;
+      auto then = [raw, send_step, step, k, dst, len]() {
+        if (raw->compressed() && step + 2 == raw->world()) {
+          // The last reduce-scatter step: this member owns the chunk now.
+          RoundToWire(reinterpret_cast<float*>(dst), len, raw->wire);
+        }
+        if (step + 1 < raw->plan.steps()) send_step(step + 1, k);
+      };
+      op->RecvData(op, left, step * plan.segs + k, len,
+                   reducing ? op->CombineInto(dst, len) : op->CopyInto(dst, len), then);
+    }
+  }
+  for (size_t k = 0; k < plan.segs; ++k) send_step(0, k);
+}
+
+Ticket Collectives::GroupedAllReduce(const std::vector<CollectiveTensor>& tensors,
+                                     const AllReduceOptions& o, Worker::Callback cb) {
+  const std::string what = Named("GroupedAllReduce", o);
+  // Checked whole before anything is sent.
+  uint64_t layout = 1469598103934665603ull;
+  std::map<DataType, std::vector<size_t>> by_type;  // tensors of each type, in order
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const CollectiveTensor& t = tensors[i];
+    const std::string which = what + " tensor " + std::to_string(i);
+    Status s = CheckCommon(which, t.type, o, o.wire_dtype == WireDType::kFloat32 ? DataTypeSize(t.type) : 2);
+    if (s.ok()) s = CheckAllReduceArgs(which, t.in, t.out, t.n, t.type, o);
+    if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+    by_type[t.type].push_back(i);
+    for (uint64_t v : {static_cast<uint64_t>(t.type), static_cast<uint64_t>(t.n)}) {
+      layout = (layout ^ v) * 1099511628211ull;
+    }
+  }
+  if (!map_()) return tracker_->Failed(FailedPrecondition(what + ": the worker is not started"), std::move(cb));
+  layout |= 1;  // never 0 (0: not grouped)
+
+  // One all-reduce per element type, each over the type's tensors packed in one buffer.
+  struct Pending {
+    std::mutex mu;
+    size_t left = 0;
+    Status first;
+    Ticket ticket = 0;
+  };
+  auto pending = std::make_shared<Pending>();
+  auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
+  req->deadline_ms = NowMillis() + WaitLimit(o).count() + 10 * kRequestGraceMs;
+  Part p;
+  p.server = kUnassignedId;
+  req->parts.push_back(p);
+  pending->left = by_type.size() + 1;  // + this call's hold
+  pending->ticket = tracker_->Expect(req);
+  RequestTracker* tracker = tracker_;
+  auto one_done = [pending, tracker](const Status& s) {
+    bool last = false;
+    Status result;
+    {
+      std::lock_guard<std::mutex> lock(pending->mu);
+      if (!s.ok() && pending->first.ok()) pending->first = s;
+      last = --pending->left == 0;
+      result = pending->first;
+    }
+    if (!last) return;
+    if (result.ok()) {
+      tracker->Deliver(pending->ticket, 0, Status::OK(), nullptr, 0);
+    } else {
+      tracker->Cancel(pending->ticket, result);
+    }
+  };
+  for (auto& kv : by_type) {
+    const DataType type = kv.first;
+    const size_t E = DataTypeSize(type);
+    size_t total = 0;
+    for (size_t i : kv.second) total += tensors[i].n;
+    auto packed = std::shared_ptr<uint8_t>(RawBuffer(uint64_t{total} * E));
+    size_t at = 0;
+    std::vector<std::pair<void*, size_t>> outs;
+    for (size_t i : kv.second) {
+      if (tensors[i].n > 0) std::memcpy(packed.get() + at * E, tensors[i].in, tensors[i].n * E);
+      outs.emplace_back(tensors[i].out, tensors[i].n);
+      at += tensors[i].n;
+    }
+    auto unpack = [packed, outs, E]() {
+      size_t at = 0;
+      for (const auto& o : outs) {
+        if (o.second > 0) std::memcpy(o.first, packed.get() + at * E, o.second * E);
+        at += o.second;
+      }
+    };
+    StartAllReduce(packed.get(), packed.get(), total, type, o, layout, unpack, one_done);
+  }
+  one_done(Status::OK());  // this call's hold
+  return pending->ticket;
+}
+
+// --- Gathers, broadcast, all-to-all, reduce-scatter, barrier -----------------------------------
+
+namespace {
+
+// Segments of `count` elements of `segment` each: [k * segment, ...).
+size_t Segments(size_t count, size_t segment) { return (count + segment - 1) / segment; }
+
+}  // namespace
+
+Ticket Collectives::AllGather(const void* in, size_t n, DataType type, void* out,
+                              const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("AllGather", o);
+  Status s = CheckCommon(what, type, o, DataTypeSize(type));
+  if (s.ok() && (in == nullptr || out == nullptr) && n > 0) s = InvalidArgument(what + ": null buffer");
+  if (s.ok() && (MulOverflows(n, DataTypeSize(type)) || n * DataTypeSize(type) > (~size_t{0} >> 8))) {
+    s = InvalidArgument(what + ": " + std::to_string(n) + " elements overflow the size");
+  }
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  Ticket ticket = 0;
+  auto op = NewOp(what, kAllGatherKind, o, std::move(*group), type, std::move(cb), &ticket);
+  op->mine.count = n;
+  const size_t E = op->esize, W = op->world();
+  uint8_t* dst = static_cast<uint8_t*>(out);
+  const auto* src = static_cast<const uint8_t*>(in);
+  if (n > 0 && src != dst + op->pos * n * E) std::memmove(dst + op->pos * n * E, src, n * E);
+  const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
+  const size_t segs = Segments(n, seg);
+  if (segs >= kMaxDataMessages) {
+    op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+  }
+  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < segs; ++k) {
+      const size_t len = std::min(seg, n - k * seg);
+      op->RecvData(op, q, k, len, op->CopyInto(dst + (q * n + k * seg) * E, len), nullptr);
+    }
+  }
+  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < segs; ++k) {
+      op->SendData(op, q, k, dst + (op->pos * n + k * seg) * E, std::min(seg, n - k * seg));
+    }
+  }
+  Launch(op);
+  return ticket;
+}
+
+Ticket Collectives::AllGatherV(const void* in, size_t n, DataType type, GatherResult* out,
+                               const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("AllGatherV", o);
+  Status s = CheckCommon(what, type, o, DataTypeSize(type));
+  if (s.ok() && ((in == nullptr && n > 0) || out == nullptr)) s = InvalidArgument(what + ": null buffer");
+  if (s.ok() && (MulOverflows(n, DataTypeSize(type)) || n * DataTypeSize(type) > kMaxAnnouncedBytes)) {
+    s = InvalidArgument(what + ": " + std::to_string(n) + " elements exceed 2^40 bytes");
+  }
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  Ticket ticket = 0;
+  auto op = NewOp(what, kAllGatherVKind, o, std::move(*group), type, std::move(cb), &ticket);
+  op->mine.count = n;
+  const size_t E = op->esize, W = op->world();
+  const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
+  op->parts.assign(W, nullptr);
+  auto counts = std::make_shared<std::vector<size_t>>(W, 0);
+  (*counts)[op->pos] = n;
+  op->parts[op->pos] = RawBuffer(uint64_t{n} * E);
+  if (n > 0) std::memcpy(op->parts[op->pos].get(), in, n * E);
+  Op* raw = op.get();
+  // Member q's part: posted once its descriptor says how long it is.
+  op->on_descriptor = [raw, op, counts, seg, E](size_t q) {
+    uint64_t count = 0;
+    {
+      std::lock_guard<std::mutex> lock(raw->mu);
+      count = raw->descs[q].count;
+    }
+    if (MulOverflows(count, E) || count * E > kMaxAnnouncedBytes || Segments(count, seg) >= kMaxDataMessages) {
+      raw->Fail(InvalidArgument(raw->what + ": rank " + std::to_string(raw->ranks[q]) +
+                                " announced " + std::to_string(count) + " elements"),
+                1, false);
+      return;
+    }
+    (*counts)[q] = count;
+    raw->parts[q] = RawBuffer(count * E);
+    uint8_t* base = raw->parts[q].get();
+    for (size_t k = 0; k < Segments(count, seg); ++k) {
+      const size_t len = std::min<size_t>(seg, count - k * seg);
+      raw->RecvData(op, q, k, len, raw->CopyInto(base + k * seg * E, len), nullptr);
+    }
+  };
+  const size_t segs = Segments(n, seg);
+  if (segs >= kMaxDataMessages) {
+    op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+  }
+  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < segs; ++k) {
+      op->SendData(op, q, k, static_cast<const uint8_t*>(in) + k * seg * E, std::min(seg, n - k * seg));
+    }
+  }
+  op->finish = [raw, counts, out, E]() {
+    size_t total = 0;
+    for (size_t c : *counts) total += c;
+    out->data.resize(total * E);
+    out->counts = *counts;
+    size_t at = 0;
+    for (size_t q = 0; q < counts->size(); ++q) {
+      if ((*counts)[q] > 0) std::memcpy(out->data.data() + at * E, raw->parts[q].get(), (*counts)[q] * E);
+      at += (*counts)[q];
+    }
+    raw->parts.clear();
+    return Status::OK();
+  };
+  Launch(op);
+  return ticket;
+}
+
+Ticket Collectives::Broadcast(void* data, size_t n, DataType type, uint32_t root,
+                              const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("Broadcast", o);
+  Status s = CheckCommon(what, type, o, DataTypeSize(type));
+  if (s.ok() && data == nullptr && n > 0) s = InvalidArgument(what + ": null buffer");
+  if (s.ok() && (MulOverflows(n, DataTypeSize(type)) || n * DataTypeSize(type) > (~size_t{0} >> 1))) {
+    s = InvalidArgument(what + ": " + std::to_string(n) + " elements overflow the size");
+  }
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  auto root_at = std::find(group->ranks.begin(), group->ranks.end(), root);
+  if (root_at == group->ranks.end()) {
+    return tracker_->Failed(InvalidArgument(what + ": root rank " + std::to_string(root) +
+                                            " is not in the process set " + RankList(group->ranks)),
+                            std::move(cb));
+  }
+  const size_t root_pos = static_cast<size_t>(root_at - group->ranks.begin());
+  Ticket ticket = 0;
+  auto op = NewOp(what, kBroadcastKind, o, std::move(*group), type, std::move(cb), &ticket);
+  const size_t E = op->esize, W = op->world();
+  op->mine.count = n;
+  op->mine.root = root;
+  op->direct = o.algorithm == AllReduceAlgorithm::kDirect ||
+               (o.algorithm == AllReduceAlgorithm::kAuto && n * E <= o.direct_max_bytes);
+  op->mine.algorithm = static_cast<uint8_t>(op->direct ? AllReduceAlgorithm::kDirect
+                                                       : AllReduceAlgorithm::kRing);
+  uint8_t* buf = static_cast<uint8_t*>(data);
+  const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
+  const size_t segs = Segments(n, seg);
+  if (segs >= kMaxDataMessages) {
+    op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+  } else if (op->direct) {
+    for (size_t k = 0; k < segs; ++k) {
+      const size_t len = std::min(seg, n - k * seg);
+      if (op->pos == root_pos) {
+        for (size_t q = 0; q < W; ++q) {
+          if (q != root_pos) op->SendData(op, q, k, buf + k * seg * E, len);
+        }
+      } else {
+        op->RecvData(op, root_pos, k, len, op->CopyInto(buf + k * seg * E, len), nullptr);
+      }
+    }
+  } else {
+    // The chain root, root+1, ...: each member receives segment k from the one before it
+    // and passes it on to the one after it.
+    const size_t me = (op->pos + W - root_pos) % W;  // place in the chain
+    const size_t next = (op->pos + 1) % W, prev = (op->pos + W - 1) % W;
+    Op* raw = op.get();
+    for (size_t k = 0; k < segs; ++k) {
+      const size_t len = std::min(seg, n - k * seg);
+      uint8_t* at = buf + k * seg * E;
+      if (me == 0) {
+        op->SendData(op, next, k, at, len);
+      } else {
+        std::function<void()> then;
+        if (me + 1 < W) then = [raw, op, next, k, at, len]() { raw->SendData(op, next, k, at, len); };
+        op->RecvData(op, prev, k, len, op->CopyInto(at, len), then);
+      }
+    }
+  }
+  Launch(op);
+  return ticket;
+}
+
+Ticket Collectives::AllToAll(const void* in, size_t n, DataType type, void* out,
+                             const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("AllToAll", o);
+  Status s = CheckCommon(what, type, o, DataTypeSize(type));
+  if (s.ok() && (in == nullptr || out == nullptr) && n > 0) s = InvalidArgument(what + ": null buffer");
+  if (s.ok() && in == out && n > 0) s = InvalidArgument(what + ": in and out must not be the same buffer");
+  if (s.ok() && (MulOverflows(n, DataTypeSize(type)) || n * DataTypeSize(type) > (~size_t{0} >> 8))) {
+    s = InvalidArgument(what + ": " + std::to_string(n) + " elements overflow the size");
+  }
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  Ticket ticket = 0;
+  auto op = NewOp(what, kAllToAllKind, o, std::move(*group), type, std::move(cb), &ticket);
+  op->mine.count = n;
+  const size_t E = op->esize, W = op->world();
+  const auto* src = static_cast<const uint8_t*>(in);
+  uint8_t* dst = static_cast<uint8_t*>(out);
+  if (n > 0) std::memcpy(dst + op->pos * n * E, src + op->pos * n * E, n * E);
+  const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
+  const size_t segs = Segments(n, seg);
+  if (segs >= kMaxDataMessages) {
+    op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+  }
+  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < segs; ++k) {
+      const size_t len = std::min(seg, n - k * seg);
+      op->RecvData(op, q, k, len, op->CopyInto(dst + (q * n + k * seg) * E, len), nullptr);
+    }
+  }
+  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < segs; ++k) {
+      op->SendData(op, q, k, src + (q * n + k * seg) * E, std::min(seg, n - k * seg));
+    }
+  }
+  Launch(op);
+  return ticket;
+}
+
+Ticket Collectives::AllToAllV(const void* in, const std::vector<size_t>& send_counts, DataType type,
+                              GatherResult* out, const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("AllToAllV", o);
+  Status s = CheckCommon(what, type, o, DataTypeSize(type));
+  uint64_t total = 0;
+  for (size_t c : send_counts) {
+    if (total + c < total) total = ~uint64_t{0};
+    else total += c;
+  }
+  if (s.ok() && ((in == nullptr && total > 0) || out == nullptr)) s = InvalidArgument(what + ": null buffer");
+  if (s.ok() && (MulOverflows(total, DataTypeSize(type)) || total * DataTypeSize(type) > kMaxAnnouncedBytes)) {
+    s = InvalidArgument(what + ": the send counts exceed 2^40 bytes");
+  }
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  if (send_counts.size() != group->members.size()) {
+    return tracker_->Failed(InvalidArgument(what + ": " + std::to_string(send_counts.size()) +
+                                            " send counts for a process set of " +
+                                            std::to_string(group->members.size())),
+                            std::move(cb));
+  }
+  Ticket ticket = 0;
+  auto op = NewOp(what, kAllToAllVKind, o, std::move(*group), type, std::move(cb), &ticket);
+  op->mine.count = total;
+  op->send_counts = send_counts;
+  const size_t E = op->esize, W = op->world();
+  const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
+  const auto* src = static_cast<const uint8_t*>(in);
+  std::vector<size_t> offset(W, 0);
+  for (size_t q = 1; q < W; ++q) offset[q] = offset[q - 1] + send_counts[q - 1];
+  op->parts.assign(W, nullptr);
+  auto counts = std::make_shared<std::vector<size_t>>(W, 0);
+  (*counts)[op->pos] = send_counts[op->pos];
+  op->parts[op->pos] = RawBuffer(uint64_t{send_counts[op->pos]} * E);
+  if (send_counts[op->pos] > 0) {
+    std::memcpy(op->parts[op->pos].get(), src + offset[op->pos] * E, send_counts[op->pos] * E);
+  }
+  Op* raw = op.get();
+  op->on_descriptor = [raw, op, counts, seg, E](size_t q) {
+    uint64_t count = 0;
+    {
+      std::lock_guard<std::mutex> lock(raw->mu);
+      count = raw->descs[q].aux;
+    }
+    if (MulOverflows(count, E) || count * E > kMaxAnnouncedBytes || Segments(count, seg) >= kMaxDataMessages) {
+      raw->Fail(InvalidArgument(raw->what + ": rank " + std::to_string(raw->ranks[q]) +
+                                " announced " + std::to_string(count) + " elements"),
+                1, false);
+      return;
+    }
+    (*counts)[q] = count;
+    raw->parts[q] = RawBuffer(count * E);
+    uint8_t* base = raw->parts[q].get();
+    for (size_t k = 0; k < Segments(count, seg); ++k) {
+      const size_t len = std::min<size_t>(seg, count - k * seg);
+      raw->RecvData(op, q, k, len, raw->CopyInto(base + k * seg * E, len), nullptr);
+    }
+  };
+  for (size_t q = 0; q < W; ++q) {
+    if (q == op->pos) continue;
+    const size_t segs = Segments(send_counts[q], seg);
+    if (segs >= kMaxDataMessages) {
+      op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+      break;
+    }
+    for (size_t k = 0; k < segs; ++k) {
+      op->SendData(op, q, k, src + (offset[q] + k * seg) * E, std::min(seg, send_counts[q] - k * seg));
+    }
+  }
+  op->finish = [raw, counts, out, E]() {
+    size_t sum = 0;
+    for (size_t c : *counts) sum += c;
+    out->data.resize(sum * E);
+    out->counts = *counts;
+    size_t at = 0;
+    for (size_t q = 0; q < counts->size(); ++q) {
+      if ((*counts)[q] > 0) std::memcpy(out->data.data() + at * E, raw->parts[q].get(), (*counts)[q] * E);
+      at += (*counts)[q];
+    }
+    raw->parts.clear();
+    return Status::OK();
+  };
+  Launch(op);
+  return ticket;
+}
+
+Ticket Collectives::ReduceScatter(const void* in, size_t n, DataType type, void* out,
+                                  const AllReduceOptions& o, Worker::Callback cb) {
+  const std::string what = Named("ReduceScatter", o);
+  const size_t wire_elem = o.wire_dtype == WireDType::kFloat32 ? DataTypeSize(type) : 2;
+  Status s = CheckCommon(what, type, o, wire_elem);
+  if (s.ok()) s = CheckAllReduceArgs(what, in, out, n, type, o);
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  Ticket ticket = 0;
+  auto op = NewOp(what, kReduceScatterKind, o, std::move(*group), type, std::move(cb), &ticket);
+  const size_t E = op->esize, W = op->world();
+  op->rop = o.op;
+  op->wire = static_cast<pack::WireType>(o.wire_dtype);
+  op->wsize = wire_elem;
+  op->mine.op = static_cast<uint8_t>(o.op);
+  op->mine.wire = static_cast<uint8_t>(o.wire_dtype);
+  op->mine.count = n;
+  op->mine.prescale = o.prescale;
+  op->mine.postscale = o.postscale;
+  op->plan = RingPlan::Make(n, W, o.segment_bytes / wire_elem, 1);
+  const RingPlan& plan = op->plan;
+  const size_t mine = plan.ChunkSize(op->pos), first = plan.ChunkOffset(op->pos);
+  // The blocks sent: the input itself, or a prescaled copy of it.
+  const auto* src = static_cast<const uint8_t*>(in);
+  std::shared_ptr<uint8_t> scaled;
+  if (o.prescale != 1.0 && n > 0) {
+    scaled = RawBuffer(uint64_t{n} * E);
+    std::memcpy(scaled.get(), in, n * E);
+    reduce::Scale(type, scaled.get(), n, o.prescale);
+    src = scaled.get();
+  }
+  op->data = static_cast<uint8_t*>(out);
+  if (mine > 0) std::memmove(op->data, src + first * E, mine * E);
+  op->staging = RawBuffer(uint64_t{W} * std::max<size_t>(mine, 1) * op->wsize);
+  Op* raw = op.get();
+  for (size_t q = 0; q < W; ++q) {
+    if (q == op->pos) continue;
+    uint8_t* slot = op->staging.get() + q * mine * op->wsize;
+    for (size_t k = 0; k < plan.segs; ++k) {
+      size_t begin = 0, len = 0;
+      plan.Segment(op->pos, k, &begin, &len);
+      if (len == 0) continue;
+      uint8_t* staged = slot + (begin - first) * op->wsize;
+      auto stage = [staged](const void* from, size_t b) { std::memcpy(staged, from, b); };
+      auto combine = [raw, staged, begin, first, len]() {
+        std::lock_guard<std::mutex> lock(raw->mu);
+        raw->CombineInto(raw->data + (begin - first) * raw->esize, len)(staged, len * raw->wsize);
+      };
+      op->RecvData(op, q, k, len, stage, combine);
+    }
+  }
+  for (size_t q = 0; q < W; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < plan.segs; ++k) {
+      size_t begin = 0, len = 0;
+      plan.Segment(q, k, &begin, &len);
+      if (len > 0) op->SendData(op, q, k, src + begin * E, len);
+    }
+  }
+  const ReduceOp rop = o.op;
+  const double postscale = o.postscale;
+  op->finish = [raw, scaled, mine, rop, postscale, W]() {
+    if (rop == ReduceOp::kAverage) reduce::Divide(raw->type, raw->data, mine, W);
+    if (postscale != 1.0) reduce::Scale(raw->type, raw->data, mine, postscale);
+    return Status::OK();
+  };
+  Launch(op);
+  return ticket;
+}
+
+Ticket Collectives::Barrier(const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("Barrier", o);
+  Status s = CheckCommon(what, DataType::kUInt8, o, 1);
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  Ticket ticket = 0;
+  auto op = NewOp(what, kBarrierKind, o, std::move(*group), DataType::kUInt8, std::move(cb), &ticket);
+  Launch(op);
+  return ticket;
+}
 
 }  // namespace ps

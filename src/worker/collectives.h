@@ -1,40 +1,43 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// Collectives: operations every member of a group of workers calls together, built on
-// the peer messages (worker/peer_messages.h). Today: the all-reduce (sum) of a float
-// buffer, in place, by a ring or, for small buffers, directly (docs/collectives.md).
+// Collectives: operations every member of a process set calls together, built on the
+// peer messages (worker/peer_messages.h), for every DataType and ReduceOp of
+// ps/collectives.h (docs/collectives.md).
 //
-// Direct all-reduce (AllReduceAlgorithm::kDirect): the same W chunks; position p sends
-// chunk q to position q for every q != p and adds what the others send into its chunk p
-// (reduce-scatter in one step; each contribution is received into a staging slot of its
-// own and added under the op's lock, as two may be delivered at once); once the W-1 contributions to a segment of chunk p
-// arrived, it sends the summed segment to every other position, which copies it into
-// place (all-gather in one step). The same bytes as the ring, 2 hops instead of 2(W-1).
+// One engine runs them all. A collective is an Op: the members (the set's worker ranks in
+// ascending order; this worker at `pos`), a tag base (a reserved bit, a hash of the set,
+// a per-set sequence number: successive collectives and different sets never mix), a
+// deadline, and a count of its messages still outstanding. Every message is a typed peer
+// tensor of at most segment_bytes; receives are posted before the sends they depend on,
+// straight into their final place or a staging slot, and sends lend the caller's buffer
+// (or, compressed to fp16/bf16, a narrowed copy of their own).
 //
-// Ring all-reduce among W workers (the group's ranks in ascending order form the ring;
-// position p sends to p+1 and receives from p-1): the buffer is cut into W chunks; in
-// W-1 reduce-scatter steps each position sends one chunk to the right and adds the chunk
-// it receives from the left into its buffer (the receive sums in place, no staging
-// copy), after which position p holds the full sum of chunk p+1; W-1 all-gather steps
-// then pass the summed chunks around the ring. Each worker sends and receives
-// 2(W-1)/W of the buffer. Every chunk is cut into segments of `segment_bytes`, each its
-// own message, and the send of a segment's next step starts as soon as that segment
-// arrived (on the receive thread), so receiving, summing and sending overlap.
+// Agreement: beside its data, every member sends every other member a Descriptor of the
+// call (kind, type, op, counts, root, scale factors, algorithm, segment size, name).
+// Once all arrived, each member compares the W descriptors; when one differs, every
+// member fails with the same kInvalidArgument (built from the descriptors alone, so the
+// text is the same everywhere) naming the first differing rank. The V variants learn the
+// others' counts from them and post their data receives when each arrives.
 //
-// Every receive is posted before the first send, straight into its final place in the
-// caller's buffer; sends lend the buffer without a copy. Messages carry a tag made of a
-// reserved bit, a hash of the group, a per-group sequence number and the message's index
-// in the collective, so successive collectives (and different groups) never mix.
+// Algorithms. All-reduce: the ring (reduce-scatter then all-gather, 2(W-1) pipelined
+// steps) or direct (each member sends chunk q to member q, combines the W-1 contributions
+// to its own chunk from staging slots under the op's lock, and sends the result to
+// everyone). Broadcast: direct from the root, or a pipelined chain starting at it.
+// All-gather(v), all-to-all(v), reduce-scatter: direct (every member exchanges its blocks
+// with every other, W-1 messages at once, the same bytes as a ring). Compressed all-
+// reduce and reduce-scatter narrow every message to fp16/bf16 and combine in float32; the
+// owner of a ring chunk rounds it to the wire type before passing it on, so every member
+// ends with the same values.
 //
-// Failure: a participant that dies (or the scheduler lost) fails every running
-// collective that includes it at once, on every survivor, when the cluster map says so
-// (heartbeat_timeout_ms); a collective not done by its deadline fails; either way the call
-// returns only once no message of it still reads or writes the caller's buffer, whose
-// contents are then unspecified.
+// Failure: the first error fails the op; its receives are withdrawn, and the ticket
+// completes once no message of it still reads or writes the caller's buffers. A member
+// that dies (or the scheduler lost) fails every op that includes it at once, on every
+// survivor; an op past its deadline fails with kTimeout naming the members never heard
+// from (Tick, every 50 ms). Priority, so every member reports the same: a mismatch of
+// the descriptors, then a death or the deadline, then any other error.
 //
-// Thread-safety: every member may be called from any thread. Collectives of one group
-// must be called in the same order on every member (one at a time per group and thread
-// of the caller's choosing, as the sequence numbers pair them up by order).
+// Thread-safety: every member may be called from any thread. Collectives of one set must
+// be started in the same order on every member.
 #ifndef PS_WORKER_COLLECTIVES_H_
 #define PS_WORKER_COLLECTIVES_H_
 
@@ -46,9 +49,11 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "common/cluster_map.h"
+#include "ps/collectives.h"
 #include "ps/worker.h"
 #include "worker/peer_messages.h"
 #include "worker/request_tracker.h"
@@ -58,7 +63,8 @@ namespace ps {
 // Peer-tensor tags with this bit set belong to collectives; Worker::SendTo refuses them.
 constexpr uint64_t kCollectiveTagBit = uint64_t{1} << 63;
 
-// The shape of a ring all-reduce: what every member computes alike from (n, W, segment).
+// The shape of a ring all-reduce (and of reduce-scatter's blocks): what every member
+// computes alike from (n, W, segment), all in elements.
 struct RingPlan {
   size_t n = 0;
   size_t world = 1;    // W
@@ -74,39 +80,88 @@ struct RingPlan {
   size_t RecvChunk(size_t p, size_t step) const;
   size_t steps() const { return 2 * (world - 1); }
 
-  static RingPlan Make(size_t n, size_t world, size_t segment_bytes);
+  // `steps` message rounds of `segs` segments each must fit the tag's message index.
+  static RingPlan Make(size_t n, size_t world, size_t segment_elems, size_t steps);
 };
 
 class Collectives {
  public:
-  Collectives(PeerMessages* peers, RequestTracker* tracker, const MemberOptions& options)
-      : peers_(peers), tracker_(tracker), options_(options) {}
+  using MapFn = std::function<std::shared_ptr<const ClusterMap>()>;
 
-  // The ring all-reduce (sum) of data[0..n) among the workers of `ranks` (empty: every
-  // worker of `map`), `self` being this worker's node id. See Worker::AllReduce.
-  // `map` returns the cluster map in force (null before Start).
-  Status AllReduce(const std::function<std::shared_ptr<const ClusterMap>()>& map, NodeId self,
-                   const AllReduceOptions& options, float* data, size_t n,
-                   std::chrono::milliseconds timeout);
+  // `map`: the cluster map in force (null before Start); `self`: this worker's node id.
+  Collectives(PeerMessages* peers, RequestTracker* tracker, const MemberOptions& options, MapFn map,
+              std::function<NodeId()> self)
+      : peers_(peers), tracker_(tracker), options_(options), map_(std::move(map)),
+        self_(std::move(self)) {}
+
+  // Worker's collectives (ps/worker.h documents each). Every call returns a ticket of the
+  // tracker; errors found before anything is sent complete it at once.
+  Ticket AllReduce(const void* in, void* out, size_t n, DataType type,
+                   const AllReduceOptions& options, Worker::Callback cb);
+  Ticket GroupedAllReduce(const std::vector<CollectiveTensor>& tensors,
+                          const AllReduceOptions& options, Worker::Callback cb);
+  Ticket AllGather(const void* in, size_t n, DataType type, void* out,
+                   const CollectiveOptions& options, Worker::Callback cb);
+  Ticket AllGatherV(const void* in, size_t n, DataType type, GatherResult* out,
+                    const CollectiveOptions& options, Worker::Callback cb);
+  Ticket Broadcast(void* data, size_t n, DataType type, uint32_t root,
+                   const CollectiveOptions& options, Worker::Callback cb);
+  Ticket AllToAll(const void* in, size_t n, DataType type, void* out,
+                  const CollectiveOptions& options, Worker::Callback cb);
+  Ticket AllToAllV(const void* in, const std::vector<size_t>& send_counts, DataType type,
+                   GatherResult* out, const CollectiveOptions& options, Worker::Callback cb);
+  Ticket ReduceScatter(const void* in, size_t n, DataType type, void* out,
+                       const AllReduceOptions& options, Worker::Callback cb);
+  Ticket Barrier(const CollectiveOptions& options, Worker::Callback cb);
+
+  // How long a blocking caller waits for a ticket of these options at most (the op ends
+  // by its deadline plus the grace its messages get).
+  std::chrono::milliseconds WaitLimit(const CollectiveOptions& options) const;
 
   // A node died (kSchedulerId: the scheduler is lost): fails every running collective
   // that includes it (every one, for the scheduler).
   void OnNodeDead(NodeId id, const Status& why);
+  // Fails the running collectives past their deadline with kTimeout.
+  void Tick();
 
-  // A running all-reduce (defined in collectives.cc).
-  struct Op;
+  struct Op;  // a running collective (collectives.cc)
 
  private:
-  // AllReduceAlgorithm::kDirect: posts every receive of `op` (both phases), each arrival
-  // of the last contribution to a segment sending the summed segment to everyone.
-  void PostDirect(const std::shared_ptr<Op>& op, std::vector<Ticket>* receives);
+  struct Group {
+    std::vector<NodeId> members;
+    std::vector<uint32_t> ranks;
+    size_t pos = 0;
+    uint64_t epoch = 0;
+  };
+  StatusOr<Group> ResolveGroup(const std::string& what, const std::vector<uint32_t>& ranks) const;
+  // Checks what every collective takes: started, a valid type, sizes that do not
+  // overflow, segment_bytes, the timeout.
+  Status CheckCommon(const std::string& what, DataType type, const CollectiveOptions& o,
+                     size_t wire_elem) const;
+  // Registers an op for `group` and posts its descriptor exchange; *ticket is its ticket.
+  std::shared_ptr<Op> NewOp(const std::string& what, uint8_t kind, const CollectiveOptions& o,
+                            Group group, DataType type, Worker::Callback cb, Ticket* ticket);
+  // Posts the descriptors (after the kind filled in op->mine) and releases the posting
+  // hold: the op may complete from here on.
+  void Launch(const std::shared_ptr<Op>& op);
+  // AllReduce's engine on op->data (already prescaled), ring or direct.
+  void PostAllReduce(const std::shared_ptr<Op>& op, const AllReduceOptions& o);
+  Ticket StartAllReduce(const void* in, void* out, size_t n, DataType type,
+                        const AllReduceOptions& options, uint64_t layout,
+                        std::function<void()> after, Worker::Callback cb);
+  // Finishes an op whose messages all completed: its status, the kind's last step, the
+  // ticket.
+  void Complete(const std::shared_ptr<Op>& op);
+  friend struct Op;
 
   PeerMessages* const peers_;
   RequestTracker* const tracker_;
   const MemberOptions options_;
+  const MapFn map_;
+  const std::function<NodeId()> self_;
 
   std::mutex mu_;
-  std::map<std::vector<NodeId>, uint64_t> next_seq_;  // guarded by mu_: per group
+  std::map<std::vector<NodeId>, uint64_t> next_seq_;  // guarded by mu_: per process set
   std::set<std::shared_ptr<Op>> running_;             // guarded by mu_
 };
 

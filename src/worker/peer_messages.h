@@ -29,6 +29,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -52,6 +53,17 @@ class PeerMessages {
               Worker::Callback cb, int64_t deadline_ms = 0);
   Ticket Recv(NodeId peer, uint64_t tag, float* out, size_t n, Worker::Callback cb,
               int64_t deadline_ms = 0, bool accumulate = false);
+  // Typed forms (the collectives): `count` elements of DataType `dtype` (header.dim).
+  // SendTyped sends `frame` as it is: a frame lending caller memory (Frame::Borrow with
+  // `lend` true) makes the request wait for the transport to let go of it, as Send does;
+  // a frame owning its bytes does not. RecvTyped hands the payload of the matching tensor
+  // to `sink` once its type (and, unless `bytes` is kAnyBytes, its size) was checked.
+  Ticket SendTyped(NodeId peer, uint64_t tag, const void* data, size_t bytes, uint8_t dtype,
+                   std::shared_ptr<const void> owner, uint64_t epoch, Worker::Callback cb,
+                   int64_t deadline_ms);
+  Ticket RecvTyped(NodeId peer, uint64_t tag, uint8_t dtype, uint64_t bytes,
+                   std::function<void(const void*, size_t)> sink, Worker::Callback cb,
+                   int64_t deadline_ms);
   // A receive of the first tensor under `tag` from any peer. `on_source` runs once the
   // tensor is in `out`, before the request completes, with the sender's node id; its error
   // becomes the request's.
@@ -69,12 +81,15 @@ class PeerMessages {
   using Key = std::pair<uint64_t, NodeId>;
   struct Kept {
     Frame values;
-    uint64_t seq = 0;  // arrival order, across senders
+    uint64_t seq = 0;   // arrival order, across senders
+    uint8_t dtype = 0;  // its element type (a DataType value)
   };
+  // Posts a receive whose part is filled in (Recv, RecvTyped).
+  Ticket PostReceive(NodeId peer, uint64_t tag, const std::shared_ptr<Request>& req);
   void Ack(const Header& h, const Status& status);
   // Under mu_: takes the tensor kept first under `tag` (any sender) into *out and its
   // sender into *sender; false if none.
-  bool TakeKept(uint64_t tag, Frame* out, NodeId* sender);
+  bool TakeKept(uint64_t tag, Frame* out, NodeId* sender, uint8_t* dtype);
 
   RequestTracker* const tracker_;
   const SendFn send_;

@@ -12,6 +12,7 @@
 
 #include "common/status_wire.h"
 #include "common/wire_type.h"
+#include "ps/collectives.h"
 #include "worker/timeline.h"
 
 namespace ps {
@@ -162,7 +163,8 @@ Message PartMessage(const Request& req, const Part& p, size_t i, uint64_t epoch)
   m.header.clock = p.clock;
   m.header.offset = p.offset;
   m.header.count = p.count;
-  m.header.dim = req.sparse ? req.dim : 0;
+  // Peer tensors carry their element type in `dim` (docs/wire-format.md).
+  m.header.dim = req.sparse ? req.dim : (req.type == MsgType::kPeerTensor ? p.dtype : 0);
   m.header.flags = (req.sparse ? kFlagSparse : 0) | (p.fused ? kFlagFused : 0) | WireFlags(p.wire);
   m.header.part = static_cast<uint32_t>(i);
   m.lane = p.lane;
@@ -332,7 +334,7 @@ Ticket RequestTracker::Expect(const std::shared_ptr<Request>& req) {
 }
 
 bool RequestTracker::Deliver(Ticket ticket, size_t part, const Status& status, const void* data,
-                             size_t bytes, NodeId source) {
+                             size_t bytes, NodeId source, uint8_t dtype) {
   std::shared_ptr<Request> req;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -342,16 +344,28 @@ bool RequestTracker::Deliver(Ticket ticket, size_t part, const Status& status, c
   }
   if (part >= req->parts.size()) return false;
   Status s = status;
-  const uint64_t want = req->parts[part].value_count * sizeof(float);
-  if (s.ok() && bytes != want) {
+  const Part& expected = req->parts[part];
+  if (s.ok() && dtype != expected.dtype) {
+    s = InvalidArgument(std::string("received ") + DataTypeName(static_cast<DataType>(dtype)) +
+                        " values where " + DataTypeName(static_cast<DataType>(expected.dtype)) +
+                        " were expected");
+  } else if (s.ok() && expected.sink) {
+    if (expected.sink_bytes != kAnyBytes && bytes != expected.sink_bytes) {
+      s = InvalidArgument("received " + std::to_string(bytes) + " bytes where " +
+                          std::to_string(expected.sink_bytes) + " were expected");
+    }
+  } else if (s.ok() && bytes != expected.value_count * sizeof(float)) {
     s = InvalidArgument("received " + std::to_string(bytes / sizeof(float)) + " values where " +
-                        std::to_string(want / sizeof(float)) + " were expected");
+                        std::to_string(expected.value_count) + " were expected");
   }
   if (!Claim(req.get(), part, s)) return false;
   // The part is claimed: only this thread touches its destination (and `source`) now;
   // Release publishes them to whoever finalizes.
   if (source != kUnassignedId) req->source = source;
-  if (s.ok() && bytes > 0) {
+  if (s.ok() && req->parts[part].sink) {
+    req->parts[part].sink(data, bytes);
+    stats_->bytes_in += bytes;
+  } else if (s.ok() && bytes > 0) {
     const Part& p = req->parts[part];
     if (p.accumulate) {
       AddInto(p.dst, static_cast<const uint8_t*>(data), bytes / sizeof(float));

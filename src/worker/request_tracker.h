@@ -67,10 +67,22 @@ struct Part {
   // collective: one pass over memory instead of a copy and a sum).
   bool accumulate = false;
   std::vector<std::pair<float*, uint64_t>> pieces;
+  // Peer tensors: the element type the message carries (header.dim, a DataType value;
+  // 0 = float32), checked on delivery (a receive) and written to the header (a send).
+  uint8_t dtype = 0;
+  // A receive with a sink: Deliver checks the type and, unless sink_bytes is kAnyBytes,
+  // that `bytes` equals sink_bytes, claims the part, then hands the payload to the sink
+  // (instead of copying value_count floats to dst). The collectives combine, widen or
+  // stage what arrives this way.
+  std::function<void(const void* data, size_t bytes)> sink;
+  uint64_t sink_bytes = 0;
   // Its payload, kept until it is answered while the cluster may replace servers
   // (RequestTracker::SetRetain), to send it again to a dead server's replacement.
   std::vector<Frame> frames;
 };
+
+// Part::sink_bytes for a sink that takes any number of bytes.
+constexpr uint64_t kAnyBytes = ~uint64_t{0};
 
 struct TrackerState;
 
@@ -179,8 +191,10 @@ class RequestTracker {
   // fails with kInvalidArgument). False when the request is gone or the part already
   // claimed (it expired, or its peer died): the caller may offer the data elsewhere.
   // `source`, when given, is recorded as the request's `source` (a receive from any peer).
+  // `dtype`: the element type the payload carries (a DataType value), which must be the
+  // part's.
   bool Deliver(Ticket ticket, size_t part, const Status& status, const void* data, size_t bytes,
-               NodeId source = kUnassignedId);
+               NodeId source = kUnassignedId, uint8_t dtype = 0);
   // Claims every unclaimed part of request `ticket` with `why` (nothing if it is gone).
   // The request completes once its borrowed frames, if any, are released too.
   void Cancel(Ticket ticket, const Status& why);

@@ -35,7 +35,12 @@ class Worker::Impl {
         peers_(
             &tracker_, [this](NodeId to, Message&& m) { return SendData(to, std::move(m)); },
             kPeerBufferBytes),
-        collectives_(&peers_, &tracker_, options_) {}
+        collectives_(
+            &peers_, &tracker_, options_,
+            [this]() -> std::shared_ptr<const ClusterMap> {
+              return started_ ? runtime_->map() : nullptr;
+            },
+            [this]() { return started_ ? runtime_->id() : kUnassignedId; }) {}
 
   Status Start() {
     if (ever_started_) return FailedPrecondition("worker already started (a Worker starts once)");
@@ -226,12 +231,29 @@ class Worker::Impl {
 
   Status AllReduce(float* data, size_t n, const AllReduceOptions& options,
                    std::chrono::milliseconds timeout) {
-    if (!started_) return FailedPrecondition("AllReduce: the worker is not started");
-    return collectives_.AllReduce(
-        [this]() -> std::shared_ptr<const ClusterMap> {
-          return started_ ? runtime_->map() : nullptr;
-        },
-        runtime_->id(), options, data, n, timeout);
+    if (timeout.count() < 0) return InvalidArgument("AllReduce: negative timeout");
+    AllReduceOptions o = options;
+    o.timeout = std::max(timeout, std::chrono::milliseconds(1));  // 0 here: at once
+    return Blocking(collectives_.AllReduce(data, data, n, DataType::kFloat32, o, nullptr), o);
+  }
+
+  // A collective's ticket, waited for: it completes by its deadline (plus the grace of its
+  // messages), so the wait ends.
+  Status Blocking(Ticket ticket, const CollectiveOptions& o) {
+    const auto limit = collectives_.WaitLimit(o);
+    Status s = tracker_.Wait(ticket, limit);
+    for (int i = 0; i < 3 && s.code() == StatusCode::kTimeout &&
+                    s.message().find("still in flight") != std::string::npos;
+         ++i) {
+      s = tracker_.Wait(ticket, limit);  // not reached: the op ends itself first
+    }
+    return s;
+  }
+
+  Collectives& collectives() { return collectives_; }
+  // The cluster failed: collectives refuse to start, with the reason.
+  Status Failure() const {
+    return failed_.load(std::memory_order_acquire) ? failure_ : Status::OK();
   }
 
   RequestTracker& tracker() { return tracker_; }
@@ -368,6 +390,7 @@ class Worker::Impl {
   // what is still queued for them and releases the caller buffers those frames borrow,
   // so the expired requests complete. The next request reconnects.
   void Expire() {
+    collectives_.Tick();
     tracker_.Expire([this](NodeId silent) { runtime_->DropConnection(silent); });
   }
 
@@ -521,6 +544,102 @@ Status Worker::AllReduce(float* data, size_t n, const AllReduceOptions& options,
                          std::chrono::milliseconds timeout) {
   return impl_->AllReduce(data, n, options, timeout);
 }
+// --- Typed collectives: each checks the cluster's state, then the collectives engine. ---
+
+#define PS_COLLECTIVE_GUARD(cb)                                        \
+  do {                                                                 \
+    Status failure = impl_->Failure();                                 \
+    if (!failure.ok()) return impl_->tracker().Failed(failure, std::move(cb)); \
+  } while (0)
+
+Ticket Worker::AllReduceAsync(const void* in, void* out, size_t n, DataType type,
+                              const AllReduceOptions& options, Callback cb) {
+  PS_COLLECTIVE_GUARD(cb);
+  return impl_->collectives().AllReduce(in, out, n, type, options, std::move(cb));
+}
+Status Worker::AllReduce(const void* in, void* out, size_t n, DataType type,
+                         const AllReduceOptions& options) {
+  return impl_->Blocking(AllReduceAsync(in, out, n, type, options), options);
+}
+Ticket Worker::GroupedAllReduceAsync(const std::vector<CollectiveTensor>& tensors,
+                                     const AllReduceOptions& options, Callback cb) {
+  PS_COLLECTIVE_GUARD(cb);
+  return impl_->collectives().GroupedAllReduce(tensors, options, std::move(cb));
+}
+Status Worker::GroupedAllReduce(const std::vector<CollectiveTensor>& tensors,
+                                const AllReduceOptions& options) {
+  return impl_->Blocking(GroupedAllReduceAsync(tensors, options), options);
+}
+Ticket Worker::AllGatherAsync(const void* in, size_t n, DataType type, void* out,
+                              const CollectiveOptions& options, Callback cb) {
+  PS_COLLECTIVE_GUARD(cb);
+  return impl_->collectives().AllGather(in, n, type, out, options, std::move(cb));
+}
+Status Worker::AllGather(const void* in, size_t n, DataType type, void* out,
+                         const CollectiveOptions& options) {
+  return impl_->Blocking(AllGatherAsync(in, n, type, out, options), options);
+}
+Ticket Worker::AllGatherVAsync(const void* in, size_t n, DataType type, GatherResult* out,
+                               const CollectiveOptions& options, Callback cb) {
+  PS_COLLECTIVE_GUARD(cb);
+  return impl_->collectives().AllGatherV(in, n, type, out, options, std::move(cb));
+}
+Status Worker::AllGatherV(const void* in, size_t n, DataType type, GatherResult* out,
+                          const CollectiveOptions& options) {
+  return impl_->Blocking(AllGatherVAsync(in, n, type, out, options), options);
+}
+Ticket Worker::BroadcastAsync(void* data, size_t n, DataType type, uint32_t root,
+                              const CollectiveOptions& options, Callback cb) {
+  PS_COLLECTIVE_GUARD(cb);
+  return impl_->collectives().Broadcast(data, n, type, root, options, std::move(cb));
+}
+Status Worker::Broadcast(void* data, size_t n, DataType type, uint32_t root,
+                         const CollectiveOptions& options) {
+  return impl_->Blocking(BroadcastAsync(data, n, type, root, options), options);
+}
+Ticket Worker::AllToAllAsync(const void* in, size_t n, DataType type, void* out,
+                             const CollectiveOptions& options, Callback cb) {
+  PS_COLLECTIVE_GUARD(cb);
+  return impl_->collectives().AllToAll(in, n, type, out, options, std::move(cb));
+}
+Status Worker::AllToAll(const void* in, size_t n, DataType type, void* out,
+                        const CollectiveOptions& options) {
+  return impl_->Blocking(AllToAllAsync(in, n, type, out, options), options);
+}
+Ticket Worker::AllToAllVAsync(const void* in, const std::vector<size_t>& send_counts, DataType type,
+                              GatherResult* out, const CollectiveOptions& options, Callback cb) {
+  PS_COLLECTIVE_GUARD(cb);
+  return impl_->collectives().AllToAllV(in, send_counts, type, out, options, std::move(cb));
+}
+Status Worker::AllToAllV(const void* in, const std::vector<size_t>& send_counts, DataType type,
+                         GatherResult* out, const CollectiveOptions& options) {
+  return impl_->Blocking(AllToAllVAsync(in, send_counts, type, out, options), options);
+}
+Ticket Worker::ReduceScatterAsync(const void* in, size_t n, DataType type, void* out,
+                                  const AllReduceOptions& options, Callback cb) {
+  PS_COLLECTIVE_GUARD(cb);
+  return impl_->collectives().ReduceScatter(in, n, type, out, options, std::move(cb));
+}
+Status Worker::ReduceScatter(const void* in, size_t n, DataType type, void* out,
+                             const AllReduceOptions& options) {
+  return impl_->Blocking(ReduceScatterAsync(in, n, type, out, options), options);
+}
+size_t Worker::ReduceScatterBlock(size_t n, size_t members, size_t position) {
+  return RingPlan::Make(n, members, 1, 1).ChunkSize(position);
+}
+size_t Worker::ReduceScatterOffset(size_t n, size_t members, size_t position) {
+  return RingPlan::Make(n, members, 1, 1).ChunkOffset(position);
+}
+Ticket Worker::CollectiveBarrierAsync(const CollectiveOptions& options, Callback cb) {
+  PS_COLLECTIVE_GUARD(cb);
+  return impl_->collectives().Barrier(options, std::move(cb));
+}
+Status Worker::CollectiveBarrier(const CollectiveOptions& options) {
+  return impl_->Blocking(CollectiveBarrierAsync(options), options);
+}
+
+#undef PS_COLLECTIVE_GUARD
+
 Status Worker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   return impl_->tracker().Wait(ticket, timeout);
 }

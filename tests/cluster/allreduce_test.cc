@@ -345,7 +345,7 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceFaultTest,
 TEST(RingPlanTest, EverySegmentOnceAndIndicesFit) {
   for (size_t w : {2, 3, 4, 7}) {
     for (size_t n : {0, 1, 5, 1000, 1 << 20}) {
-      const RingPlan p = RingPlan::Make(n, w, 64);
+      const RingPlan p = RingPlan::Make(n, w, 16, 2 * (w - 1));
       std::vector<int> covered(n, 0);
       for (size_t c = 0; c < w; ++c) {
         for (size_t k = 0; k < p.segs; ++k) {
@@ -367,9 +367,10 @@ TEST(RingPlanTest, EverySegmentOnceAndIndicesFit) {
       }
     }
   }
-  // A huge buffer with tiny segments: segments grow so that message indices fit 24 bits.
-  const RingPlan big = RingPlan::Make(size_t(1) << 34, 4, 4);
-  EXPECT_LT(big.steps() * big.segs, size_t(1) << 24);
+  // A huge buffer with tiny segments: segments grow so that message indices fit 24 bits
+  // (the last index is the descriptors').
+  const RingPlan big = RingPlan::Make(size_t(1) << 34, 4, 1, 6);
+  EXPECT_LT(big.steps() * big.segs, (size_t(1) << 24) - 1);
 }
 
 }  // namespace

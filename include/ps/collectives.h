@@ -1,0 +1,140 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// Collectives among workers (docs/collectives.md): the element types and reduction ops
+// they take, and their options. The calls themselves are Worker members (ps/worker.h):
+// AllReduce, GroupedAllReduce, AllGather, AllGatherV, Broadcast, AllToAll, AllToAllV,
+// ReduceScatter and CollectiveBarrier, each blocking or asynchronous (a Ticket).
+//
+// Every collective runs among a process set: the worker ranks of
+// CollectiveOptions::ranks (empty: every worker), in ascending order. Every member calls
+// the same collectives in the same order with matching arguments; each collective checks
+// that they did (kind, element type, op, counts, root, scale factors, name) and, when one
+// member differs, fails on every member with the same kInvalidArgument naming the
+// collective, the first differing rank and what differed.
+#ifndef PS_COLLECTIVES_H_
+#define PS_COLLECTIVES_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ps/status.h"
+#include "ps/types.h"
+
+namespace ps {
+
+// Element types of collective buffers. The values of the first three are those of
+// WireDType (float32 travels as it is, or narrowed to fp16/bf16).
+enum class DataType : uint8_t {
+  kFloat32 = 0,
+  kFloat16 = 1,   // IEEE half, as uint16_t bits
+  kBFloat16 = 2,  // bfloat16, as uint16_t bits
+  kFloat64 = 3,
+  kInt32 = 4,
+  kInt64 = 5,
+  kUInt8 = 6,
+};
+constexpr int kNumDataTypes = 7;
+// Bytes per element (0 for a value outside the enum).
+size_t DataTypeSize(DataType type);
+// "float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8"; "?" otherwise.
+const char* DataTypeName(DataType type);
+// The inverse of DataTypeName; also "fp32", "fp16", "bf16", "half", "double", "float".
+StatusOr<DataType> ParseDataType(const std::string& name);
+
+// How an all-reduce (or reduce-scatter) combines the members' values, element-wise.
+// Sums of integers wrap around (two's complement); float16/bfloat16 values are combined
+// in float32 and rounded back (to nearest, ties to even) at every step.
+enum class ReduceOp : uint8_t {
+  kSum = 0,
+  // The sum divided by the number of members (integers: truncated toward zero), as
+  // Horovod's Average. With Join, by the full size of the set, joined members included.
+  kAverage = 1,
+  kMin = 2,
+  kMax = 3,
+  kProduct = 4,
+};
+constexpr int kNumReduceOps = 5;
+const char* ReduceOpName(ReduceOp op);  // "sum", "average", "min", "max", "product"
+StatusOr<ReduceOp> ParseReduceOp(const std::string& name);
+
+// How an all-reduce (and a broadcast) moves the buffer (docs/collectives.md). Both
+// all-reduce algorithms send and receive 2(W-1)/W of the buffer per worker; they differ
+// in latency.
+enum class AllReduceAlgorithm : int {
+  // kDirect for buffers of at most CollectiveOptions::direct_max_bytes, else kRing.
+  kAuto = 0,
+  // 2(W-1) steps around the ring, each a message to the next worker: pipelined,
+  // bandwidth-optimal, but 2(W-1) hops one after the other. (Broadcast: a pipelined
+  // chain from the root.)
+  kRing = 1,
+  // Two steps: every worker sends chunk q of its buffer to worker q and combines what it
+  // receives into its own chunk, then sends its combined chunk to every other worker. Two
+  // hops, W-1 messages at once per step: for buffers small enough that latency counts.
+  // (Broadcast: the root sends the buffer to every member.)
+  kDirect = 2,
+};
+
+// What every collective takes. Every member must pass the same values.
+struct CollectiveOptions {
+  // The process set: the worker ranks taking part, each once, this worker among them;
+  // their ascending order is the ring and the order of gathered results. Empty
+  // (default): every worker of the cluster.
+  std::vector<uint32_t> ranks;
+  // Pipelining unit: data travels as messages of at most this many bytes, so that
+  // receiving, combining and forwarding overlap. At least one element and below
+  // max_message_bytes; default 1 MiB (docs/collectives.md has the measurements).
+  size_t segment_bytes = size_t{1} << 20;
+  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
+  // kAuto's threshold; default 256 KiB (docs/collectives.md has the measurements).
+  size_t direct_max_bytes = size_t{256} << 10;
+  // How long the collective may take: kTimeout after it. 0 (default): request_timeout_ms.
+  // Longer than request_timeout_ms counts as request_timeout_ms.
+  std::chrono::milliseconds timeout{0};
+  // Named in errors (and checked equal across members when not empty).
+  std::string name;
+};
+
+// An all-reduce's options (Worker::AllReduce, GroupedAllReduce, ReduceScatter).
+struct AllReduceOptions : CollectiveOptions {
+  ReduceOp op = ReduceOp::kSum;
+  // Every member's input is multiplied by prescale before it is combined, the result by
+  // postscale after (float types: in the type's own precision after a float64 product;
+  // integers: rounded to nearest). Must be finite.
+  double prescale = 1.0;
+  double postscale = 1.0;
+  // Compression on the wire for float32 buffers: kFloat16 or kBFloat16 send every
+  // message at 2 bytes per value; values are combined in float32 and narrowed again for
+  // each hop (Horovod's Compression.fp16). kFloat32 (default): as they are. Other data
+  // types must leave it kFloat32.
+  WireDType wire_dtype = WireDType::kFloat32;
+};
+
+// One tensor of a grouped all-reduce: `n` elements of `type` read from `in` and written
+// to `out` (which may be `in`).
+struct CollectiveTensor {
+  const void* in = nullptr;
+  void* out = nullptr;
+  size_t n = 0;
+  DataType type = DataType::kFloat32;
+};
+
+// What AllGatherV and AllToAllV produce: the bytes received, in member order, and how
+// many elements came from each member (counts[i] from the member of the i-th smallest
+// rank of the set). Filled in when the collective completed OK.
+struct GatherResult {
+  std::vector<uint8_t> data;
+  std::vector<size_t> counts;
+  // Element offset of member i's part in `data` (prefix sums of `counts`).
+  size_t Offset(size_t i) const {
+    size_t o = 0;
+    for (size_t j = 0; j < i && j < counts.size(); ++j) o += counts[j];
+    return o;
+  }
+};
+
+}  // namespace ps
+
+#endif  // PS_COLLECTIVES_H_
