@@ -282,6 +282,18 @@ class Worker {
   // scheduler). kTimeout names the members that did not arrive.
   Ticket CollectiveBarrierAsync(const CollectiveOptions& options, Callback cb = nullptr);
   Status CollectiveBarrier(const CollectiveOptions& options);
+  // Horovod's join for the collectives of options.ranks' set: this member ran out of data.
+  // Until every member of the set joined, it takes part in every AllReduce (and
+  // GroupedAllReduce) the others start, contributing the op's identity (zeros for sum
+  // and average, whose division stays by the full set size; +inf/-inf or the type's
+  // extremes for min/max; ones for product) and dropping the result; any other
+  // collective started meanwhile fails on every member (kInvalidArgument naming the
+  // joined ranks). Returns OK once every member joined, with *last_rank the rank that
+  // joined last (ties: the highest rank); kTimeout after `timeout`; kUnavailable when a
+  // member dies. Scheduler barriers and bsp/ssp tables are Join(timeout)'s (below): a
+  // worker that uses both calls both (layerps.torch.join does, concurrently).
+  Status JoinCollectives(const CollectiveOptions& options, std::chrono::milliseconds timeout,
+                         uint32_t* last_rank = nullptr);
 
   // The request's Status; kTimeout if it is still in flight after timeout (Wait again),
   // kNotFound for an unknown or already-waited ticket.

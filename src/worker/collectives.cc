@@ -46,7 +46,8 @@ enum Kind : uint8_t {
   kAllToAllVKind = 6,
   kReduceScatterKind = 7,
   kBarrierKind = 8,
-  kNumKinds = 9,
+  kJoinKind = 9,  // a member that joined (Horovod's join): a wildcard beside an AllReduce
+  kNumKinds = 10,
 };
 
 const char* KindName(uint8_t kind) {
@@ -59,6 +60,7 @@ const char* KindName(uint8_t kind) {
     case kAllToAllVKind: return "AllToAllV";
     case kReduceScatterKind: return "ReduceScatter";
     case kBarrierKind: return "Barrier";
+    case kJoinKind: return "Join";
   }
   return "an unknown collective";
 }
@@ -99,6 +101,7 @@ std::string Describe(const Descriptor& d) {
     return "a malformed descriptor";
   }
   std::string s = KindName(d.kind);
+  if (d.kind == kJoinKind) return s + " (joined at collective " + std::to_string(d.root) + ")";
   if (d.kind == kAllReduceKind || d.kind == kReduceScatterKind) {
     s += std::string("(") + ReduceOpName(static_cast<ReduceOp>(d.op)) + ")";
   }
@@ -136,6 +139,41 @@ std::string Differs(const Descriptor& a, const Descriptor& b) {
   if (a.prescale != b.prescale || a.postscale != b.postscale) return "scale";
   if (a.algorithm != b.algorithm) return "algorithm";
   if (Name(a) != Name(b)) return "name";
+  return "";
+}
+
+// What the W descriptors of one collective say, the same on every member: empty when the
+// call may proceed, else the error. Members that joined (Join) are wildcards beside an
+// AllReduce: they contribute the op's identity. *all_joined: every member joined;
+// *reference: the position whose descriptor the others agree with.
+std::string CheckDescriptors(const std::vector<Descriptor>& all, const std::vector<uint32_t>& ranks,
+                             bool* all_joined, size_t* reference) {
+  std::vector<uint32_t> joined;
+  size_t ref = all.size();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].kind == kJoinKind) {
+      joined.push_back(ranks[i]);
+    } else if (ref == all.size()) {
+      ref = i;
+    }
+  }
+  *all_joined = ref == all.size();
+  *reference = ref;
+  if (*all_joined) return "";
+  for (size_t i = ref + 1; i < all.size(); ++i) {
+    if (all[i].kind == kJoinKind) continue;
+    const std::string field = Differs(all[ref], all[i]);
+    if (field.empty()) continue;
+    return std::string(KindName(all[ref].kind)) + " mismatch in process set " + RankList(ranks) +
+           ": rank " + std::to_string(ranks[ref]) + " called " + Describe(all[ref]) + "; rank " +
+           std::to_string(ranks[i]) + " called " + Describe(all[i]) + " (" + field + " differs)";
+  }
+  if (!joined.empty() && all[ref].kind != kAllReduceKind) {
+    return std::string(KindName(all[ref].kind)) + " in process set " + RankList(ranks) +
+           " while rank(s) " + RankList(joined) +
+           " joined: only AllReduce (and GroupedAllReduce) runs until every member joined; rank " +
+           std::to_string(ranks[ref]) + " called " + Describe(all[ref]);
+  }
   return "";
 }
 
@@ -226,6 +264,7 @@ struct Collectives::Op {
   size_t pos = 0;
   uint64_t epoch = 0;
   uint64_t tag_base = 0;
+  uint64_t seq = 0;  // the set's collective number (its low 23 bits are in the tag)
   int64_t deadline_ms = 0;
   int64_t limit_ms = 0;
   bool limited_by_request_timeout = false;
@@ -248,6 +287,7 @@ struct Collectives::Op {
   // (wire format) and is combined into `data` under mu; `arrived` counts them per
   // segment. V variants: each member's part in a buffer of its own.
   std::shared_ptr<uint8_t> staging;
+  std::shared_ptr<uint8_t> staging_keep;  // a joined member's identity buffer
   std::vector<size_t> arrived;
   std::vector<std::shared_ptr<uint8_t>> parts;
 
@@ -362,17 +402,10 @@ struct Collectives::Op {
       all_descs = descs;
     }
     all_descs[pos] = mine;
-    for (size_t i = 1; i < all_descs.size(); ++i) {
-      const std::string field = Differs(all_descs[0], all_descs[i]);
-      if (field.empty()) continue;
-      Fail(InvalidArgument(std::string(KindName(all_descs[0].kind)) +
-                           " mismatch in process set " + RankList(ranks) + ": rank " +
-                           std::to_string(ranks[0]) + " called " + Describe(all_descs[0]) +
-                           "; rank " + std::to_string(ranks[i]) + " called " +
-                           Describe(all_descs[i]) + " (" + field + " differs)"),
-           3, false);
-      return;
-    }
+    bool all_joined = false;
+    size_t reference = 0;
+    const std::string error = CheckDescriptors(all_descs, ranks, &all_joined, &reference);
+    if (!error.empty()) Fail(InvalidArgument(error), 3, false);
     (void)self;
   }
 
@@ -522,7 +555,8 @@ std::chrono::milliseconds Collectives::WaitLimit(const CollectiveOptions& o) con
 std::shared_ptr<Collectives::Op> Collectives::NewOp(const std::string& what, uint8_t kind,
                                                     const CollectiveOptions& o, Group group,
                                                     DataType type, Worker::Callback cb,
-                                                    Ticket* ticket) {
+                                                    Ticket* ticket, uint64_t tag_base,
+                                                    bool uncapped) {
   auto op = std::make_shared<Op>();
   op->owner = this;
   op->what = what;
@@ -534,9 +568,10 @@ std::shared_ptr<Collectives::Op> Collectives::NewOp(const std::string& what, uin
   op->pos = group.pos;
   op->epoch = group.epoch;
   op->limited_by_request_timeout =
-      o.timeout.count() == 0 || o.timeout.count() >= options_.request_timeout_ms;
+      o.timeout.count() == 0 || (!uncapped && o.timeout.count() >= options_.request_timeout_ms);
   op->limit_ms = o.timeout.count() > 0
-                     ? std::min<int64_t>(o.timeout.count(), options_.request_timeout_ms)
+                     ? (uncapped ? o.timeout.count()
+                                 : std::min<int64_t>(o.timeout.count(), options_.request_timeout_ms))
                      : options_.request_timeout_ms;
   op->deadline_ms = NowMillis() + op->limit_ms;
   op->descs.assign(op->world(), Descriptor{});
@@ -558,9 +593,14 @@ std::shared_ptr<Collectives::Op> Collectives::NewOp(const std::string& what, uin
   *ticket = op->done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const uint64_t seq = next_seq_[op->members]++ & ((uint64_t{1} << kSeqBits) - 1);
-    op->tag_base = kCollectiveTagBit | (SetHash(op->members) << (kIndexBits + kSeqBits)) |
-                   (seq << kIndexBits);
+    if (tag_base != 0) {
+      op->tag_base = tag_base;  // a joined member's part in a collective already numbered
+    } else {
+      op->seq = next_seq_[op->members]++;
+      const uint64_t seq = op->seq & ((uint64_t{1} << kSeqBits) - 1);
+      op->tag_base = kCollectiveTagBit | (SetHash(op->members) << (kIndexBits + kSeqBits)) |
+                     (seq << kIndexBits);
+    }
     running_.insert(op);
   }
   // A member that died before the op was registered: OnNodeDead did not see it.
@@ -576,10 +616,10 @@ std::shared_ptr<Collectives::Op> Collectives::NewOp(const std::string& what, uin
   return op;
 }
 
-void Collectives::Launch(const std::shared_ptr<Op>& op) {
+void Collectives::Launch(const std::shared_ptr<Op>& op, bool descriptors) {
   // The descriptors: received (compared as each arrives: `mine` and on_descriptor are
   // final now), then sent.
-  for (size_t q = 0; q < op->world(); ++q) {
+  for (size_t q = 0; q < op->world() && descriptors; ++q) {
     if (q == op->pos) continue;
     op->Begin(/*always=*/true);
     Op* raw = op.get();
@@ -597,7 +637,7 @@ void Collectives::Launch(const std::shared_ptr<Op>& op) {
                                        sink, done, op->deadline_ms + kRequestGraceMs);
     op->Posted(t, true);
   }
-  for (size_t q = 0; q < op->world(); ++q) {
+  for (size_t q = 0; q < op->world() && descriptors; ++q) {
     if (q == op->pos) continue;
     op->Begin(/*always=*/true);
     auto d = std::make_shared<Descriptor>(op->mine);
@@ -1306,6 +1346,85 @@ Ticket Collectives::ReduceScatter(const void* in, size_t n, DataType type, void*
   };
   Launch(op);
   return ticket;
+}
+
+Status Collectives::Join(const CollectiveOptions& o, std::chrono::milliseconds timeout,
+                         uint32_t* last_rank) {
+  const std::string what = Named("Join", o);
+  if (timeout.count() < 0) return InvalidArgument(what + ": negative timeout");
+  Status s = CheckCommon(what, DataType::kUInt8, o, 1);
+  if (!s.ok()) return s;
+  const int64_t deadline = NowMillis() + std::min<int64_t>(timeout.count(), int64_t{1} << 40);
+  int64_t joined_at = -1;
+  for (;;) {
+    StatusOr<Group> group = ResolveGroup(what, o.ranks);
+    if (!group.ok()) return group.status();
+    const Group members = *group;
+    // A round: a Join collective at the set's next number. The others' calls at that
+    // number say what to do: all Join (done), an AllReduce (take part with the identity),
+    // anything else (they fail; go on to the next round).
+    CollectiveOptions round = o;
+    round.timeout = std::chrono::milliseconds(std::max<int64_t>(deadline - NowMillis(), 1));
+    Ticket ticket = 0;
+    auto op = NewOp(what, kJoinKind, round, *group, DataType::kUInt8, nullptr, &ticket, 0,
+                    /*uncapped=*/true);
+    if (joined_at < 0) joined_at = static_cast<int64_t>(op->seq);
+    op->mine.root = static_cast<uint32_t>(joined_at);
+    Launch(op);
+    Status r = tracker_->Wait(ticket, std::chrono::milliseconds(round.timeout.count() + 4 * kRequestGraceMs));
+    std::vector<Descriptor> all;
+    {
+      std::lock_guard<std::mutex> lock(op->mu);
+      all = op->descs;
+    }
+    all[op->pos] = op->mine;
+    bool all_joined = false;
+    size_t ref = 0;
+    const std::string error = CheckDescriptors(all, op->ranks, &all_joined, &ref);
+    if (!r.ok() && error.empty()) return r;  // the deadline, a death, Stop
+    if (!error.empty()) continue;            // the others' call failed on every member
+    if (all_joined) {
+      if (last_rank != nullptr) {
+        size_t last = 0;
+        for (size_t q = 1; q < all.size(); ++q) {
+          if (all[q].root >= all[last].root) last = q;
+        }
+        *last_rank = op->ranks[last];
+      }
+      return Status::OK();
+    }
+    // The others all-reduce: this member sends the op's identity and drops the result.
+    const Descriptor d = all[ref];
+    AllReduceOptions ar;
+    ar.ranks = o.ranks;
+    ar.segment_bytes = d.segment;
+    ar.timeout = std::chrono::milliseconds(std::max<int64_t>(deadline - NowMillis(), 1));
+    ar.op = static_cast<ReduceOp>(d.op);
+    ar.wire_dtype = static_cast<WireDType>(d.wire);
+    const DataType type = static_cast<DataType>(d.dtype);
+    const size_t E = DataTypeSize(type);
+    if (MulOverflows(d.count, E) || d.count * E > kMaxAnnouncedBytes) continue;
+    Ticket part = 0;
+    auto data_op = NewOp(Named("AllReduce", ar) + " (joined)", kAllReduceKind, ar, members, type,
+                         nullptr, &part, op->tag_base, /*uncapped=*/true);
+    auto identity = RawBuffer(d.count * E);
+    reduce::FillIdentity(type, ar.op, identity.get(), d.count);
+    data_op->staging_keep = identity;
+    data_op->rop = ar.op;
+    data_op->wire = static_cast<pack::WireType>(d.wire);
+    data_op->wsize = d.wire != 0 ? 2 : E;
+    data_op->data = identity.get();
+    data_op->n = d.count;
+    data_op->direct = d.algorithm == static_cast<uint8_t>(AllReduceAlgorithm::kDirect);
+    {
+      std::lock_guard<std::mutex> lock(data_op->mu);
+      std::fill(data_op->have.begin(), data_op->have.end(), 1);  // the descriptors are in
+    }
+    if (data_op->world() > 1 && d.count > 0) PostAllReduce(data_op, ar);
+    Launch(data_op, /*descriptors=*/false);
+    Status p = tracker_->Wait(part, std::chrono::milliseconds(ar.timeout.count() + 4 * kRequestGraceMs));
+    if (!p.ok() && p.code() != StatusCode::kInvalidArgument) return p;
+  }
 }
 
 Ticket Collectives::Barrier(const CollectiveOptions& o, Worker::Callback cb) {

@@ -113,6 +113,10 @@ class Collectives {
   Ticket ReduceScatter(const void* in, size_t n, DataType type, void* out,
                        const AllReduceOptions& options, Worker::Callback cb);
   Ticket Barrier(const CollectiveOptions& options, Worker::Callback cb);
+  // Horovod's join (Worker::JoinCollectives): blocks, taking part with the op's identity
+  // in every AllReduce the other members start, until every member joined.
+  Status Join(const CollectiveOptions& options, std::chrono::milliseconds timeout,
+              uint32_t* last_rank);
 
   // How long a blocking caller waits for a ticket of these options at most (the op ends
   // by its deadline plus the grace its messages get).
@@ -139,11 +143,14 @@ class Collectives {
   Status CheckCommon(const std::string& what, DataType type, const CollectiveOptions& o,
                      size_t wire_elem) const;
   // Registers an op for `group` and posts its descriptor exchange; *ticket is its ticket.
+  // `tag_base` nonzero: a joined member's part in a collective numbered already (no new
+  // sequence number). `uncapped`: the timeout may exceed request_timeout_ms (Join).
   std::shared_ptr<Op> NewOp(const std::string& what, uint8_t kind, const CollectiveOptions& o,
-                            Group group, DataType type, Worker::Callback cb, Ticket* ticket);
-  // Posts the descriptors (after the kind filled in op->mine) and releases the posting
-  // hold: the op may complete from here on.
-  void Launch(const std::shared_ptr<Op>& op);
+                            Group group, DataType type, Worker::Callback cb, Ticket* ticket,
+                            uint64_t tag_base = 0, bool uncapped = false);
+  // Posts the descriptors (after the kind filled in op->mine; unless `descriptors` is
+  // false) and releases the posting hold: the op may complete from here on.
+  void Launch(const std::shared_ptr<Op>& op, bool descriptors = true);
   // AllReduce's engine on op->data (already prescaled), ring or direct.
   void PostAllReduce(const std::shared_ptr<Op>& op, const AllReduceOptions& o);
   Ticket StartAllReduce(const void* in, void* out, size_t n, DataType type,

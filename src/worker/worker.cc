@@ -638,6 +638,13 @@ Status Worker::CollectiveBarrier(const CollectiveOptions& options) {
   return impl_->Blocking(CollectiveBarrierAsync(options), options);
 }
 
+Status Worker::JoinCollectives(const CollectiveOptions& options, std::chrono::milliseconds timeout,
+                              uint32_t* last_rank) {
+  Status failure = impl_->Failure();
+  if (!failure.ok()) return failure;
+  return impl_->collectives().Join(options, timeout, last_rank);
+}
+
 #undef PS_COLLECTIVE_GUARD
 
 Status Worker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {

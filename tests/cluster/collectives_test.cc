@@ -608,6 +608,75 @@ TEST(CollectiveSubsetTest, ProcessSetsAreIndependent) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
+// Horovod's join with uneven steps: rank r all-reduces steps[r] times, then joins; the
+// joined members contribute zeros (average divided by the full set size), max's identity
+// for max, and the last to join is named. The values equal a one-process emulation.
+TEST(CollectiveJoinTest, UnevenStepsEqualHorovodsJoin) {
+  const int w = 3;
+  LocalCluster c(1, w, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  const int steps[w] = {5, 3, 1};
+  const size_t n = 1000;
+  auto input = [](int r, int k, size_t i) { return static_cast<float>((r + 1) * 10 + k + static_cast<int>(i % 7)); };
+  std::vector<Status> st(w), joined(w);
+  std::vector<uint32_t> last(w, 99);
+  std::vector<std::vector<std::vector<float>>> got(w);
+  std::vector<std::vector<int64_t>> maxes(w);
+  c.OnEveryWorker([&](int r) {
+    for (int k = 0; k < steps[r] && st[r].ok(); ++k) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = input(r, k, i);
+      AllReduceOptions avg;
+      avg.op = ReduceOp::kAverage;
+      avg.algorithm = k % 2 == 0 ? AllReduceAlgorithm::kRing : AllReduceAlgorithm::kDirect;
+      avg.segment_bytes = 512;
+      st[r] = c.worker(r).AllReduce(v.data(), v.data(), n, DataType::kFloat32, avg);
+      got[r].push_back(v);
+      AllReduceOptions mx;
+      mx.op = ReduceOp::kMax;
+      int64_t m = -5 * (r + 1) - k;
+      if (st[r].ok()) st[r] = c.worker(r).AllReduce(&m, &m, 1, DataType::kInt64, mx);
+      maxes[r].push_back(m);
+    }
+    joined[r] = c.worker(r).JoinCollectives(CollectiveOptions{}, milliseconds(30000), &last[r]);
+  });
+  for (int r = 0; r < w; ++r) {
+    ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+    ASSERT_TRUE(joined[r].ok()) << "rank " << r << ": " << joined[r];
+    EXPECT_EQ(last[r], 0u) << "rank " << r;  // rank 0 ran the most steps
+    for (int k = 0; k < steps[r]; ++k) {
+      int64_t want_max = INT64_MIN;
+      for (int q = 0; q < w; ++q) {
+        if (steps[q] > k) want_max = std::max<int64_t>(want_max, -5 * (q + 1) - k);
+      }
+      EXPECT_EQ(maxes[r][k], want_max) << "rank " << r << " step " << k;
+      for (size_t i = 0; i < n; i += 97) {
+        double sum = 0;
+        for (int q = 0; q < w; ++q) {
+          if (steps[q] > k) sum += input(q, k, i);
+        }
+        ASSERT_NEAR(got[r][k][i], sum / w, 1e-4) << "rank " << r << " step " << k << " element " << i;
+      }
+    }
+  }
+  // A collective other than AllReduce while a member joined fails on every member still
+  // running, and the joined member carries on to the end.
+  std::vector<Status> bc(w);
+  c.OnEveryWorker([&](int r) {
+    if (r == 2) {
+      bc[r] = c.worker(r).JoinCollectives(CollectiveOptions{}, milliseconds(30000), &last[r]);
+      return;
+    }
+    std::vector<float> v(4, static_cast<float>(r));
+    bc[r] = c.worker(r).Broadcast(v.data(), 4, DataType::kFloat32, 0, CollectiveOptions{});
+    EXPECT_EQ(bc[r].code(), StatusCode::kInvalidArgument) << bc[r];
+    EXPECT_NE(bc[r].message().find("while rank(s) [2] joined"), std::string::npos) << bc[r];
+    bc[r] = c.worker(r).JoinCollectives(CollectiveOptions{}, milliseconds(30000), &last[r]);
+  });
+  for (int r = 0; r < w; ++r) EXPECT_TRUE(bc[r].ok()) << "rank " << r << ": " << bc[r];
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 TEST(ReduceKernelTest, IntegersWrapAndAveragesTruncate) {
   int32_t a[3] = {2147483647, -7, 7}, b[3] = {1, 0, 0};
   reduce::Combine(DataType::kInt32, ReduceOp::kSum, a, b, 3);
