@@ -40,7 +40,7 @@ def main():
     for _ in range(a.layers):
         layers += [torch.nn.Linear(a.width, a.width), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers[:-1])
-    lt.broadcast_parameters(model.state_dict(), w)
+    lt.broadcast_parameters(model.state_dict(), 0, worker=w)
     g = torch.Generator().manual_seed(w.rank)
     x = torch.randn(a.batch, a.width, generator=g)
     y = torch.randn(a.batch, a.width, generator=g)

@@ -78,7 +78,7 @@ def main():
     ids, labels = ids[rank::nworkers], labels[rank::nworkers]  # this worker's shard
 
     model = CTRModel(worker, args.fields, args.dim, args.embedding_lr)
-    lt.broadcast_parameters(model.mlp.state_dict(), worker)
+    lt.broadcast_parameters(model.mlp.state_dict(), 0, worker=worker)
     opt = lt.DistributedOptimizer(torch.optim.Adam(model.mlp.parameters(), lr=args.lr),
                                   model.mlp.named_parameters(), worker=worker, name="ctr/mlp")
 

@@ -82,7 +82,7 @@ def main():
         rank, nworkers = worker.rank, worker.num_workers
         if args.batch % nworkers:
             raise SystemExit(f"--batch {args.batch} must be a multiple of the {nworkers} workers")
-        lt.broadcast_parameters(model.state_dict(), worker)
+        lt.broadcast_parameters(model.state_dict(), 0, worker=worker)
         opt = lt.DistributedOptimizer(opt, model.named_parameters(), worker=worker, mode=args.mode,
                                       name="digits")
     label = "local" if args.local else f"worker {rank}/{nworkers} ({args.mode})"

@@ -36,6 +36,10 @@
 // from (Tick, every 50 ms). Priority, so every member reports the same: a mismatch of
 // the descriptors, then a death or the deadline, then any other error.
 //
+// Files: collectives.cc (descriptors, setup, completion, deaths, deadlines),
+// collectives_reduce.cc (all-reduce, grouped, reduce-scatter, join), collectives_exchange.cc
+// (gathers, broadcast, all-to-all, barrier); collective_op.h is their shared inside.
+//
 // Thread-safety: every member may be called from any thread. Collectives of one set must
 // be started in the same order on every member.
 #ifndef PS_WORKER_COLLECTIVES_H_

@@ -30,7 +30,7 @@ def test_aggregate_mode_gives_each_step_exactly_the_average_gradient(workers):
     with layerps.LocalCluster(num_servers=2, num_workers=workers, dense_chunk_elems=8, **FAST) as c:
         def work(w):
             params = make_params(w.rank)
-            lt.broadcast_parameters(params, w)
+            lt.broadcast_parameters(params, 0, worker=w)
             opt = lt.DistributedOptimizer(torch.optim.SGD(params.values(), lr=1.0), params.items(),
                                           worker=w, name="agg", mode="aggregate")
             seen = []
@@ -87,22 +87,22 @@ def test_server_mode_applies_sgd_on_the_servers(cluster):
         assert torch.equal(f0[k], f1[k])
 
 
-def test_broadcast_parameters_copies_root_and_skips_integer_buffers(cluster):
+def test_broadcast_parameters_copies_root_integer_buffers_too(cluster):
+    """As Horovod's: every tensor of the state_dict is root's afterwards (BatchNorm's
+    counter included), each type in one typed broadcast."""
     def work(w):
         model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
         torch.manual_seed(w.rank)
         for p in model.parameters():
             p.data.normal_()
         model[1].num_batches_tracked.fill_(10 + w.rank)
-        lt.broadcast_parameters(model.state_dict(), w, root_rank=1)
+        lt.broadcast_parameters(model.state_dict(), 1, worker=w)
         return model.state_dict()
 
     a, b = run_parallel(work, [(w,) for w in cluster.workers])
     for k in a:
-        if k.endswith("num_batches_tracked"):
-            assert int(a[k]) == 10 and int(b[k]) == 11
-        else:
-            assert torch.equal(a[k], b[k])
+        assert torch.equal(a[k], b[k]), k
+    assert int(a["1.num_batches_tracked"]) == 11
 
 
 def test_optimizer_argument_errors(worker):

@@ -7,6 +7,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <functional>
 #include <string>
 
 #include "ps/ps.h"
@@ -21,6 +22,15 @@ ps::Worker& WorkerOf(pybind11::handle core_worker);
 
 // Registers layerps._core.Trainer (trainer.cc).
 void BindTrainer(pybind11::module_& m);
+// Registers the typed collectives (collectives.cc).
+void BindCollectives(pybind11::module_& m);
+
+// Starts a request of a layerps._core.Worker with the GIL released (`start` must not
+// touch Python objects) and returns its layerps._core.Handle: it keeps `keep` alive until
+// the request completed, and wait() returns `result`.
+pybind11::object SubmitOn(pybind11::handle core_worker, std::string what, pybind11::object keep,
+                          pybind11::object result,
+                          const std::function<ps::Ticket(ps::Worker&)>& start);
 
 }  // namespace layerps_python
 

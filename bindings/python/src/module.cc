@@ -580,6 +580,12 @@ class PyWorker {
  // The C++ worker (WorkerOf, for the Trainer binding).
   ps::Worker& worker() const { return w(); }
 
+  // A request started by another translation unit (SubmitOn).
+  Handle* SubmitExternal(std::string what, py::object keep, py::object result,
+                         const std::function<ps::Ticket(ps::Worker&)>& start) {
+    return Submit(std::move(what), std::move(keep), std::move(result), [&] { return start(w()); });
+  }
+
  private:
   ps::Worker& w() const { return *state_->worker; }
 
@@ -675,6 +681,18 @@ template <typename Node>
 void StopNode(Node& n) {
   py::gil_scoped_release release;
   n.Stop();
+}
+
+py::object SubmitOn(py::handle core_worker, std::string what, py::object keep, py::object result,
+                    const std::function<ps::Ticket(ps::Worker&)>& start) {
+  PyWorker* pw = nullptr;
+  try {
+    pw = &py::cast<PyWorker&>(core_worker);
+  } catch (const py::cast_error&) {
+    ThrowInvalid("expected a layerps worker");
+  }
+  Handle* h = pw->SubmitExternal(std::move(what), std::move(keep), std::move(result), start);
+  return py::cast(h, py::return_value_policy::take_ownership);
 }
 
 ps::Worker& WorkerOf(py::handle core_worker) {
@@ -958,6 +976,8 @@ PYBIND11_MODULE(_core, m) {
       .def("done", &Handle::Done)
       .def_property_readonly("ticket", &Handle::ticket)
       .def_property_readonly("what", &Handle::what);
+
+  BindCollectives(m);
 
   py::class_<PyWorker>(m, "Worker")
       .def(py::init<ps::Options>())

@@ -1,0 +1,305 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// layerps._core's typed collectives (ps/collectives.h): module functions taking a
+// layerps._core.Worker and numpy arrays, used in place. Each *_async function returns a
+// Handle (wait() returns the output array, the list of outputs, or a GatherResult);
+// join_collectives and barrier_collective block with the GIL released. The element type
+// is named by the caller ("float32", "bfloat16"...): bfloat16 has no numpy dtype, so its
+// arrays come as 2-byte views whose size must match.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core.h"
+#include "ps/ps.h"
+
+namespace py = pybind11;
+
+namespace layerps_python {
+namespace {
+
+ps::DataType TypeNamed(const std::string& name) {
+  ps::StatusOr<ps::DataType> t = ps::ParseDataType(name);
+  ThrowIfError(t.status());
+  return *t;
+}
+
+// A C-contiguous array of `type` elements (writable when `writable`).
+void CheckArray(const py::array& a, ps::DataType type, const std::string& what, bool writable) {
+  if (static_cast<size_t>(a.itemsize()) != ps::DataTypeSize(type)) {
+    ThrowInvalid(what + ": " + std::string(ps::DataTypeName(type)) + " elements are " +
+                 std::to_string(ps::DataTypeSize(type)) + " bytes, the array's are " +
+                 std::to_string(a.itemsize()));
+  }
+  if ((a.flags() & py::array::c_style) == 0) ThrowInvalid(what + ": the array must be C-contiguous");
+  if (writable && !a.writeable()) ThrowInvalid(what + ": the output array is read-only");
+}
+
+ps::CollectiveOptions Options(std::optional<std::vector<uint32_t>> ranks,
+                              const std::string& algorithm, std::optional<size_t> segment_bytes,
+                              std::optional<double> timeout_s, const std::string& name) {
+  ps::CollectiveOptions o;
+  if (ranks) o.ranks = *ranks;
+  if (algorithm == "ring") {
+    o.algorithm = ps::AllReduceAlgorithm::kRing;
+  } else if (algorithm == "direct") {
+    o.algorithm = ps::AllReduceAlgorithm::kDirect;
+  } else if (algorithm != "auto") {
+    ThrowInvalid("algorithm must be 'auto', 'ring' or 'direct', not '" + algorithm + "'");
+  }
+  if (segment_bytes) o.segment_bytes = *segment_bytes;
+  if (timeout_s) {
+    if (!(*timeout_s >= 0) || *timeout_s > 1e9) ThrowInvalid("timeout must be >= 0 seconds (or None)");
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000.0 + 0.5));
+    if (o.timeout.count() == 0) o.timeout = std::chrono::milliseconds(1);
+  }
+  o.name = name;
+  return o;
+}
+
+ps::AllReduceOptions ReduceOptions(const ps::CollectiveOptions& base, const std::string& op,
+                                   double prescale, double postscale, const std::string& wire) {
+  ps::AllReduceOptions o;
+  static_cast<ps::CollectiveOptions&>(o) = base;
+  ps::StatusOr<ps::ReduceOp> r = ps::ParseReduceOp(op);
+  ThrowIfError(r.status());
+  o.op = *r;
+  o.prescale = prescale;
+  o.postscale = postscale;
+  ps::StatusOr<ps::WireDType> w = ps::ParseWireDType(wire);
+  ThrowIfError(w.status());
+  o.wire_dtype = *w;
+  return o;
+}
+
+#define LAYERPS_COLLECTIVE_ARGS                                                          \
+  py::arg("ranks") = py::none(), py::arg("algorithm") = "auto",                          \
+  py::arg("segment_bytes") = py::none(), py::arg("timeout") = py::none(), py::arg("name") = ""
+
+}  // namespace
+
+void BindCollectives(py::module_& m) {
+  py::class_<ps::GatherResult, std::shared_ptr<ps::GatherResult>>(m, "GatherResult",
+                                                                 py::buffer_protocol())
+      .def_readonly("counts", &ps::GatherResult::counts)
+      .def_buffer([](ps::GatherResult& r) {
+        return py::buffer_info(r.data.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(r.data.size())}, {1});
+      });
+
+  m.def("reduce_scatter_block", &ps::Worker::ReduceScatterBlock, py::arg("n"), py::arg("members"),
+        py::arg("position"));
+  m.def("reduce_scatter_offset", &ps::Worker::ReduceScatterOffset, py::arg("n"),
+        py::arg("members"), py::arg("position"));
+
+  m.def(
+      "allreduce_async",
+      [](py::handle worker, py::array in, py::array out, const std::string& dtype,
+         const std::string& op, double prescale, double postscale, const std::string& wire,
+         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<size_t> segment_bytes, std::optional<double> timeout,
+         const std::string& name) {
+        const ps::DataType t = TypeNamed(dtype);
+        CheckArray(in, t, "allreduce input", false);
+        CheckArray(out, t, "allreduce output", true);
+        if (in.size() != out.size()) {
+          ThrowInvalid("allreduce: the input has " + std::to_string(in.size()) +
+                       " elements, the output " + std::to_string(out.size()));
+        }
+        const ps::AllReduceOptions o = ReduceOptions(
+            Options(ranks, algorithm, segment_bytes, timeout, name), op, prescale, postscale, wire);
+        const void* src = in.data();
+        void* dst = out.mutable_data();
+        const size_t n = out.size();
+        return SubmitOn(worker, "allreduce", py::make_tuple(in, out), out, [&](ps::Worker& w) {
+          return w.AllReduceAsync(src, dst, n, t, o);
+        });
+      },
+      py::arg("worker"), py::arg("input"), py::arg("output"), py::arg("dtype"),
+      py::arg("op") = "sum", py::arg("prescale") = 1.0, py::arg("postscale") = 1.0,
+      py::arg("wire") = "fp32", LAYERPS_COLLECTIVE_ARGS);
+
+  m.def(
+      "grouped_allreduce_async",
+      [](py::handle worker, std::vector<py::array> ins, std::vector<py::array> outs,
+         std::vector<std::string> dtypes, const std::string& op, double prescale, double postscale,
+         const std::string& wire, std::optional<std::vector<uint32_t>> ranks,
+         const std::string& algorithm, std::optional<size_t> segment_bytes,
+         std::optional<double> timeout, const std::string& name) {
+        if (ins.size() != outs.size() || ins.size() != dtypes.size()) {
+          ThrowInvalid("grouped_allreduce: as many inputs, outputs and dtypes, please");
+        }
+        std::vector<ps::CollectiveTensor> tensors;
+        for (size_t i = 0; i < ins.size(); ++i) {
+          const ps::DataType t = TypeNamed(dtypes[i]);
+          const std::string which = "grouped_allreduce tensor " + std::to_string(i);
+          CheckArray(ins[i], t, which + " input", false);
+          CheckArray(outs[i], t, which + " output", true);
+          if (ins[i].size() != outs[i].size()) ThrowInvalid(which + ": input and output sizes differ");
+          tensors.push_back({ins[i].data(), outs[i].mutable_data(), static_cast<size_t>(outs[i].size()), t});
+        }
+        const ps::AllReduceOptions o = ReduceOptions(
+            Options(ranks, algorithm, segment_bytes, timeout, name), op, prescale, postscale, wire);
+        py::list result;
+        for (auto& a : outs) result.append(a);
+        return SubmitOn(worker, "grouped_allreduce", py::make_tuple(py::cast(ins), result), result,
+                        [&](ps::Worker& w) { return w.GroupedAllReduceAsync(tensors, o); });
+      },
+      py::arg("worker"), py::arg("inputs"), py::arg("outputs"), py::arg("dtypes"),
+      py::arg("op") = "sum", py::arg("prescale") = 1.0, py::arg("postscale") = 1.0,
+      py::arg("wire") = "fp32", LAYERPS_COLLECTIVE_ARGS);
+
+  m.def(
+      "allgather_async",
+      [](py::handle worker, py::array in, py::array out, const std::string& dtype,
+         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<size_t> segment_bytes, std::optional<double> timeout,
+         const std::string& name) {
+        const ps::DataType t = TypeNamed(dtype);
+        CheckArray(in, t, "allgather input", false);
+        CheckArray(out, t, "allgather output", true);
+        const ps::CollectiveOptions o = Options(ranks, algorithm, segment_bytes, timeout, name);
+        const void* src = in.data();
+        void* dst = out.mutable_data();
+        const size_t n = in.size();
+        if (n == 0 ? out.size() != 0 : out.size() % n != 0) {
+          ThrowInvalid("allgather: the output must hold members x " + std::to_string(n) + " elements");
+        }
+        return SubmitOn(worker, "allgather", py::make_tuple(in, out), out,
+                        [&](ps::Worker& w) { return w.AllGatherAsync(src, n, t, dst, o); });
+      },
+      py::arg("worker"), py::arg("input"), py::arg("output"), py::arg("dtype"),
+      LAYERPS_COLLECTIVE_ARGS);
+
+  m.def(
+      "allgatherv_async",
+      [](py::handle worker, py::array in, const std::string& dtype,
+         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<size_t> segment_bytes, std::optional<double> timeout,
+         const std::string& name) {
+        const ps::DataType t = TypeNamed(dtype);
+        CheckArray(in, t, "allgather input", false);
+        const ps::CollectiveOptions o = Options(ranks, algorithm, segment_bytes, timeout, name);
+        auto result = std::make_shared<ps::GatherResult>();
+        ps::GatherResult* r = result.get();
+        const void* src = in.data();
+        const size_t n = in.size();
+        return SubmitOn(worker, "allgather", py::make_tuple(in), py::cast(result),
+                        [&](ps::Worker& w) { return w.AllGatherVAsync(src, n, t, r, o); });
+      },
+      py::arg("worker"), py::arg("input"), py::arg("dtype"), LAYERPS_COLLECTIVE_ARGS);
+
+  m.def(
+      "broadcast_async",
+      [](py::handle worker, py::array data, const std::string& dtype, uint32_t root,
+         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<size_t> segment_bytes, std::optional<double> timeout,
+         const std::string& name) {
+        const ps::DataType t = TypeNamed(dtype);
+        CheckArray(data, t, "broadcast", true);
+        const ps::CollectiveOptions o = Options(ranks, algorithm, segment_bytes, timeout, name);
+        void* d = data.mutable_data();
+        const size_t n = data.size();
+        return SubmitOn(worker, "broadcast", py::make_tuple(data), data,
+                        [&](ps::Worker& w) { return w.BroadcastAsync(d, n, t, root, o); });
+      },
+      py::arg("worker"), py::arg("data"), py::arg("dtype"), py::arg("root"),
+      LAYERPS_COLLECTIVE_ARGS);
+
+  m.def(
+      "alltoallv_async",
+      [](py::handle worker, py::array in, std::vector<size_t> send_counts, const std::string& dtype,
+         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<size_t> segment_bytes, std::optional<double> timeout,
+         const std::string& name) {
+        const ps::DataType t = TypeNamed(dtype);
+        CheckArray(in, t, "alltoall input", false);
+        uint64_t total = 0;
+        for (size_t c : send_counts) total += c;
+        if (total != static_cast<uint64_t>(in.size())) {
+          ThrowInvalid("alltoall: the send counts add up to " + std::to_string(total) +
+                       " elements, the input has " + std::to_string(in.size()));
+        }
+        const ps::CollectiveOptions o = Options(ranks, algorithm, segment_bytes, timeout, name);
+        auto result = std::make_shared<ps::GatherResult>();
+        ps::GatherResult* r = result.get();
+        const void* src = in.data();
+        return SubmitOn(worker, "alltoall", py::make_tuple(in), py::cast(result), [&](ps::Worker& w) {
+          return w.AllToAllVAsync(src, send_counts, t, r, o);
+        });
+      },
+      py::arg("worker"), py::arg("input"), py::arg("send_counts"), py::arg("dtype"),
+      LAYERPS_COLLECTIVE_ARGS);
+
+  m.def(
+      "reducescatter_async",
+      [](py::handle worker, py::array in, py::array out, const std::string& dtype,
+         const std::string& op, double prescale, double postscale,
+         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<size_t> segment_bytes, std::optional<double> timeout,
+         const std::string& name) {
+        const ps::DataType t = TypeNamed(dtype);
+        CheckArray(in, t, "reducescatter input", false);
+        CheckArray(out, t, "reducescatter output", true);
+        const ps::AllReduceOptions o = ReduceOptions(
+            Options(ranks, algorithm, segment_bytes, timeout, name), op, prescale, postscale, "fp32");
+        const void* src = in.data();
+        void* dst = out.mutable_data();
+        const size_t n = in.size();
+        return SubmitOn(worker, "reducescatter", py::make_tuple(in, out), out, [&](ps::Worker& w) {
+          return w.ReduceScatterAsync(src, n, t, dst, o);
+        });
+      },
+      py::arg("worker"), py::arg("input"), py::arg("output"), py::arg("dtype"),
+      py::arg("op") = "sum", py::arg("prescale") = 1.0, py::arg("postscale") = 1.0,
+      LAYERPS_COLLECTIVE_ARGS);
+
+  m.def(
+      "barrier_collective",
+      [](py::handle worker, std::optional<std::vector<uint32_t>> ranks,
+         std::optional<double> timeout, const std::string& name) {
+        const ps::CollectiveOptions o = Options(ranks, "auto", std::nullopt, timeout, name);
+        ps::Worker& w = WorkerOf(worker);
+        ps::Status s;
+        {
+          py::gil_scoped_release release;
+          s = w.CollectiveBarrier(o);
+        }
+        ThrowIfError(s);
+      },
+      py::arg("worker"), py::arg("ranks") = py::none(), py::arg("timeout") = py::none(),
+      py::arg("name") = "");
+
+  m.def(
+      "join_collectives",
+      [](py::handle worker, std::optional<std::vector<uint32_t>> ranks,
+         std::optional<double> timeout) {
+        const ps::CollectiveOptions o = Options(ranks, "auto", std::nullopt, std::nullopt, "");
+        std::chrono::milliseconds limit(int64_t{1} << 36);  // no limit of our own: ~2 years
+        if (timeout) {
+          if (!(*timeout >= 0)) ThrowInvalid("timeout must be >= 0 seconds (or None)");
+          limit = std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000.0 + 0.5));
+        }
+        ps::Worker& w = WorkerOf(worker);
+        uint32_t last = 0;
+        ps::Status s;
+        {
+          py::gil_scoped_release release;
+          s = w.JoinCollectives(o, limit, &last);
+        }
+        ThrowIfError(s);
+        return last;
+      },
+      py::arg("worker"), py::arg("ranks") = py::none(), py::arg("timeout") = py::none());
+}
+
+#undef LAYERPS_COLLECTIVE_ARGS
+
+}  // namespace layerps_python

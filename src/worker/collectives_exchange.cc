@@ -1,0 +1,327 @@
+// Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// All-gather(v), broadcast, all-to-all(v) and the barrier (worker/collectives.h).
+#include "worker/collectives.h"
+
+#include "worker/collective_op.h"
+
+namespace ps {
+
+Ticket Collectives::AllGather(const void* in, size_t n, DataType type, void* out,
+                              const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("AllGather", o);
+  Status s = CheckCommon(what, type, o, DataTypeSize(type));
+  if (s.ok() && (in == nullptr || out == nullptr) && n > 0) s = InvalidArgument(what + ": null buffer");
+  if (s.ok() && (MulOverflows(n, DataTypeSize(type)) || n * DataTypeSize(type) > (~size_t{0} >> 8))) {
+    s = InvalidArgument(what + ": " + std::to_string(n) + " elements overflow the size");
+  }
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  Ticket ticket = 0;
+  auto op = NewOp(what, kAllGatherKind, o, std::move(*group), type, std::move(cb), &ticket);
+  op->mine.count = n;
+  const size_t E = op->esize, W = op->world();
+  uint8_t* dst = static_cast<uint8_t*>(out);
+  const auto* src = static_cast<const uint8_t*>(in);
+  if (n > 0 && src != dst + op->pos * n * E) std::memmove(dst + op->pos * n * E, src, n * E);
+  const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
+  const size_t segs = Segments(n, seg);
+  if (segs >= kMaxDataMessages) {
+    op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+  }
+  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < segs; ++k) {
+      const size_t len = std::min(seg, n - k * seg);
+      op->RecvData(op, q, k, len, op->CopyInto(dst + (q * n + k * seg) * E, len), nullptr);
+    }
+  }
+  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < segs; ++k) {
+      op->SendData(op, q, k, dst + (op->pos * n + k * seg) * E, std::min(seg, n - k * seg));
+    }
+  }
+  Launch(op);
+  return ticket;
+}
+
+Ticket Collectives::AllGatherV(const void* in, size_t n, DataType type, GatherResult* out,
+                               const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("AllGatherV", o);
+  Status s = CheckCommon(what, type, o, DataTypeSize(type));
+  if (s.ok() && ((in == nullptr && n > 0) || out == nullptr)) s = InvalidArgument(what + ": null buffer");
+  if (s.ok() && (MulOverflows(n, DataTypeSize(type)) || n * DataTypeSize(type) > kMaxAnnouncedBytes)) {
+    s = InvalidArgument(what + ": " + std::to_string(n) + " elements exceed 2^40 bytes");
+  }
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  Ticket ticket = 0;
+  auto op = NewOp(what, kAllGatherVKind, o, std::move(*group), type, std::move(cb), &ticket);
+  op->mine.count = n;
+  const size_t E = op->esize, W = op->world();
+  const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
+  op->parts.assign(W, nullptr);
+  auto counts = std::make_shared<std::vector<size_t>>(W, 0);
+  (*counts)[op->pos] = n;
+  op->parts[op->pos] = RawBuffer(uint64_t{n} * E);
+  if (n > 0) std::memcpy(op->parts[op->pos].get(), in, n * E);
+  Op* raw = op.get();
+  // Member q's part: posted once its descriptor says how long it is.
+  op->on_descriptor = [raw, op, counts, seg, E](size_t q) {
+    uint64_t count = 0;
+    {
+      std::lock_guard<std::mutex> lock(raw->mu);
+      count = raw->descs[q].count;
+    }
+    if (MulOverflows(count, E) || count * E > kMaxAnnouncedBytes || Segments(count, seg) >= kMaxDataMessages) {
+      raw->Fail(InvalidArgument(raw->what + ": rank " + std::to_string(raw->ranks[q]) +
+                                " announced " + std::to_string(count) + " elements"),
+                1, false);
+      return;
+    }
+    (*counts)[q] = count;
+    raw->parts[q] = RawBuffer(count * E);
+    uint8_t* base = raw->parts[q].get();
+    for (size_t k = 0; k < Segments(count, seg); ++k) {
+      const size_t len = std::min<size_t>(seg, count - k * seg);
+      raw->RecvData(op, q, k, len, raw->CopyInto(base + k * seg * E, len), nullptr);
+    }
+  };
+  const size_t segs = Segments(n, seg);
+  if (segs >= kMaxDataMessages) {
+    op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+  }
+  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < segs; ++k) {
+      op->SendData(op, q, k, static_cast<const uint8_t*>(in) + k * seg * E, std::min(seg, n - k * seg));
+    }
+  }
+  op->finish = [raw, counts, out, E]() {
+    size_t total = 0;
+    for (size_t c : *counts) total += c;
+    out->data.resize(total * E);
+    out->counts = *counts;
+    size_t at = 0;
+    for (size_t q = 0; q < counts->size(); ++q) {
+      if ((*counts)[q] > 0) std::memcpy(out->data.data() + at * E, raw->parts[q].get(), (*counts)[q] * E);
+      at += (*counts)[q];
+    }
+    raw->parts.clear();
+    return Status::OK();
+  };
+  Launch(op);
+  return ticket;
+}
+
+Ticket Collectives::Broadcast(void* data, size_t n, DataType type, uint32_t root,
+                              const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("Broadcast", o);
+  Status s = CheckCommon(what, type, o, DataTypeSize(type));
+  if (s.ok() && data == nullptr && n > 0) s = InvalidArgument(what + ": null buffer");
+  if (s.ok() && (MulOverflows(n, DataTypeSize(type)) || n * DataTypeSize(type) > (~size_t{0} >> 1))) {
+    s = InvalidArgument(what + ": " + std::to_string(n) + " elements overflow the size");
+  }
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  auto root_at = std::find(group->ranks.begin(), group->ranks.end(), root);
+  if (root_at == group->ranks.end()) {
+    return tracker_->Failed(InvalidArgument(what + ": root rank " + std::to_string(root) +
+                                            " is not in the process set " + RankList(group->ranks)),
+                            std::move(cb));
+  }
+  const size_t root_pos = static_cast<size_t>(root_at - group->ranks.begin());
+  Ticket ticket = 0;
+  auto op = NewOp(what, kBroadcastKind, o, std::move(*group), type, std::move(cb), &ticket);
+  const size_t E = op->esize, W = op->world();
+  op->mine.count = n;
+  op->mine.root = root;
+  op->direct = o.algorithm == AllReduceAlgorithm::kDirect ||
+               (o.algorithm == AllReduceAlgorithm::kAuto && n * E <= o.direct_max_bytes);
+  op->mine.algorithm = static_cast<uint8_t>(op->direct ? AllReduceAlgorithm::kDirect
+                                                       : AllReduceAlgorithm::kRing);
+  uint8_t* buf = static_cast<uint8_t*>(data);
+  const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
+  const size_t segs = Segments(n, seg);
+  if (segs >= kMaxDataMessages) {
+    op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+  } else if (op->direct) {
+    for (size_t k = 0; k < segs; ++k) {
+      const size_t len = std::min(seg, n - k * seg);
+      if (op->pos == root_pos) {
+        for (size_t q = 0; q < W; ++q) {
+          if (q != root_pos) op->SendData(op, q, k, buf + k * seg * E, len);
+        }
+      } else {
+        op->RecvData(op, root_pos, k, len, op->CopyInto(buf + k * seg * E, len), nullptr);
+      }
+    }
+  } else {
+    // The chain root, root+1, ...: each member receives segment k from the one before it
+    // and passes it on to the one after it.
+    const size_t me = (op->pos + W - root_pos) % W;  // place in the chain
+    const size_t next = (op->pos + 1) % W, prev = (op->pos + W - 1) % W;
+    Op* raw = op.get();
+    for (size_t k = 0; k < segs; ++k) {
+      const size_t len = std::min(seg, n - k * seg);
+      uint8_t* at = buf + k * seg * E;
+      if (me == 0) {
+        op->SendData(op, next, k, at, len);
+      } else {
+        std::function<void()> then;
+        if (me + 1 < W) then = [raw, op, next, k, at, len]() { raw->SendData(op, next, k, at, len); };
+        op->RecvData(op, prev, k, len, op->CopyInto(at, len), then);
+      }
+    }
+  }
+  Launch(op);
+  return ticket;
+}
+
+Ticket Collectives::AllToAll(const void* in, size_t n, DataType type, void* out,
+                             const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("AllToAll", o);
+  Status s = CheckCommon(what, type, o, DataTypeSize(type));
+  if (s.ok() && (in == nullptr || out == nullptr) && n > 0) s = InvalidArgument(what + ": null buffer");
+  if (s.ok() && in == out && n > 0) s = InvalidArgument(what + ": in and out must not be the same buffer");
+  if (s.ok() && (MulOverflows(n, DataTypeSize(type)) || n * DataTypeSize(type) > (~size_t{0} >> 8))) {
+    s = InvalidArgument(what + ": " + std::to_string(n) + " elements overflow the size");
+  }
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  Ticket ticket = 0;
+  auto op = NewOp(what, kAllToAllKind, o, std::move(*group), type, std::move(cb), &ticket);
+  op->mine.count = n;
+  const size_t E = op->esize, W = op->world();
+  const auto* src = static_cast<const uint8_t*>(in);
+  uint8_t* dst = static_cast<uint8_t*>(out);
+  if (n > 0) std::memcpy(dst + op->pos * n * E, src + op->pos * n * E, n * E);
+  const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
+  const size_t segs = Segments(n, seg);
+  if (segs >= kMaxDataMessages) {
+    op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+  }
+  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < segs; ++k) {
+      const size_t len = std::min(seg, n - k * seg);
+      op->RecvData(op, q, k, len, op->CopyInto(dst + (q * n + k * seg) * E, len), nullptr);
+    }
+  }
+  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
+    if (q == op->pos) continue;
+    for (size_t k = 0; k < segs; ++k) {
+      op->SendData(op, q, k, src + (q * n + k * seg) * E, std::min(seg, n - k * seg));
+    }
+  }
+  Launch(op);
+  return ticket;
+}
+
+Ticket Collectives::AllToAllV(const void* in, const std::vector<size_t>& send_counts, DataType type,
+                              GatherResult* out, const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("AllToAllV", o);
+  Status s = CheckCommon(what, type, o, DataTypeSize(type));
+  uint64_t total = 0;
+  for (size_t c : send_counts) {
+    if (total + c < total) total = ~uint64_t{0};
+    else total += c;
+  }
+  if (s.ok() && ((in == nullptr && total > 0) || out == nullptr)) s = InvalidArgument(what + ": null buffer");
+  if (s.ok() && (MulOverflows(total, DataTypeSize(type)) || total * DataTypeSize(type) > kMaxAnnouncedBytes)) {
+    s = InvalidArgument(what + ": the send counts exceed 2^40 bytes");
+  }
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  if (send_counts.size() != group->members.size()) {
+    return tracker_->Failed(InvalidArgument(what + ": " + std::to_string(send_counts.size()) +
+                                            " send counts for a process set of " +
+                                            std::to_string(group->members.size())),
+                            std::move(cb));
+  }
+  Ticket ticket = 0;
+  auto op = NewOp(what, kAllToAllVKind, o, std::move(*group), type, std::move(cb), &ticket);
+  op->mine.count = total;
+  op->send_counts = send_counts;
+  const size_t E = op->esize, W = op->world();
+  const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
+  const auto* src = static_cast<const uint8_t*>(in);
+  std::vector<size_t> offset(W, 0);
+  for (size_t q = 1; q < W; ++q) offset[q] = offset[q - 1] + send_counts[q - 1];
+  op->parts.assign(W, nullptr);
+  auto counts = std::make_shared<std::vector<size_t>>(W, 0);
+  (*counts)[op->pos] = send_counts[op->pos];
+  op->parts[op->pos] = RawBuffer(uint64_t{send_counts[op->pos]} * E);
+  if (send_counts[op->pos] > 0) {
+    std::memcpy(op->parts[op->pos].get(), src + offset[op->pos] * E, send_counts[op->pos] * E);
+  }
+  Op* raw = op.get();
+  op->on_descriptor = [raw, op, counts, seg, E](size_t q) {
+    uint64_t count = 0;
+    {
+      std::lock_guard<std::mutex> lock(raw->mu);
+      count = raw->descs[q].aux;
+    }
+    if (MulOverflows(count, E) || count * E > kMaxAnnouncedBytes || Segments(count, seg) >= kMaxDataMessages) {
+      raw->Fail(InvalidArgument(raw->what + ": rank " + std::to_string(raw->ranks[q]) +
+                                " announced " + std::to_string(count) + " elements"),
+                1, false);
+      return;
+    }
+    (*counts)[q] = count;
+    raw->parts[q] = RawBuffer(count * E);
+    uint8_t* base = raw->parts[q].get();
+    for (size_t k = 0; k < Segments(count, seg); ++k) {
+      const size_t len = std::min<size_t>(seg, count - k * seg);
+      raw->RecvData(op, q, k, len, raw->CopyInto(base + k * seg * E, len), nullptr);
+    }
+  };
+  for (size_t q = 0; q < W; ++q) {
+    if (q == op->pos) continue;
+    const size_t segs = Segments(send_counts[q], seg);
+    if (segs >= kMaxDataMessages) {
+      op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+      break;
+    }
+    for (size_t k = 0; k < segs; ++k) {
+      op->SendData(op, q, k, src + (offset[q] + k * seg) * E, std::min(seg, send_counts[q] - k * seg));
+    }
+  }
+  op->finish = [raw, counts, out, E]() {
+    size_t sum = 0;
+    for (size_t c : *counts) sum += c;
+    out->data.resize(sum * E);
+    out->counts = *counts;
+    size_t at = 0;
+    for (size_t q = 0; q < counts->size(); ++q) {
+      if ((*counts)[q] > 0) std::memcpy(out->data.data() + at * E, raw->parts[q].get(), (*counts)[q] * E);
+      at += (*counts)[q];
+    }
+    raw->parts.clear();
+    return Status::OK();
+  };
+  Launch(op);
+  return ticket;
+}
+
+
+Ticket Collectives::Barrier(const CollectiveOptions& o, Worker::Callback cb) {
+  const std::string what = Named("Barrier", o);
+  Status s = CheckCommon(what, DataType::kUInt8, o, 1);
+  if (!s.ok()) return tracker_->Failed(s, std::move(cb));
+  StatusOr<Group> group = ResolveGroup(what, o.ranks);
+  if (!group.ok()) return tracker_->Failed(group.status(), std::move(cb));
+  Ticket ticket = 0;
+  auto op = NewOp(what, kBarrierKind, o, std::move(*group), DataType::kUInt8, std::move(cb), &ticket);
+  Launch(op);
+  return ticket;
+}
+
+
+}  // namespace ps
