@@ -6,7 +6,7 @@
 #   scripts/install-deps.sh core     only what the C++ library, tools and examples need
 set -euo pipefail
 
-CORE=(build-essential cmake ninja-build pkg-config
+CORE=(build-essential cmake ninja-build pkg-config ccache
       libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libtbb-dev librocksdb-dev
       libgoogle-glog-dev libgflags-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
       prometheus-cpp-dev)

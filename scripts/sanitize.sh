@@ -27,7 +27,10 @@ ASAN_BINARIES=(unit_test packing_test placement_test optcnn_test cluster_test sh
 TSAN_BINARIES=(unit_test fault_test worker_loss_test replacement_test collectives_test)
 
 launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1  # objects shared between clones
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 supp="$PWD/tests/sanitizers"
 
 # build_targets DIR TARGETS...: builds those of the targets the build defines.

@@ -37,7 +37,11 @@ need_clang() {
 # them, but only what a script asks for is built).
 configure_clang_asan() {
   local launcher=()
-  if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+  if command -v ccache >/dev/null; then
+    # Objects shared between clones of the repository (paths hashed relative to it).
+    export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
   cmake -S . -B "$LAYERPS_ASAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=None \
     -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS="$LAYERPS_ASAN_FLAGS" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \

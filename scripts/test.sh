@@ -15,8 +15,16 @@ if command -v nvcc >/dev/null; then
 else
   echo "test.sh: no CUDA toolkit found: building without src/cuda"
 fi
+# ccache (installed by install-deps.sh) keeps compiled objects between runs and between
+# clones of the repository: paths are hashed relative to the checkout. The Python build
+# (scikit-build-core's CMake, scripts/test-python.sh) takes the launcher from the environment.
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAYERPS_BUILD_CUDA=AUTO \
-  -DLAYERPS_BUILD_TESTS=ON -DLAYERPS_BUILD_BENCHMARKS=ON -DLAYERPS_BUILD_PYTHON=OFF
+  -DLAYERPS_BUILD_TESTS=ON -DLAYERPS_BUILD_BENCHMARKS=ON -DLAYERPS_BUILD_PYTHON=OFF "${launcher[@]}"
 cmake --build build -j "$(nproc)"
 # Serial on purpose: the cluster tests use real heartbeat timeouts, and on a 2-core
 # machine parallel test processes starve each other's heartbeat threads.
