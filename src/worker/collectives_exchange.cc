@@ -7,6 +7,61 @@
 
 namespace ps {
 
+namespace {
+
+// The V variants (AllGatherV, AllToAllV): each member's part lands in a buffer of its
+// own, whose receives are posted when the member's descriptor announced its length
+// (`count_of` reads it); the parts are concatenated into *out, in member order, at the
+// end. This member's own part (`own`, `own_count` elements) is copied in at once.
+void GatherParts(const std::shared_ptr<Collectives::Op>& op, const void* own, size_t own_count,
+                 size_t seg, uint64_t (*count_of)(const Descriptor&), GatherResult* out) {
+  const size_t E = op->esize, W = op->world();
+  op->parts.assign(W, nullptr);
+  auto counts = std::make_shared<std::vector<size_t>>(W, 0);
+  (*counts)[op->pos] = own_count;
+  op->parts[op->pos] = RawBuffer(uint64_t{own_count} * E);
+  if (own_count > 0) std::memcpy(op->parts[op->pos].get(), own, own_count * E);
+  Collectives::Op* raw = op.get();
+  op->on_descriptor = [raw, op, counts, seg, E, count_of](size_t q) {
+    uint64_t count = 0;
+    {
+      std::lock_guard<std::mutex> lock(raw->mu);
+      count = count_of(raw->descs[q]);
+    }
+    if (MulOverflows(count, E) || count * E > kMaxAnnouncedBytes ||
+        Segments(count, seg) >= kMaxDataMessages) {
+      raw->Fail(InvalidArgument(raw->what + ": rank " + std::to_string(raw->ranks[q]) +
+                                " announced " + std::to_string(count) + " elements"),
+                1, false);
+      return;
+    }
+    (*counts)[q] = count;
+    raw->parts[q] = RawBuffer(count * E);
+    uint8_t* base = raw->parts[q].get();
+    for (size_t k = 0; k < Segments(count, seg); ++k) {
+      const size_t len = std::min<size_t>(seg, count - k * seg);
+      raw->RecvData(op, q, k, len, raw->CopyInto(base + k * seg * E, len), nullptr);
+    }
+  };
+  op->finish = [raw, counts, out, E]() {
+    size_t total = 0;
+    for (size_t c : *counts) total += c;
+    out->data.resize(total * E);
+    out->counts = *counts;
+    size_t at = 0;
+    for (size_t q = 0; q < counts->size(); ++q) {
+      if ((*counts)[q] > 0) {
+        std::memcpy(out->data.data() + at * E, raw->parts[q].get(), (*counts)[q] * E);
+      }
+      at += (*counts)[q];
+    }
+    raw->parts.clear();
+    return Status::OK();
+  };
+}
+
+}  // namespace
+
 Ticket Collectives::AllGather(const void* in, size_t n, DataType type, void* out,
                               const CollectiveOptions& o, Worker::Callback cb) {
   const std::string what = Named("AllGather", o);
@@ -63,33 +118,8 @@ Ticket Collectives::AllGatherV(const void* in, size_t n, DataType type, GatherRe
   op->mine.count = n;
   const size_t E = op->esize, W = op->world();
   const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
-  op->parts.assign(W, nullptr);
-  auto counts = std::make_shared<std::vector<size_t>>(W, 0);
-  (*counts)[op->pos] = n;
-  op->parts[op->pos] = RawBuffer(uint64_t{n} * E);
-  if (n > 0) std::memcpy(op->parts[op->pos].get(), in, n * E);
-  Op* raw = op.get();
-  // Member q's part: posted once its descriptor says how long it is.
-  op->on_descriptor = [raw, op, counts, seg, E](size_t q) {
-    uint64_t count = 0;
-    {
-      std::lock_guard<std::mutex> lock(raw->mu);
-      count = raw->descs[q].count;
-    }
-    if (MulOverflows(count, E) || count * E > kMaxAnnouncedBytes || Segments(count, seg) >= kMaxDataMessages) {
-      raw->Fail(InvalidArgument(raw->what + ": rank " + std::to_string(raw->ranks[q]) +
-                                " announced " + std::to_string(count) + " elements"),
-                1, false);
-      return;
-    }
-    (*counts)[q] = count;
-    raw->parts[q] = RawBuffer(count * E);
-    uint8_t* base = raw->parts[q].get();
-    for (size_t k = 0; k < Segments(count, seg); ++k) {
-      const size_t len = std::min<size_t>(seg, count - k * seg);
-      raw->RecvData(op, q, k, len, raw->CopyInto(base + k * seg * E, len), nullptr);
-    }
-  };
+  // Member q's part is posted once its descriptor says how long it is.
+  GatherParts(op, in, n, seg, [](const Descriptor& d) { return d.count; }, out);
   const size_t segs = Segments(n, seg);
   if (segs >= kMaxDataMessages) {
     op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
@@ -100,19 +130,6 @@ Ticket Collectives::AllGatherV(const void* in, size_t n, DataType type, GatherRe
       op->SendData(op, q, k, static_cast<const uint8_t*>(in) + k * seg * E, std::min(seg, n - k * seg));
     }
   }
-  op->finish = [raw, counts, out, E]() {
-    size_t total = 0;
-    for (size_t c : *counts) total += c;
-    out->data.resize(total * E);
-    out->counts = *counts;
-    size_t at = 0;
-    for (size_t q = 0; q < counts->size(); ++q) {
-      if ((*counts)[q] > 0) std::memcpy(out->data.data() + at * E, raw->parts[q].get(), (*counts)[q] * E);
-      at += (*counts)[q];
-    }
-    raw->parts.clear();
-    return Status::OK();
-  };
   Launch(op);
   return ticket;
 }
@@ -254,34 +271,9 @@ Ticket Collectives::AllToAllV(const void* in, const std::vector<size_t>& send_co
   const auto* src = static_cast<const uint8_t*>(in);
   std::vector<size_t> offset(W, 0);
   for (size_t q = 1; q < W; ++q) offset[q] = offset[q - 1] + send_counts[q - 1];
-  op->parts.assign(W, nullptr);
-  auto counts = std::make_shared<std::vector<size_t>>(W, 0);
-  (*counts)[op->pos] = send_counts[op->pos];
-  op->parts[op->pos] = RawBuffer(uint64_t{send_counts[op->pos]} * E);
-  if (send_counts[op->pos] > 0) {
-    std::memcpy(op->parts[op->pos].get(), src + offset[op->pos] * E, send_counts[op->pos] * E);
-  }
-  Op* raw = op.get();
-  op->on_descriptor = [raw, op, counts, seg, E](size_t q) {
-    uint64_t count = 0;
-    {
-      std::lock_guard<std::mutex> lock(raw->mu);
-      count = raw->descs[q].aux;
-    }
-    if (MulOverflows(count, E) || count * E > kMaxAnnouncedBytes || Segments(count, seg) >= kMaxDataMessages) {
-      raw->Fail(InvalidArgument(raw->what + ": rank " + std::to_string(raw->ranks[q]) +
-                                " announced " + std::to_string(count) + " elements"),
-                1, false);
-      return;
-    }
-    (*counts)[q] = count;
-    raw->parts[q] = RawBuffer(count * E);
-    uint8_t* base = raw->parts[q].get();
-    for (size_t k = 0; k < Segments(count, seg); ++k) {
-      const size_t len = std::min<size_t>(seg, count - k * seg);
-      raw->RecvData(op, q, k, len, raw->CopyInto(base + k * seg * E, len), nullptr);
-    }
-  };
+  // What member q sends this one (its descriptor's aux) is posted once that arrived.
+  GatherParts(op, src + offset[op->pos] * E, send_counts[op->pos], seg,
+              [](const Descriptor& d) { return d.aux; }, out);
   for (size_t q = 0; q < W; ++q) {
     if (q == op->pos) continue;
     const size_t segs = Segments(send_counts[q], seg);
@@ -293,19 +285,6 @@ Ticket Collectives::AllToAllV(const void* in, const std::vector<size_t>& send_co
       op->SendData(op, q, k, src + (offset[q] + k * seg) * E, std::min(seg, send_counts[q] - k * seg));
     }
   }
-  op->finish = [raw, counts, out, E]() {
-    size_t sum = 0;
-    for (size_t c : *counts) sum += c;
-    out->data.resize(sum * E);
-    out->counts = *counts;
-    size_t at = 0;
-    for (size_t q = 0; q < counts->size(); ++q) {
-      if ((*counts)[q] > 0) std::memcpy(out->data.data() + at * E, raw->parts[q].get(), (*counts)[q] * E);
-      at += (*counts)[q];
-    }
-    raw->parts.clear();
-    return Status::OK();
-  };
   Launch(op);
   return ticket;
 }

@@ -48,10 +48,10 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-// GET /metrics from 127.0.0.1:port; the body, or "" on failure.
-std::string Scrape(int port) {
+// A TCP connection to 127.0.0.1:port (or -1), with a receive timeout of `timeout_s`.
+int ConnectTo(int port, int timeout_s) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
+  timeval tv{timeout_s, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -59,8 +59,15 @@ std::string Scrape(int port) {
   a.sin_port = htons(static_cast<uint16_t>(port));
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     close(fd);
-    return "";
+    return -1;
   }
+  return fd;
+}
+
+// GET /metrics from 127.0.0.1:port; the body, or "" on failure.
+std::string Scrape(int port) {
+  const int fd = ConnectTo(port, 5);
+  if (fd < 0) return "";
   const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
   if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
     close(fd);
@@ -189,22 +196,6 @@ TEST(MetricsTest, APortInUseFailsStart) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find(std::to_string(port)), std::string::npos) << s;
   first.Stop();
-}
-
-// A TCP connection to 127.0.0.1:port (or -1), with a receive timeout of `timeout_s`.
-int ConnectTo(int port, int timeout_s) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{timeout_s, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // Idle clients (connected, silent) and a slow one (a byte every 200 ms) beside real
