@@ -4,6 +4,7 @@ hvd.allreduce, broadcast_parameters / broadcast_optimizer_state / broadcast_obje
 Rank 0 prints its final parameters and averaged losses as JSON."""
 
 import json
+import sys
 
 import torch
 
@@ -31,7 +32,12 @@ if __name__ == "__main__":
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(opt, root_rank=0)
-    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    if "--horovod-args" in sys.argv:  # Horovod's arguments: all-reduces started from hooks
+        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
+                                       compression=hvd.Compression.none, op=hvd.Average)
+        assert opt.mode == "horovod"
+    else:
+        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     config = hvd.broadcast_object({"loss": "mse"} if hvd.rank() == 0 else None, root_rank=0)
     assert config == {"loss": "mse"}

@@ -194,12 +194,14 @@ def emulate(size):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]), losses
 
 
-@pytest.mark.parametrize("workers", [2, 3])
-def test_horovod_script_under_the_launcher_equals_one_process(workers):
+@pytest.mark.parametrize("workers,args", [(2, []), (3, []), (3, ["--horovod-args"])])
+def test_horovod_script_under_the_launcher_equals_one_process(workers, args):
+    """The default DistributedOptimizer (hybrid: dense gradients by the all-reduce at
+    step()) and, with Horovod's arguments, mode 'horovod' (all-reduces from hooks)."""
     import json
     from conftest import run_launched
     p = run_launched(["-s", "1", "-w", str(workers), "--timeout_s=150", "--",
-                      __import__("sys").executable, "launched_horovod.py"], timeout=200)
+                      __import__("sys").executable, "launched_horovod.py", *args], timeout=200)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     line = [l for l in p.stdout.splitlines() if "RESULT " in l]
     assert line, p.stdout[-3000:]
@@ -208,3 +210,53 @@ def test_horovod_script_under_the_launcher_equals_one_process(workers):
     torch.testing.assert_close(torch.tensor(got["params"]), want_params, rtol=1e-4, atol=1e-5)
     assert got["losses"] == pytest.approx(want_losses, rel=1e-4, abs=1e-6)
     assert got["last"] == 0  # rank 0 has the most batches
+
+
+@pytest.mark.parametrize("kwargs", [dict(op=hvd.Average), dict(compression=hvd.Compression.fp16),
+                                    dict(gradient_predivide_factor=2.0), dict(op=hvd.Average, overlap=False)])
+def test_distributed_optimizer_horovod_mode_equals_one_process(cluster, kwargs):
+    """Horovod's arguments select Horovod's mode: each gradient all-reduced (Average) from
+    its hook during backward; Adam then steps. Equal to one process averaging the W
+    gradients (fp16 on the wire: within its rounding)."""
+    def data(r):
+        g = torch.Generator().manual_seed(7 + r)
+        return torch.randn(16, 6, generator=g), torch.randn(16, 2, generator=g)
+
+    def build():
+        torch.manual_seed(3)
+        return torch.nn.Sequential(torch.nn.Linear(6, 10), torch.nn.ReLU(), torch.nn.Linear(10, 2))
+
+    def work(r, w):
+        model = build()
+        opt = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.05),
+                                       named_parameters=model.named_parameters(), worker=w, **kwargs)
+        assert opt.mode == "horovod"
+        x, y = data(r)
+        for _ in range(3):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+        return [p.detach().clone() for p in model.parameters()], opt.hook_allreduces
+
+    res = every(cluster, work)
+    ref = build()
+    opt = torch.optim.Adam(ref.parameters(), lr=0.05)
+    for _ in range(3):
+        grads = [torch.zeros_like(p) for p in ref.parameters()]
+        for r in range(W):
+            ref.zero_grad()
+            x, y = data(r)
+            torch.nn.functional.mse_loss(ref(x), y).backward()
+            for g, p in zip(grads, ref.parameters()):
+                g += p.grad
+        for g, p in zip(grads, ref.parameters()):
+            p.grad = g / W
+        opt.step()
+    tol = 3e-3 if "compression" in kwargs else 1e-5
+    for params, hooks in res:
+        for got, want in zip(params, ref.parameters()):
+            torch.testing.assert_close(got, want.detach(), rtol=tol, atol=tol)
+        assert hooks == (0 if kwargs.get("overlap") is False else 3 * 4)  # 4 parameters, 3 steps
+    with pytest.raises(layerps.InvalidArgumentError, match="belong to mode 'horovod'"):
+        hvd.DistributedOptimizer(torch.optim.SGD(build().parameters(), lr=0.1), mode="ps", op=hvd.Sum,
+                                 worker=cluster.workers[0])

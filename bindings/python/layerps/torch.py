@@ -35,6 +35,7 @@ from . import cluster as _cluster
 from . import collectives as _C
 from .cluster import default_worker
 from . import hybrid as _hybrid
+from ._allreduce_strategy import AllreduceStrategy as _AllreduceStrategy
 from .collectives import ProcessSet, global_process_set
 from .errors import FailedPreconditionError, InvalidArgumentError
 
@@ -48,7 +49,7 @@ __all__ = ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_
            "Sum", "Min", "Max", "Product", "ProcessSet", "global_process_set", "add_process_set",
            "remove_process_set"]
 
-_MODES = ("hybrid", "ps", "allreduce", "aggregate", "server")
+_MODES = ("hybrid", "ps", "allreduce", "aggregate", "server", "horovod")
 
 # Horovod's reduce ops.
 Average, Sum, Min, Max, Product = _C.Average, _C.Sum, _C.Min, _C.Max, _C.Product
@@ -443,7 +444,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
     parameters) of ``named_parameters`` through the cluster. Collective: every worker
     builds it with the same parameters (names, shapes, order) and steps together.
 
-    mode='hybrid' (default): each parameter is routed by its gradient's layout at the first
+    mode='horovod' (the default when ``compression``, ``op``, ``gradient_predivide_factor`` or
+      ``process_set`` is given, as Horovod scripts do): Horovod's data parallelism. Each
+      parameter's gradient is all-reduced in place by the typed collectives (op Average by
+      default, over ``process_set``; ``compression=Compression.fp16`` sends float32 at 2
+      bytes; ``gradient_predivide_factor=f`` sums grad/f and multiplies by f/size), each
+      all-reduce started from the parameter's gradient hook as soon as backward produced
+      it (``hook_allreduces`` counts them; ``overlap=False``: all from step()); step()
+      waits for them and steps the wrapped optimizer. Any torch optimizer. Every worker's
+      backward must produce the gradients in the same order (the same model does).
+    mode='hybrid' (default otherwise): each parameter is routed by its gradient's layout at the first
       step (layerps/hybrid.py). Sparse gradients (nn.Embedding / nn.EmbeddingBag with
       sparse=True) go to the parameter servers: the rows live in P sparse tables
       (``partitions``; default one per server) with the optimizer's rule applied on the
@@ -520,11 +530,19 @@ class DistributedOptimizer(torch.optim.Optimizer):
                  name="model", lr=None, timeout=None, algorithm=None, warmup_steps=0,
                  decay="none", gamma=0.1, decay_every=0, seed=0, routes=None, hosts=None,
                  local_aggregation=True, partitions=None, backward_passes_per_step=1,
-                 overlap=True, host_pulls=False):
+                 overlap=True, host_pulls=False, compression=None, op=None,
+                 gradient_predivide_factor=None, process_set=None):
         if algorithm is not None and mode is not None:
             raise InvalidArgumentError("pass either mode= or algorithm=, not both")
+        horovod_args = {k: v for k, v in (("compression", compression), ("op", op),
+                                          ("gradient_predivide_factor", gradient_predivide_factor),
+                                          ("process_set", process_set)) if v is not None}
         if mode is None and algorithm is None:
-            mode = "hybrid"
+            # Horovod's all-reduce arguments ask for Horovod's mode; else the hybrid.
+            mode = "horovod" if horovod_args else "hybrid"
+        if horovod_args and mode != "horovod":
+            raise InvalidArgumentError(f"{', '.join(horovod_args)}= belong to mode 'horovod' (Horovod's "
+                                       f"all-reduce), not {mode!r}")
         if algorithm is not None:
             mode = "algorithm"
         elif mode not in _MODES:
@@ -569,7 +587,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._pending_reset = None
         self._trainer = None
         self._hybrid = None
-        if mode in _hybrid.MODES:
+        self._allreduce = None
+        if mode == "horovod":
+            self._gbuf = self._sbuf = None
+            self._allreduce = _AllreduceStrategy(
+                self._params, self._names, w, compression=compression,
+                op=Average if op is None else op,
+                gradient_predivide_factor=1.0 if gradient_predivide_factor is None else gradient_predivide_factor,
+                process_set=process_set, backward_passes_per_step=self.backward_passes_per_step,
+                overlap=self.overlap, timeout=timeout)
+        elif mode in _hybrid.MODES:
             # Every worker starts from rank 0's values; the routes are decided at the first
             # step, from the gradients' layouts (layerps/hybrid.py).
             broadcast_parameters(items, 0, worker=w, timeout=timeout)
@@ -691,7 +718,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         self.synchronize()
-        if self._hybrid is not None:
+        if self._allreduce is not None:
+            self.optimizer.step()
+        elif self._hybrid is not None:
             self.optimizer.step()  # the dense parameters (server-held rows have no gradient now)
             self._hybrid.after_optimizer_step()
         elif self.mode == "aggregate":
@@ -709,6 +738,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         step's gradients. Server mode: applies the step on the servers and loads the new
         parameters. Collective."""
         w, timeout = self.worker, self.timeout
+        if self._allreduce is not None:
+            self._allreduce.synchronize()
+            self._step += 1
+            return
         if self._hybrid is not None:
             self._hybrid.synchronize()
             self._step += 1
@@ -774,6 +807,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
             w.barrier("workers", timeout)
             self._unflatten_into_params(self._sbuf)
         self._step += 1
+
+    @property
+    def hook_allreduces(self):
+        """Mode 'horovod': the all-reduces started from gradient hooks so far."""
+        return self._allreduce.hook_allreduces if self._allreduce is not None else 0
 
     @property
     def trainer(self):
