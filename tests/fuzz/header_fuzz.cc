@@ -4,6 +4,7 @@
 // ValidateDataFrames, FusedElements): no input may crash them, and what they accept must
 // agree with the header (the sizes the handlers then rely on).
 #include "fuzz_util.h"
+#include "ps/collectives.h"
 
 namespace {
 constexpr uint64_t kMaxElems = uint64_t{1} << 20;
@@ -38,6 +39,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (h.msg_type() != MsgType::kPull) {
       FUZZ_ASSERT(msg.frames[1].size() == *total * sizeof(float));
     }
+    return 0;
+  }
+  if (h.msg_type() == MsgType::kPeerTensor) {
+    // A peer tensor: count elements of the DataType that dim names, in one frame.
+    FUZZ_ASSERT(!h.sparse() && h.wire() == 0 && h.dim < static_cast<uint32_t>(kNumDataTypes));
+    FUZZ_ASSERT(msg.frames.size() == 1 && h.count <= kMaxElems);
+    FUZZ_ASSERT(msg.frames[0].size() == h.count * DataTypeSize(static_cast<DataType>(h.dim)));
     return 0;
   }
   const uint64_t width = h.sparse() ? h.dim : 1;

@@ -8,6 +8,8 @@
 
 #include "layerps.pb.h"
 
+#include "ps/collectives.h"
+
 namespace ps {
 namespace {
 
@@ -62,6 +64,26 @@ TEST(MessageTest, ValidateDenseFrames) {
   EXPECT_TRUE(ValidateDataFrames(pull, 1 << 20).ok());
   pull.frames.push_back(Frame::Copy("x", 1));
   EXPECT_FALSE(ValidateDataFrames(pull, 1 << 20).ok());
+}
+
+// A peer tensor's dim names its element type (a DataType); its frame holds count of them.
+TEST(MessageTest, ValidateTypedPeerTensors) {
+  Message f64 = DenseMessage(MsgType::kPeerTensor, 3, 24);
+  f64.header.dim = static_cast<uint32_t>(DataType::kFloat64);
+  EXPECT_TRUE(ValidateDataFrames(f64, 1 << 20).ok());
+  Message u8 = DenseMessage(MsgType::kPeerTensor, 5, 5);
+  u8.header.dim = static_cast<uint32_t>(DataType::kUInt8);
+  EXPECT_TRUE(ValidateDataFrames(u8, 1 << 20).ok());
+  Message wrong_size = f64;
+  wrong_size.header.count = 4;
+  EXPECT_EQ(ValidateDataFrames(wrong_size, 1 << 20).code(), StatusCode::kProtocolError);
+  Message unknown = f64;
+  unknown.header.dim = 7;
+  EXPECT_EQ(ValidateDataFrames(unknown, 1 << 20).code(), StatusCode::kProtocolError);
+  Message flagged = DenseMessage(MsgType::kPeerTensor, 3, 12);
+  flagged.header.flags = 1u << kFlagWireShift;  // the type is dim's, not the flags'
+  EXPECT_EQ(ValidateDataFrames(flagged, 1 << 20).code(), StatusCode::kProtocolError);
+  EXPECT_TRUE(ValidateDataFrames(DenseMessage(MsgType::kPeerTensor, 3, 12), 1 << 20).ok());
 }
 
 TEST(MessageTest, ValidateSparseFrames) {
