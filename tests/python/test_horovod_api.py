@@ -223,11 +223,16 @@ def test_distributed_optimizer_horovod_mode_equals_one_process(cluster, kwargs):
         return torch.randn(16, 6, generator=g), torch.randn(16, 2, generator=g)
 
     def build():
-        torch.manual_seed(3)
         return torch.nn.Sequential(torch.nn.Linear(6, 10), torch.nn.ReLU(), torch.nn.Linear(10, 2))
+
+    # The initial weights, made here: torch's global generator is shared by the worker
+    # threads, whose own initializations would interleave.
+    torch.manual_seed(3)
+    init = {k: v.clone() for k, v in build().state_dict().items()}
 
     def work(r, w):
         model = build()
+        model.load_state_dict(init)
         opt = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.05),
                                        named_parameters=model.named_parameters(), worker=w, **kwargs)
         assert opt.mode == "horovod"
@@ -240,6 +245,7 @@ def test_distributed_optimizer_horovod_mode_equals_one_process(cluster, kwargs):
 
     res = every(cluster, work)
     ref = build()
+    ref.load_state_dict(init)
     opt = torch.optim.Adam(ref.parameters(), lr=0.05)
     for _ in range(3):
         grads = [torch.zeros_like(p) for p in ref.parameters()]
