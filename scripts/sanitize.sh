@@ -24,7 +24,7 @@ ASAN_BINARIES=(unit_test packing_test placement_test optcnn_test cluster_test sh
                checkpoint_test cache_test replacement_test store_cold_test streams_test
                curve_test parts_test wire_dtype_test ps_algorithms_test peer_algorithms_test
                collectives_test)
-TSAN_BINARIES=(unit_test fault_test worker_loss_test replacement_test collectives_test)
+TSAN_BINARIES=(unit_test fault_test worker_loss_test replacement_test)
 
 launcher=()
 if command -v ccache >/dev/null; then
