@@ -16,6 +16,17 @@ from . import collectives as _C
 from .errors import FailedPreconditionError, InvalidArgumentError
 
 
+def on_grad_accumulated(p, fired):
+    """Runs ``fired()`` each time backward has added a gradient to leaf ``p``'s ``.grad``
+    (torch >= 2.1's post-accumulate-grad hook; before it, the hook of the leaf's
+    AccumulateGrad node, as Horovod does). Returns what must be kept for the hook to stay."""
+    if hasattr(p, "register_post_accumulate_grad_hook"):
+        return p.register_post_accumulate_grad_hook(lambda *_: fired())
+    acc = p.expand_as(p).grad_fn.next_functions[0][0]
+    acc.register_hook(lambda *_: fired())
+    return acc  # keeps the node (and its hook) alive
+
+
 class AllreduceStrategy:
     """One all-reduce per parameter per step, started from its gradient hook."""
 
@@ -52,18 +63,13 @@ class AllreduceStrategy:
                 self._register_hook(i, p)
 
     def _register_hook(self, i, p):
-        def fired(*_):
+        def fired():
             self.passes[i] += 1
             if self.passes[i] >= self.passes_per_step and self.handles[i] is None:
                 self._start(i)
                 self.hook_allreduces += 1
 
-        if hasattr(p, "register_post_accumulate_grad_hook"):
-            self._hooks.append(p.register_post_accumulate_grad_hook(fired))
-        else:
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(fired)
-            self._hooks.append(acc)  # keeps the node (and its hook) alive
+        self._hooks.append(on_grad_accumulated(p, fired))
 
     def _start(self, i):
         p = self.params[i]

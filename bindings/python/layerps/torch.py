@@ -36,6 +36,7 @@ from . import collectives as _C
 from .cluster import default_worker
 from . import hybrid as _hybrid
 from ._allreduce_strategy import AllreduceStrategy as _AllreduceStrategy
+from ._allreduce_strategy import on_grad_accumulated as _on_grad_accumulated
 from .collectives import ProcessSet, global_process_set
 from .errors import FailedPreconditionError, InvalidArgumentError
 
@@ -675,7 +676,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     # --- hooks (mode 'aggregate') ----------------------------------------------------------
     def _register_hook(self, i, p):
-        def fired(*_):
+        def fired():
             if p.grad is not None and p.grad.is_sparse:
                 return  # refused by step(), in parameter order
             self._passes[i] += 1
@@ -683,14 +684,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 self._start_push(i)
                 self.hook_pushes += 1
 
-        if hasattr(p, "register_post_accumulate_grad_hook"):
-            self._grad_accs.append(p.register_post_accumulate_grad_hook(fired))
-        else:
-            # The gradient accumulator node of a leaf: its hook runs once the gradient has
-            # been added to p.grad (Horovod's way before torch 2.1).
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(fired)
-            self._grad_accs.append(acc)  # keeps the node (and its hook) alive
+        self._grad_accs.append(_on_grad_accumulated(p, fired))
 
     def _start_push(self, i):
         p, off, n = self._params[i], self._offs[i], self._numel[i]
