@@ -23,6 +23,16 @@
 // member's (SetSharedMemoryPeers; routing identities, which a stranger cannot take,
 // unlike the header's `sender`). Mappings are kept per connection: one live segment per
 // member, and at most kShmMaxMappings in all.
+//
+// Chunked framing (CURVE clusters): libzmq reads a connection's handshake commands
+// through the same decoder as its messages, under the receive socket's ZMQ_MAXMSGSIZE, so
+// with a part limit of max_message_bytes a keyless stranger could make a node hold up to
+// that much per connection before its handshake fails. Under CURVE every receive socket
+// therefore takes parts of at most kCurvePartLimit bytes, and every payload frame travels
+// as a run of parts: each part but the last exactly kChunkBytes long, the last one shorter
+// (possibly empty), so a frame of n bytes is n / kChunkBytes + 1 parts. The receiver joins
+// a run back into one frame (a copy, small beside the encryption). Header and manifest
+// parts are always shorter than a chunk and go as they are.
 #include <fcntl.h>
 #include <glog/logging.h>
 #include <sys/mman.h>
@@ -76,20 +86,31 @@ constexpr size_t kShmMaxMappings = 1024;
 constexpr uintptr_t kFrameAlign = 8;
 
 // The most parts a received message may have: the routing id, a manifest, the header and
-// kMaxFrames payload frames.
+// kMaxFrames payload frames (with chunked framing, plus its full chunks: those are bounded
+// by max_message_bytes).
 constexpr size_t kMaxParts = kMaxFrames + 3;
 
-zmq::message_t ToZmq(const Frame& f) {
-  if (f.size() <= kCopyBelow || !f.owner()) return zmq::message_t(f.data(), f.size());
+// Chunked framing (above): a full chunk, and the receive socket's part limit under CURVE.
+// CURVE's MESSAGE command adds 33 bytes to a part; its largest handshake command
+// (INITIATE, with the metadata) stays well below 1 KiB.
+constexpr size_t kChunkBytes = 64 << 10;
+constexpr int64_t kCurvePartLimit = kChunkBytes + 1024;
+
+// Bytes [offset, offset + size) of a frame as a ZeroMQ part.
+zmq::message_t ToZmq(const Frame& f, size_t offset, size_t size) {
+  const uint8_t* data = f.data() + offset;
+  if (size <= kCopyBelow || !f.owner()) return zmq::message_t(data, size);
   auto* hint = new std::shared_ptr<const void>(f.owner());
-  return zmq::message_t(const_cast<uint8_t*>(f.data()), f.size(), &ReleaseOwner, hint);
+  return zmq::message_t(const_cast<uint8_t*>(data), size, &ReleaseOwner, hint);
 }
 
 // Sends a message's header and payload frames on `socket` (the header blocks up to the
 // socket's send timeout when the peer's queue is full; parts after it never do). false:
 // the queue stayed full, nothing was sent. Frames listed in `shm` (by index, ascending)
-// go as empty parts: their bytes are in shared memory.
-bool SendParts(zmq::socket_t* socket, const Message& msg, const std::vector<ShmEntry>& shm) {
+// go as empty parts: their bytes are in shared memory. `chunked`: the receiver takes
+// chunked framing (top of this file).
+bool SendParts(zmq::socket_t* socket, const Message& msg, const std::vector<ShmEntry>& shm,
+               bool chunked) {
   zmq::message_t head(&msg.header, sizeof(Header));
   const bool more = !msg.frames.empty();
   if (!socket->send(head, more ? zmq::send_flags::sndmore : zmq::send_flags::none)) return false;
@@ -103,10 +124,36 @@ bool SendParts(zmq::socket_t* socket, const Message& msg, const std::vector<ShmE
       socket->send(empty, flags);
       continue;
     }
-    zmq::message_t part = ToZmq(msg.frames[i]);
-    socket->send(part, flags);
+    const Frame& f = msg.frames[i];
+    if (!chunked) {
+      zmq::message_t part = ToZmq(f, 0, f.size());
+      socket->send(part, flags);
+      continue;
+    }
+    size_t offset = 0;
+    for (; f.size() - offset >= kChunkBytes; offset += kChunkBytes) {
+      zmq::message_t part = ToZmq(f, offset, kChunkBytes);
+      socket->send(part, zmq::send_flags::sndmore);
+    }
+    zmq::message_t tail = ToZmq(f, offset, f.size() - offset);  // shorter than a chunk
+    socket->send(tail, flags);
   }
   return true;
+}
+
+// Joins a run of received parts (chunked framing) into one frame on kFrameAlign.
+Frame JoinParts(std::vector<zmq::message_t>::iterator begin,
+                std::vector<zmq::message_t>::iterator end) {
+  size_t size = 0;
+  for (auto it = begin; it != end; ++it) size += it->size();
+  std::shared_ptr<uint64_t[]> bytes(new uint64_t[(size + 7) / 8]);
+  uint8_t* out = reinterpret_cast<uint8_t*>(bytes.get());
+  for (auto it = begin; it != end; ++it) {
+    if (it->size() > 0) std::memcpy(out, it->data(), it->size());
+    out += it->size();
+  }
+  const void* data = bytes.get();
+  return Frame::Borrow(data, size, std::shared_ptr<const void>(std::move(bytes), data));
 }
 
 class ZmqTransport final : public Transport {
@@ -139,7 +186,11 @@ class ZmqTransport final : public Transport {
         router_->set(zmq::sockopt::curve_server, true);
         router_->set(zmq::sockopt::curve_secretkey, curve_->secret_z85);
       }
-      router_->set(zmq::sockopt::maxmsgsize, options_.max_message_bytes);
+      // Under CURVE, small parts (chunked framing, top of this file): what a stranger's
+      // handshake can make this node hold is one part of kCurvePartLimit per connection.
+      chunked_ = curve_ && !IsInproc(address);
+      router_->set(zmq::sockopt::maxmsgsize,
+                   chunked_ ? kCurvePartLimit : options_.max_message_bytes);
       router_->set(zmq::sockopt::rcvhwm, 100000);
       router_->bind(address);
       std::string bound = router_->get(zmq::sockopt::last_endpoint);
@@ -178,6 +229,7 @@ class ZmqTransport final : public Transport {
     p->endpoint = endpoint;
     p->identity = identity;
     p->same_host = endpoint.rfind("ipc://", 0) == 0 && shm_enabled_;
+    p->chunked = curve_ && !IsInproc(endpoint);
     // The extra streams' identities need two more bytes.
     p->streams = p->same_host || identity.size() > 253 ? 1 : streams_;
     std::shared_ptr<Peer> old;
@@ -280,7 +332,7 @@ class ZmqTransport final : public Transport {
         }
         // From here on the message is committed: the header and frames follow.
       }
-      if (!SendParts(p->socket.get(), msg, entries)) {
+      if (!SendParts(p->socket.get(), msg, entries, p->chunked)) {
         return Unavailable("send queue to node " + std::to_string(peer) + " stayed full for " +
                            std::to_string(timeout_ms) + " ms");
       }
@@ -301,6 +353,10 @@ class ZmqTransport final : public Transport {
       // past kMaxParts and bytes past the limit are released as they are read, and the
       // message is then refused (the caller counts it as a bad message).
       std::vector<zmq::message_t> parts;
+      // Chunked framing adds the full chunks, which the byte limit bounds.
+      const size_t max_parts =
+          chunked_ ? kMaxParts + static_cast<size_t>(options_.max_message_bytes) / kChunkBytes
+                   : kMaxParts;
       size_t num_parts = 0;
       uint64_t bytes = 0;  // header and payload parts, as the sender's limit counts them
       bool oversized = false;
@@ -316,11 +372,11 @@ class ZmqTransport final : public Transport {
         if (counted) bytes += part.size();
         if (num_parts == 2 && !counted && part.size() > kMaxManifestBytes) oversized = true;
         if (bytes > static_cast<uint64_t>(options_.max_message_bytes)) oversized = true;
-        if (!oversized && num_parts <= kMaxParts) parts.push_back(std::move(part));
+        if (!oversized && num_parts <= max_parts) parts.push_back(std::move(part));
       }
-      if (num_parts > kMaxParts) {
+      if (num_parts > max_parts) {
         return ProtocolError("message of " + std::to_string(num_parts) + " parts (at most " +
-                             std::to_string(kMaxParts) + ")");
+                             std::to_string(max_parts) + ")");
       }
       if (oversized) {
         return ProtocolError(
@@ -330,7 +386,7 @@ class ZmqTransport final : public Transport {
       // A manifest part (never 64 bytes long) may precede the header: frames in shared memory.
       const size_t first = parts.size() >= 3 && parts[1].size() != sizeof(Header) ? 2 : 1;
       if (parts.size() < first + 1) return ProtocolError("message without a header frame");
-      if (parts.size() > kMaxFrames + first + 1)
+      if (!chunked_ && parts.size() > kMaxFrames + first + 1)
         return ProtocolError("message with too many frames");
       msg->frames.clear();
       msg->identity.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
@@ -339,6 +395,20 @@ class ZmqTransport final : public Transport {
       if (stream_mark != std::string::npos) msg->identity.resize(stream_mark);
       PS_RETURN_IF_ERROR(ParseHeader(parts[first].data(), parts[first].size(), &msg->header));
       for (size_t i = first + 1; i < parts.size(); ++i) {
+        if (chunked_ && parts[i].size() >= kChunkBytes) {
+          // A run of full chunks and the shorter part that ends it: one frame.
+          size_t end = i;
+          while (end < parts.size() && parts[end].size() == kChunkBytes) ++end;
+          if (end == parts.size() || parts[end].size() > kChunkBytes) {
+            return ProtocolError("chunked frame without its closing part");
+          }
+          if (msg->frames.size() == kMaxFrames) return ProtocolError("message with too many frames");
+          msg->frames.push_back(JoinParts(parts.begin() + static_cast<std::ptrdiff_t>(i),
+                                          parts.begin() + static_cast<std::ptrdiff_t>(end) + 1));
+          i = end;
+          continue;
+        }
+        if (msg->frames.size() == kMaxFrames) return ProtocolError("message with too many frames");
         // ZeroMQ hands out small parts at any offset of its receive buffer; payloads are
         // read as arrays of u64 keys and floats, so a part not on an 8-byte boundary is
         // copied to one (only parts that fit in one read batch, a few KiB, are affected).
@@ -430,6 +500,7 @@ class ZmqTransport final : public Transport {
     bool closed = false;                          // guarded by extra_mu: CloseSocket ran
     std::vector<std::unique_ptr<Stream>> extra;   // guarded by extra_mu until filled, then fixed
     bool same_host = false;                 // ipc:// endpoint: the shared-memory path applies
+    bool chunked = false;                   // the peer takes chunked framing (CURVE)
     bool shm_failed = false;                // guarded by mu: no segment could be made
     std::unique_ptr<ShmSender> shm;         // guarded by mu
   };
@@ -571,7 +642,7 @@ class ZmqTransport final : public Transport {
     if (!st->socket) return Unavailable("connection to node " + std::to_string(peer) + " closed");
     try {
       st->socket->set(zmq::sockopt::sndtimeo, timeout_ms);
-      if (!SendParts(st->socket.get(), msg, {})) {
+      if (!SendParts(st->socket.get(), msg, {}, p->chunked)) {
         return Unavailable("send queue to node " + std::to_string(peer) + " stayed full for " +
                            std::to_string(timeout_ms) + " ms");
       }
@@ -589,6 +660,7 @@ class ZmqTransport final : public Transport {
   std::shared_ptr<zmq::context_t> ctx_;
   std::unique_ptr<CurveAuthenticator> authenticator_;  // with ctx_, under CURVE
   std::unique_ptr<zmq::socket_t> router_;
+  bool chunked_ = false;  // set by Bind: router_ takes chunked framing (CURVE)
   std::string endpoint_;
   std::atomic<bool> closed_{false};
   mutable std::shared_mutex peers_mu_;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -142,9 +143,12 @@ bool CatchesSignal(pid_t pid, const std::string& comm, int sig,
 // A scheduler and M server processes; the test itself is the (only) worker.
 class DaemonCluster {
  public:
-  DaemonCluster(int servers, const std::string& token = "tok", int heartbeat_timeout_ms = 1500)
-      : token_(token), heartbeat_timeout_ms_(heartbeat_timeout_ms) {
+  // curve_key_file: the cluster's key for every daemon and WorkerOptions() (empty: none).
+  DaemonCluster(int servers, const std::string& token = "tok", int heartbeat_timeout_ms = 1500,
+                const std::string& curve_key_file = "")
+      : token_(token), heartbeat_timeout_ms_(heartbeat_timeout_ms), curve_key_file_(curve_key_file) {
     const std::string hb = "--heartbeat_timeout_ms=" + std::to_string(heartbeat_timeout_ms);
+    const std::string curve = "--curve_key_file=" + curve_key_file;
     addr_file_ =
         "/tmp/layerps-mp-addr-" + std::to_string(getpid()) + "-" + std::to_string(counter_++);
     unlink(addr_file_.c_str());
@@ -152,12 +156,12 @@ class DaemonCluster {
         kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1:0",
         "--num_servers=" + std::to_string(servers), "--num_workers=1", "--token=" + token,
         "--heartbeat_interval_ms=100", hb, "--address_file=" + addr_file_,
-        "--dense_chunk_elems=100", "--run_timeout_s=120"});
+        "--dense_chunk_elems=100", "--run_timeout_s=120", curve});
     address_ = ReadAddress(addr_file_, 10s);
     for (int i = 0; i < servers; ++i) {
       servers_.push_back(std::make_unique<Process>(
           std::vector<std::string>{kTools + "/layerps-server", "--scheduler=" + address_,
-                                   "--token=" + token, "--heartbeat_interval_ms=100", hb}));
+                                   "--token=" + token, "--heartbeat_interval_ms=100", hb, curve}));
     }
   }
   ~DaemonCluster() { unlink(addr_file_.c_str()); }
@@ -169,6 +173,7 @@ class DaemonCluster {
     o.heartbeat_timeout_ms = heartbeat_timeout_ms_;
     o.connect_timeout_ms = 15000;
     o.request_timeout_ms = 30000;
+    o.curve_key_file = curve_key_file_;
     return o;
   }
   const std::string& address() const { return address_; }
@@ -179,6 +184,7 @@ class DaemonCluster {
   static inline int counter_ = 0;
   std::string token_, addr_file_, address_;
   int heartbeat_timeout_ms_;
+  std::string curve_key_file_;
   std::unique_ptr<Process> scheduler_;
   std::vector<std::unique_ptr<Process>> servers_;
 };
@@ -657,8 +663,10 @@ int64_t RssBytes(pid_t pid) {
 // A raw TCP connection that speaks just enough ZMTP 3.0 (greeting, NULL mechanism,
 // READY as a DEALER) to start one message frame of `declared` bytes, then sends
 // `sent` of them and holds the rest back: what ZeroMQ buffers for it is what a
-// stranger pins. Returns the socket (the caller closes it), or -1.
-int StartLargeFrame(int port, uint64_t declared, uint64_t sent) {
+// stranger pins. With `curve`, the greeting announces the CURVE mechanism and the frame
+// is a handshake command instead (a stranger has no key, so it never gets further).
+// Returns the socket (the caller closes it), or -1.
+int StartLargeFrame(int port, uint64_t declared, uint64_t sent, bool curve = false) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -668,16 +676,21 @@ int StartLargeFrame(int port, uint64_t declared, uint64_t sent) {
     close(fd);
     return -1;
   }
-  std::string out(64, '\0');  // greeting: signature, version 3.0, "NULL", as-server 0
+  std::string out(64, '\0');  // greeting: signature, version 3.0, mechanism, as-server 0
   out[0] = '\xff';
   out[9] = '\x7f';
   out[10] = '\x03';
-  out.replace(12, 4, "NULL");
-  const std::string ready = std::string("\x05READY\x0bSocket-Type\0\0\0\x06", 22) + "DEALER";
-  out += '\x04';  // short command
-  out += static_cast<char>(ready.size());
-  out += ready;
-  out += '\x02';  // long message frame, last part
+  if (curve) {
+    out.replace(12, 5, "CURVE");
+    out += '\x06';  // long command frame (where HELLO belongs)
+  } else {
+    out.replace(12, 4, "NULL");
+    const std::string ready = std::string("\x05READY\x0bSocket-Type\0\0\0\x06", 22) + "DEALER";
+    out += '\x04';  // short command
+    out += static_cast<char>(ready.size());
+    out += ready;
+    out += '\x02';  // long message frame, last part
+  }
   for (int i = 7; i >= 0; --i) out += static_cast<char>((declared >> (8 * i)) & 0xff);
   auto put = [fd](const char* p, size_t n) {
     while (n > 0) {
@@ -741,6 +754,61 @@ TEST(StrangerTest, LargeFramesFromStrangersPinNoMemory) {
   w.Stop();
   EXPECT_EQ(c.scheduler().Wait(20s), 0) << c.scheduler().Output();
   EXPECT_EQ(c.server(0).Wait(20s), 0) << c.server(0).Output();
+}
+
+// Defect 1 of issue 29: under CURVE, a keyless connection that announces the mechanism
+// and sends one large handshake frame made a node hold the whole frame (up to the socket's
+// part limit) until the handshake failed on it: three such connections took a server from
+// 17 MB to 593 MB, 150 took the scheduler from 9 to 162 MB. With chunked framing the part
+// limit is small: three 256 MiB frames (64 MiB sent of each) to a server and 150 frames of
+// 1 MiB to the scheduler move neither by more than 32 MiB, and the cluster still moves a
+// tensor of several MiB (many chunks) exactly.
+TEST(StrangerTest, CurveHandshakeFramesPinNoMemory) {
+  const std::string key = "/tmp/layerps-mp-curve-" + std::to_string(getpid());
+  unlink(key.c_str());
+  ASSERT_TRUE(WriteClusterKeyFile(key).ok());
+  DaemonCluster c(1, "tok", 1500, key);
+  Worker w(c.WorkerOptions());
+  ASSERT_TRUE(w.Start().ok());
+  const size_t n = (size_t{3} << 20) + 5;  // 12 MiB and a bit: 192 chunks and a tail
+  auto d = w.DeclareTable(TableSpec::Dense("d", n));
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::string server_ep;
+  for (const auto& node : w.Nodes()) {
+    if (node.role == Role::kServer) server_ep = node.endpoint;
+  }
+  const int server_port = std::stoi(server_ep.substr(server_ep.rfind(':') + 1));
+  const int scheduler_port = std::stoi(c.address().substr(c.address().rfind(':') + 1));
+  const int64_t scheduler_before = RssBytes(c.scheduler().pid());
+  const int64_t server_before = RssBytes(c.server(0).pid());
+  ASSERT_GT(scheduler_before, 0);
+  std::vector<int> fds;
+  for (int i = 0; i < 3; ++i) fds.push_back(StartLargeFrame(server_port, 256u << 20, 64u << 20, true));
+  for (int i = 0; i < 150; ++i) {
+    fds.push_back(StartLargeFrame(scheduler_port, 1u << 20, (1u << 20) - 4096, true));
+  }
+  int64_t scheduler_peak = scheduler_before, server_peak = server_before;
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(100ms);
+    scheduler_peak = std::max(scheduler_peak, RssBytes(c.scheduler().pid()));
+    server_peak = std::max(server_peak, RssBytes(c.server(0).pid()));
+  }
+  std::cout << "scheduler RSS " << scheduler_before << " -> " << scheduler_peak << ", server RSS "
+            << server_before << " -> " << server_peak << std::endl;
+  EXPECT_LT(scheduler_peak - scheduler_before, int64_t{32} << 20);
+  EXPECT_LT(server_peak - server_before, int64_t{32} << 20);
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+  std::vector<float> g(n), out(n);
+  for (size_t i = 0; i < n; ++i) g[i] = static_cast<float>(i % 1000) * 0.5f;
+  ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), g.size()), 60s).ok());
+  ASSERT_TRUE(w.Wait(w.Pull(*d, out.data(), out.size()), 60s).ok());
+  EXPECT_EQ(out, g);
+  w.Stop();
+  EXPECT_EQ(c.scheduler().Wait(20s), 0) << c.scheduler().Output();
+  EXPECT_EQ(c.server(0).Wait(20s), 0) << c.server(0).Output();
+  unlink(key.c_str());
 }
 
 // Defect 3 of issue 13: Register messages whose strings are not UTF-8 fail protobuf's
