@@ -23,7 +23,7 @@ ASAN_BINARIES=(unit_test packing_test placement_test optcnn_test cluster_test sh
                placement_cluster_test device_test observability_test join_test
                checkpoint_test cache_test replacement_test store_cold_test streams_test
                curve_test parts_test wire_dtype_test ps_algorithms_test peer_algorithms_test
-               collectives_test)
+               collectives_test sparse_exchange_test)
 TSAN_BINARIES=(unit_test fault_test worker_loss_test replacement_test)
 
 launcher=()

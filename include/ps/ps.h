@@ -10,6 +10,7 @@
 #include "ps/options.h"
 #include "ps/scheduler.h"
 #include "ps/server.h"
+#include "ps/sparse_exchange.h"
 #include "ps/status.h"
 #include "ps/types.h"
 #include "ps/version.h"

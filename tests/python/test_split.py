@@ -86,9 +86,12 @@ def test_split_step_equals_data_parallel_sgd_and_counts_its_bytes():
         for got, want in zip(results[2][2].parameters(), ref_suffix.parameters()):
             np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
 
-        # Bytes: each conv worker sends its activations and labels to the suffix rank and
-        # gets the activation gradients back; only the prefix's parameters meet the servers.
+        # Bytes: each conv worker sends its activations (float32) and labels (int64) to the
+        # suffix rank and gets the activation gradients back, in three all-to-alls among the
+        # three ranks, each agreed with a 96-byte descriptor to every other member
+        # (docs/collectives.md); only the prefix's parameters meet the servers.
         act_bytes = BATCH * 4 * 6 * 6 * 4
+        descriptors = 3 * 96
         suffix_id = c.workers[2].id
         server_id = [n.id for n in c.workers[0].nodes() if n.role == layerps._core.Role.SERVER][0]
         for w in c.workers[:2]:
@@ -96,8 +99,8 @@ def test_split_step_equals_data_parallel_sgd_and_counts_its_bytes():
             to_suffix = t["peers"][suffix_id]
             payload_sent = to_suffix["bytes_sent"] - 64 * to_suffix["messages_sent"]
             payload_received = to_suffix["bytes_received"] - 64 * to_suffix["messages_received"]
-            assert payload_sent == STEPS * (act_bytes + BATCH * 4)
-            assert payload_received == STEPS * act_bytes
+            assert payload_sent == STEPS * (act_bytes + BATCH * 8 + descriptors)
+            assert payload_received == STEPS * (act_bytes + descriptors)
             prefix_bytes = sum(p.numel() * 4 for p in base.conv.parameters())
             ps_tables = sum(v["bytes_sent"] for v in t["tables"].values())
             assert ps_tables == STEPS * prefix_bytes + (prefix_bytes if w.rank == 0 else 0)  # + the initial assign
@@ -317,7 +320,9 @@ def test_channel_parallel_fc_nodes_split_the_weights_and_equal_data_parallel_sgd
             peers = w.traffic()["peers"]
             sent = sum(peers[c.workers[r].id]["bytes_sent"] - 64 * peers[c.workers[r].id]["messages_sent"]
                        for r in fc)
-            assert sent == steps * fc_nodes * (act_bytes + BATCH * 4)
+            # activations (float32) and labels (int64) in three all-to-alls, each agreed
+            # with a 96-byte descriptor (docs/collectives.md)
+            assert sent == steps * fc_nodes * (act_bytes + BATCH * 8 + 3 * 96)
         # The last FC node receives, per step and linear layer, the other holders' output
         # columns, then the input gradients' all-reduce.
         peers = c.workers[fc[-1]].traffic()["peers"]
@@ -327,12 +332,16 @@ def test_channel_parallel_fc_nodes_split_the_weights_and_equal_data_parallel_sgd
             return
         # Per step: the others' columns of fc1's and fc2's outputs (forward), the others' parts
         # of its own block of fc2's input gradient, and of the rows of the conv workers it
-        # serves (backward); at the end gather_suffix's weight rows.
+        # serves (backward); at the end gather_suffix's weight rows. Each collective among
+        # the FC nodes (per step two all-gathers and two all-to-alls, at the end four
+        # all-gathers) and each of the step's three all-to-alls among all the ranks is
+        # agreed with a 96-byte descriptor from every other FC node.
         n, last = fc_nodes, fc_nodes - 1
         served = sum(1 for k in range(2) if k % n == last)
         per_step = (n - 1) * 2 * BATCH * (36 + 12) // n + (n - 1) * 2 * BATCH * 36 // n + (n - 1) * BATCH * 144 * served
         weights = (n - 1) * (36 * 144 + 36 + 12 * 36 + 12) // n
-        assert from_fc == 4 * (steps * per_step + weights), (from_fc, steps * per_step * 4, weights * 4)
+        descriptors = 96 * (n - 1) * (7 * steps + 4)
+        assert from_fc == 4 * (steps * per_step + weights) + descriptors, (from_fc, steps * per_step * 4, weights * 4)
     with pytest.raises(layerps.InvalidArgumentError, match="not divisible by the 5 FC nodes"):
         with layerps.LocalCluster(num_servers=1, num_workers=7, transport="inproc", **FAST) as c:
             SplitTrainer(c.workers[0], copy.deepcopy(base), "fc1", torch.nn.functional.cross_entropy, lr=LR,

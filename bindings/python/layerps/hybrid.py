@@ -33,11 +33,12 @@ push per step: when more than one worker (or host leader) pushes, the pushers fi
 exchange rows so that each row is pushed by one of them (its owner, by row id).
 """
 
-import hashlib
 import threading
 
 import torch
 
+from . import _core
+from .collectives import broadcast
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .partition import check_partitions
 
@@ -46,9 +47,14 @@ MODES = ("hybrid", "ps", "allreduce")
 _CHUNK_ROWS = 1 << 16  # rows per request when copying whole tables
 
 
-def _tag(*parts):
-    """A peer-tensor tag for this purpose (< 2^56: never a reserved collective tag)."""
-    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=7).digest(), "little")
+# --- the row exchanges: the C++ core's (ps/sparse_exchange.h), on torch tensors ----------
+def _rows_args(ids, rows):
+    return ids.contiguous().numpy(), rows.detach().to(torch.float32).contiguous().numpy()
+
+
+def _as_rows(result):
+    ids, rows = result
+    return torch.from_numpy(ids), torch.from_numpy(rows)
 
 
 # --- the lookup hook: pulls a PS-held embedding's rows before the module uses them -------
@@ -138,19 +144,6 @@ def server_rule(optimizer, param, name):
     raise InvalidArgumentError(f"parameter '{name}' is routed to the servers, which have no rule for "
                                f"{kind} (they have SGD with or without momentum, Adagrad, Adam/SparseAdam); "
                                f"route it with routes={{'{name}': 'allreduce'}}")
-
-
-def coalesce_rows(ids, rows):
-    """(unique ids ascending, summed rows)."""
-    if ids.numel() == 0:
-        return ids, rows
-    uniq, inverse = torch.unique(ids, return_inverse=True)
-    if uniq.numel() == ids.numel():
-        order = torch.argsort(ids)
-        return ids[order], rows[order]
-    out = torch.zeros(uniq.numel(), rows.shape[1], dtype=rows.dtype)
-    out.index_add_(0, inverse, rows)
-    return uniq, out
 
 
 class _SparseParam:
@@ -446,7 +439,7 @@ class Hybrid:
             self._setup()
         self._check_gradients()
         W = w.num_workers
-        sends, pushes = [], []
+        pushes = []
         # 1. dense parameters through the 'sum' tables
         if self._dense_ps:
             self._flatten_grads(self._dense_ps, self._ps_buf)
@@ -466,13 +459,11 @@ class Hybrid:
         elif self._sparse and W > 1:
             w.barrier("workers", timeout)
         self._follow_lr()
-        sends2, pushes2 = self._push_sparse()
-        sends += sends2
-        pushes += pushes2
+        pushes += self._push_sparse()
         # 4. all-gathered sparse gradients: every worker's rows to every other worker
         for i in self._gathered:
-            sends += self._allgather(i)
-        for h in sends + pushes:
+            self._allgather(i)
+        for h in pushes:
             h.wait(timeout)
         if self._pending_reset is not None:
             self._pending_reset.wait(timeout)  # before the barrier (the aggregate mode's scheme)
@@ -484,7 +475,7 @@ class Hybrid:
             if not self.hierarchical or w.rank == self.leader:
                 w.pull(self._ps_tables[k], self._ps_buf).wait(timeout)
             if self.hierarchical:
-                self._host_share(self._ps_buf, _tag(self.name, "share-ps"))
+                self._host_share(self._ps_buf)
             if w.rank == 0:
                 self._pending_reset = w.assign(self._ps_tables[(k + 2) % 3], self._zeros)
             self._ps_buf.mul_(1.0 / W)
@@ -504,7 +495,7 @@ class Hybrid:
             if len(self.leaders) > 1:  # else the host's sum is already everybody's
                 if w.rank == self.leader:
                     w.allreduce(self._ar_buf, timeout, ranks=self.leaders)
-                self._host_share(self._ar_buf, _tag(self.name, "share-ar"))
+                self._host_share(self._ar_buf)
         elif W > 1:
             w.allreduce(self._ar_buf, timeout)
         self._ar_buf.mul_(1.0 / W)
@@ -523,9 +514,9 @@ class Hybrid:
                 sp.hyper["lr"] = lr
 
     def _push_sparse(self):
-        """Starts this step's pushes of the server-held rows; returns (sends, pushes)."""
+        """Starts this step's pushes of the server-held rows; returns their handles."""
         w, W = self.worker, self.worker.num_workers
-        sends, pushes = [], []
+        pushes = []
         for sp in self._sparse:
             g = sp.param.grad
             if g is None or g._nnz() == 0:
@@ -537,24 +528,16 @@ class Hybrid:
             pushers = list(range(W))
             if self.hierarchical:
                 pushers = self.leaders
-                if len(self.host_ranks) > 1:
-                    tag = _tag(self.name, "host", sp.index)
-                    if w.rank != self.leader:
-                        sends += self._send_rows(self.leader, tag, ids, rows)
-                        ids, rows = ids[:0], rows[:0]
-                    else:
-                        parts_i, parts_r = [ids], [rows]
-                        for r in self.host_ranks[1:]:
-                            i2, r2 = self._recv_rows(r, tag, sp.dim)
-                            parts_i.append(i2)
-                            parts_r.append(r2)
-                        ids, rows = coalesce_rows(torch.cat(parts_i), torch.cat(parts_r))
+                if len(self.host_ranks) > 1:  # the host's rows, summed, to its leader
+                    ids, rows = _as_rows(_core.rows_to_root(w._node, *_rows_args(ids, rows), sp.dim, self.leader,
+                                                            ranks=self.host_ranks, timeout=self.timeout))
             if sp.rule != "sgd" and len(pushers) > 1 and w.rank in pushers:
-                ids, rows, more = self._to_owners(sp, pushers, ids, rows)
-                sends += more
+                # each row to one pusher (its owner, by row id), summed there
+                ids, rows = _as_rows(_core.rows_to_owners(w._node, *_rows_args(ids, rows), sp.dim,
+                                                          ranks=pushers, timeout=self.timeout))
             if w.rank in pushers:
                 pushes += sp.push(ids, rows * (1.0 / W))
-        return sends, pushes
+        return pushes
 
     def after_optimizer_step(self):
         """Sparse parameters stepped locally (routed to 'allreduce') get their gradient
@@ -576,64 +559,27 @@ class Hybrid:
         if len(self.host_ranks) > 1:
             self.worker.allreduce(buf, self.timeout, ranks=self.host_ranks)
 
-    def _host_share(self, buf, tag):
+    def _host_share(self, buf):
         """The leader's ``buf`` to the other workers of its host."""
-        w = self.worker
-        if len(self.host_ranks) == 1:
-            return
-        if w.rank == self.leader:
-            for h in [w.send_to(r, tag, buf) for r in self.host_ranks[1:]]:
-                h.wait(self.timeout)
-        else:
-            w.recv_from(self.leader, tag, buf).wait(self.timeout)
+        if len(self.host_ranks) > 1:
+            broadcast(buf, self.leader, process_set=self.host_ranks, timeout=self.timeout, worker=self.worker)
 
     def _host_pull(self, sp, keys):
         """The rows of ``keys`` (unique ids) of server-held parameter ``sp``, pulled once
         per host: the leader pulls the union of its host's ids and sends each worker its
         rows (host_pulls)."""
-        w, timeout = self.worker, self.timeout
-        ids_tag, rows_tag = _tag(self.name, "host-ids", sp.index), _tag(self.name, "host-rows", sp.index)
-        if w.rank != self.leader:
-            sends = self._send_rows(self.leader, ids_tag, keys, torch.zeros(keys.numel(), 0))
-            rows = torch.empty(keys.numel(), sp.dim, dtype=torch.float32)
-            if keys.numel():
-                w.recv_from(self.leader, rows_tag, rows).wait(timeout)
-            for hd in sends:
-                hd.wait(timeout)
-            return rows
-        asked = [(r, self._recv_rows(r, ids_tag, 0)[0]) for r in self.host_ranks[1:]]
-        union = torch.unique(torch.cat([keys] + [ids for _, ids in asked]))  # sorted
-        rows = sp.pull(union) if union.numel() else torch.zeros(0, sp.dim, dtype=torch.float32)
-        sends = [w.send_to(r, rows_tag, rows[torch.searchsorted(union, ids)].contiguous())
-                 for r, ids in asked if ids.numel()]
-        mine = rows[torch.searchsorted(union, keys)]
-        for hd in sends:
-            hd.wait(timeout)
-        return mine
-
-    def _send_rows(self, rank, tag, ids, rows):
         w = self.worker
-        count = torch.tensor([ids.numel()], dtype=torch.int32).view(torch.float32)
-        handles = [w.send_to(rank, tag, count)]
-        if ids.numel():
-            payload = torch.cat([ids.contiguous().view(torch.float32), rows.contiguous().reshape(-1)])
-            handles.append(w.send_to(rank, tag, payload))
-        return handles
 
-    def _recv_rows(self, rank, tag, dim):
-        w = self.worker
-        count = torch.empty(1, dtype=torch.float32)
-        w.recv_from(rank, tag, count).wait(self.timeout)
-        n = int(count.view(torch.int32)[0])
-        if n == 0:
-            return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dim, dtype=torch.float32)
-        buf = torch.empty(2 * n + n * dim, dtype=torch.float32)
-        w.recv_from(rank, tag, buf).wait(self.timeout)
-        return buf[:2 * n].view(torch.int64).clone(), buf[2 * n:].view(n, dim)
+        def pull(union):
+            return sp.pull(torch.from_numpy(union)).numpy()
+
+        return torch.from_numpy(_core.pull_rows_through_root(
+            w._node, keys.contiguous().numpy(), sp.dim, self.leader, pull if w.rank == self.leader else None,
+            ranks=self.host_ranks, timeout=self.timeout))
 
     def _allgather(self, i):
-        """Sends this worker's rows of parameter i to every other worker, receives theirs
-        and sets the parameter's gradient to the average (a sparse tensor)."""
+        """Every worker's rows of parameter i, summed: the parameter's gradient becomes
+        their average (a sparse tensor)."""
         w, W = self.worker, self.worker.num_workers
         p = self.params[i]
         g = p.grad
@@ -642,45 +588,10 @@ class Hybrid:
             ids, rows = torch.zeros(0, dtype=torch.int64), torch.zeros(0, dim, dtype=torch.float32)
         else:
             g = g.coalesce()
-            ids, rows = g.indices()[0].contiguous(), g.values().reshape(-1, dim).to(torch.float32)
-        tag = _tag(self.name, "gather", i)
-        sends = []
-        for r in range(W):
-            if r != w.rank:
-                sends += self._send_rows(r, tag, ids, rows)
-        parts_i, parts_r = [ids], [rows]
-        for r in range(W):
-            if r != w.rank:
-                i2, r2 = self._recv_rows(r, tag, dim)
-                parts_i.append(i2)
-                parts_r.append(r2)
-        ids, rows = coalesce_rows(torch.cat(parts_i), torch.cat(parts_r))
+            ids, rows = g.indices()[0], g.values().reshape(-1, dim)
+        ids, rows = _as_rows(_core.allgather_rows(w._node, *_rows_args(ids, rows), dim, timeout=self.timeout))
         p.grad = torch.sparse_coo_tensor(ids.unsqueeze(0), (rows * (1.0 / W)).reshape(-1, *p.shape[1:]),
                                          p.shape).coalesce()
-        return sends
-
-    def _to_owners(self, sp, pushers, ids, rows):
-        """Sends each pusher the rows it owns (row id mod len(pushers)) and sums what the
-        others send this one: afterwards each row is held by exactly one pusher."""
-        w = self.worker
-        tag = _tag(self.name, "owner", sp.index)
-        G = len(pushers)
-        me = pushers.index(w.rank)
-        owner = torch.remainder(ids, G)
-        sends = []
-        for j, r in enumerate(pushers):
-            if j != me:
-                mask = owner == j
-                sends += self._send_rows(r, tag, ids[mask], rows[mask])
-        mask = owner == me
-        parts_i, parts_r = [ids[mask]], [rows[mask]]
-        for j, r in enumerate(pushers):
-            if j != me:
-                i2, r2 = self._recv_rows(r, tag, sp.dim)
-                parts_i.append(i2)
-                parts_r.append(r2)
-        ids, rows = coalesce_rows(torch.cat(parts_i), torch.cat(parts_r))
-        return ids, rows, sends
 
     # --- partitions --------------------------------------------------------------------
     def repartition(self, partitions, names=None):

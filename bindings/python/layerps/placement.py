@@ -19,6 +19,7 @@ import collections
 import numpy as np
 import torch
 
+from .collectives import allgather, alltoall
 from .errors import InvalidArgumentError
 
 __all__ = ["profile", "split_sequential", "SplitTrainer"]
@@ -168,7 +169,10 @@ class SplitTrainer:
 
     The prefix's parameters live on the servers in dense tables (rule ``sgd``), one per
     parameter, tagged with the prefix layer's name so that a placement can pin them; the
-    suffix's stay on the suffix ranks. Labels travel as float32 beside the activations.
+    suffix's stay on the suffix ranks. The exchanges are typed collectives among the
+    conv workers and suffix ranks (``alltoall``: activations as float32, labels as int64,
+    activation gradients back; channel-parallel FC nodes ``allgather`` their output blocks
+    and ``alltoall`` their partial sums), so every rank with a role calls :meth:`step`.
     """
 
     def __init__(self, worker, model, cut, loss_fn, *, lr, conv_workers, suffix_rank=None, batch,
@@ -194,6 +198,9 @@ class SplitTrainer:
         self.suffix_rank = self.suffix_ranks[0]
         if self.rank not in self.conv_workers and self.rank not in self.suffix_ranks:
             raise InvalidArgumentError(f"SplitTrainer: rank {self.rank} has no role")
+        # The process sets of the exchanges, ascending (the collectives' member order).
+        self.members = sorted(self.conv_workers + self.suffix_ranks)
+        self.fc_members = sorted(self.suffix_ranks)
         self.batch = int(batch)
         self.loss_fn = loss_fn
         self.lr = float(lr)
@@ -285,54 +292,43 @@ class SplitTrainer:
             shards[mname] = shard
         return shards
 
-    def _channel_tag(self, layer, phase):
-        # Tags of the FC nodes' exchanges, apart from the conv workers' (below 2^40).
-        return (1 << 40) + ((self.step_no * 256 + layer) * 4 + phase)
-
-    def _gather_blocks(self, local, k, shape, dim, tag):
+    def _gather_blocks(self, local, k, shape, dim):
         """The blocks of FC nodes 0..k-1 (each of `shape`), concatenated along `dim`, on every
-        FC node: each holder sends its block to every other FC node."""
-        w, me = self.w, self.rank
+        FC node (an all-gather among the FC nodes; the others contribute nothing)."""
         holders = self.suffix_ranks[:k]
-        parts, handles = {}, []
-        for r in holders:
-            if r == me:
-                parts[r] = local.contiguous()
-            else:
-                parts[r] = torch.empty(shape)
-                handles.append(w.recv_from(r, tag, parts[r]))
-        if me in holders:
-            handles += [w.send_to(r, tag, parts[me]) for r in self.suffix_ranks if r != me]
-        for h in handles:
-            h.wait(self.timeout)
+        mine = local.contiguous().reshape(-1) if self.rank in holders else torch.zeros(0)
+        flat = allgather(mine, process_set=self.fc_members, timeout=self.timeout, worker=self.w)
+        size = int(np.prod(shape))
+        order = [r for r in self.fc_members if r in holders]  # the gathered blocks' order
+        parts = {r: flat[i * size:(i + 1) * size].view(shape) for i, r in enumerate(order)}
         return torch.cat([parts[r] for r in holders], dim=dim)
 
-    def _reduce_to_owners(self, partial, blocks, dim, tag):
+    def _reduce_to_owners(self, partial, blocks, dim):
         """Reduce-scatter of per-FC-node partial sums: `blocks` lists (start, end, owner rank)
         slices of `partial` along `dim`; each owner gets the sum over the FC nodes of its
         slices (added in FC node order); the other slices of the result are zero (nobody
-        reads them)."""
-        w, me = self.w, self.rank
+        reads them). One all-to-all among the FC nodes carries every slice to its owner."""
+        me = self.rank
         out = torch.zeros_like(partial)
-        handles, owned = [], []  # owned: (slice of out, {FC node rank: its partial slice})
+        sends, splits = [], []
+        for r in self.fc_members:  # what goes to member r: its slices, in block order
+            mine = [partial.narrow(dim, s, e - s).reshape(-1) for s, e, o in blocks if o == r]
+            sends += mine
+            splits.append(sum(t.numel() for t in mine))
+        got, got_splits = alltoall(torch.cat(sends) if sends else torch.zeros(0), splits,
+                                   process_set=self.fc_members, timeout=self.timeout, worker=self.w)
+        from_member = dict(zip(self.fc_members, got.split([int(c) for c in got_splits])))
+        at = 0
         for start, end, owner in blocks:
-            mine = partial.narrow(dim, start, end - start).contiguous()
             if owner != me:
-                handles.append(w.send_to(owner, tag, mine))
                 continue
-            parts = {me: mine}
-            for r in self.suffix_ranks:
-                if r != me:
-                    parts[r] = torch.empty_like(mine)
-                    handles.append(w.recv_from(r, tag, parts[r]))
-            owned.append((out.narrow(dim, start, end - start), parts))
-        for h in handles:
-            h.wait(self.timeout)
-        for target, parts in owned:
-            total = parts[self.suffix_ranks[0]].clone()
+            target = out.narrow(dim, start, end - start)
+            n = target.numel()
+            total = from_member[self.suffix_ranks[0]][at:at + n].clone()
             for r in self.suffix_ranks[1:]:
-                total += parts[r]
-            target.copy_(total)
+                total += from_member[r][at:at + n]
+            target.copy_(total.view_as(target))
+            at += n
         return out
 
     def _input_gradient_owners(self):
@@ -372,12 +368,12 @@ class SplitTrainer:
             # to the FC nodes that read each part (_input_gradient_owners; the others add
             # zeros), or all-reduced when every FC node reads all of it.
             @staticmethod
-            def forward(ctx, inp, weight, bias, k, out_features, tag, need):
-                ctx.k, ctx.has_bias, ctx.need, ctx.tag = k, bias is not None, need, tag
+            def forward(ctx, inp, weight, bias, k, out_features, need):
+                ctx.k, ctx.has_bias, ctx.need = k, bias is not None, need
                 ctx.save_for_backward(inp, weight)
                 rows = out_features // k
                 local = torch.nn.functional.linear(inp, weight, bias) if f < k else None
-                return trainer._gather_blocks(local, k, (inp.shape[0], rows), 1, tag)
+                return trainer._gather_blocks(local, k, (inp.shape[0], rows), 1)
 
             @staticmethod
             def backward(ctx, g):
@@ -395,11 +391,11 @@ class SplitTrainer:
                     trainer.w.allreduce(gx, timeout=trainer.timeout, ranks=trainer.suffix_ranks)
                 else:
                     dim = 0 if ctx.need[0] == "rows" else 1
-                    gx = trainer._reduce_to_owners(gx, ctx.need[1], dim, ctx.tag + 1)
-                return gx, gw, gb, None, None, None, None
+                    gx = trainer._reduce_to_owners(gx, ctx.need[1], dim)
+                return gx, gw, gb, None, None, None
 
         empty = torch.empty(0)
-        for i, (mname, m) in enumerate(self.suffix.named_children()):
+        for mname, m in self.suffix.named_children():
             if isinstance(m, torch.nn.Linear) and self.degrees[mname] == "replica":
                 # Every FC node computes it whole on the same input: the same gradients, the
                 # same updates, so the copies stay equal without any exchange.
@@ -409,8 +405,7 @@ class SplitTrainer:
                 shard = self.shards.get(mname)
                 weight = shard[0] if shard else empty
                 bias = shard[1] if shard and len(shard) > 1 else None
-                x = ChannelLinear.apply(x, weight, bias, self.degrees[mname], m.out_features,
-                                        self._channel_tag(i, 0), needs[mname])
+                x = ChannelLinear.apply(x, weight, bias, self.degrees[mname], m.out_features, needs[mname])
             else:
                 x = m(x)
         return x
@@ -422,7 +417,7 @@ class SplitTrainer:
         if not self.channel or self.rank not in self.suffix_ranks:
             return self.suffix
         with torch.no_grad():
-            for i, (mname, m) in enumerate(self.suffix.named_children()):
+            for mname, m in self.suffix.named_children():
                 k = self.degrees.get(mname)
                 if k is None:
                     continue
@@ -435,24 +430,22 @@ class SplitTrainer:
                 for j, full in enumerate([m.weight] + ([m.bias] if m.bias is not None else [])):
                     shape = (rows,) + tuple(full.shape[1:])
                     local = shard[j].detach() if shard else None
-                    full.copy_(self._gather_blocks(local, k, shape, 0, self._channel_tag(i, 2 + j)))
-        return self.suffix
-        with torch.no_grad():
-            for i, (mname, m) in enumerate(self.suffix.named_children()):
-                if not isinstance(m, torch.nn.Linear):
-                    continue
-                for j, (full, shard) in enumerate(zip((m.weight, m.bias), self.shards[mname])):
-                    whole = self._all_gather_columns(shard.detach().reshape(shard.shape[0], -1).t(),
-                                                     self._channel_tag(i, 2 + j))
-                    full.copy_(whole.t().reshape(full.shape))
+                    full.copy_(self._gather_blocks(local, k, shape, 0))
         return self.suffix
 
     def _suffix_of(self, k):
         return self.suffix_ranks[k % len(self.suffix_ranks)]
 
-    def _tags(self, k):
-        base = (self.step_no * len(self.conv_workers) + k) * 4
-        return base, base + 1, base + 2
+    def _exchange(self, blocks, like):
+        """One all-to-all among the ranks with a role: ``blocks`` maps a destination rank
+        to the tensor sent there (same row shape as ``like``); returns {source rank: the
+        rows it sent here}."""
+        sends = [blocks[r] for r in self.members if r in blocks]
+        splits = [blocks[r].shape[0] if r in blocks else 0 for r in self.members]
+        x = torch.cat(sends) if sends else like.new_zeros((0,) + tuple(like.shape[1:]))
+        got, got_splits = alltoall(x.contiguous(), splits, process_set=self.members, timeout=self.timeout,
+                                   worker=self.w)
+        return dict(zip(self.members, got.split([int(c) for c in got_splits])))
 
     def step(self, x=None, y=None):
         """One training step. Conv workers pass their batch and get None; the suffix rank
@@ -468,21 +461,17 @@ class SplitTrainer:
         if x is None or y is None or x.shape[0] != self.batch:
             raise InvalidArgumentError(f"SplitTrainer.step: a conv worker needs a batch of {self.batch} samples")
         w, k = self.w, self.conv_workers.index(self.rank)
-        act_tag, label_tag, grad_tag = self._tags(k)
         for t, p in self.tables:  # this step's prefix parameters
             with torch.no_grad():
                 w.pull(t, p.data.view(-1)).wait(self.timeout)
         act = self.prefix(x)
-        sent = act.detach().contiguous()
-        labels = y.to(torch.float32).contiguous()
+        sent = act.detach().to(torch.float32).contiguous()
+        labels = y.to(torch.int64).contiguous()
         suffix = self._suffix_of(k)
         receivers = self.suffix_ranks if self.channel else [suffix]
-        sends = [w.send_to(r, act_tag, sent) for r in receivers] + [w.send_to(r, label_tag, labels)
-                                                                     for r in receivers]
-        grad = torch.empty(self.act_shape)
-        w.recv_from(suffix, grad_tag, grad).wait(self.timeout)
-        for h in sends:
-            h.wait(self.timeout)
+        self._exchange({r: sent for r in receivers}, sent)
+        self._exchange({r: labels for r in receivers}, labels)
+        grad = self._exchange({}, sent)[suffix].view(self.act_shape)
         for _, p in self.tables:
             p.grad = None
         act.backward(grad)
@@ -496,20 +485,10 @@ class SplitTrainer:
 
     def _suffix_step(self):
         w = self.w
-        acts, labels = [], []
-        handles = []
-        for k in self.inputs:
-            act_tag, label_tag, _ = self._tags(k)
-            a = torch.empty(self.act_shape)
-            l = torch.empty(self.batch)
-            handles.append(w.recv_from(self.conv_workers[k], act_tag, a))
-            handles.append(w.recv_from(self.conv_workers[k], label_tag, l))
-            acts.append(a)
-            labels.append(l)
-        for h in handles:
-            h.wait(self.timeout)
-        x = torch.cat(acts).requires_grad_(True)
-        y = torch.cat(labels).to(torch.int64)
+        got_acts = self._exchange({}, torch.zeros((0,) + self.act_shape[1:]))
+        got_labels = self._exchange({}, torch.zeros(0, dtype=torch.int64))
+        x = torch.cat([got_acts[self.conv_workers[k]] for k in self.inputs]).requires_grad_(True)
+        y = torch.cat([got_labels[self.conv_workers[k]] for k in self.inputs])
         if self.optimizer is not None:
             self.optimizer.zero_grad()
         if self.channel:
@@ -541,12 +520,7 @@ class SplitTrainer:
         if self.optimizer is not None:
             self.optimizer.step()
         grads = x.grad.split(self.batch)
-        sends = []
-        for k in self.served:
-            _, _, grad_tag = self._tags(k)
-            sends.append(w.send_to(self.conv_workers[k], grad_tag, grads[self.inputs.index(k)].contiguous()))
-        for h in sends:
-            h.wait(self.timeout)
+        self._exchange({self.conv_workers[k]: grads[self.inputs.index(k)] for k in self.served}, x.grad)
         w.barrier(timeout=self.timeout)
         return global_loss
 

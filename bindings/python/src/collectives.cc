@@ -3,7 +3,9 @@
 // layerps._core's typed collectives (ps/collectives.h): module functions taking a
 // layerps._core.Worker and numpy arrays, used in place. Each *_async function returns a
 // Handle (wait() returns the output array, the list of outputs, or a GatherResult);
-// join_collectives and barrier_collective block with the GIL released. The element type
+// join_collectives, barrier_collective and the hybrid's row exchanges
+// (allgather_rows, rows_to_owners, rows_to_root, pull_rows_through_root) block with the
+// GIL released. The element type
 // is named by the caller ("float32", "bfloat16"...): bfloat16 has no numpy dtype, so its
 // arrays come as 2-byte views whose size must match.
 #include <pybind11/numpy.h>
@@ -12,6 +14,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <utility>
 #include <memory>
 #include <optional>
 #include <string>
@@ -298,6 +302,120 @@ void BindCollectives(py::module_& m) {
         return last;
       },
       py::arg("worker"), py::arg("ranks") = py::none(), py::arg("timeout") = py::none());
+
+  // --- The hybrid's row exchanges (ps/sparse_exchange.h) -----------------------------------
+  // ids: int64 (n); values: float32 (n, dim) or (n * dim); blocking, the GIL released.
+  // Each returns (ids, values) as new numpy arrays, values shaped (m, dim).
+  auto rows_in = [](const py::array& ids, const py::array& values, size_t dim, const char* what) {
+    CheckArray(ids, ps::DataType::kInt64, std::string(what) + " ids", false);
+    CheckArray(values, ps::DataType::kFloat32, std::string(what) + " values", false);
+    if (static_cast<size_t>(values.size()) != static_cast<size_t>(ids.size()) * dim) {
+      ThrowInvalid(std::string(what) + ": " + std::to_string(values.size()) + " values for " +
+                   std::to_string(ids.size()) + " ids of width " + std::to_string(dim));
+    }
+  };
+  auto rows_out = [](ps::SparseRows&& r) {
+    py::array_t<int64_t> ids(static_cast<py::ssize_t>(r.ids.size()));
+    if (!r.ids.empty()) std::memcpy(ids.mutable_data(), r.ids.data(), r.ids.size() * sizeof(int64_t));
+    py::array_t<float> values(
+        {static_cast<py::ssize_t>(r.ids.size()), static_cast<py::ssize_t>(r.dim)});
+    if (!r.values.empty()) {
+      std::memcpy(values.mutable_data(), r.values.data(), r.values.size() * sizeof(float));
+    }
+    return py::make_tuple(ids, values);
+  };
+  using Exchange = ps::Status (*)(ps::Worker&, const int64_t*, const float*, size_t, size_t,
+                                  const ps::CollectiveOptions&, ps::SparseRows*);
+  const std::pair<const char*, Exchange> exchanges[] = {{"allgather_rows", &ps::AllGatherRows},
+                                                        {"rows_to_owners", &ps::RowsToOwners}};
+  for (const auto& [name, fn] : exchanges) {
+    m.def(
+        name,
+        [rows_in, rows_out, what = std::string(name), fn = fn](
+            py::handle worker, py::array ids, py::array values, size_t dim,
+            std::optional<std::vector<uint32_t>> ranks, std::optional<double> timeout,
+            const std::string& cname) {
+          rows_in(ids, values, dim, what.c_str());
+          ps::Worker& w = WorkerOf(worker);
+          const ps::CollectiveOptions o = Options(ranks, "auto", std::nullopt, timeout, cname);
+          ps::SparseRows out;
+          ps::Status s;
+          {
+            py::gil_scoped_release release;
+            s = fn(w, static_cast<const int64_t*>(ids.data()), static_cast<const float*>(values.data()),
+                   static_cast<size_t>(ids.size()), dim, o, &out);
+          }
+          ThrowIfError(s);
+          return rows_out(std::move(out));
+        },
+        py::arg("worker"), py::arg("ids"), py::arg("values"), py::arg("dim"),
+        py::arg("ranks") = py::none(), py::arg("timeout") = py::none(), py::arg("name") = "");
+  }
+  m.def(
+      "rows_to_root",
+      [rows_in, rows_out](py::handle worker, py::array ids, py::array values, size_t dim,
+                          uint32_t root, std::optional<std::vector<uint32_t>> ranks,
+                          std::optional<double> timeout, const std::string& cname) {
+        rows_in(ids, values, dim, "rows_to_root");
+        ps::Worker& w = WorkerOf(worker);
+        const ps::CollectiveOptions o = Options(ranks, "auto", std::nullopt, timeout, cname);
+        ps::SparseRows out;
+        ps::Status s;
+        {
+          py::gil_scoped_release release;
+          s = ps::RowsToRoot(w, static_cast<const int64_t*>(ids.data()),
+                             static_cast<const float*>(values.data()), static_cast<size_t>(ids.size()),
+                             dim, root, o, &out);
+        }
+        ThrowIfError(s);
+        return rows_out(std::move(out));
+      },
+      py::arg("worker"), py::arg("ids"), py::arg("values"), py::arg("dim"), py::arg("root"),
+      py::arg("ranks") = py::none(), py::arg("timeout") = py::none(), py::arg("name") = "");
+  // pull(ids: int64 array, ascending unique) -> float32 array of len(ids) * dim values,
+  // called on root only, with the GIL held; what it raises fails every member (kAborted).
+  m.def(
+      "pull_rows_through_root",
+      [](py::handle worker, py::array ids, size_t dim, uint32_t root, py::object pull,
+         std::optional<std::vector<uint32_t>> ranks, std::optional<double> timeout,
+         const std::string& cname) {
+        CheckArray(ids, ps::DataType::kInt64, "pull_rows_through_root ids", false);
+        ps::Worker& w = WorkerOf(worker);
+        const ps::CollectiveOptions o = Options(ranks, "auto", std::nullopt, timeout, cname);
+        const size_t n = static_cast<size_t>(ids.size());
+        py::array_t<float> out({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(dim)});
+        float* dst = out.mutable_data();
+        ps::RowSource source;
+        if (!pull.is_none()) {
+          source = [&pull, dim](const std::vector<int64_t>& want, float* rows) {
+            py::gil_scoped_acquire hold;
+            try {
+              py::array_t<int64_t> arg(static_cast<py::ssize_t>(want.size()));
+              std::memcpy(arg.mutable_data(), want.data(), want.size() * sizeof(int64_t));
+              py::array_t<float, py::array::c_style | py::array::forcecast> got = pull(arg);
+              if (static_cast<size_t>(got.size()) != want.size() * dim) {
+                return ps::InvalidArgument("pull returned " + std::to_string(got.size()) +
+                                           " values for " + std::to_string(want.size()) +
+                                           " rows of " + std::to_string(dim));
+              }
+              std::memcpy(rows, got.data(), want.size() * dim * sizeof(float));
+              return ps::Status::OK();
+            } catch (py::error_already_set& e) {
+              return ps::Aborted(std::string("pull raised: ") + e.what());
+            }
+          };
+        }
+        ps::Status s;
+        {
+          py::gil_scoped_release release;
+          s = ps::PullRowsThroughRoot(w, static_cast<const int64_t*>(ids.data()), n, dim, root,
+                                      source, dst, o);
+        }
+        ThrowIfError(s);
+        return out;
+      },
+      py::arg("worker"), py::arg("ids"), py::arg("dim"), py::arg("root"), py::arg("pull") = py::none(),
+      py::arg("ranks") = py::none(), py::arg("timeout") = py::none(), py::arg("name") = "");
 }
 
 #undef LAYERPS_COLLECTIVE_ARGS
