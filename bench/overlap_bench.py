@@ -1,6 +1,8 @@
-"""Step time of layerps.torch.DistributedOptimizer(mode="aggregate") with the gradient
-pushes started from backward hooks (overlap=True) against all pushes from step()
-(overlap=False), on an MLP whose communication is comparable to its backward.
+"""Step time of layerps.torch.DistributedOptimizer with each gradient's communication
+started from its backward hook (overlap=True) against all of it started from step()
+(overlap=False), on an MLP whose communication is comparable to its backward. --mode
+aggregate (default): pushes to the servers' sum tables and pulls; --mode horovod: Horovod's
+all-reduce of every gradient among the workers (the typed collectives).
 
 Run under the launcher (every worker runs this script), e.g. on one machine:
 
@@ -32,6 +34,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20, help="timed steps per block")
     ap.add_argument("--blocks", type=int, default=3, help="blocks per setting (alternating)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    ap.add_argument("--mode", default="aggregate", choices=["aggregate", "horovod"])
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     w = layerps.init()
@@ -54,7 +57,7 @@ def main():
 
     def block(overlap, k):
         opt = lt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-4), model.named_parameters(),
-                                      worker=w, mode="aggregate", name=f"ovl{int(overlap)}_{k}", overlap=overlap)
+                                      worker=w, mode=a.mode, name=f"ovl{int(overlap)}_{k}", overlap=overlap)
         times = []
         for step in range(a.steps + 1):
             t0 = time.perf_counter()
@@ -78,7 +81,8 @@ def main():
     if w.rank == 0:
         params = sum(p.numel() for p in model.parameters())
         out = {
-            "workers": w.num_workers, "servers": w.num_servers, "layers": a.layers, "width": a.width,
+            "mode": a.mode, "workers": w.num_workers, "servers": w.num_servers, "layers": a.layers,
+            "width": a.width,
             "batch": a.batch, "params": params, "grad_bytes_per_step": 4 * params,
             "torch_threads": a.threads, "compute_only_s": compute,
             "overlap_off_mean_s": statistics.mean(res[False]), "overlap_off_median_s": statistics.median(res[False]),

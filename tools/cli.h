@@ -62,8 +62,14 @@ inline void PrintHelp(const char* prog, const char* usage, const std::string& ro
                   row->env.c_str(), d.empty() ? "\"\"" : d.c_str(), row->help.c_str());
       continue;
     }
+    std::string d = f.default_value;
+    if (f.type == "double") {  // gflags prints 0.1 as 0.10000000000000001
+      char shortest[32];
+      std::snprintf(shortest, sizeof(shortest), "%g", std::strtod(d.c_str(), nullptr));
+      d = shortest;
+    }
     std::printf("  --%s (%s, default %s)\n      %s\n", f.name.c_str(), f.type.c_str(),
-                f.default_value.empty() ? "\"\"" : f.default_value.c_str(), f.description.c_str());
+                d.empty() ? "\"\"" : d.c_str(), f.description.c_str());
   }
   std::printf("  --help\n      Print this help and exit.\n");
   std::printf("  --version\n      Print the LayerPS version and commit, and exit.\n");

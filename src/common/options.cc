@@ -204,7 +204,7 @@ int CommonOptions::ResolvedIoThreads() const {
 }
 
 Status CommonOptions::Validate() const {
-  PS_RETURN_IF_ERROR(CheckAddress("scheduler_address", scheduler_address));
+  PS_RETURN_IF_ERROR(CheckAddress("--scheduler (Options::scheduler_address)", scheduler_address));
   if (heartbeat_interval_ms < 10 || heartbeat_interval_ms > 60000) {
     return InvalidArgument("heartbeat_interval_ms=" + std::to_string(heartbeat_interval_ms) +
                            " is outside [10, 60000]");
@@ -265,7 +265,7 @@ Status ClusterShape::Validate() const {
 
 Status MemberOptions::Validate() const {
   PS_RETURN_IF_ERROR(CommonOptions::Validate());
-  if (!bind_address.empty()) PS_RETURN_IF_ERROR(CheckAddress("bind_address", bind_address));
+  if (!bind_address.empty()) PS_RETURN_IF_ERROR(CheckAddress("--bind (Options::bind_address)", bind_address));
   if (rank < -1 || rank > 4095)
     return InvalidArgument("rank=" + std::to_string(rank) + " is outside [-1, 4095]");
   if (connect_timeout_ms < 1 || connect_timeout_ms > 3600000) {

@@ -300,11 +300,10 @@ struct Collectives::Op {
   bool direct = false;
   // Direct all-reduce and reduce-scatter: each contribution lands in its sender's slot
   // (wire format) and is combined into `data` under mu; `arrived` counts them per
-  // segment. V variants: each member's part in a buffer of its own.
+  // segment.
   std::shared_ptr<uint8_t> staging;
   std::shared_ptr<uint8_t> staging_keep;  // a joined member's identity buffer
   std::vector<size_t> arrived;
-  std::vector<std::shared_ptr<uint8_t>> parts;
 
   std::mutex mu;
   int outstanding = 1;             // guarded by mu: messages not completed + posting hold

@@ -9,20 +9,45 @@ namespace ps {
 
 namespace {
 
-// The V variants (AllGatherV, AllToAllV): each member's part lands in a buffer of its
-// own, whose receives are posted when the member's descriptor announced its length
-// (`count_of` reads it); the parts are concatenated into *out, in member order, at the
-// end. This member's own part (`own`, `own_count` elements) is copied in at once.
+// The V variants (AllGatherV, AllToAllV): once every member's descriptor announced its
+// length (`count_of` reads it), *out is sized for all the parts and every member's part
+// is received straight into its place, in member order (data that arrives earlier waits
+// in the peer channel). This member's own part (`own`, `own_count` elements) is copied
+// in then too; it must stay valid until the collective completed, as every input does.
 void GatherParts(const std::shared_ptr<Collectives::Op>& op, const void* own, size_t own_count,
                  size_t seg, uint64_t (*count_of)(const Descriptor&), GatherResult* out) {
   const size_t E = op->esize, W = op->world();
-  op->parts.assign(W, nullptr);
-  auto counts = std::make_shared<std::vector<size_t>>(W, 0);
-  (*counts)[op->pos] = own_count;
-  op->parts[op->pos] = RawBuffer(uint64_t{own_count} * E);
-  if (own_count > 0) std::memcpy(op->parts[op->pos].get(), own, own_count * E);
+  struct Counts {
+    std::mutex mu;
+    std::vector<size_t> of;  // elements from each member, by position
+    size_t known = 0;        // descriptors in (the own count is known from the start)
+  };
+  auto counts = std::make_shared<Counts>();
+  counts->of.assign(W, 0);
+  counts->of[op->pos] = own_count;
   Collectives::Op* raw = op.get();
-  op->on_descriptor = [raw, op, counts, seg, E, count_of](size_t q) {
+  // Runs once, when the last length is known (or at once alone): sizes *out, copies the
+  // own part in and posts every receive into place.
+  auto post_all = [raw, op, counts, seg, E, out, own]() {
+    size_t total = 0;
+    for (size_t c : counts->of) total += c;
+    out->data.resize(total * E);
+    out->counts = counts->of;
+    uint8_t* base = out->data.data();
+    for (size_t q = 0; q < counts->of.size(); ++q) {
+      const size_t count = counts->of[q];
+      if (q == raw->pos) {
+        if (count > 0) std::memcpy(base, own, count * E);
+      } else {
+        for (size_t k = 0; k < Segments(count, seg); ++k) {
+          const size_t len = std::min<size_t>(seg, count - k * seg);
+          raw->RecvData(op, q, k, len, raw->CopyInto(base + k * seg * E, len), nullptr);
+        }
+      }
+      base += count * E;
+    }
+  };
+  op->on_descriptor = [raw, counts, seg, E, count_of, post_all, W](size_t q) {
     uint64_t count = 0;
     {
       std::lock_guard<std::mutex> lock(raw->mu);
@@ -35,29 +60,17 @@ void GatherParts(const std::shared_ptr<Collectives::Op>& op, const void* own, si
                 1, false);
       return;
     }
-    (*counts)[q] = count;
-    raw->parts[q] = RawBuffer(count * E);
-    uint8_t* base = raw->parts[q].get();
-    for (size_t k = 0; k < Segments(count, seg); ++k) {
-      const size_t len = std::min<size_t>(seg, count - k * seg);
-      raw->RecvData(op, q, k, len, raw->CopyInto(base + k * seg * E, len), nullptr);
+    bool all = false;
+    {
+      std::lock_guard<std::mutex> lock(counts->mu);
+      counts->of[q] = count;
+      all = ++counts->known == W - 1;
     }
+    // The last descriptor's own completion is still outstanding: the op cannot finish
+    // before these receives are posted.
+    if (all) post_all();
   };
-  op->finish = [raw, counts, out, E]() {
-    size_t total = 0;
-    for (size_t c : *counts) total += c;
-    out->data.resize(total * E);
-    out->counts = *counts;
-    size_t at = 0;
-    for (size_t q = 0; q < counts->size(); ++q) {
-      if ((*counts)[q] > 0) {
-        std::memcpy(out->data.data() + at * E, raw->parts[q].get(), (*counts)[q] * E);
-      }
-      at += (*counts)[q];
-    }
-    raw->parts.clear();
-    return Status::OK();
-  };
+  if (W == 1) post_all();
 }
 
 }  // namespace

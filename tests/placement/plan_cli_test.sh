@@ -42,7 +42,10 @@ expect_ok "help lists the flags" "--bandwidth" --help
 expect_ok "vgg16 picks a cut at fc6" "^\* park +fc6" --model=vgg16 --workers=4 --batch=32 --servers=2 --bandwidth=1Gbit
 expect_ok "resnet50 picks no cut" "^Chosen: (uniform|balanced)" --model=resnet50 --workers=4 --batch=32 --servers=2 --bandwidth=1Gbit
 expect_ok "resnet50 park row has no cut" "^ +park +none" --model=resnet50 --nolayers
-expect_ok "forced cut ratio" "park +fc +.* 1\.0[89]x" --model=resnet50 --cut=fc --strategy=park --nolayers
+expect_ok "forced cut ratio" "park +fc +.* 0\.9[12][0-9] " --model=resnet50 --cut=fc --strategy=park --nolayers
+expect_ok "the ratio column says what it divides" "PS/uni" --model=vgg16 --nolayers
+expect_ok "help prints doubles short" "min_cut_gain \(double, default 0\.1\)" --help
+expect_ok "help points at the strategies above" "strategies listed above" --help
 expect_ok "conv suffixes on request" "^[ *] park +layer" --model=resnet50 --bandwidth=1Gbit --park_conv_suffix --nolayers
 expect_ok "per-layer table" "fc6 +fc +102,764,544" --model=vgg16 --strategy=park
 expect_ok "json comparison" "\"chosen\": \"park\"" --model=alexnet --json

@@ -153,5 +153,19 @@ TEST(OptionTableTest, ATcpAddressWithoutAPortTakesAnyFreeOne) {
   EXPECT_EQ(SetOption(&o, "no_such_option", "1").code(), StatusCode::kNotFound);
 }
 
+// Issue 31 item 8: errors name the flag a user typed, not only the struct's field.
+TEST(OptionTableTest, AddressErrorsNameTheFlag) {
+  Options o;
+  o.scheduler_address = "localhost:5555";
+  Status s = o.Validate();
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--scheduler"), std::string::npos) << s;
+  o.scheduler_address = "tcp://127.0.0.1:5555";
+  o.bind_address = "10.0.0.1";
+  s = o.Validate();
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--bind"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace ps

@@ -233,7 +233,7 @@ def allgather_async(x, *, process_set=None, algorithm="auto", segment_bytes=None
         if row and any(c % row for c in counts):
             raise InvalidArgumentError(f"allgather: the members' tensors differ beyond the first "
                                        f"dimension (element counts {counts}, rows of {row})")
-        flat = np.frombuffer(result, dtype=_NUMPY_OF.get(src.dtype, np.int16)).copy()
+        flat = np.frombuffer(result, dtype=_NUMPY_OF.get(src.dtype, np.int16))  # keeps `result` alive
         shape = (sum(counts) // row if row else 0,) + row_shape
         return _to_kind(src, flat.reshape(shape))
 
@@ -295,7 +295,7 @@ def alltoall_async(x, splits=None, *, process_set=None, algorithm="auto", segmen
 
     def finish(result):
         counts = [c // row if row else 0 for c in result.counts]
-        flat = np.frombuffer(result, dtype=_NUMPY_OF.get(src.dtype, np.int16)).copy()
+        flat = np.frombuffer(result, dtype=_NUMPY_OF.get(src.dtype, np.int16))  # keeps `result` alive
         out = _to_kind(src, flat.reshape((sum(counts),) + row_shape))
         torch = _torch()
         got = torch.tensor(counts, dtype=torch.int32) if src.host_tensor is not None else np.array(counts)
