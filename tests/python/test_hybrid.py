@@ -635,3 +635,68 @@ def test_an_lr_scheduler_reaches_the_server_held_rows():
     with layerps.LocalCluster(num_servers=2, num_workers=2, **FAST) as c:
         out = run_parallel(lambda w: train(w, steps, sgd, name="lrsched", after_step=after), [(w,) for w in c.workers])
     assert_equal_to([v for v, _ in out], ref)
+
+
+KILLED_MID_COLLECTIVE = """
+import json, os, signal, sys, time
+import numpy as np
+import layerps
+from layerps import collectives as C
+addr, out = sys.argv[1], sys.argv[2]
+w = layerps.Worker(addr, heartbeat_interval_ms=100, heartbeat_timeout_ms=1000, connect_timeout_ms=20000,
+                   request_timeout_ms=30000)
+metric = np.array([float(w.rank)], dtype=np.float64)
+C.allreduce(metric, op=C.Average, worker=w)   # every typed kind once, all alive
+ids = C.allgather(np.arange(3, dtype=np.int64) + w.rank, worker=w)
+big = np.full(8 << 20, w.rank, dtype=np.float32)  # 32 MiB: many segments
+result = {"rank": w.rank, "metric": float(metric[0]), "ids": ids.tolist(), "error": None}
+if w.rank == 2:
+    C.allgather_async(big, worker=w)  # its first segments go out, then it dies
+    os.kill(os.getpid(), signal.SIGKILL)
+t0 = time.monotonic()
+try:
+    for _ in range(20):
+        C.allgather(big, worker=w)
+except Exception as e:
+    result.update(error=type(e).__name__, seconds=time.monotonic() - t0, message=str(e))
+json.dump(result, open(out.format(rank=w.rank), "w"))
+w.stop()
+"""
+
+
+def test_a_worker_killed_mid_collective_fails_the_others_within_the_heartbeat_timeout(tmp_path):
+    """Three worker processes run typed collectives (a float64 average, an int64
+    all-gather: exact values), then rank 2 starts a 32 MiB all-gather and is SIGKILLed
+    while its segments are on the way: ranks 0 and 1, inside the same all-gather, fail
+    with UnavailableError once the scheduler declares it dead (heartbeat timeout 1 s),
+    not at the request timeout (30 s)."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_MID_COLLECTIVE)
+    hb = dict(heartbeat_interval_ms=100, heartbeat_timeout_ms=1000, connect_timeout_ms=20000,
+              request_timeout_ms=30000)
+    sched = layerps.Scheduler("tcp://127.0.0.1:0", num_servers=1, num_workers=3, **hb)
+    server = layerps.Server(sched.address, start=False, **hb)
+    started = server.start_async()
+    out = str(tmp_path / "r{rank}.json")
+    procs = [subprocess.Popen([sys.executable, str(script), sched.address, out], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(3)]
+    try:
+        started.result(timeout=60)
+        logs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        server.stop()
+        sched.stop()
+    results = {r: json.loads((tmp_path / f"r{r}.json").read_text())
+               for r in range(3) if (tmp_path / f"r{r}.json").exists()}
+    assert sorted(results) == [0, 1], logs  # rank 2 died before writing
+    for r, res in results.items():
+        assert res["metric"] == 1.0 and res["ids"] == [0, 1, 2, 1, 2, 3, 2, 3, 4], res
+        assert res["error"] == "UnavailableError", res
+        assert res["seconds"] < 10, res
