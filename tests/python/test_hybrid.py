@@ -58,7 +58,7 @@ def reference(steps, make_opt, rows=ROWS):
 
 def train(w, steps, make_opt, rows=ROWS, after_step=None, **kwargs):
     """Worker w's share of each global batch (BATCH / W rows); returns the final values
-    (server-held rows pulled in) and the optimizer."""
+    (finish() pulls the server-held rows in) and the optimizer."""
     W = w.num_workers
     model = Net(w.rank, rows)
     opt = lt.DistributedOptimizer(make_opt(model), model.named_parameters(), worker=w, **kwargs)
@@ -70,7 +70,6 @@ def train(w, steps, make_opt, rows=ROWS, after_step=None, **kwargs):
         opt.step()
         if after_step is not None:
             after_step(t, opt, model)
-    opt.pull_sparse_params()
     opt.finish()
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, opt
 
@@ -113,6 +112,33 @@ def test_two_workers_equal_one_process_with_the_global_batch(variant):
         # The rows of an embedding were pulled only as looked up (never the whole table).
         sp = {s.name: s for s in opt.hybrid.sparse_params}
         assert 0 < sp["emb.weight"].rows_pulled - ROWS < steps * BATCH
+
+
+def test_state_dict_is_current_on_every_worker_without_a_special_call():
+    """Issue 31 item 7: while the servers hold the embedding rows, model.state_dict()
+    pulls them in first, so every worker's state_dict equals one process's after the
+    same steps, with no pull_sparse_params() (before the fix: equal=False across workers)."""
+    steps = 5
+    ref = reference(steps, sgd)
+
+    def role(w):
+        W = w.num_workers
+        model = Net(w.rank, ROWS)
+        opt = lt.DistributedOptimizer(sgd(model), model.named_parameters(), worker=w, name="fresh")
+        share = BATCH // W
+        for t in range(steps):
+            ids, y = batch(t, ROWS)
+            opt.zero_grad()
+            loss_of(model, ids[w.rank * share:(w.rank + 1) * share], y[w.rank * share:(w.rank + 1) * share]).backward()
+            opt.step()
+        w.barrier("workers")  # every worker's last pushes applied
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        opt.finish()
+        return state
+
+    with layerps.LocalCluster(num_servers=2, num_workers=2, **FAST) as c:
+        out = run_parallel(role, [(w,) for w in c.workers])
+    assert_equal_to(out, ref)
 
 
 def test_routes_override_and_stateful_rules_stay_exact():

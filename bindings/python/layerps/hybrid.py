@@ -163,11 +163,34 @@ class _SparseParam:
         self.ready = False
         self.rows_pulled = 0
         self.rows_pushed = 0
+        # state_dict hooks on the modules that looked the parameter up: a state_dict()
+        # taken while the servers hold the rows pulls them in first (never stale).
+        self._state_hooks = {}  # id(module) -> hook handle
+
+    def _fresh_state(self, module, state_dict, prefix, local_metadata):
+        """A module's state_dict hook: the local weight gets every server-held row (the
+        state_dict's tensor shares its storage) before the caller sees it."""
+        if self.ready:
+            self.pull_all()
+
+    def pull_all(self):
+        """Copies every server-held row into the local weight."""
+        with torch.no_grad():
+            for start in range(0, self.rows, _CHUNK_ROWS):
+                keys = torch.arange(start, min(self.rows, start + _CHUNK_ROWS), dtype=torch.int64)
+                self.param.data[start:start + keys.numel()] = self.pull(keys)
+
+    def drop_state_hooks(self):
+        for handle in self._state_hooks.values():
+            handle.remove()
+        self._state_hooks = {}
 
     # The forward pre-hook: pull the batch's rows into the local weight.
     def before_lookup(self, module, inputs):
         if not self.ready:
             return  # the first forward, before the tables exist: the local values are the start
+        if id(module) not in self._state_hooks:
+            self._state_hooks[id(module)] = module._register_state_dict_hook(self._fresh_state)
         if getattr(module, "max_norm", None) is not None:
             raise InvalidArgumentError(f"parameter '{self.name}': an embedding with max_norm changes its "
                                        f"weight in forward, which the server-held rows cannot follow")
@@ -547,9 +570,14 @@ class Hybrid:
                 p.grad = None
 
     def finish(self):
+        """The end of training: the local weights get the server-held rows (so that a
+        state_dict() taken after it is current too), then the hooks go."""
         if self._pending_reset is not None:
             self._pending_reset.wait(self.timeout)
             self._pending_reset = None
+        for sp in self._sparse:
+            sp.pull_all()
+            sp.drop_state_hooks()
         for t in self._tracked.values():
             _unmanage(t)
         self._tracked = {}
@@ -634,12 +662,10 @@ class Hybrid:
         return {sp.name: sp.partitions for sp in self._sparse}
 
     def pull_sparse_params(self):
-        """Copies every server-held row into the local weights (for saving, evaluating)."""
+        """Copies every server-held row into the local weights (for evaluating without a
+        forward; state_dict() and finish() do it on their own)."""
         for sp in self._sparse:
-            with torch.no_grad():
-                for start in range(0, sp.rows, _CHUNK_ROWS):
-                    keys = torch.arange(start, min(sp.rows, start + _CHUNK_ROWS), dtype=torch.int64)
-                    sp.param.data[start:start + keys.numel()] = sp.pull(keys)
+            sp.pull_all()
 
     # --- flat buffers ------------------------------------------------------------------
     def _flatten_grads(self, indices, buf):
