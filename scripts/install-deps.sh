@@ -15,7 +15,7 @@ CORE=(build-essential cmake ninja-build pkg-config ccache
 # munge give srun a single-node Slurm (scripts/slurm-local.sh).
 TEST_TOOLS=(prometheus openssh-server openssh-client slurm-wlm munge)
 PYTHON=(python3-dev python3-venv python3-pip pybind11-dev python3-numpy python3-pytest
-        python3-torch python3-sklearn python3-matplotlib)
+        python3-torch python3-torchvision python3-sklearn python3-matplotlib)
 
 case "${1:-all}" in
   core) WANT=("${CORE[@]}"); TOOLS=() ;;

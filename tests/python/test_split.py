@@ -347,3 +347,62 @@ def test_channel_parallel_fc_nodes_split_the_weights_and_equal_data_parallel_sgd
             SplitTrainer(c.workers[0], copy.deepcopy(base), "fc1", torch.nn.functional.cross_entropy, lr=LR,
                          conv_workers=[0, 1], suffix_ranks=[2, 3, 4, 5, 6], batch=BATCH, example_input=example,
                          suffix_parallel="channel")
+
+
+class TorchvisionStyleNet(torch.nn.Module):
+    """Shaped like torchvision's VGG and AlexNet: features, an adaptive pool, flatten in
+    forward() (not a module), then a classifier; not an nn.Sequential."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.features = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU())
+        self.avgpool = torch.nn.AdaptiveAvgPool2d((3, 3))
+        self.classifier = torch.nn.Sequential(torch.nn.Linear(4 * 3 * 3, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+
+    def forward(self, x):
+        x = self.avgpool(self.features(x))
+        return self.classifier(torch.flatten(x, 1))
+
+
+def test_split_trainer_takes_a_model_that_is_not_sequential():
+    """Issue 28 item 2: cut at torchvision's 'classifier.0' through torch.fx; two conv
+    workers and a suffix rank equal data-parallel SGD in one process."""
+    base = TorchvisionStyleNet()
+    data = batches(2)[:30]
+    ref_model = copy.deepcopy(base)
+    ref_losses = reference(ref_model, data)
+    models = [copy.deepcopy(base) for _ in range(3)]
+    example = torch.zeros(BATCH, 1, 8, 8)
+    with layerps.LocalCluster(num_servers=1, num_workers=3, transport="inproc", **FAST) as c:
+        def role(w):
+            t = SplitTrainer(w, models[w.rank], "classifier.0", torch.nn.functional.cross_entropy, lr=LR,
+                             conv_workers=[0, 1], suffix_rank=2, batch=BATCH, example_input=example)
+            losses = [t.step(*(data[s][w.rank] if w.rank < 2 else (None, None))) for s in range(len(data))]
+            return losses, [n for n, _ in t.prefix.named_parameters()], t.prefix_parameters() if w.rank == 0 else None
+
+        results = run_parallel(role, [(w,) for w in c.workers], timeout=120)
+    np.testing.assert_allclose(results[2][0], ref_losses, rtol=1e-5)
+    assert results[0][1] == ["features.0.weight", "features.0.bias"]  # the model's names, for placements
+    for got, want in zip(results[0][2], ref_model.features.parameters()):
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_split_model_cuts_torchvision_models_and_refuses_what_is_not_a_cut():
+    torchvision = pytest.importorskip("torchvision")
+    from layerps.placement import split_model
+    x = torch.randn(2, 3, 64, 64)
+    for make, cut in [(torchvision.models.vgg16, "classifier.0"), (torchvision.models.alexnet, "classifier.1"),
+                      (torchvision.models.resnet18, "fc")]:
+        model = make(weights=None).eval()
+        prefix, suffix = split_model(model, cut)
+        with torch.no_grad():
+            assert torch.equal(suffix(prefix(x)), model(x)), cut
+        assert len(list(prefix.parameters())) + len(list(suffix.parameters())) == len(list(model.parameters()))
+    resnet = torchvision.models.resnet18(weights=None)
+    with pytest.raises(layerps.InvalidArgumentError, match="not a cut point: the layers after it read 2 values"):
+        split_model(resnet, "layer1.0.conv2")  # the residual shortcut crosses it
+    with pytest.raises(layerps.InvalidArgumentError, match="no module call or operation 'fc9'"):
+        split_model(resnet, "fc9")
+    with pytest.raises(layerps.InvalidArgumentError, match="empty prefix"):
+        split_model(resnet, "conv1")
