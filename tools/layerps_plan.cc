@@ -34,7 +34,9 @@ DEFINE_string(worker_memory, "16GiB", "Memory of a worker: 16GiB, 512MB...");
 DEFINE_string(server_memory, "64GiB", "Memory of a server");
 DEFINE_string(cluster, "",
               "Cluster spec FILE.json; flags given explicitly on the command line override it");
-DEFINE_string(strategy, "all", "all, or one of the strategies listed above (Strategies)");
+DEFINE_string(strategy, "auto",
+              "auto (every strategy LayerPS can execute, the fastest predicted chosen; 'all' "
+              "is the same), or one of the strategies listed above (Strategies)");
 DEFINE_string(cut, "",
               "park: cut before this layer (it must be a cut point), or 'none'; default: "
               "searched");
@@ -46,6 +48,9 @@ DEFINE_double(min_cut_gain, 0.10,
 DEFINE_bool(park_conv_suffix, false,
             "park: also search cuts that leave conv layers in the suffix (run by the PS worker)");
 DEFINE_double(backward_factor, 2.0, "Training FLOPs = (1 + this) x forward FLOPs");
+DEFINE_double(embedding_rows_touched, 1.0,
+              "Fraction of an embedding's rows a worker touches per step, in (0, 1]: what a "
+              "sparse table moves through the servers (hybrid, uniform)");
 DEFINE_bool(json, false, "Print JSON (the comparison, or the one plan) instead of tables");
 DEFINE_string(write_plan, "", "Write the chosen plan as JSON to this file (with "
               "--strategy=optcnn: the plan that runs --optcnn_run on LayerPS)");
@@ -173,6 +178,8 @@ pl::PlanOptions LoadOptions() {
   o.min_cut_gain = FLAGS_min_cut_gain;
   o.park_conv_suffix = FLAGS_park_conv_suffix;
   o.backward_factor = FLAGS_backward_factor;
+  o.embedding_rows_touched = FLAGS_embedding_rows_touched;
+  if (ps::Status v = o.Validate(); !v.ok()) Bad("--" + v.message());
   std::stringstream ss(FLAGS_dedicated_servers);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -348,16 +355,22 @@ int main(int argc, char** argv) {
   const pl::PlanOptions options = LoadOptions();
   if (FLAGS_strategy == "optcnn") return RunOptcnn(model, cluster, options);
   std::vector<std::string> names;
-  if (FLAGS_strategy != "all") {
+  if (FLAGS_strategy != "all" && FLAGS_strategy != "auto") {
     if (registry.Find(FLAGS_strategy) == nullptr) {
       std::string known;
       for (const std::string& n : registry.Names()) known += (known.empty() ? "" : ", ") + n;
-      Bad("unknown --strategy '" + FLAGS_strategy + "' (all, " + known + ", optcnn)");
+      Bad("unknown --strategy '" + FLAGS_strategy + "' (auto, all, " + known + ", optcnn)");
     }
     names.push_back(FLAGS_strategy);
   }
   ps::StatusOr<pl::Comparison> cmp = pl::ComparePlans(model, cluster, options, registry, names);
   if (!cmp.ok()) Bad(cmp.status().message());
+  if (names.empty()) {
+    // What auto does not compare, and why (each is still available by name).
+    cmp->skipped.push_back(
+        "optcnn: not compared (its per-layer search splits layers over devices; run it with "
+        "--strategy=optcnn, whose executable picks are stanza plans)");
+  }
   ps::StatusOr<pl::Plan> uniform = pl::UniformPlan(model, cluster, options);
   if (!uniform.ok()) Bad(uniform.status().message());
   const pl::Plan& chosen = cmp->plans[cmp->chosen];

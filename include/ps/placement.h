@@ -256,6 +256,10 @@ struct PlanOptions {
   // other servers; a conv suffix would make one PS worker compute for all W workers.
   // A forced cut_layer may be any cut point either way.
   bool park_conv_suffix = false;
+  // The fraction of an embedding layer's rows a worker touches per step (alpha of
+  // PAPERS.md §5), in (0, 1]: a sparse table through the servers moves that fraction of
+  // its bytes (Parallax's 4·alpha·w). 1: as dense.
+  double embedding_rows_touched = 1.0;
 
   Status Validate() const;
 };
@@ -277,6 +281,14 @@ StatusOr<Plan> BalancedPlan(const ModelProfile& profile, const ClusterSpec& clus
 StatusOr<Plan> ParkPlan(const ModelProfile& profile, const ClusterSpec& cluster,
                         const PlanOptions& options);
 StatusOr<Plan> StanzaPlan(const ModelProfile& profile, const ClusterSpec& cluster,
+                          const PlanOptions& options);
+// Every gradient summed by ring all-reduce among the workers; the servers idle (Horovod).
+StatusOr<Plan> AllReducePlan(const ModelProfile& profile, const ClusterSpec& cluster,
+                             const PlanOptions& options);
+// Parallax's hybrid: embedding layers through the servers as sparse tables (the rows
+// touched, PlanOptions::embedding_rows_touched), every other layer by ring all-reduce.
+// FailedPrecondition for a model without embedding layers (it would be the all-reduce).
+StatusOr<Plan> HybridPlan(const ModelProfile& profile, const ClusterSpec& cluster,
                           const PlanOptions& options);
 
 // Named strategies, in the order they are listed and compared.

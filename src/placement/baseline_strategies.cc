@@ -1,8 +1,10 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// The two placements without a cut: uniform (ps-lite's even key ranges) and balanced
-// (the bytes-balanced map LayerPS's scheduler builds today, cluster_map.cc AssignRanges).
+// The placements without a cut: uniform (ps-lite's even key ranges), balanced (the
+// bytes-balanced map LayerPS's scheduler builds today, cluster_map.cc AssignRanges), the
+// all-reduce (no server) and Parallax's hybrid of the two.
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <vector>
 
@@ -79,6 +81,53 @@ StatusOr<Plan> BalancedPlan(const ModelProfile& profile, const ClusterSpec& clus
                 " chunks, largest layer first, onto the least-loaded servers (" +
                 HumanBytes(static_cast<double>(*lo)) + " to " +
                 HumanBytes(static_cast<double>(*hi)) + " per server); no cut";
+  return plan;
+}
+
+StatusOr<Plan> AllReducePlan(const ModelProfile& profile, const ClusterSpec& cluster,
+                             const PlanOptions& options) {
+  StatusOr<Plan> made = internal::NewPlan("allreduce", profile, cluster, options);
+  if (!made.ok()) return made.status();
+  Plan plan = std::move(made).value();
+  for (LayerPlacement& p : plan.layers) p.mode = TrainMode::kAllReduce;
+  PS_RETURN_IF_ERROR(PredictPlan(profile, options, &plan));
+  const int W = cluster.workers;
+  plan.reason = "every gradient summed by ring all-reduce among the " + std::to_string(W) +
+                " workers: each worker sends and receives " +
+                HumanBytes(2.0 * (W - 1) / W * static_cast<double>(profile.TotalParamBytes())) +
+                " per step, the servers idle";
+  return plan;
+}
+
+StatusOr<Plan> HybridPlan(const ModelProfile& profile, const ClusterSpec& cluster,
+                          const PlanOptions& options) {
+  uint64_t sparse = 0;
+  for (const LayerProfile& l : profile.layers) {
+    if (l.kind == LayerKind::kEmbedding) sparse += l.param_bytes;
+  }
+  if (sparse == 0) {
+    return FailedPrecondition("the model has no embedding layer (the hybrid would be the all-reduce)");
+  }
+  StatusOr<Plan> made = internal::NewPlan("hybrid", profile, cluster, options);
+  if (!made.ok()) return made.status();
+  Plan plan = std::move(made).value();
+  const std::vector<int> all = internal::Range(0, cluster.servers);
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    if (profile.layers[i].kind == LayerKind::kEmbedding) {
+      internal::SpreadEven(profile.layers[i].param_bytes, all, &plan.layers[i]);
+    } else {
+      plan.layers[i].mode = TrainMode::kAllReduce;
+    }
+  }
+  plan.roles.ps_servers = all;
+  PS_RETURN_IF_ERROR(PredictPlan(profile, options, &plan));
+  char touched[32];
+  std::snprintf(touched, sizeof(touched), "%.3g", options.embedding_rows_touched);
+  plan.reason = "embeddings (" + HumanBytes(static_cast<double>(sparse)) +
+                ") as sparse tables on the servers, " + touched +
+                " of their rows moved per step; the other " +
+                HumanBytes(static_cast<double>(profile.TotalParamBytes() - sparse)) +
+                " by ring all-reduce";
   return plan;
 }
 

@@ -48,6 +48,10 @@ StrategyRegistry DefaultStrategies() {
   (void)r.Register(
       {"park", "FC suffix on dedicated server(s), run there by a PS worker (RALP)", ParkPlan});
   (void)r.Register({"stanza", "conv nodes and N_f FC nodes (layer separation)", StanzaPlan});
+  (void)r.Register({"allreduce", "every gradient by ring all-reduce, no server (Horovod)", AllReducePlan});
+  (void)r.Register(
+      {"hybrid", "embeddings as sparse tables on the servers, the rest all-reduced (Parallax)",
+       HybridPlan});
   // Further strategies (optcnn) register here.
   return r;
 }

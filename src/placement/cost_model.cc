@@ -47,6 +47,9 @@ Status PlanOptions::Validate() const {
   if (!std::isfinite(min_cut_gain) || min_cut_gain < 0 || min_cut_gain >= 1) {
     return InvalidArgument("min_cut_gain must be in [0, 1)");
   }
+  if (!(embedding_rows_touched > 0 && embedding_rows_touched <= 1)) {
+    return InvalidArgument("embedding_rows_touched must be in (0, 1]");
+  }
   return Status::OK();
 }
 
@@ -240,14 +243,19 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
     const LayerProfile& l = profile.layers[i];
     const LayerPlacement& p = plan->layers[i];
     const uint64_t m = l.param_bytes;
+    // A sparse table through the servers moves the rows touched (embedding_rows_touched).
+    const double moved = l.kind == LayerKind::kEmbedding ? options.embedding_rows_touched : 1.0;
+    auto touched = [moved](uint64_t bytes) {
+      return moved >= 1.0 ? bytes : static_cast<uint64_t>(std::ceil(static_cast<double>(bytes) * moved));
+    };
     switch (p.mode) {
       case TrainMode::kPs:
         // Each worker pushes its gradient and pulls the new values: m out, m in. Server s
         // holding x bytes of the layer receives W pushes of x and sends W pulls of x.
         any_ps |= m > 0;
-        for (int w = 0; w < W; ++w) both(worker(w), m);
+        for (int w = 0; w < W; ++w) both(worker(w), touched(m));
         for (size_t j = 0; j < p.servers.size(); ++j) {
-          both(server(p.servers[j]), W * p.server_bytes[j]);
+          both(server(p.servers[j]), W * touched(p.server_bytes[j]));
           server(p.servers[j]).memory_bytes += p.server_bytes[j];
         }
         worker_flops += l.flops_per_sample;

@@ -464,7 +464,7 @@ TEST(CompareTest, PicksACutWhereItPaysAndNoneWhereItDoesNot) {
     StatusOr<Comparison> cmp =
         ComparePlans(*BuiltinProfile(name), Default(4, 2), Batch(32), DefaultStrategies());
     ASSERT_TRUE(cmp.ok()) << cmp.status();
-    EXPECT_EQ(cmp->plans.size(), 4u);
+    EXPECT_EQ(cmp->plans.size(), 5u);  // every strategy but the hybrid (no embedding)
     const Plan& chosen = cmp->plans[cmp->chosen];
     EXPECT_GE(chosen.cut, 0) << name << ": " << cmp->reason;
     for (const Plan& p : cmp->plans) {
@@ -484,7 +484,8 @@ TEST(CompareTest, PicksACutWhereItPaysAndNoneWhereItDoesNot) {
 
 TEST(CompareTest, RegistryIsTheExtensionPoint) {
   StrategyRegistry r = DefaultStrategies();
-  EXPECT_EQ(r.Names(), (std::vector<std::string>{"uniform", "balanced", "park", "stanza"}));
+  EXPECT_EQ(r.Names(), (std::vector<std::string>{"uniform", "balanced", "park", "stanza",
+                                                 "allreduce", "hybrid"}));
   EXPECT_EQ(r.Register({"park", "again", ParkPlan}).code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(r.Register({"", "nameless", ParkPlan}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.Register({"nothing", "no function", nullptr}).code(), StatusCode::kInvalidArgument);
@@ -517,14 +518,61 @@ TEST(CompareTest, InapplicableStrategiesAreSkipped) {
   m.layers[1].kind = LayerKind::kConv;  // no fc layer: stanza does not apply
   StatusOr<Comparison> cmp = ComparePlans(m, Slow(2, 2), Batch(10), DefaultStrategies());
   ASSERT_TRUE(cmp.ok()) << cmp.status();
-  EXPECT_EQ(cmp->plans.size(), 3u);
-  ASSERT_EQ(cmp->skipped.size(), 1u);
+  EXPECT_EQ(cmp->plans.size(), 4u);  // uniform, balanced, park, allreduce
+  ASSERT_EQ(cmp->skipped.size(), 2u);
   EXPECT_EQ(cmp->skipped[0].rfind("stanza:", 0), 0u);
+  EXPECT_EQ(cmp->skipped[1].rfind("hybrid: the model has no embedding layer", 0), 0u) << cmp->skipped[1];
   // A user error is not skipped.
   PlanOptions o = Batch(10);
   o.cut_layer = "nope";
   EXPECT_EQ(ComparePlans(m, Slow(2, 2), o, DefaultStrategies()).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// The all-reduce moves 2(W-1)/W of the parameters each way per worker and nothing through
+// the servers; the hybrid sends only the embedding rows touched through the servers and
+// all-reduces the rest, and wins where the embeddings are large and sparsely touched.
+TEST(CompareTest, AllReduceAndHybridFollowTheirFormulas) {
+  ModelProfile m;
+  m.name = "lm";
+  m.input_bytes_per_sample = 64;
+  LayerProfile emb;
+  emb.name = "emb";
+  emb.kind = LayerKind::kEmbedding;
+  emb.param_bytes = 400'000'000;  // 100M floats
+  emb.activation_bytes = 512;
+  emb.flops_per_sample = 1e3;
+  LayerProfile fc;
+  fc.name = "fc";
+  fc.kind = LayerKind::kFc;
+  fc.param_bytes = 4'000'000;
+  fc.activation_bytes = 40;
+  fc.flops_per_sample = 2e6;
+  fc.inputs = {"emb"};
+  m.layers = {emb, fc};
+  const ClusterSpec c = Default(8, 4);
+  PlanOptions o = Batch(32);
+  o.embedding_rows_touched = 0.01;
+  StatusOr<Plan> ar = AllReducePlan(m, c, o);
+  ASSERT_TRUE(ar.ok()) << ar.status();
+  const uint64_t ring = 2 * 7 * m.TotalParamBytes() / 8;
+  EXPECT_EQ(ar->prediction.nodes[0].bytes_out, ring);
+  EXPECT_EQ(ar->prediction.nodes[8].bytes_in, 0u);  // server 0 idle
+  StatusOr<Plan> hy = HybridPlan(m, c, o);
+  ASSERT_TRUE(hy.ok()) << hy.status();
+  EXPECT_EQ(hy->layers[0].mode, TrainMode::kPs);
+  EXPECT_EQ(hy->layers[1].mode, TrainMode::kAllReduce);
+  EXPECT_EQ(hy->prediction.nodes[0].bytes_out, 4'000'000u + 2 * 7 * 4'000'000u / 8);
+  StatusOr<Comparison> cmp = ComparePlans(m, c, o, DefaultStrategies());
+  ASSERT_TRUE(cmp.ok()) << cmp.status();
+  EXPECT_EQ(cmp->plans[cmp->chosen].strategy, "hybrid") << cmp->reason;
+  // Touching every row, the sparse tables cost as much as dense ones.
+  o.embedding_rows_touched = 1.0;
+  StatusOr<Plan> dense = HybridPlan(m, c, o);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_EQ(dense->prediction.nodes[0].bytes_out, 400'000'000u + 2 * 7 * 4'000'000u / 8);
+  o.embedding_rows_touched = 0;
+  EXPECT_EQ(HybridPlan(m, c, o).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

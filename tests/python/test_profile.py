@@ -99,3 +99,88 @@ def test_models_that_cannot_be_profiled_are_refused_with_the_reason():
         profile(torchvision.models.resnet18(weights=None), torch.zeros(2, 5))
     with pytest.raises(layerps.InvalidArgumentError, match="batch dimension"):
         profile(torchvision.models.resnet18(weights=None), torch.zeros(()))
+
+
+# --- the automatic plan (layerps.placement.plan / probe / runner) ---------------------------
+def test_auto_predicts_every_executable_strategy_and_picks_with_its_reason():
+    from layerps.placement import plan
+    vgg = plan(torchvision.models.vgg16(weights=None), torch.zeros(2, 3, 64, 64), workers=4, servers=2,
+               batch=32, bandwidth="1Gbit")
+    assert {q["strategy"] for q in vgg["plans"]} == {"uniform", "balanced", "park", "stanza", "allreduce"}
+    assert any(s.startswith("hybrid: the model has no embedding layer") for s in vgg["skipped"])
+    assert any(s.startswith("optcnn: not compared") for s in vgg["skipped"])
+    assert vgg["chosen"] in ("park", "stanza") and vgg["chosen_plan"]["cut_layer"] == "classifier.0"
+    assert vgg["reason"].startswith(vgg["chosen"])
+    # ResNet: no cut pays (torchvision's adaptive pool keeps the 512 x 1000 head its size).
+    res = plan(torchvision.models.resnet18(weights=None), torch.zeros(2, 3, 64, 64), workers=4, servers=2,
+               batch=32, bandwidth="1Gbit")
+    assert not res["chosen_plan"].get("cut_layer"), res["reason"]
+
+
+class BagLM(torch.nn.Module):
+    def __init__(self, rows=10000, dim=16):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(rows, dim, sparse=True)
+        self.fc = torch.nn.Linear(dim, 4)
+
+    def forward(self, ids):
+        return self.fc(self.emb(ids).mean(1))
+
+
+def test_auto_measures_the_rows_an_embedding_touches_and_predicts_the_hybrid():
+    from layerps.placement import plan
+    ids = torch.arange(40).reshape(4, 10) % 25  # 25 distinct rows of 10000 in a batch of 4
+    r = plan(BagLM(), ids, workers=4, servers=2, batch=4, bandwidth="1Gbit")
+    assert r["embedding_rows_touched"] == pytest.approx(25 / 10000)
+    hybrid = next(q for q in r["plans"] if q["strategy"] == "hybrid")
+    modes = {l["layer"]: l["mode"] for l in hybrid["layers"]}
+    assert modes == {"emb": "ps", "mean": "allreduce", "fc": "allreduce"}  # mean(1): a layer of its own
+    allreduce = next(q for q in r["plans"] if q["strategy"] == "allreduce")
+    assert hybrid["prediction"]["worker_bytes"] < allreduce["prediction"]["worker_bytes"] / 100
+    with pytest.raises(layerps.InvalidArgumentError, match="embedding_rows_touched must be in"):
+        plan(BagLM(), ids, workers=4, servers=2, embedding_rows_touched=2.0)
+
+
+def test_the_runner_trains_the_chosen_plan_and_the_probe_measures():
+    from conftest import FAST, run_parallel
+    from layerps.placement import plan, probe, runner
+    ids = torch.randint(0, 10000, (8, 10), generator=torch.Generator().manual_seed(3))
+    y = torch.randint(0, 4, (8,), generator=torch.Generator().manual_seed(4))
+    chosen = plan(BagLM(), ids, workers=2, servers=1, strategy="hybrid")
+    assert chosen["chosen"] == "hybrid"
+    # One process on the global batch, plain SGD: what the runner's data parallelism equals.
+    ref = BagLM()
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.5)
+    ref_losses = []
+    for _ in range(3):
+        ref_opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ref(ids), y)
+        loss.backward()
+        ref_opt.step()
+        ref_losses.append(float(loss))
+    # The models are made before the worker threads start: torch's global generator is
+    # shared by the threads, whose initializations would interleave.
+    models = [BagLM() for _ in range(2)]
+    with layerps.LocalCluster(num_servers=1, num_workers=2, **FAST) as c:
+        def role(w):
+            model = models[w.rank]
+            r = runner(chosen, w, model, loss_fn=torch.nn.functional.cross_entropy, lr=0.5, batch=4,
+                       example_input=ids[:4])
+            mine = slice(4 * w.rank, 4 * w.rank + 4)
+            losses = [r.step(ids[mine], y[mine]) for _ in range(3)]
+            r.finish()
+            cal = probe(w, seconds=0.2)
+            return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}, cal
+
+        out = run_parallel(role, [(w,) for w in c.workers], timeout=120)
+    for k, v in ref.state_dict().items():
+        for _, state, _ in out:
+            torch.testing.assert_close(state[k], v, rtol=0, atol=1e-5)
+    assert sum(out[0][0]) + sum(out[1][0]) == pytest.approx(2 * sum(ref_losses), rel=1e-4)
+    cal = out[0][2]
+    assert float(cal["worker_flops"]) > 1e6
+    assert cal["latency"].endswith("s") and float(cal["latency"][:-1]) > 0
+    assert cal["bandwidth"].endswith("bit") and float(cal["bandwidth"][:-3]) > 1e6
+    again = plan(BagLM(), ids, workers=2, servers=1, calibration=cal)  # layerps-plan reads them
+    assert again["chosen"] in {q["strategy"] for q in again["plans"]}

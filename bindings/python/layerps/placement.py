@@ -23,7 +23,7 @@ import torch
 from .collectives import allgather, alltoall
 from .errors import InvalidArgumentError
 
-__all__ = ["profile", "split_sequential", "split_model", "SplitTrainer"]
+__all__ = ["profile", "split_sequential", "split_model", "SplitTrainer", "plan", "probe", "runner"]
 
 _KINDS = {
     torch.nn.Conv2d: "conv",
@@ -777,3 +777,22 @@ class SplitTrainer:
             self.w.pull(t, buf).wait(self.timeout)
             out.append(buf.view_as(p))
         return out
+
+
+# --- the automatic plan (layerps/autoplan.py) ----------------------------------------------
+def plan(model, example_input, **kwargs):
+    """layerps.autoplan.plan: every strategy predicted, the fastest chosen."""
+    from .autoplan import plan as _plan
+    return _plan(model, example_input, **kwargs)
+
+
+def probe(worker=None, **kwargs):
+    """layerps.autoplan.probe: FLOP/s, latency and bandwidth measured for plan()."""
+    from .autoplan import probe as _probe
+    return _probe(worker, **kwargs)
+
+
+def runner(chosen, worker, model, **kwargs):
+    """layerps.autoplan.runner: a trainer for the chosen plan, one call per step."""
+    from .autoplan import runner as _runner
+    return _runner(chosen, worker, model, **kwargs)
