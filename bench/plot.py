@@ -118,8 +118,20 @@ def footer(doc, path):
     return " · ".join(parts)
 
 
+# Filled in by CMake when it writes build/bench/layerps-bench-plot (and installs it).
+VERSION = "@PROJECT_VERSION@"
+COMMIT = "@LAYERPS_COMMIT@"
+
+
+def version_line():
+    if VERSION.startswith("@"):
+        return "layerps-bench-plot (LayerPS, from the source tree: no version recorded)"
+    return "layerps-bench-plot (LayerPS %s, commit %s)" % (VERSION, COMMIT)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="layerps-bench-plot", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--version", action="version", version=version_line())
     ap.add_argument("results", help="JSON written by layerps-bench --json")
     ap.add_argument("out", help="image to write (.png, .svg, .pdf)")
     ap.add_argument("--reference", action="append", default=[],
