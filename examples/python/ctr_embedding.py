@@ -8,6 +8,8 @@ synchronized with DistributedOptimizer.
 
     python -m layerps.launch -s 2 -w 2 -- python examples/python/ctr_embedding.py
 
+(`python` is the venv's: `source .venv/bin/activate` first, or write `.venv/bin/python`.)
+
 Prints the loss as it falls; --json FILE writes the first and last losses and whether the
 rows the model pulls equal what the servers hold (rank 0).
 """

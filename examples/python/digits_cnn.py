@@ -4,6 +4,8 @@ Distributed (2 servers, 2 workers; each worker takes its half of every global ba
 
     python -m layerps.launch -s 2 -w 2 -- python examples/python/digits_cnn.py
 
+(`python` is the venv's: `source .venv/bin/activate` first, or write `.venv/bin/python`.)
+
 The same model in one process, same global batch, seed and epochs (the reference):
 
     python examples/python/digits_cnn.py --local

@@ -14,6 +14,8 @@ loss does not depend on the mode or on the number of workers.
     python -m layerps.launch -s 2 -w 2 -- python examples/python/hybrid_lm.py --mode hybrid
     python examples/python/hybrid_lm.py --local        # one process, the global batch
 
+(`python` is the venv's: `source .venv/bin/activate` first, or write `.venv/bin/python`.)
+
 --json FILE (rank 0; FILE may contain {rank} for every rank's) writes the losses, the
 step times and the bytes this worker moved per step with each peer.
 """

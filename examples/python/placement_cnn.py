@@ -6,6 +6,8 @@
     python -m layerps.launch -s 2 -w 2 -- python examples/python/placement_cnn.py --strategy=uniform
     python examples/python/placement_cnn.py --local          # the same training in one process
 
+(`python` is the venv's: `source .venv/bin/activate` first, or write `.venv/bin/python`.)
+
 - uniform: every worker trains the whole model; all of its 5.3 M parameters go through the
   parameter servers every step (data parallelism, server-side SGD).
 - park: the last worker rank is the PS worker that runs the FC head (it belongs beside the
