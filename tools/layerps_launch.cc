@@ -36,6 +36,9 @@ DEFINE_int32(grace_s, 10,
              "After the workers finish (or on failure), how long the others get to "
              "exit before they are killed");
 DEFINE_bool(quiet_daemons, false, "Do not forward the scheduler's and servers' output");
+DEFINE_bool(verbose, false,
+            "Let every node log its INFO lines (tables declared, nodes up, traffic at exit); "
+            "without it they log warnings and errors only, unless LAYERPS_LOG_LEVEL is set");
 DEFINE_string(hosts, "",
               "Run the servers and workers on these hosts, through ssh: host1:2,host2:2 (slots "
               "= workers per host; servers go round the hosts). Also -H. The scheduler stays here");
@@ -383,6 +386,11 @@ int main(int argc, char** argv) {
     const std::string value = ps::OptionValue(o, info.name);
     if (info.per_node || value.empty()) continue;  // empty = the default
     common_env.push_back(info.env + "=" + value);
+  }
+  // Quiet by default: the nodes' INFO lines (one per table declared, one per node up, the
+  // servers' traffic by table at exit) only with --verbose, or as LAYERPS_LOG_LEVEL says.
+  if (std::getenv("LAYERPS_LOG_LEVEL") == nullptr) {
+    common_env.push_back(std::string("LAYERPS_LOG_LEVEL=") + (FLAGS_verbose ? "INFO" : "WARNING"));
   }
 
   g_children.reserve(1 + o.num_servers + o.num_workers);

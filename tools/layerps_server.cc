@@ -74,9 +74,11 @@ int main(int argc, char** argv) {
             << st.push_requests << " push and " << st.pull_requests << " pull requests ("
             << st.bytes_received << " bytes in, " << st.bytes_sent << " bytes out, "
             << st.bad_messages << " bad messages)" << std::endl;
+  // The traffic by peer and table: an INFO line (LAYERPS_LOG_LEVEL=INFO; the launcher's
+  // --verbose), not part of the one-line summary above.
   const ps::TrafficStats traffic = server.traffic();
-  std::cout << "layerps-server: traffic: " << traffic.bytes_sent() << " bytes sent, "
-            << traffic.bytes_received() << " received\n"
-            << traffic.ToString() << std::flush;
+  LOG(INFO) << "traffic: " << traffic.bytes_sent() << " bytes sent, " << traffic.bytes_received()
+            << " received\n"
+            << traffic.ToString();
   return s.ok() ? 0 : 1;
 }

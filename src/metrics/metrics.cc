@@ -116,7 +116,8 @@ Sample Gauge(const std::string& name, const std::string& help, double value,
   return s;
 }
 
-void AppendTraffic(const TrafficStats& traffic, std::vector<Sample>* out) {
+void AppendTraffic(const TrafficStats& traffic, std::vector<Sample>* out,
+                   const std::function<std::string(TableId)>& table_name) {
   const char* kBytes = "Bytes exchanged with a peer (headers and payload)";
   const char* kMessages = "Messages exchanged with a peer";
   for (const auto& kv : traffic.peers) {
@@ -133,7 +134,10 @@ void AppendTraffic(const TrafficStats& traffic, std::vector<Sample>* out) {
   }
   const char* kTable = "Payload bytes of a table's data messages";
   for (const auto& kv : traffic.tables) {
-    const std::string table = std::to_string(kv.first);
+    std::string table = kv.first == kInvalidTable ? "collectives"
+                        : table_name             ? table_name(kv.first)
+                                                 : std::string();
+    if (table.empty()) table = "#" + std::to_string(kv.first);
     out->push_back(Counter("layerps_table_bytes_total", kTable, kv.second.bytes_sent,
                            {{"table", table}, {"direction", "sent"}}));
     out->push_back(Counter("layerps_table_bytes_total", kTable, kv.second.bytes_received,

@@ -82,8 +82,12 @@ Sample Counter(const std::string& name, const std::string& help, double value,
 Sample Gauge(const std::string& name, const std::string& help, double value,
              std::vector<std::pair<std::string, std::string>> labels = {});
 // A node's traffic: layerps_peer_{bytes,messages}_total{peer,direction} and
-// layerps_table_bytes_total{table,direction} (payload bytes of data messages).
-void AppendTraffic(const TrafficStats& traffic, std::vector<Sample>* out);
+// layerps_table_bytes_total{table,direction} (payload bytes of data messages). `table` is
+// the table's name, as every metric labels tables (`table_name`: id -> name; an id it does
+// not know, and the peer tensors of the collectives, which belong to no table, are named
+// "#<id>" and "collectives").
+void AppendTraffic(const TrafficStats& traffic, std::vector<Sample>* out,
+                   const std::function<std::string(TableId)>& table_name = nullptr);
 
 // Starts an exporter for a node when options ask for one (port 0: none, returns null).
 // `what` names the node in errors ("server", "worker"...).

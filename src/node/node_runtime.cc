@@ -127,7 +127,8 @@ Status NodeRuntime::Start() {
   }
   last_scheduler_contact_ms_ = SteadyMillis();
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
-  LOG(INFO) << RoleName(role_) << " " << id() << " (rank " << rank() << ") up at " << endpoint_;
+  LOG(INFO) << RoleName(role_) << " rank " << rank() << " up at " << endpoint_ << " (node " << id()
+            << ")";
   return Status::OK();
 }
 

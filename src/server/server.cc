@@ -190,7 +190,11 @@ class Server::Impl {
                              "Pushed rows dropped: id not admitted", t.refused, l));
     }
     if (started_) {
-      metrics::AppendTraffic(runtime_->traffic(), out);
+      metrics::AppendTraffic(runtime_->traffic(), out, [this](TableId id) {
+        auto m = runtime_->map();
+        const TableInfo* t = m ? m->FindTable(id) : nullptr;
+        return t ? t->spec.name : std::string();
+      });
       out->push_back(Gauge("layerps_map_epoch", "Cluster-map epoch this node has",
                            static_cast<double>(runtime_->map() ? runtime_->map()->epoch : 0)));
     }

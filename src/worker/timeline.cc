@@ -18,11 +18,34 @@ std::string Timeline::FileName(const std::string& pattern, uint32_t rank, bool s
   return pattern.substr(0, dot) + "." + r + pattern.substr(dot);
 }
 
-Timeline::Timeline(std::string path, uint32_t rank, Clock::time_point origin)
-    : path_(std::move(path)), rank_(rank), origin_(origin) {}
+namespace {
 
-StatusOr<std::shared_ptr<Timeline>> Timeline::Open(const std::string& path, uint32_t rank) {
-  std::shared_ptr<Timeline> t(new Timeline(path, rank, Clock::now()));
+// A string as the contents of a JSON string (table names are the user's).
+std::string JsonEscaped(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\u%04x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Timeline::Timeline(std::string path, uint32_t rank, Clock::time_point origin, TableNames table_name)
+    : path_(std::move(path)), rank_(rank), origin_(origin), table_name_(std::move(table_name)) {}
+
+StatusOr<std::shared_ptr<Timeline>> Timeline::Open(const std::string& path, uint32_t rank,
+                                                   TableNames table_name) {
+  std::shared_ptr<Timeline> t(new Timeline(path, rank, Clock::now(), std::move(table_name)));
   t->out_.open(path, std::ios::out | std::ios::trunc);
   if (!t->out_) return IoError("timeline: cannot create '" + path + "'");
   t->out_ << "[\n"
@@ -41,18 +64,33 @@ double Timeline::Micros(Clock::time_point t) const {
 void Timeline::Request(const char* kind, TableId table, Ticket ticket, size_t parts,
                        Clock::time_point queued, Clock::time_point sent, Clock::time_point done,
                        bool ok) {
-  char buf[640];
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;  // (the worker that names the tables may be stopping)
+  }
+  char buf[1024];
   const double ts = Micros(queued);
   const double dur = std::max(0.0, Micros(done) - ts);
   const int tid = table == kInvalidTable ? 0 : static_cast<int>(table) + 1;
+  // "push emb.weight"; a request of no table (a collective's peer tensors) by its kind.
+  std::string name;
+  if (table == kInvalidTable) {
+    name = std::string(kind) == "peer" ? "collective" : kind;
+  } else {
+    std::string table_name = table_name_ ? table_name_(table) : std::string();
+    if (table_name.size() > 200) table_name.resize(200);
+    name = std::string(kind) + " " + (table_name.empty() ? "#" + std::to_string(table) : table_name);
+  }
+  name = JsonEscaped(name);
   int n = std::snprintf(
       buf, sizeof buf,
-      ",\n{\"name\": \"%s table %u\", \"cat\": \"request\", \"ph\": \"X\", \"pid\": %u, "
+      ",\n{\"name\": \"%s\", \"cat\": \"request\", \"ph\": \"X\", \"pid\": %u, "
       "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"ticket\": %llu, \"table\": %u, "
       "\"parts\": %zu, \"queued_us\": %.3f, \"sent_us\": %.3f, \"answered_us\": %.3f, "
       "\"ok\": %s}}",
-      kind, table, rank_, tid, ts, dur, static_cast<unsigned long long>(ticket), table, parts, ts,
+      name.c_str(), rank_, tid, ts, dur, static_cast<unsigned long long>(ticket), table, parts, ts,
       Micros(sent), Micros(done), ok ? "true" : "false");
+  if (n < 0 || n >= static_cast<int>(sizeof buf)) return;
   if (sent > queued) {
     n += std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n),
                        ",\n{\"name\": \"sent\", \"cat\": \"request\", \"ph\": \"i\", \"s\": \"t\", "

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,8 +32,12 @@ class Timeline {
   // `pattern` with "%r" replaced by `rank` (without "%r", ".<rank>" goes before the
   // extension when `shared` is true: several workers write in one directory).
   static std::string FileName(const std::string& pattern, uint32_t rank, bool shared);
-  // kIoError when the file cannot be created.
-  static StatusOr<std::shared_ptr<Timeline>> Open(const std::string& path, uint32_t rank);
+  // kIoError when the file cannot be created. `table_name` (id -> name; "" when unknown)
+  // names the events and tracks after the tables (requests of no table, the collectives'
+  // peer tensors, are named after their kind alone).
+  using TableNames = std::function<std::string(TableId)>;
+  static StatusOr<std::shared_ptr<Timeline>> Open(const std::string& path, uint32_t rank,
+                                                  TableNames table_name = nullptr);
   ~Timeline();  // Close()
 
   // One request: queued at `queued`, its messages sent at `sent`, answered at `done`.
@@ -43,12 +48,13 @@ class Timeline {
   const std::string& path() const { return path_; }
 
  private:
-  Timeline(std::string path, uint32_t rank, Clock::time_point origin);
+  Timeline(std::string path, uint32_t rank, Clock::time_point origin, TableNames table_name);
   double Micros(Clock::time_point t) const;
 
   const std::string path_;
   const uint32_t rank_;
   const Clock::time_point origin_;
+  const TableNames table_name_;
   std::mutex mu_;
   std::ofstream out_;    // guarded by mu_
   bool first_ = true;    // guarded by mu_

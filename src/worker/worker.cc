@@ -91,7 +91,8 @@ class Worker::Impl {
     if (!options_.timeline.empty()) {
       const std::string path = Timeline::FileName(options_.timeline, rank(),
                                                   CountRole(Role::kWorker) > 1);
-      StatusOr<std::shared_ptr<Timeline>> t = Timeline::Open(path, rank());
+      StatusOr<std::shared_ptr<Timeline>> t =
+          Timeline::Open(path, rank(), [this](TableId id) { return TableName(id); });
       if (!t.ok()) return t.status();
       timeline_ = *t;
       tracker_.SetTimeline(timeline_);
@@ -102,6 +103,13 @@ class Worker::Impl {
     if (!exporter.ok()) return exporter.status();
     metrics_ = std::move(*exporter);
     return Status::OK();
+  }
+
+  // A table's name as the cluster map this node has gives it ("" when unknown).
+  std::string TableName(TableId id) const {
+    auto m = runtime_->map();
+    const TableInfo* t = m ? m->FindTable(id) : nullptr;
+    return t ? t->spec.name : std::string();
   }
 
   void CollectMetrics(std::vector<metrics::Sample>* out) const {
@@ -118,7 +126,7 @@ class Worker::Impl {
     out->push_back(Counter("layerps_worker_payload_bytes_total", "Payload bytes pushed and pulled",
                            s.bytes_received, {{"direction", "received"}}));
     tracker_.CollectMetrics(out);
-    metrics::AppendTraffic(traffic(), out);
+    metrics::AppendTraffic(traffic(), out, [this](TableId id) { return TableName(id); });
     auto m = runtime_->map();
     out->push_back(metrics::Gauge("layerps_map_epoch", "Cluster-map epoch this node has",
                                   static_cast<double>(m ? m->epoch : 0)));

@@ -274,8 +274,10 @@ TEST(TimelineTest, AWorkersRequestsAreAChromeTrace) {
       EXPECT_EQ(e["args"]["parts"], 2);  // one per server
       EXPECT_EQ(e["args"]["ok"], true);
       const std::string name = e["name"];
-      pushes += name == "push table " + std::to_string(*t);
-      pushpulls += name == "pushpull table " + std::to_string(*t);
+      // Named after the table, as a person reads it (issue 31 item 6).
+      pushes += name == "push t";
+      pushpulls += name == "pushpull t";
+      EXPECT_EQ(e["args"]["table"], *t);
     }
     sent += e["ph"] == "i" && e["name"] == "sent";
   }

@@ -17,6 +17,23 @@ def test_launched_cluster_runs_the_api():
         assert f"launched worker rank {r} of 3: OK" in p.stdout
 
 
+def test_launches_are_quiet_by_default_and_verbose_on_request():
+    """Issue 31 item 3: without --verbose the nodes log warnings and errors only (no line per
+    table declared, none per node up, no traffic dump), daemons included; with it, their
+    INFO lines come, naming ranks where users think in ranks."""
+    quiet = run_launched(["-s", "1", "-w", "2", "--timeout_s=120", "--", sys.executable, "launched_api.py"])
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    out = quiet.stdout + quiet.stderr
+    for noise in ("' is id ", " up at ", "traffic: ", "cluster complete"):
+        assert noise not in out, (noise, out[-3000:])
+    assert "launched worker rank 1 of 2: OK" in out
+    loud = run_launched(["-s", "1", "-w", "2", "--verbose", "--timeout_s=120", "--", sys.executable,
+                         "launched_api.py"])
+    assert loud.returncode == 0, loud.stdout + loud.stderr
+    out = loud.stdout + loud.stderr
+    assert "worker rank 0 up at " in out and "' is id " in out and "traffic: " in out, out[-3000:]
+
+
 def test_a_failing_worker_fails_the_launch():
     p = run_launched(["-s", "1", "-w", "2", "--quiet_daemons", "--grace_s=5", "--timeout_s=120", "--",
                       sys.executable, "launched_api.py", "--fail"])

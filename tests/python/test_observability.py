@@ -58,11 +58,15 @@ def test_launched_nodes_serve_metrics_and_workers_write_timelines(tmp_path):
         assert value(found[s], 'layerps_server_requests_total{kind="push"}') == 8, found[s]
     assert value(found["scheduler"], "layerps_scheduler_cluster_complete") == 1
     assert value(found["worker0"], 'layerps_worker_request_seconds_count{kind="push"}') == 4
+    # Tables are labelled by name in every metric (issue 31 item 6): 4 pushes of 1000 floats,
+    # half to each server, and as many pulls back.
+    assert value(found["worker0"], 'layerps_table_bytes_total{table="m",direction="sent"}') == 4 * 4000
+    assert value(found["server0"], 'layerps_table_bytes_total{table="m",direction="received"}') == 2 * 4 * 2000
     if shutil.which("promtool"):
         for name, text in found.items():
             r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
             assert r.returncode == 0, (name, r.stdout, r.stderr)
     for rank in (0, 1):
         trace = json.loads((tmp_path / f"trace-{rank}.json").read_text())
-        pushes = [e for e in trace if e.get("ph") == "X" and e["name"].startswith("push table")]
+        pushes = [e for e in trace if e.get("ph") == "X" and e["name"] == "push m"]  # the table's name
         assert len(pushes) == 4 and all(e["pid"] == rank and e["args"]["parts"] == 2 for e in pushes)
