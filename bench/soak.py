@@ -14,9 +14,22 @@ leak indicator. RSS of every live process is sampled every --sample_s seconds in
 <out>/rss.csv; the summary (printed, and <out>/summary.md) gives per process its RSS
 after warm-up, at the end and at most, the faults injected and the steps trained.
 Every worker step checks its pulls are finite; a worker that fails exits non-zero and
-the soak reports it. Not part of CI (docs: bench/SOAK.md).
+the soak reports it (docs: bench/SOAK.md).
+
+--exact (the short soak CI runs, tests/python/test_soak.py): the scheduler runs with
+--replication instead of checkpoints, and every value is known. Each worker step adds 1 to
+every element of a dense 'sum' table and to its own rows of a sparse 'sum' table, and
+records each push once it is acknowledged. The faults, in turn: worker rank 1 SIGKILLed and
+restarted (its successor takes its rank and its rows); server rank 1 SIGKILLed (its backup
+takes its ranges over, no replacement); worker rank 1 again. At the end every worker
+flushes and meets the others, and worker rank 0 pulls both tables and checks them against
+the acknowledged pushes: an element must equal their count, or exceed it by at most the
+pushes that were in flight when a worker was killed (never less: nothing acknowledged may
+be lost). The RSS of the scheduler, server rank 0 and worker rank 0 must stay within
+--rss_slack_mib of its value after warm-up.
 
   PYTHONPATH=build/bindings/python python3 bench/soak.py --seconds 1800 --out /tmp/soak
+  .venv/bin/python bench/soak.py --exact --seconds 120 --fault_every 30 --warmup_s 20 --out /tmp/short
 """
 
 import argparse
@@ -75,6 +88,70 @@ def worker_main(args):
     w.stop()
 
 
+def exact_worker_main(args):
+    """--exact: known increments, acknowledged pushes counted (see the top)."""
+    import numpy as np
+    import layerps
+
+    w = layerps.Worker(args.scheduler, heartbeat_interval_ms=200, heartbeat_timeout_ms=2000,
+                       connect_timeout_ms=60000, request_timeout_ms=60000)
+    d = w.declare_dense("dense", args.dense, rule="sum")
+    s = w.declare_sparse("rows", 4, rule="sum")
+    ids = (np.arange(args.batch, dtype=np.int64) * 1009 + (w.rank << 32))  # this rank's rows
+    ones_d = np.ones(args.dense, np.float32)
+    ones_s = np.ones((args.batch, 4), np.float32)
+    acked = {"dense": 0, "rows": 0}
+    path = os.path.join(args.out, f"acked-rank{w.rank}-{os.getpid()}")
+
+    def record():
+        with open(path + ".tmp", "w") as f:
+            f.write(f"{acked['dense']} {acked['rows']}")
+        os.replace(path + ".tmp", path)
+
+    record()
+    stop = os.path.join(args.out, "stop")
+    while not os.path.exists(stop):
+        w.push(d, ones_d).wait(timeout=120)
+        acked["dense"] += 1
+        record()
+        w.push_sparse(s, ids, ones_s).wait(timeout=120)
+        acked["rows"] += 1
+        record()
+        if args.step_sleep_s > 0:
+            time.sleep(args.step_sleep_s)
+    w.flush(timeout=120)
+    w.barrier("workers", timeout=300)  # every worker's pushes are applied
+    if w.rank == 0:
+        # The acknowledged pushes of every incarnation of every rank, and how many
+        # incarnations were killed (each may have had one push of each table in flight).
+        done = {}
+        for f in os.listdir(args.out):
+            if f.startswith("acked-rank") and not f.endswith(".tmp"):
+                rank = int(f[len("acked-rank"):].split("-")[0])
+                dense, rows = (int(x) for x in open(os.path.join(args.out, f)).read().split())
+                done.setdefault(rank, []).append((dense, rows))
+        killed = int(open(os.path.join(args.out, "killed")).read()) if os.path.exists(
+            os.path.join(args.out, "killed")) else 0
+        want_dense = sum(x for v in done.values() for x, _ in v)
+        got = w.pull(d).wait(timeout=120)
+        problems = []
+        if not (got.min() >= want_dense and got.max() <= want_dense + killed):
+            problems.append(f"dense: elements in [{got.min()}, {got.max()}], acknowledged {want_dense}, "
+                            f"in flight at kills at most {killed}")
+        for rank, incarnations in sorted(done.items()):
+            rids = (np.arange(args.batch, dtype=np.int64) * 1009 + (rank << 32))
+            rows = w.pull_sparse(s, rids).wait(timeout=120)
+            want = sum(r for _, r in incarnations)
+            if not (rows.min() >= want and rows.max() <= want + killed):
+                problems.append(f"rows of rank {rank}: in [{rows.min()}, {rows.max()}], acknowledged {want}")
+        verdict = "EXACT OK" if not problems else "EXACT FAILED: " + "; ".join(problems)
+        verdict += f" (dense {got[0]:.0f} = {want_dense} acknowledged pushes of {len(done)} ranks)"
+        open(os.path.join(args.out, "verdict"), "w").write(verdict)
+        print(verdict, flush=True)
+    w.barrier("workers", timeout=300)
+    w.stop()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=1800, help="how long to train (default 1800)")
@@ -90,14 +167,19 @@ def main():
                     help="workers pause this long after each step (default 0: as fast as they can)")
     ap.add_argument("--batch", type=int, default=4096, help="sparse ids per step (default 4096)")
     ap.add_argument("--out", required=True, help="directory for logs, checkpoints, rss.csv, summary.md")
+    ap.add_argument("--exact", action="store_true",
+                    help="replication instead of checkpoints, known increments checked at the end, "
+                         "RSS bounded (the short soak of CI; see the top)")
+    ap.add_argument("--rss_slack_mib", type=float, default=24,
+                    help="--exact: how far the long-lived processes' RSS may rise after warm-up (default 24)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--scheduler", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        return worker_main(args)
+        return exact_worker_main(args) if args.exact else worker_main(args)
     if args.seconds <= 0 or args.fault_every <= 0 or args.sample_s <= 0:
         ap.error("--seconds, --fault_every and --sample_s must be > 0")
-    if args.checkpoint_every_s < 1 or args.fault_every < args.checkpoint_every_s + 5:
+    if not args.exact and (args.checkpoint_every_s < 1 or args.fault_every < args.checkpoint_every_s + 5):
         ap.error("--fault_every must exceed --checkpoint_every_s by 5 s or more: a replacement "
                  "restores from the last checkpoint set")
 
@@ -105,7 +187,7 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     for f in os.listdir(args.out):
-        if f == "stop" or f.startswith("steps-"):
+        if f in ("stop", "killed", "verdict") or f.startswith("steps-") or f.startswith("acked-"):
             os.remove(os.path.join(args.out, f))
     ckpt = os.path.join(args.out, "ckpt")
     subprocess.run(["rm", "-rf", ckpt, os.path.join(args.out, "logs")], check=True)
@@ -124,11 +206,13 @@ def main():
     if os.path.exists(addr_file):
         os.remove(addr_file)
     procs = {}
+    durability = (["--replication"] if args.exact else
+                  ["--replace_servers_ms=120000", f"--checkpoint_dir={ckpt}",
+                   f"--checkpoint_every_s={args.checkpoint_every_s}"])
     procs["scheduler"] = spawn("scheduler", [
         layerps.tool_path("layerps-scheduler"), "--num_servers=2", "--num_workers=2",
-        "--bind=tcp://127.0.0.1:0", f"--address_file={addr_file}", *HB,
-        "--replace_servers_ms=120000", "--tolerate_worker_loss",
-        f"--checkpoint_dir={ckpt}", f"--checkpoint_every_s={args.checkpoint_every_s}"])
+        "--bind=tcp://127.0.0.1:0", f"--address_file={addr_file}", *HB, "--tolerate_worker_loss",
+        *durability])
     deadline = time.time() + 30
     while not os.path.exists(addr_file):
         if time.time() > deadline or procs["scheduler"].poll() is not None:
@@ -143,6 +227,7 @@ def main():
 
     def worker():
         return spawn("worker", [sys.executable, os.path.abspath(__file__), "--worker",
+                                *(["--exact"] if args.exact else []),
                                 f"--scheduler={address}", f"--out={args.out}",
                                 f"--dense={args.dense}", f"--batch={args.batch}",
                                 f"--capacity={args.capacity}", f"--step_sleep_s={args.step_sleep_s}"])
@@ -160,7 +245,9 @@ def main():
     failures = []
     next_sample = start
     next_fault = start + args.fault_every
-    kill_server = True
+    kill_server = not args.exact  # --exact: worker, server, worker
+    killed = 0  # worker incarnations killed (--exact: each may leave one push in flight)
+    server_killed = False
     while time.time() - start < args.seconds:
         now = time.time()
         if now >= next_sample:
@@ -171,7 +258,7 @@ def main():
                     samples.setdefault((name, p.pid), []).append((now - start, r))
             csv.flush()
             next_sample += args.sample_s
-        for name in ("scheduler", "server0", "worker0"):
+        for name in ("scheduler", "server0", "worker0") + (("server1",) if args.exact and not server_killed else ()):
             if procs[name].poll() is not None:
                 failures.append(f"{name} exited with {procs[name].returncode} at {now - start:.0f} s")
         if failures:
@@ -179,10 +266,23 @@ def main():
         if now >= next_fault:
             next_fault += args.fault_every
             name = "server1" if kill_server else "worker1"
+            if args.exact and kill_server and server_killed:
+                kill_server = False  # replication survives one server's loss: workers from now on
+                name = "worker1"
             old = procs[name]
             old.send_signal(signal.SIGKILL)
             old.wait()
             t0 = time.time()
+            if name == "worker1":
+                killed += 1
+                open(os.path.join(args.out, "killed"), "w").write(str(killed))
+            if args.exact and name == "server1":
+                # Its backup takes its ranges over (docs/replication.md); no replacement.
+                server_killed = True
+                faults.append(f"{now - start:.0f} s: SIGKILL server1 (pid {old.pid}); its backup took over")
+                print(faults[-1], flush=True)
+                kill_server = False
+                continue
             # The scheduler must declare the killed process dead first: until then a new
             # one is refused (the cluster is complete) and exits at once. Retry.
             while True:
@@ -212,6 +312,8 @@ def main():
         except subprocess.TimeoutExpired:
             codes[name] = "hung"
     for name in ("server0", "server1", "scheduler"):
+        if args.exact and name == "server1" and server_killed:
+            continue  # killed on purpose, not replaced
         try:
             codes[name] = procs[name].wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -225,6 +327,8 @@ def main():
     for f in os.listdir(args.out):
         if f.startswith("steps-"):
             steps += int(open(os.path.join(args.out, f)).read() or 0)
+        elif f.startswith("acked-") and not f.endswith(".tmp"):  # --exact: acknowledged dense pushes
+            steps += int((open(os.path.join(args.out, f)).read() or "0").split()[0])
     lines = [f"Soak of {time.time() - start:.0f} s on {os.cpu_count()} cores: {len(faults)} faults, "
              f"{steps} worker steps in all; exit codes {codes}",
              "", "| process | pid | lived (s) | RSS after warm-up (MiB) | at end (MiB) | max (MiB) |",
@@ -235,6 +339,20 @@ def main():
                      f"{'-' if ref is None else f'{ref / 1024:.1f}'} | {pts[-1][1] / 1024:.1f} | "
                      f"{max(r for _, r in pts) / 1024:.1f} |")
     lines += ["", "Faults:"] + [f"- {f}" for f in faults]
+    if args.exact:
+        verdict_path = os.path.join(args.out, "verdict")
+        verdict = open(verdict_path).read() if os.path.exists(verdict_path) else "EXACT FAILED: no verdict written"
+        lines += ["", verdict]
+        if not verdict.startswith("EXACT OK"):
+            failures.append(verdict)
+        for name in ("scheduler", "server0", "worker0"):
+            pts = samples.get((name, procs[name].pid), [])
+            ref = next((r for t, r in pts if t >= args.warmup_s), None)
+            if ref is not None and pts[-1][1] - ref > args.rss_slack_mib * 1024:
+                failures.append(f"{name}: RSS rose from {ref / 1024:.1f} MiB after warm-up to "
+                                f"{pts[-1][1] / 1024:.1f} MiB (more than {args.rss_slack_mib} MiB)")
+        if len(faults) < 3:
+            failures.append(f"only {len(faults)} faults injected (3 wanted: raise --seconds)")
     if failures:
         lines += ["", "FAILURES:"] + [f"- {f}" for f in failures]
     text = "\n".join(lines)
