@@ -58,15 +58,18 @@ namespace {
 bool IsWorkerMode(TrainMode m) { return m == TrainMode::kPs || m == TrainMode::kAllReduce; }
 
 Status CheckRanks(const std::vector<int>& ranks, int limit, const std::string& what) {
-  std::set<int> seen;
+  // A flag per rank, not a tree: a layer spread over 65,536 servers is checked without an
+  // allocation per rank (the planner's maxima, PlanTest.EveryStrategyAtTheMaxima).
+  std::vector<bool> seen(ranks.empty() ? 0 : static_cast<size_t>(limit), false);
   for (int r : ranks) {
     if (r < 0 || r >= limit) {
       return InvalidArgument("plan: " + what + " names rank " + std::to_string(r) +
                              ", but the cluster has ranks 0.." + std::to_string(limit - 1));
     }
-    if (!seen.insert(r).second) {
+    if (seen[static_cast<size_t>(r)]) {
       return InvalidArgument("plan: " + what + " names rank " + std::to_string(r) + " twice");
     }
+    seen[static_cast<size_t>(r)] = true;
   }
   return Status::OK();
 }

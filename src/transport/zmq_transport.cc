@@ -56,8 +56,36 @@
 #include "transport/shm_ring.h"
 #include "transport/transport.h"
 
+// ThreadSanitizer: libzmq (Debian's, not instrumented) hands messages between threads
+// through its own lock-free queues, which TSan cannot see. Every message this transport
+// gives to ZeroMQ is therefore released on one sync address, and every message it takes
+// from ZeroMQ (a received message, or a sent buffer's owner released by an I/O thread) is
+// acquired on it: the happens-before edges ZeroMQ's queues provide. (suppressions for
+// libzmq's own code: tests/sanitizers/tsan.supp.) No-ops without TSan.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LAYERPS_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define LAYERPS_TSAN 1
+#endif
+#ifdef LAYERPS_TSAN
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace ps {
 namespace {
+
+#ifdef LAYERPS_TSAN
+char g_zmq_handoff;  // the sync address of the edges above
+void HandedToZmq() { __tsan_release(&g_zmq_handoff); }
+void TakenFromZmq() { __tsan_acquire(&g_zmq_handoff); }
+#else
+void HandedToZmq() {}
+void TakenFromZmq() {}
+#endif
 
 // inproc:// endpoints only reach sockets of the same ZeroMQ context, so every node of a
 // process that uses inproc shares this one. tcp and ipc nodes own their contexts.
@@ -70,6 +98,7 @@ bool IsInproc(const std::string& a) { return a.rfind("inproc://", 0) == 0; }
 
 // Releases a frame's owner once ZeroMQ is done with its bytes.
 void ReleaseOwner(void* /*data*/, void* hint) {
+  TakenFromZmq();  // (a ZeroMQ I/O thread, done with the bytes)
   delete static_cast<std::shared_ptr<const void>*>(hint);
 }
 
@@ -111,6 +140,7 @@ zmq::message_t ToZmq(const Frame& f, size_t offset, size_t size) {
 // chunked framing (top of this file).
 bool SendParts(zmq::socket_t* socket, const Message& msg, const std::vector<ShmEntry>& shm,
                bool chunked) {
+  HandedToZmq();
   zmq::message_t head(&msg.header, sizeof(Header));
   const bool more = !msg.frames.empty();
   if (!socket->send(head, more ? zmq::send_flags::sndmore : zmq::send_flags::none)) return false;
@@ -325,6 +355,7 @@ class ZmqTransport final : public Transport {
       if (!entries.empty()) {
         const std::string bytes = EncodeShmManifest(p->shm->name(), entries);
         zmq::message_t manifest(bytes.data(), bytes.size());
+        HandedToZmq();
         if (!p->socket->send(manifest, zmq::send_flags::sndmore)) {
           p->shm->Undo(entries.size());
           return Unavailable("send queue to node " + std::to_string(peer) + " stayed full for " +
@@ -348,6 +379,7 @@ class ZmqTransport final : public Transport {
     try {
       zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms));
       if (!(item.revents & ZMQ_POLLIN)) return Timeout("no message");
+      TakenFromZmq();
       // Frame 0 is the sender's routing id (ROUTER adds it); then header and payload.
       // The whole message is always consumed, but only a well-sized one is kept: parts
       // past kMaxParts and bytes past the limit are released as they are read, and the
