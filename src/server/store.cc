@@ -23,6 +23,7 @@
 #include <glog/logging.h>
 
 #include "common/hash.h"
+#include "common/tsan.h"
 #include "server/optimizer.h"
 
 namespace ps {
@@ -444,7 +445,12 @@ Status Store::ApplyDense(TableId table, uint64_t offset, uint64_t count, const f
   float* state = d->state ? d->state.get() + at : nullptr;
   const float* src = x;  // values the update starts from
   std::shared_ptr<float> fresh;
-  if (d->values.use_count() > 1) {
+  if (d->values.use_count() == 1) {
+    // Not lent (any more): the last reader's lease ended before this (use_count is a
+    // relaxed load; the fence orders this thread's writes after the reader's reads).
+    std::atomic_thread_fence(std::memory_order_acquire);
+    TsanAcquire(d->data());
+  } else {
     // Lent to a reply in flight: write the result into another buffer (the elements
     // outside the update are copied; those inside are read once, by the update itself).
     std::shared_ptr<uint8_t> buf = pool_.Get(d->size * sizeof(float));
@@ -679,8 +685,11 @@ Status Store::ReadDenseFrame(TableId table, uint64_t offset, uint64_t count, Fra
     const DenseRange* d = FindDense(*t, offset, count, &err);
     if (!d) return err;
     if (offset == d->first && count == d->size && count > 0) {
-      // The whole range: lend it (see DenseRange).
-      *out = Frame::Borrow(d->data(), bytes, std::shared_ptr<const void>(d->values));
+      // The whole range: lend it (see DenseRange). The lease holds the buffer (so that
+      // ApplyDense sees it lent) and marks, when it ends, that the reader is done with it.
+      const float* data = d->data();
+      std::shared_ptr<const void> lease(data, [keep = d->values](const void* p) { TsanRelease(p); });
+      *out = Frame::Borrow(data, bytes, std::move(lease));
       return Status::OK();
     }
   }

@@ -51,41 +51,23 @@
 #include <zmq.hpp>
 
 #include "common/host.h"
+#include "common/tsan.h"
 #include "transport/curve.h"
 #include "transport/shm_manifest.h"
 #include "transport/shm_ring.h"
 #include "transport/transport.h"
 
-// ThreadSanitizer: libzmq (Debian's, not instrumented) hands messages between threads
-// through its own lock-free queues, which TSan cannot see. Every message this transport
-// gives to ZeroMQ is therefore released on one sync address, and every message it takes
-// from ZeroMQ (a received message, or a sent buffer's owner released by an I/O thread) is
-// acquired on it: the happens-before edges ZeroMQ's queues provide. (suppressions for
-// libzmq's own code: tests/sanitizers/tsan.supp.) No-ops without TSan.
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define LAYERPS_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define LAYERPS_TSAN 1
-#endif
-#ifdef LAYERPS_TSAN
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-#endif
-
 namespace ps {
 namespace {
 
-#ifdef LAYERPS_TSAN
-char g_zmq_handoff;  // the sync address of the edges above
-void HandedToZmq() { __tsan_release(&g_zmq_handoff); }
-void TakenFromZmq() { __tsan_acquire(&g_zmq_handoff); }
-#else
-void HandedToZmq() {}
-void TakenFromZmq() {}
-#endif
+// ThreadSanitizer: libzmq (Debian's, not instrumented) hands messages between threads
+// through its own lock-free queues, which TSan cannot see. Every part this transport gives
+// to ZeroMQ is released on one sync address, and every message it takes from ZeroMQ (a
+// received message, or a sent buffer's owner let go by an I/O thread) acquires it: the
+// edges ZeroMQ's queues provide (common/tsan.h; libzmq's own code: tsan.supp).
+char g_zmq_handoff;
+void HandedToZmq() { TsanRelease(&g_zmq_handoff); }
+void TakenFromZmq() { TsanAcquire(&g_zmq_handoff); }
 
 // inproc:// endpoints only reach sockets of the same ZeroMQ context, so every node of a
 // process that uses inproc shares this one. tcp and ipc nodes own their contexts.
@@ -133,6 +115,12 @@ zmq::message_t ToZmq(const Frame& f, size_t offset, size_t size) {
   return zmq::message_t(const_cast<uint8_t*>(data), size, &ReleaseOwner, hint);
 }
 
+// Hands one part to ZeroMQ (after its bytes were written: the TSan edge above).
+bool SendPart(zmq::socket_t* socket, zmq::message_t& part, zmq::send_flags flags) {
+  HandedToZmq();
+  return socket->send(part, flags).has_value();
+}
+
 // Sends a message's header and payload frames on `socket` (the header blocks up to the
 // socket's send timeout when the peer's queue is full; parts after it never do). false:
 // the queue stayed full, nothing was sent. Frames listed in `shm` (by index, ascending)
@@ -140,10 +128,9 @@ zmq::message_t ToZmq(const Frame& f, size_t offset, size_t size) {
 // chunked framing (top of this file).
 bool SendParts(zmq::socket_t* socket, const Message& msg, const std::vector<ShmEntry>& shm,
                bool chunked) {
-  HandedToZmq();
   zmq::message_t head(&msg.header, sizeof(Header));
   const bool more = !msg.frames.empty();
-  if (!socket->send(head, more ? zmq::send_flags::sndmore : zmq::send_flags::none)) return false;
+  if (!SendPart(socket, head, more ? zmq::send_flags::sndmore : zmq::send_flags::none)) return false;
   size_t next_entry = 0;
   for (size_t i = 0; i < msg.frames.size(); ++i) {
     const bool last = i + 1 == msg.frames.size();
@@ -151,22 +138,22 @@ bool SendParts(zmq::socket_t* socket, const Message& msg, const std::vector<ShmE
     if (next_entry < shm.size() && shm[next_entry].frame == i) {
       ++next_entry;
       zmq::message_t empty;  // the bytes are in shared memory
-      socket->send(empty, flags);
+      SendPart(socket, empty, flags);
       continue;
     }
     const Frame& f = msg.frames[i];
     if (!chunked) {
       zmq::message_t part = ToZmq(f, 0, f.size());
-      socket->send(part, flags);
+      SendPart(socket, part, flags);
       continue;
     }
     size_t offset = 0;
     for (; f.size() - offset >= kChunkBytes; offset += kChunkBytes) {
       zmq::message_t part = ToZmq(f, offset, kChunkBytes);
-      socket->send(part, zmq::send_flags::sndmore);
+      SendPart(socket, part, zmq::send_flags::sndmore);
     }
     zmq::message_t tail = ToZmq(f, offset, f.size() - offset);  // shorter than a chunk
-    socket->send(tail, flags);
+    SendPart(socket, tail, flags);
   }
   return true;
 }
@@ -355,8 +342,7 @@ class ZmqTransport final : public Transport {
       if (!entries.empty()) {
         const std::string bytes = EncodeShmManifest(p->shm->name(), entries);
         zmq::message_t manifest(bytes.data(), bytes.size());
-        HandedToZmq();
-        if (!p->socket->send(manifest, zmq::send_flags::sndmore)) {
+        if (!SendPart(p->socket.get(), manifest, zmq::send_flags::sndmore)) {
           p->shm->Undo(entries.size());
           return Unavailable("send queue to node " + std::to_string(peer) + " stayed full for " +
                              std::to_string(timeout_ms) + " ms");
