@@ -23,23 +23,16 @@ to back; rank 0 reports the time per op. The ops, on float32 tensors:
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import numpy as np
 
+from allreduce_bench import free_port, human, sizes  # the same sweep, port and labels
+
 MARK = "COLLECTIVES_RESULT "
 OPS = ("allreduce", "allreduce_fp16", "allgather", "broadcast", "alltoall")
-
-
-def sizes(min_kib, max_mib):
-    s, out = min_kib * 1024, []
-    while s <= max_mib * 1024 * 1024:
-        out.append(s)
-        s *= 4
-    return out
 
 
 def iters_for(nbytes):
@@ -146,12 +139,6 @@ def run_layerps(ops, size_list):
 
 
 # --- the driver ---------------------------------------------------------------------------
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def collect(proc_out):
     for line in proc_out.splitlines():
         i = line.find(MARK)
@@ -185,10 +172,6 @@ def drive_layerps(world, transport, args):
     if p.returncode:
         raise SystemExit(f"layerps {transport} run failed:\n" + p.stdout[-4000:])
     return collect(p.stdout)
-
-
-def human(nbytes):
-    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
 
 
 def main():

@@ -711,6 +711,19 @@ int StartLargeFrame(int port, uint64_t declared, uint64_t sent, bool curve = fal
   return fd;
 }
 
+// ZeroMQ's I/O threads take strangers' bytes at their pace: the peak RSS of the scheduler
+// and a server over 2 s, from where each was.
+std::pair<int64_t, int64_t> PeakRss(pid_t scheduler, int64_t scheduler_before, pid_t server,
+                                    int64_t server_before) {
+  int64_t scheduler_peak = scheduler_before, server_peak = server_before;
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(100ms);
+    scheduler_peak = std::max(scheduler_peak, RssBytes(scheduler));
+    server_peak = std::max(server_peak, RssBytes(server));
+  }
+  return {scheduler_peak, server_peak};
+}
+
 // Defect 1 of issue 13: four connections without the token each start a 64 MiB frame
 // to the scheduler (a control socket) and two start 512 MiB frames to a server (sending
 // 96 MiB of each): the daemons' memory stays bounded, and the cluster still works.
@@ -732,13 +745,8 @@ TEST(StrangerTest, LargeFramesFromStrangersPinNoMemory) {
   std::vector<int> fds;
   for (int i = 0; i < 4; ++i) fds.push_back(StartLargeFrame(scheduler_port, 64u << 20, 64u << 20));
   for (int i = 0; i < 2; ++i) fds.push_back(StartLargeFrame(server_port, 512u << 20, 96u << 20));
-  // ZeroMQ's I/O threads take the bytes at their pace: watch for 2 s, keep the peak.
-  int64_t scheduler_peak = scheduler_before, server_peak = server_before;
-  for (int i = 0; i < 20; ++i) {
-    std::this_thread::sleep_for(100ms);
-    scheduler_peak = std::max(scheduler_peak, RssBytes(c.scheduler().pid()));
-    server_peak = std::max(server_peak, RssBytes(c.server(0).pid()));
-  }
+  const auto [scheduler_peak, server_peak] =
+      PeakRss(c.scheduler().pid(), scheduler_before, c.server(0).pid(), server_before);
   EXPECT_LT(scheduler_peak - scheduler_before, int64_t{32} << 20)
       << "scheduler RSS " << scheduler_before << " -> " << scheduler_peak;
   EXPECT_LT(server_peak - server_before, int64_t{32} << 20)
@@ -787,12 +795,8 @@ TEST(StrangerTest, CurveHandshakeFramesPinNoMemory) {
   for (int i = 0; i < 150; ++i) {
     fds.push_back(StartLargeFrame(scheduler_port, 1u << 20, (1u << 20) - 4096, true));
   }
-  int64_t scheduler_peak = scheduler_before, server_peak = server_before;
-  for (int i = 0; i < 20; ++i) {
-    std::this_thread::sleep_for(100ms);
-    scheduler_peak = std::max(scheduler_peak, RssBytes(c.scheduler().pid()));
-    server_peak = std::max(server_peak, RssBytes(c.server(0).pid()));
-  }
+  const auto [scheduler_peak, server_peak] =
+      PeakRss(c.scheduler().pid(), scheduler_before, c.server(0).pid(), server_before);
   std::cout << "scheduler RSS " << scheduler_before << " -> " << scheduler_peak << ", server RSS "
             << server_before << " -> " << server_peak << std::endl;
   EXPECT_LT(scheduler_peak - scheduler_before, int64_t{32} << 20);

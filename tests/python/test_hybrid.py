@@ -544,6 +544,37 @@ def test_search_partitions_runs_real_steps():
 
 
 
+def run_three_workers(script_text, tmp_path):
+    """Runs `script_text` as 3 worker processes of a cluster of 1 server (this process),
+    heartbeat timeout 1 s, request timeout 30 s; returns {rank: the JSON each wrote to
+    r{rank}.json} and the processes' output."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "workers.py"
+    script.write_text(script_text)
+    hb = dict(heartbeat_interval_ms=100, heartbeat_timeout_ms=1000, connect_timeout_ms=20000,
+              request_timeout_ms=30000)
+    sched = layerps.Scheduler("tcp://127.0.0.1:0", num_servers=1, num_workers=3, **hb)
+    server = layerps.Server(sched.address, start=False, **hb)
+    started = server.start_async()
+    out = str(tmp_path / "r{rank}.json")
+    procs = [subprocess.Popen([sys.executable, str(script), sched.address, out], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(3)]
+    try:
+        started.result(timeout=60)
+        logs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        server.stop()
+        sched.stop()
+    return {r: json.loads((tmp_path / f"r{r}.json").read_text())
+            for r in range(3) if (tmp_path / f"r{r}.json").exists()}, logs
+
+
 DYING = """
 import json, os, signal, sys, time
 import torch
@@ -580,34 +611,7 @@ def test_a_worker_dying_during_local_aggregation_fails_the_others_within_the_hea
     leader waits for its rows and rank 1 for the host's all-reduce: both fail with
     UnavailableError once the scheduler declares it dead (heartbeat timeout 1 s; the
     request timeout, 30 s, is not what ends them)."""
-    import json
-    import subprocess
-    import sys
-
-    script = tmp_path / "dying.py"
-    script.write_text(DYING)
-    hb = dict(heartbeat_interval_ms=100, heartbeat_timeout_ms=1000, connect_timeout_ms=20000,
-              request_timeout_ms=30000)
-    sched = layerps.Scheduler("tcp://127.0.0.1:0", num_servers=1, num_workers=3, **hb)
-    server = layerps.Server(sched.address, start=False, **hb)
-    started = server.start_async()
-    out = str(tmp_path / "r{rank}.json")
-    procs = [subprocess.Popen([sys.executable, str(script), sched.address, out], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(3)]
-    try:
-        started.result(timeout=60)
-        logs = [p.communicate(timeout=120)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        server.stop()
-        sched.stop()
-    results = {}
-    for r in range(3):
-        path = tmp_path / f"r{r}.json"
-        if path.exists():
-            results[r] = json.loads(path.read_text())
+    results, logs = run_three_workers(DYING, tmp_path)
     assert sorted(results) == [0, 1], logs  # rank 2 died before writing
     for r, res in results.items():
         print(f"rank {r}: {res['error']} after {res.get('seconds', 0):.2f} s: {res.get('message')}")
@@ -696,31 +700,7 @@ def test_a_worker_killed_mid_collective_fails_the_others_within_the_heartbeat_ti
     while its segments are on the way: ranks 0 and 1, inside the same all-gather, fail
     with UnavailableError once the scheduler declares it dead (heartbeat timeout 1 s),
     not at the request timeout (30 s)."""
-    import json
-    import subprocess
-    import sys
-
-    script = tmp_path / "killed.py"
-    script.write_text(KILLED_MID_COLLECTIVE)
-    hb = dict(heartbeat_interval_ms=100, heartbeat_timeout_ms=1000, connect_timeout_ms=20000,
-              request_timeout_ms=30000)
-    sched = layerps.Scheduler("tcp://127.0.0.1:0", num_servers=1, num_workers=3, **hb)
-    server = layerps.Server(sched.address, start=False, **hb)
-    started = server.start_async()
-    out = str(tmp_path / "r{rank}.json")
-    procs = [subprocess.Popen([sys.executable, str(script), sched.address, out], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(3)]
-    try:
-        started.result(timeout=60)
-        logs = [p.communicate(timeout=120)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        server.stop()
-        sched.stop()
-    results = {r: json.loads((tmp_path / f"r{r}.json").read_text())
-               for r in range(3) if (tmp_path / f"r{r}.json").exists()}
+    results, logs = run_three_workers(KILLED_MID_COLLECTIVE, tmp_path)
     assert sorted(results) == [0, 1], logs  # rank 2 died before writing
     for r, res in results.items():
         assert res["metric"] == 1.0 and res["ids"] == [0, 1, 2, 1, 2, 3, 2, 3, 4], res
