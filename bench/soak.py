@@ -3,7 +3,7 @@
 and the memory (RSS) of every process is recorded.
 
 A layerps-scheduler (replace_servers_ms, tolerate_worker_loss, periodic checkpoints),
-2 layerps-server processes and 2 worker processes (this script with --worker: an
+--servers layerps-server processes (2) and 2 worker processes (this script with --worker: an
 asynchronous dense + sparse training loop) run for --seconds. Every --fault_every
 seconds a fault is injected, alternately:
   - server rank 1 is SIGKILLed and a replacement (layerps-server --rank=1
@@ -21,7 +21,11 @@ the soak reports it (docs: bench/SOAK.md).
 every element of a dense 'sum' table and to its own rows of a sparse 'sum' table, and
 records each push once it is acknowledged. The faults, in turn: worker rank 1 SIGKILLed and
 restarted (its successor takes its rank and its rows); server rank 1 SIGKILLed (its backup
-takes its ranges over, no replacement); worker rank 1 again. At the end every worker
+takes its ranges over, no replacement); the scheduler SIGKILLed and started again on its
+address (every node runs with --scheduler_recovery_ms: the new scheduler takes the
+running cluster over, docs/recovery.md); with --servers=3 or more, server rank 2 (its
+backup takes over, after the servers copied their ranges to their new backups); worker
+rank 1 again; then the worker and the scheduler in turn. At the end every worker
 flushes and meets the others, and worker rank 0 pulls both tables and checks them against
 the acknowledged pushes: an element must equal their count, or exceed it by at most the
 pushes that were in flight when a worker was killed (never less: nothing acknowledged may
@@ -40,6 +44,7 @@ import sys
 import time
 
 HB = ["--heartbeat_interval_ms=200", "--heartbeat_timeout_ms=2000"]
+RECOVERY_MS = 60000  # --exact: how long the nodes wait for a restarted scheduler
 
 
 def rss_kib(pid):
@@ -94,7 +99,8 @@ def exact_worker_main(args):
     import layerps
 
     w = layerps.Worker(args.scheduler, heartbeat_interval_ms=200, heartbeat_timeout_ms=2000,
-                       connect_timeout_ms=60000, request_timeout_ms=60000)
+                       connect_timeout_ms=60000, request_timeout_ms=60000,
+                       scheduler_recovery_ms=RECOVERY_MS)
     d = w.declare_dense("dense", args.dense, rule="sum")
     s = w.declare_sparse("rows", 4, rule="sum")
     ids = (np.arange(args.batch, dtype=np.int64) * 1009 + (w.rank << 32))  # this rank's rows
@@ -166,6 +172,8 @@ def main():
     ap.add_argument("--step_sleep_s", type=float, default=0,
                     help="workers pause this long after each step (default 0: as fast as they can)")
     ap.add_argument("--batch", type=int, default=4096, help="sparse ids per step (default 4096)")
+    ap.add_argument("--servers", type=int, default=2,
+                    help="server processes (default 2); --exact kills every rank but 0 in turn")
     ap.add_argument("--out", required=True, help="directory for logs, checkpoints, rss.csv, summary.md")
     ap.add_argument("--exact", action="store_true",
                     help="replication instead of checkpoints, known increments checked at the end, "
@@ -177,6 +185,8 @@ def main():
     args = ap.parse_args()
     if args.worker:
         return exact_worker_main(args) if args.exact else worker_main(args)
+    if args.servers < 2:
+        ap.error("--servers must be 2 or more")
     if args.seconds <= 0 or args.fault_every <= 0 or args.sample_s <= 0:
         ap.error("--seconds, --fault_every and --sample_s must be > 0")
     if not args.exact and (args.checkpoint_every_s < 1 or args.fault_every < args.checkpoint_every_s + 5):
@@ -206,13 +216,16 @@ def main():
     if os.path.exists(addr_file):
         os.remove(addr_file)
     procs = {}
-    durability = (["--replication"] if args.exact else
+    durability = (["--replication", f"--scheduler_recovery_ms={RECOVERY_MS}"] if args.exact else
                   ["--replace_servers_ms=120000", f"--checkpoint_dir={ckpt}",
                    f"--checkpoint_every_s={args.checkpoint_every_s}"])
-    procs["scheduler"] = spawn("scheduler", [
-        layerps.tool_path("layerps-scheduler"), "--num_servers=2", "--num_workers=2",
-        "--bind=tcp://127.0.0.1:0", f"--address_file={addr_file}", *HB, "--tolerate_worker_loss",
-        *durability])
+    def scheduler(bind):
+        return spawn("scheduler", [
+            layerps.tool_path("layerps-scheduler"), f"--num_servers={args.servers}", "--num_workers=2",
+            f"--bind={bind}", f"--address_file={addr_file}", *HB, "--tolerate_worker_loss",
+            *durability])
+
+    procs["scheduler"] = scheduler("tcp://127.0.0.1:0")
     deadline = time.time() + 30
     while not os.path.exists(addr_file):
         if time.time() > deadline or procs["scheduler"].poll() is not None:
@@ -223,7 +236,8 @@ def main():
     def server(rank, restore=False):
         return spawn(f"server{rank}", [
             layerps.tool_path("layerps-server"), f"--scheduler={address}", f"--rank={rank}", *HB,
-            "--connect_timeout_ms=60000", *([f"--restore={ckpt}"] if restore else [])])
+            "--connect_timeout_ms=60000", *([f"--restore={ckpt}"] if restore else []),
+            *([f"--scheduler_recovery_ms={RECOVERY_MS}"] if args.exact else [])])
 
     def worker():
         return spawn("worker", [sys.executable, os.path.abspath(__file__), "--worker",
@@ -232,7 +246,8 @@ def main():
                                 f"--dense={args.dense}", f"--batch={args.batch}",
                                 f"--capacity={args.capacity}", f"--step_sleep_s={args.step_sleep_s}"])
 
-    procs["server0"], procs["server1"] = server(0), server(1)
+    for r in range(args.servers):
+        procs[f"server{r}"] = server(r)
     procs["worker0"] = worker()
     time.sleep(1)  # worker 0 registers first: it keeps rank 0
     procs["worker1"] = worker()
@@ -245,9 +260,9 @@ def main():
     failures = []
     next_sample = start
     next_fault = start + args.fault_every
-    kill_server = not args.exact  # --exact: worker, server, worker
+    kill_server = not args.exact  # --exact: worker, server, worker, server...
     killed = 0  # worker incarnations killed (--exact: each may leave one push in flight)
-    server_killed = False
+    servers_killed = []  # --exact: server ranks killed (their backups took over)
     while time.time() - start < args.seconds:
         now = time.time()
         if now >= next_sample:
@@ -258,7 +273,9 @@ def main():
                     samples.setdefault((name, p.pid), []).append((now - start, r))
             csv.flush()
             next_sample += args.sample_s
-        for name in ("scheduler", "server0", "worker0") + (("server1",) if args.exact and not server_killed else ()):
+        live_servers = [f"server{r}" for r in range(args.servers)
+                        if r == 0 or (args.exact and f"server{r}" not in servers_killed)]
+        for name in ["scheduler", "worker0"] + live_servers:
             if procs[name].poll() is not None:
                 failures.append(f"{name} exited with {procs[name].returncode} at {now - start:.0f} s")
         if failures:
@@ -266,9 +283,26 @@ def main():
         if now >= next_fault:
             next_fault += args.fault_every
             name = "server1" if kill_server else "worker1"
-            if args.exact and kill_server and server_killed:
-                kill_server = False  # replication survives one server's loss: workers from now on
-                name = "worker1"
+            if args.exact:
+                # worker, server, scheduler, server, worker, then worker and scheduler in turn.
+                plan = ["worker1", "server", "scheduler", "server", "worker1"]
+                name = plan[len(faults)] if len(faults) < len(plan) else \
+                    ("worker1", "scheduler")[(len(faults) - len(plan)) % 2]
+                if name == "server":
+                    name = f"server{len(servers_killed) + 1}"
+                    if len(servers_killed) + 1 >= args.servers:
+                        name = "worker1"  # server rank 0 is the last
+                if name == "scheduler":
+                    old = procs["scheduler"]
+                    old.send_signal(signal.SIGKILL)
+                    old.wait()
+                    t0 = time.time()
+                    # The same address: the nodes know no other (docs/recovery.md).
+                    procs["scheduler"] = scheduler(address)
+                    faults.append(f"{now - start:.0f} s: SIGKILL scheduler (pid {old.pid}); a new one "
+                                  f"(pid {procs['scheduler'].pid}) started on {address}")
+                    print(faults[-1], flush=True)
+                    continue
             old = procs[name]
             old.send_signal(signal.SIGKILL)
             old.wait()
@@ -276,10 +310,10 @@ def main():
             if name == "worker1":
                 killed += 1
                 open(os.path.join(args.out, "killed"), "w").write(str(killed))
-            if args.exact and name == "server1":
+            if args.exact and name.startswith("server"):
                 # Its backup takes its ranges over (docs/replication.md); no replacement.
-                server_killed = True
-                faults.append(f"{now - start:.0f} s: SIGKILL server1 (pid {old.pid}); its backup took over")
+                servers_killed.append(name)
+                faults.append(f"{now - start:.0f} s: SIGKILL {name} (pid {old.pid}); its backup took over")
                 print(faults[-1], flush=True)
                 kill_server = False
                 continue
@@ -287,7 +321,7 @@ def main():
             # one is refused (the cluster is complete) and exits at once. Retry.
             while True:
                 time.sleep(1)
-                p = server(1, restore=True) if kill_server else worker()
+                p = server(1, restore=True) if name.startswith("server") else worker()
                 try:
                     p.wait(timeout=5)
                 except subprocess.TimeoutExpired:
@@ -301,7 +335,7 @@ def main():
             faults.append(f"{now - start:.0f} s: SIGKILL {name} (pid {old.pid}), new pid "
                           f"{procs[name].pid} after {time.time() - t0:.1f} s")
             print(faults[-1], flush=True)
-            kill_server = not kill_server
+            kill_server = not kill_server and not args.exact
         time.sleep(0.2)
 
     open(os.path.join(args.out, "stop"), "w").close()
@@ -311,8 +345,8 @@ def main():
             codes[name] = procs[name].wait(timeout=300)
         except subprocess.TimeoutExpired:
             codes[name] = "hung"
-    for name in ("server0", "server1", "scheduler"):
-        if args.exact and name == "server1" and server_killed:
+    for name in [f"server{r}" for r in range(args.servers)] + ["scheduler"]:
+        if name in servers_killed:
             continue  # killed on purpose, not replaced
         try:
             codes[name] = procs[name].wait(timeout=60)
@@ -353,6 +387,12 @@ def main():
                                 f"{pts[-1][1] / 1024:.1f} MiB (more than {args.rss_slack_mib} MiB)")
         if len(faults) < 3:
             failures.append(f"only {len(faults)} faults injected (3 wanted: raise --seconds)")
+        restarts = sum("SIGKILL scheduler" in f for f in faults)
+        took_over = sum(open(os.path.join(logs, f)).read().count("took the cluster over")
+                        for f in os.listdir(logs) if f.endswith("-scheduler.log"))
+        if took_over != restarts:
+            failures.append(f"the scheduler was restarted {restarts} time(s) but took the cluster "
+                            f"over {took_over} time(s) (see {logs})")
     if failures:
         lines += ["", "FAILURES:"] + [f"- {f}" for f in failures]
     text = "\n".join(lines)

@@ -480,12 +480,19 @@ int main(int argc, char** argv) {
 
   const auto start = Clock::now();
   int exit_code = 0;
-  // A dead server the cluster survives: with replication the first one (its backup takes
-  // over); with replace_servers_ms every later one, replaced by a new server of its rank
+  // A dead server the cluster survives: with replication, each one while another server
+  // lives (its backup takes over; the scheduler ends the job if the backup's copy was not
+  // complete yet); else with replace_servers_ms, replaced by a new server of its rank
   // restored from checkpoint_dir. A replacement the scheduler refuses (it has not yet
   // declared the old one dead) is started again a second later, until replace_servers_ms.
-  bool replication_used = false;
+  const auto other_server_lives = [](const Child& dead) {
+    for (const Child& c : g_children) {
+      if (&c != &dead && c.server_rank >= 0 && !c.exited) return true;
+    }
+    return false;
+  };
   std::map<int, std::pair<Clock::time_point, Clock::time_point>> replacing;  // rank -> (next try, deadline)
+  bool restart_scheduler = false;
   for (;;) {
     Pump(100);
     Reap();
@@ -493,8 +500,8 @@ int main(int argc, char** argv) {
     bool workers_done = true;
     for (auto& c : g_children) {
       if (Failed(c) && !c.handled && c.server_rank >= 0) {
-        if (o.replication && !replication_used) {
-          replication_used = c.handled = true;
+        if (o.replication && other_server_lives(c)) {
+          c.handled = true;
           std::printf("[launch] %s %s: its backup takes over its ranges (replication)\n",
                       c.label.c_str(), Describe(c).c_str());
         } else if (o.replace_servers_ms > 0) {
@@ -519,8 +526,27 @@ int main(int argc, char** argv) {
           }
         }
       }
+      if (Failed(c) && !c.handled && c.label == "scheduler" && o.scheduler_recovery_ms > 0) {
+        // docs/recovery.md: a new scheduler on the same address takes the cluster over.
+        c.handled = true;
+        restart_scheduler = true;
+        std::printf("[launch] scheduler %s: starting a new one on %s (scheduler_recovery_ms)\n",
+                    Describe(c).c_str(), address.c_str());
+      }
       if (Failed(c) && !c.handled && !failed) failed = &c;
       if (c.is_worker && !c.exited) workers_done = false;
+    }
+    if (restart_scheduler && !failed) {
+      restart_scheduler = false;
+      std::vector<std::string> args = sched_args;
+      args.push_back("--bind=" + address);
+      g_children.push_back(Child{"scheduler", false, FLAGS_quiet_daemons});
+      if (!Spawn(&g_children.back(), args, sched_env)) {
+        std::printf("[launch] cannot start a new scheduler\n");
+        exit_code = 1;
+        StopAll(true);
+        break;
+      }
     }
     for (auto it = replacing.begin(); it != replacing.end() && !failed;) {
       const int rank = it->first;

@@ -67,6 +67,12 @@ struct CommonOptions {
   // A node silent this long (ms) is declared dead. Must exceed 2 * heartbeat_interval_ms.
   // Default 5000. Env: LAYERPS_HEARTBEAT_TIMEOUT_MS.
   int heartbeat_timeout_ms = 5000;
+  // Scheduler recovery (docs/recovery.md): how long (ms) a node that lost the scheduler
+  // keeps going (its data traffic goes on, its calls to the scheduler wait) while it
+  // re-announces itself to the scheduler's address, for a restarted scheduler to take the
+  // cluster over. 0 (default): a lost scheduler ends the node at once. 0..86400000.
+  // Env: LAYERPS_SCHEDULER_RECOVERY_MS.
+  int scheduler_recovery_ms = 0;
   // Stall warning: a barrier or a Join (scheduler) or a synchronous step's pull (server,
   // bsp/ssp tables) waiting longer than this (ms) logs which ranks it waits for, again
   // every stall_warning_ms, and goes on waiting. 0 disables. 0..86400000, default 60000.
@@ -160,11 +166,12 @@ struct ClusterShape {
   // 0..86400000. Env: LAYERPS_REPLACE_SERVERS_MS.
   int replace_servers_ms = 0;
   // Replication (docs/replication.md): every server keeps a copy of the ranges of the
-  // server of the rank before it (rank r backs up rank r - 1 mod num_servers), and a
-  // server acknowledges an update only once its backup applied it too. When a server
-  // dies, its backup takes over its ranges, and no acknowledged update is lost. One
-  // failure per job: after it the cluster runs unreplicated. Needs num_servers >= 2;
-  // asynchronous tables only. Env: LAYERPS_REPLICATION.
+  // live server of the rank before it (rank r backs up rank r - 1 mod num_servers while
+  // all live), and a server acknowledges an update only once its backup applied it too.
+  // When a server dies, its backup takes over its ranges, and no acknowledged update is
+  // lost; the servers whose backup changed then copy their ranges to the new one, so a
+  // later death is covered too. Needs num_servers >= 2; asynchronous tables only.
+  // Env: LAYERPS_REPLICATION.
   bool replication = false;
 
   Status Validate() const;

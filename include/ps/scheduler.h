@@ -26,6 +26,8 @@ struct SchedulerStats {
   uint64_t rejected_registrations = 0;
   uint64_t dead_nodes = 0;
   uint64_t map_epoch = 0;
+  // Running clusters this scheduler took over from one that died (docs/recovery.md).
+  uint64_t recoveries = 0;
   // Stall warnings logged: a barrier or join waiting past stall_warning_ms.
   uint64_t stall_warnings = 0;
 };

@@ -29,6 +29,12 @@ struct ServerStats {
   uint64_t sparse_rows = 0;     // rows held in sparse tables
   // Stall warnings logged: a bsp/ssp pull held longer than stall_warning_ms.
   uint64_t stall_warnings = 0;
+  // Replication (docs/replication.md): whether this server's ranges have a complete copy
+  // on a backup now; the copies of its ranges backups acknowledged (one per new backup,
+  // or per takeover that grew its ranges); the complete copies it received as a backup.
+  bool backed_up = false;
+  uint64_t copies_sent = 0;
+  uint64_t copies_received = 0;
 };
 
 // One sparse table's rows on one server (docs/sparse.md). rows_live = admitted - evicted -

@@ -53,6 +53,10 @@ DEFINE_int32(heartbeat_interval_ms, 0, "Heartbeat period, 10..60000. Default 500
 DEFINE_int32(heartbeat_timeout_ms, 0,
              "Silence after which a node is dead; > 2x interval. "
              "Default 5000");
+DEFINE_int32(scheduler_recovery_ms, 0,
+             "A node that lost the scheduler waits this long (ms) for a restarted one "
+             "(same address) to take the cluster over; 0: a lost scheduler ends the node. "
+             "Default 0");
 DEFINE_int32(stall_warning_ms, 0,
              "Scheduler and servers: a barrier, join or synchronous step waiting longer "
              "(ms) logs the ranks it waits for, then keeps waiting; 0: off. Default: "

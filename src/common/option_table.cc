@@ -173,6 +173,10 @@ const std::vector<Row>& Rows() {
       IntRow(Info("heartbeat_timeout_ms", "heartbeat_timeout_ms", "LAYERPS_HEARTBEAT_TIMEOUT_MS", "Ssw",
                   "Silence (ms) after which a node is dead; > 2x the interval"),
              &Options::heartbeat_timeout_ms, 20, 3600000),
+      IntRow(Info("scheduler_recovery_ms", "scheduler_recovery_ms", "LAYERPS_SCHEDULER_RECOVERY_MS", "Ssw",
+                  "A node that lost the scheduler waits this long (ms) for a restarted one to "
+                  "take the cluster over; 0: a lost scheduler ends the node"),
+             &Options::scheduler_recovery_ms, 0, 86400000),
       IntRow(Info("stall_warning_ms", "stall_warning_ms", "LAYERPS_STALL_WARNING_MS", "Ss",
                   "A barrier, join or synchronous step waiting longer (ms) logs the ranks it "
                   "waits for, then keeps waiting; 0: off"),

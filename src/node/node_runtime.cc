@@ -92,9 +92,26 @@ Status NodeRuntime::Start() {
   bool was_registered = false;
   if (sent.ok()) {
     std::unique_lock<std::mutex> lock(mu_);
-    const bool ready = cv_.wait_until(lock, deadline, [this] {
+    const auto ready_now = [this] {
       return !register_status_.ok() || (registered_ && map_ != nullptr) || shutdown_;
-    });
+    };
+    bool ready = false;
+    if (options_.scheduler_recovery_ms > 0) {
+      // A scheduler restarted before the cluster was complete knows nothing of this node:
+      // the Register goes again every second until the map arrives (a scheduler that
+      // has it answers again with the same registration).
+      while (!(ready = ready_now()) && std::chrono::steady_clock::now() < deadline) {
+        cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)),
+                       ready_now);
+        if (ready_now() || std::chrono::steady_clock::now() >= deadline) continue;
+        lock.unlock();
+        SendToScheduler(MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
+        lock.lock();
+      }
+      ready = ready_now();
+    } else {
+      ready = cv_.wait_until(lock, deadline, ready_now);
+    }
     if (!register_status_.ok()) {
       result = register_status_;
     } else if (shutdown_) {
@@ -265,9 +282,13 @@ StatusOr<uint32_t> NodeRuntime::CallScheduler(const std::function<void(uint64_t,
   }
   layerps::pb::Control c;
   fill(call_id, &c);
+  if (options_.scheduler_recovery_ms > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_[call_id].request = c.SerializeAsString();
+  }
   Status sent = SendToScheduler(MakeControl(id(), c), kControlSendTimeoutMs);
   std::unique_lock<std::mutex> lock(mu_);
-  if (!sent.ok()) {
+  if (!sent.ok() && !(options_.scheduler_recovery_ms > 0 && scheduler_lost_)) {
     calls_.erase(call_id);
     return sent;
   }
@@ -372,14 +393,24 @@ std::chrono::milliseconds WithGrace(std::chrono::milliseconds t) {
 }  // namespace
 
 Status NodeRuntime::Barrier(Group group, std::chrono::milliseconds timeout, int* participants) {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = barriers_passed_[static_cast<uint32_t>(group)] + 1;
+  }
   StatusOr<uint32_t> r = CallScheduler(
       [&](uint64_t call_id, void* msg) {
         auto* b = static_cast<layerps::pb::Control*>(msg)->mutable_barrier();
         b->set_request_id(call_id);
+        b->set_seq(seq);
         b->set_group(static_cast<uint32_t>(group));
         b->set_timeout_ms(static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 1)));
       },
       WithGrace(timeout), "barrier");
+  if (r.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    barriers_passed_[static_cast<uint32_t>(group)] = seq;
+  }
   if (r.ok() && participants != nullptr) *participants = static_cast<int>(*r);
   return r.status();
 }
@@ -531,6 +562,11 @@ void NodeRuntime::HeartbeatLoop() {
     layerps::pb::Control c;
     c.mutable_heartbeat();
     SendToScheduler(MakeControl(id(), c), options_.heartbeat_interval_ms);
+    if (!handling_control_ && options_.scheduler_recovery_ms > 0 &&
+        SteadyMillis() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
+      if (!AwaitScheduler()) return;
+      continue;
+    }
     if (!handling_control_ &&
         SteadyMillis() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
       Status lost = Unavailable("lost the scheduler: silent for more than " +
@@ -546,6 +582,84 @@ void NodeRuntime::HeartbeatLoop() {
       return;
     }
   }
+}
+
+// The scheduler is silent: this node keeps its data traffic going and sends a Rejoin to
+// the scheduler's address every heartbeat interval, until a scheduler speaks again (a
+// restarted one answers with a new map once the cluster is rebuilt) or
+// scheduler_recovery_ms passes (then the node shuts down as without recovery). Once one
+// speaks, the calls still waiting for an answer are sent to it again.
+bool NodeRuntime::AwaitScheduler() {
+  const int64_t since = SteadyMillis();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    scheduler_lost_ = true;
+  }
+  LOG(WARNING) << "lost the scheduler (silent for more than " << options_.heartbeat_timeout_ms
+               << " ms); waiting up to " << options_.scheduler_recovery_ms
+               << " ms for a scheduler at " << options_.scheduler_address
+               << " to take the cluster over (scheduler_recovery_ms)";
+  while (!stopping_) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_interval_ms),
+                   [this] { return stopping_.load() || shutdown_; });
+      if (stopping_ || shutdown_) return false;
+    }
+    if (last_scheduler_contact_ms_ > since) break;
+    if (SteadyMillis() - since > options_.scheduler_recovery_ms) {
+      Status lost = Unavailable("lost the scheduler: silent for more than " +
+                                std::to_string(options_.heartbeat_timeout_ms) +
+                                " ms, and no scheduler took the cluster over within "
+                                "scheduler_recovery_ms=" +
+                                std::to_string(options_.scheduler_recovery_ms));
+      LOG(ERROR) << lost;
+      if (handlers_.on_node_dead) handlers_.on_node_dead(kSchedulerId, lost);
+      if (auto m = map()) {
+        for (const auto& n : m->nodes) transport_->Disconnect(n.id);
+      }
+      FinishShutdown(lost);
+      return false;
+    }
+    SendToScheduler(RejoinMessage(), options_.heartbeat_interval_ms);
+  }
+  std::vector<std::string> resend;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    scheduler_lost_ = false;
+    for (const auto& kv : calls_) {
+      if (!kv.second.done && !kv.second.request.empty()) resend.push_back(kv.second.request);
+    }
+  }
+  LOG(WARNING) << "a scheduler took the cluster over after "
+               << SteadyMillis() - since << " ms; " << resend.size()
+               << " call(s) waiting for an answer sent to it again";
+  for (const std::string& r : resend) {
+    layerps::pb::Control c;
+    if (c.ParseFromString(r)) SendToScheduler(MakeControl(id(), c), kControlSendTimeoutMs);
+  }
+  return true;
+}
+
+Message NodeRuntime::RejoinMessage() {
+  layerps::pb::Control c;
+  auto* r = c.mutable_rejoin();
+  r->set_token(options_.token);
+  r->set_session(secret_);
+  r->set_id(id());
+  r->set_role(static_cast<layerps::pb::Role>(role_));
+  r->set_rank(rank());
+  r->set_endpoint(endpoint_);
+  r->set_hostname(LocalHostname());
+  std::lock_guard<std::mutex> lock(mu_);
+  r->set_tag(tag_);
+  if (map_) MapToProto(*map_, r->mutable_map());
+  for (const auto& kv : barriers_passed_) {
+    auto* b = r->add_barriers();
+    b->set_group(kv.first);
+    b->set_passed(kv.second);
+  }
+  return MakeControl(id(), c);
 }
 
 void NodeRuntime::FinishShutdown(const Status& status) {
@@ -587,7 +701,9 @@ void NodeRuntime::HandleControl(Message&& msg) {
   switch (c.body_case()) {
     case layerps::pb::Control::kRegisterReply: {
       std::lock_guard<std::mutex> lock(mu_);
-      if (registered_) break;
+      // Before the first map, a restarted scheduler may register this node again
+      // (scheduler_recovery_ms: Start sends Register again while it waits).
+      if (registered_ && (map_ || options_.scheduler_recovery_ms == 0)) break;
       if (c.register_reply().ok()) {
         if (c.register_reply().tag().empty() || c.register_reply().tag().size() > 64) {
           register_status_ = ProtocolError("the scheduler's reply has no valid data tag");

@@ -125,6 +125,7 @@ class NodeRuntime {
     Status status;
     uint32_t value = 0;
     std::string detail;  // CallReply's detail
+    std::string request;  // the serialized pb::Control, sent again to a restarted scheduler
   };
 
   void ReceiveLoop();
@@ -148,6 +149,10 @@ class NodeRuntime {
   std::deque<Message> early_;
   uint64_t early_bytes_ = 0;
   void HeartbeatLoop();
+  // Scheduler recovery (scheduler_recovery_ms > 0; docs/recovery.md). Heartbeat thread.
+  // Returns false once the node gave up on the scheduler (it shut down).
+  bool AwaitScheduler();
+  Message RejoinMessage();
   void HandleControl(Message&& msg);
   std::vector<std::pair<TableId, Status>> InstallMap(std::shared_ptr<const ClusterMap> map);
   void FinishShutdown(const Status& status);
@@ -181,6 +186,8 @@ class NodeRuntime {
   uint64_t next_call_id_ = 1;              // guarded by mu_
   std::map<uint64_t, PendingCall> calls_;  // guarded by mu_
   std::set<NodeId> dead_;                  // guarded by mu_: declared dead, never reconnected
+  std::map<uint32_t, uint64_t> barriers_passed_;  // guarded by mu_: by ps::Group
+  bool scheduler_lost_ = false;                   // guarded by mu_: AwaitScheduler runs
   mutable std::mutex traffic_mu_;
   TrafficStats traffic_;  // guarded by traffic_mu_
   // This node's secret with the scheduler (fixed by Start) and its data identity

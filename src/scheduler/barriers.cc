@@ -125,7 +125,20 @@ void Barriers::HandleBarrier(NodeId from, const layerps::pb::Barrier& b, int64_t
     ReplyBarrier(w, InvalidArgument("node is not in the barrier's group"));
     return;
   }
-  waiting_[g].waiters.push_back(w);
+  auto passed = passed_.find(static_cast<uint32_t>(g));
+  if (b.seq() > 0 && passed != passed_.end() && b.seq() <= passed->second) {
+    // Released by the scheduler before a restart; this node never got the answer.
+    ReplyBarrier(w, Status::OK(), static_cast<uint32_t>(GroupMembers(g).size()));
+    return;
+  }
+  auto& ws = waiting_[g].waiters;
+  Waiter waiter = w;
+  waiter.seq = b.seq();
+  // The same barrier sent again (to a restarted scheduler): it waits once.
+  ws.erase(std::remove_if(ws.begin(), ws.end(),
+                          [&](const Waiter& x) { return x.node == from && x.seq != 0 && x.seq == b.seq(); }),
+           ws.end());
+  ws.push_back(waiter);
   Check(g);
 }
 
@@ -188,6 +201,7 @@ void Barriers::Check(int g) {
   for (const auto& w : waiters) ReplyBarrier(w, Status::OK(), participants);
   waiters.clear();
   wait.last_warning_ms = 0;
+  passed_.erase(static_cast<uint32_t>(g));
 }
 
 int Barriers::Tick(int64_t now_ms, int64_t stall_warning_ms) {

@@ -59,6 +59,11 @@ class Barriers {
   // Deadlines and stall warnings; returns how many stall warnings were logged.
   int Tick(int64_t now_ms, int64_t stall_warning_ms);
   bool joined(NodeId node) const { return joined_.count(node) != 0; }
+  // Scheduler recovery: how many barriers of each group (ps::Group) some node reported
+  // having passed. A barrier whose seq is within that count was released by the old
+  // scheduler (to some nodes at least): it is answered at once, until the group's next
+  // barrier completes here.
+  void Recover(const std::map<uint32_t, uint64_t>& passed) { passed_ = passed; }
 
  private:
   // kJoin: the waiters in Join (not a ps::Group).
@@ -68,6 +73,7 @@ class Barriers {
     uint64_t call_id;
     int64_t since_ms = 0;
     int64_t deadline_ms = 0;  // 0: none
+    uint64_t seq = 0;         // the node's count of this group's barriers (0: unknown)
   };
   struct Wait {
     std::vector<Waiter> waiters;
@@ -87,6 +93,7 @@ class Barriers {
   std::map<int, Wait> waiting_;
   std::set<NodeId> joined_;
   std::map<NodeId, uint32_t> deserted_;  // workers that left without joining -> rank
+  std::map<uint32_t, uint64_t> passed_;   // Recover
 };
 
 }  // namespace ps

@@ -163,6 +163,8 @@ class Scheduler::Impl final : public ClusterState {
     out->push_back(Counter("layerps_scheduler_stall_warnings_total",
                            "Barriers or joins waiting past stall_warning_ms", s.stall_warnings));
     out->push_back(Gauge("layerps_map_epoch", "Cluster-map epoch this node has", s.map_epoch));
+    out->push_back(Counter("layerps_scheduler_recoveries_total",
+                           "Running clusters taken over from a scheduler that died", s.recoveries));
     const bool complete = MissingNodes().empty();
     out->push_back(Gauge("layerps_scheduler_cluster_complete",
                          "1 once every server and worker registered", complete ? 1 : 0));
@@ -273,6 +275,10 @@ class Scheduler::Impl final : public ClusterState {
       HandleRegister(c.register_(), msg.identity);
       return;
     }
+    if (c.body_case() == layerps::pb::Control::kRejoin) {
+      HandleRejoin(c.rejoin(), msg.identity);
+      return;
+    }
     // Who sent it is decided by the connection it came on (the routing id the node
     // registered from), never by the header, which the sender writes.
     auto who = identities_.find(msg.identity);
@@ -358,10 +364,24 @@ class Scheduler::Impl final : public ClusterState {
       BadMessage("registration with a bad session");
       return;
     }
-    if (identities_.count(identity)) {
-      BadMessage("registration replayed on a registered connection");
+    if (auto known = identities_.find(identity); known != identities_.end()) {
+      // The same registration again (a node waiting for its map sends it every second
+      // under scheduler_recovery_ms): the same answer.
+      const NodeInfo* n = FindNode(known->second);
+      if (n == nullptr || !n->alive || complete_) {
+        BadMessage("registration replayed on a registered connection");
+        return;
+      }
+      layerps::pb::Control again;
+      auto* rr = again.mutable_register_reply();
+      rr->set_ok(true);
+      rr->set_id(n->id);
+      rr->set_rank(n->rank);
+      rr->set_tag(map_.tags[n->id]);
+      SendControl(n->id, again);
       return;
     }
+    if (recovering_) return;  // taking a running cluster over: the node asks again later
     std::string refusal;
     const Role role = static_cast<Role>(r.role());
     const int have_servers = map_.CountRole(Role::kServer);
@@ -494,6 +514,147 @@ class Scheduler::Impl final : public ClusterState {
     }
   }
 
+  // --- Scheduler recovery (docs/recovery.md) -------------------------------------------
+  // A scheduler started on the address of one that died hears from the live nodes of the
+  // old cluster: each sends a Rejoin (its id, rank, data tag, session, newest map and the
+  // barriers it passed) every heartbeat interval. The newest map among them is the
+  // cluster's; once every live server and worker of it rejoined, or heartbeat_timeout_ms
+  // after the first Rejoin, the cluster is rebuilt from it: the nodes keep their ids,
+  // ranks and tags (their data connections and data are untouched), the nodes that did
+  // not rejoin are declared dead (as any dead node: a backup takes over, a replacement is
+  // awaited, or the job fails), and everyone gets the map of a new epoch. The nodes then
+  // send again the calls the old scheduler never answered.
+  void HandleRejoin(const layerps::pb::Rejoin& r, const std::string& identity) {
+    if (complete_ && !recovering_) {
+      // A node that thought this scheduler lost (a stall): its Rejoin is a heartbeat.
+      auto who = identities_.find(identity);
+      if (who != identities_.end() && members_.count(who->second)) {
+        members_[who->second].last_seen_ms = SteadyMillis();
+      }
+      return;
+    }
+    const std::string& session = r.session();
+    const Role role = static_cast<Role>(r.role());
+    const int count = role == Role::kServer ? options_.num_servers : options_.num_workers;
+    std::string bad;
+    if (session.size() < 16 || session.size() > 64 || identity != "r" + session) {
+      bad = "a rejoin with a bad session";
+    } else if (!TokenEquals(r.token(), options_.token)) {
+      bad = "a rejoin with the wrong cluster token";
+    } else if (role != Role::kServer && role != Role::kWorker) {
+      bad = "a rejoin that is not a server's or a worker's";
+    } else if (r.id() == kSchedulerId || r.id() >= kRefusedIdBase ||
+               static_cast<int64_t>(r.rank()) >= count) {
+      bad = "a rejoin with a bad id or rank";
+    } else if (r.endpoint().empty() || r.endpoint().size() > 1024 || r.tag().empty() ||
+               r.tag().size() > 64 || !r.has_map()) {
+      bad = "a rejoin without endpoint, tag or map";
+    }
+    if (!bad.empty()) {
+      BadMessage(bad);
+      return;
+    }
+    if (rejoined_.count(r.id())) return;  // sent again before the cluster was rebuilt
+    for (const NodeInfo& n : map_.nodes) {
+      if (n.id == r.id() || (n.role == role && n.rank == r.rank())) {
+        BadMessage("a rejoin of node " + std::to_string(r.id()) + " clashes with node " +
+                   std::to_string(n.id));
+        return;
+      }
+    }
+    StatusOr<std::shared_ptr<const ClusterMap>> map = MapFromProto(r.map());
+    if (!map.ok()) {
+      BadMessage("a rejoin with a bad map: " + map.status().message());
+      return;
+    }
+    NodeInfo info;
+    info.id = r.id();
+    info.role = role;
+    info.rank = r.rank();
+    info.endpoint = r.endpoint();
+    info.hostname = r.hostname().substr(0, 256);
+    info.alive = true;
+    Status connected = transport_->Connect(info.id, info.endpoint, "s" + session);
+    if (!connected.ok()) {
+      LOG(WARNING) << "cannot reach rejoining node " << info.id << " at " << info.endpoint << ": "
+                   << connected;
+      return;
+    }
+    const int64_t now = SteadyMillis();
+    if (!recovering_) {
+      recovering_ = true;
+      recovery_started_ms_ = now;
+      LOG(WARNING) << "nodes of a running cluster rejoin: this scheduler takes the cluster over";
+    }
+    map_.nodes.push_back(info);
+    map_.tags[info.id] = r.tag();
+    identities_[identity] = info.id;
+    members_[info.id] = Member{now, false};
+    next_id_ = std::max<NodeId>(next_id_, info.id + 1);
+    rejoined_[info.id] = (*map)->epoch;
+    if (!best_map_ || (*map)->epoch > best_map_->epoch) best_map_ = *map;
+    for (const auto& b : r.barriers()) {
+      uint64_t& p = barriers_passed_[b.group()];
+      p = std::max<uint64_t>(p, b.passed());
+    }
+    LOG(INFO) << RoleName(role) << " rank " << info.rank << " (node " << info.id
+              << ") rejoined with map epoch " << (*map)->epoch;
+    MaybeFinishRecovery(now);
+  }
+
+  void MaybeFinishRecovery(int64_t now) {
+    if (!recovering_ || !best_map_) return;
+    std::vector<NodeId> missing;
+    for (const NodeInfo& n : best_map_->nodes) {
+      if (n.role != Role::kScheduler && n.alive && !rejoined_.count(n.id)) missing.push_back(n.id);
+    }
+    if (!missing.empty() && now - recovery_started_ms_ < options_.heartbeat_timeout_ms) return;
+    recovering_ = false;
+    // The newest map, with this scheduler's address and the nodes as they rejoined.
+    ClusterMap rebuilt = *best_map_;
+    rebuilt.replication = options_.replication;
+    rebuilt.replace_servers_ms = static_cast<uint32_t>(options_.replace_servers_ms);
+    for (NodeInfo& n : rebuilt.nodes) {
+      if (n.role == Role::kScheduler) n = map_.nodes.front();
+      if (const NodeInfo* mine = map_.FindNode(n.id)) n = *mine;
+    }
+    for (const NodeInfo& n : map_.nodes) {
+      if (rebuilt.FindNode(n.id) == nullptr) {
+        rebuilt.nodes.push_back(n);  // rejoined with an older map: kept
+        rebuilt.tags[n.id] = map_.tags[n.id];
+      }
+    }
+    std::sort(rebuilt.nodes.begin(), rebuilt.nodes.end(),
+              [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; });
+    for (const NodeInfo& n : rebuilt.nodes) {
+      if (n.id != kSchedulerId && !members_.count(n.id)) members_[n.id] = Member{now, false};
+      next_id_ = std::max<NodeId>(next_id_, n.id + 1);
+    }
+    map_ = std::move(rebuilt);
+    tables_.Recover(rejoined_);
+    barriers_.Recover(barriers_passed_);
+    for (const NodeInfo& n : map_.nodes) {
+      if (n.role == Role::kWorker && !n.alive) ++dead_workers_;
+    }
+    complete_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      missing_.clear();
+      ++stats_.recoveries;
+    }
+    LOG(WARNING) << "took the cluster over from " << rejoined_.size()
+                 << " live node(s) after " << now - recovery_started_ms_
+                 << " ms (their newest map had epoch " << best_map_->epoch << "); "
+                 << missing.size() << " did not rejoin";
+    BroadcastMap();
+    for (NodeId id : missing) {
+      if (done_) break;
+      MarkDead(id, "did not rejoin the restarted scheduler within " +
+                       std::to_string(options_.heartbeat_timeout_ms) + " ms");
+    }
+    tables_.Resolve();
+  }
+
   // Calls that need a complete cluster: while it is not, answers `request_id` with
   // kFailedPrecondition naming the missing nodes and returns true; once it is, returns
   // false (the caller handles the call) except for a membership query, answered OK.
@@ -595,7 +756,7 @@ class Scheduler::Impl final : public ClusterState {
       return;
     }
     if (n->role == Role::kServer && options_.replication && complete_ && !done_ &&
-        !replication_spent_ && PromoteBackup(n, reason)) {
+        promoting_ == 0 && PromoteBackup(n, reason)) {
       return;
     }
     if (n->role == Role::kServer && options_.replace_servers_ms > 0 && complete_ && !done_) {
@@ -671,20 +832,21 @@ class Scheduler::Impl final : public ClusterState {
     MaybeFinish();
   }
 
-  // Replication (docs/replication.md): the first server to die is taken over by its
-  // backup, the server of the next rank, which kept a copy of its ranges. The backup gets
-  // the map that gives it those ranges alone first; once it acknowledged it (the copy is
-  // now its own), every node learns of the death (NodeDead names the successor, so
-  // workers send it what they held for the dead server) and of the map. False when the
-  // backup is not alive (then the server is dead as without replication).
+  // Replication (docs/replication.md): a dead server is taken over by its backup, the
+  // next live server in rank order (wrapping around), which kept a copy of its ranges.
+  // The backup gets the map that gives it those ranges alone first; once it acknowledged
+  // it (the copy is now its own; a backup whose copy was not complete fails the job),
+  // every node learns of the death (NodeDead names the successor, so workers send it what
+  // they held for the dead server) and of the map; the servers whose backup changed then
+  // copy their ranges to their new backup. False when no other server is alive.
   bool PromoteBackup(NodeInfo* n, const std::string& reason) {
-    const uint32_t count = static_cast<uint32_t>(options_.num_servers);
     NodeInfo* backup = nullptr;
     for (NodeInfo& m : map_.nodes) {
-      if (m.role == Role::kServer && m.alive && m.rank == (n->rank + 1) % count) backup = &m;
+      if (m.role != Role::kServer || !m.alive || m.id == n->id) continue;
+      // The first live rank after n's, wrapping around: the smallest (rank - n.rank) mod 2^32.
+      if (backup == nullptr || m.rank - n->rank - 1 < backup->rank - n->rank - 1) backup = &m;
     }
-    if (backup == nullptr || backup->id == n->id) return false;
-    replication_spent_ = true;
+    if (backup == nullptr) return false;
     const NodeId id = n->id;
     n->alive = false;
     if (!members_[id].left) Count([](SchedulerStats& st) { ++st.dead_nodes; });
@@ -749,7 +911,7 @@ class Scheduler::Impl final : public ClusterState {
       if (m.id != kSchedulerId && m.alive) SendControl(m.id, c);
     }
     LOG(INFO) << "server node " << from << " took over the ranges of dead node " << promoted_dead_
-              << "; the cluster runs unreplicated from now on";
+              << "; the servers whose backup changed copy their ranges to the new one";
     BroadcastMap();
     tables_.Resolve();
     MaybeFinish();
@@ -880,6 +1042,7 @@ class Scheduler::Impl final : public ClusterState {
       transport_->Disconnect(refused_.front().first);
       refused_.pop_front();
     }
+    if (recovering_) MaybeFinishRecovery(now);
     if (!complete_) return;
     layerps::pb::Control beat;
     beat.mutable_heartbeat();
@@ -928,8 +1091,13 @@ class Scheduler::Impl final : public ClusterState {
   int dead_workers_ = 0;
   std::vector<Vacancy> vacancies_;  // server ranks awaiting a replacement
   NodeId joining_ = 0;           // a replacement that has the map alone, until its MapAck
-  // Replication: whether the one takeover it allows happened, and the one under way.
-  bool replication_spent_ = false;
+  // Scheduler recovery: nodes of a running cluster rejoin (HandleRejoin).
+  bool recovering_ = false;
+  int64_t recovery_started_ms_ = 0;
+  std::map<NodeId, uint64_t> rejoined_;             // node -> the map epoch it had
+  std::shared_ptr<const ClusterMap> best_map_;      // the newest map a rejoin brought
+  std::map<uint32_t, uint64_t> barriers_passed_;    // by ps::Group: the most any node passed
+  // Replication: the takeover under way.
   NodeId promoting_ = 0;  // the backup taking over, until its MapAck
   uint64_t promoting_epoch_ = 0;
   NodeId promoted_dead_ = 0;

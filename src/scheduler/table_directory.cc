@@ -299,3 +299,25 @@ void TableDirectory::Resolve() {
 }
 
 }  // namespace ps
+
+namespace ps {
+
+void TableDirectory::Recover(const std::map<NodeId, uint64_t>& acked) {
+  const ClusterMap& map = state_->map();
+  server_load_.clear();
+  declared_specs_.clear();
+  table_epoch_.clear();
+  for (const auto& kv : map.tables) {
+    const TableInfo& t = kv.second;
+    next_table_id_ = std::max<TableId>(next_table_id_, t.id + 1);
+    // The map's spec: a learning rate changed since the declare is compared as changed.
+    declared_specs_[t.id] = t.spec;
+    if (!t.dense()) continue;
+    for (const KeyRange& r : t.ranges) {
+      server_load_[r.server] += (t.RangeEndElem(r) - t.RangeFirstElem(r)) * t.spec.ElementBytes();
+    }
+  }
+  acked_epoch_ = acked;
+}
+
+}  // namespace ps

@@ -60,6 +60,9 @@ class TableDirectory {
   // dead server `dead`'s ranges: every range `dead` held is now `fresh`'s (the caller
   // broadcasts the map).
   void ReplaceServer(NodeId dead, NodeId fresh);
+  // Scheduler recovery: the directory of a map rebuilt from the live nodes (the tables,
+  // their specs and the servers' loads); `acked`: the map epoch each node has.
+  void Recover(const std::map<NodeId, uint64_t>& acked);
 
  private:
   struct PendingDeclare {

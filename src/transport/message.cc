@@ -39,6 +39,8 @@ const char* MsgTypeName(MsgType t) {
       return "replicate";
     case MsgType::kReplicateAck:
       return "replicate ack";
+    case MsgType::kReplicaCopy:
+      return "replica copy";
   }
   return "unknown";
 }

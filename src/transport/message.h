@@ -42,8 +42,11 @@ enum class MsgType : uint16_t {
   kReplicate = 8,
   // The backup's answer to a kReplicate: its header echoed, `status` the outcome. No frames.
   kReplicateAck = 9,
+  // A primary copies its store to a new backup (server/replica_copy.h has the phases,
+  // in `part`); the backup's answer to the last phase is one too.
+  kReplicaCopy = 10,
 };
-constexpr MsgType kLastMsgType = MsgType::kReplicateAck;
+constexpr MsgType kLastMsgType = MsgType::kReplicaCopy;
 const char* MsgTypeName(MsgType t);
 
 constexpr uint32_t kFlagSparse = 1u << 0;

@@ -82,6 +82,13 @@ class LocalCluster {
     return Status::OK();
   }
 
+  // A new scheduler on the address of the one there (which the caller has stopped, or
+  // cut off and stopped): scheduler recovery (docs/recovery.md).
+  Status RestartScheduler() {
+    scheduler_ = std::make_unique<Scheduler>(base_);
+    return scheduler_->Start();
+  }
+
   // Stops the workers (the cluster then shuts down) and waits for the scheduler.
   Status Finish() {
     for (auto& w : workers_) w->Stop();

@@ -38,6 +38,7 @@ const std::map<std::string, std::string>& Samples() {
       {"rank", "2"},
       {"heartbeat_interval_ms", "250"},
       {"heartbeat_timeout_ms", "4000"},
+      {"scheduler_recovery_ms", "45000"},
       {"stall_warning_ms", "1500"},
       {"metrics_port", "9187"},
       {"metrics_host", "0.0.0.0"},

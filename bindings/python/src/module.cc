@@ -795,6 +795,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("replication", &ps::Options::replication)
       .def_readwrite("heartbeat_interval_ms", &ps::Options::heartbeat_interval_ms)
       .def_readwrite("heartbeat_timeout_ms", &ps::Options::heartbeat_timeout_ms)
+      .def_readwrite("scheduler_recovery_ms", &ps::Options::scheduler_recovery_ms)
       .def_readwrite("stall_warning_ms", &ps::Options::stall_warning_ms)
       .def_readwrite("metrics_port", &ps::Options::metrics_port)
       .def_readwrite("metrics_host", &ps::Options::metrics_host)
@@ -927,6 +928,7 @@ PYBIND11_MODULE(_core, m) {
         d["dead_nodes"] = st.dead_nodes;
         d["stall_warnings"] = st.stall_warnings;
         d["map_epoch"] = st.map_epoch;
+        d["recoveries"] = st.recoveries;
         return d;
       });
 
@@ -949,6 +951,10 @@ PYBIND11_MODULE(_core, m) {
              d["bytes_received"] = st.bytes_received;
              d["bytes_sent"] = st.bytes_sent;
              d["sparse_rows"] = st.sparse_rows;
+             d["stall_warnings"] = st.stall_warnings;
+             d["backed_up"] = st.backed_up;
+             d["copies_sent"] = st.copies_sent;
+             d["copies_received"] = st.copies_received;
              return d;
            })
       .def("table_stats", [](const ps::Server& s) {
