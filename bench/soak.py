@@ -222,7 +222,7 @@ def main():
     def scheduler(bind):
         return spawn("scheduler", [
             layerps.tool_path("layerps-scheduler"), f"--num_servers={args.servers}", "--num_workers=2",
-            f"--bind={bind}", f"--address_file={addr_file}", *HB, "--tolerate_worker_loss",
+            f"--scheduler={bind}", f"--address_file={addr_file}", *HB, "--tolerate_worker_loss",
             *durability])
 
     procs["scheduler"] = scheduler("tcp://127.0.0.1:0")

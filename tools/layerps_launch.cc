@@ -539,7 +539,7 @@ int main(int argc, char** argv) {
     if (restart_scheduler && !failed) {
       restart_scheduler = false;
       std::vector<std::string> args = sched_args;
-      args.push_back("--bind=" + address);
+      args.push_back("--scheduler=" + address);
       g_children.push_back(Child{"scheduler", false, FLAGS_quiet_daemons});
       if (!Spawn(&g_children.back(), args, sched_env)) {
         std::printf("[launch] cannot start a new scheduler\n");

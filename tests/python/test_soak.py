@@ -25,5 +25,5 @@ def test_short_soak_with_faults_keeps_every_acknowledged_update_and_flat_memory(
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     assert "EXACT OK" in p.stdout
     assert p.stdout.count("SIGKILL worker1") >= 2 and "SIGKILL server1" in p.stdout and "SIGKILL server2" in p.stdout
-    assert p.stdout.count("backup took over") == 2
+    assert "SIGKILL server2 (pid" in p.stdout and p.stdout.count("backup took over") >= 2
     assert "SIGKILL scheduler" in p.stdout  # and soak.py checked the new one took the cluster over
