@@ -2,7 +2,7 @@
 //
 // The control messages the scheduler parses (ParseControl) and what it does with them
 // from a member: declares (spec decoding and validation, range assignment), map
-// acknowledgements, barriers, placements, run through the scheduler's own TableDirectory
+// acknowledgements, barriers, placements, rejoins, run through the scheduler's own TableDirectory
 // and Barriers over a fixed cluster (2 servers, 2 workers). Input: a sequence of
 // messages, each a byte (the sender: node 1..4), a 2-byte little-endian length and that
 // many bytes of a Control frame; every input starts from a fresh scheduler state.
@@ -94,6 +94,18 @@ void HandleOne(NodeId from, const Message& msg, FakeState* state, TableDirectory
       barriers->Forget(from);
       tables->Resolve();
       break;
+    case layerps::pb::Control::kRejoin: {
+      // A restarted scheduler decodes the map, takes the barrier counts and rebuilds its
+      // table directory (docs/recovery.md).
+      const auto& r = c.rejoin();
+      (void)MapFromProto(r.map());
+      std::map<uint32_t, uint64_t> passed;
+      for (const auto& b : r.barriers()) passed[b.group()] = std::max<uint64_t>(passed[b.group()], b.passed());
+      barriers->Recover(passed);
+      tables->Recover({{from, r.map().epoch()}});
+      tables->Resolve();
+      break;
+    }
     case layerps::pb::Control::kMapUpdate:
       // Nodes decode this one (from the scheduler).
       (void)MapFromProto(c.map_update().map());

@@ -1,7 +1,9 @@
 """A worker under layerps-launch that SIGKILLs server rank 1 (a child of the launcher,
 its parent) in the middle of training, then trains on. Rule sum with integer gradients:
 the values at the end are exact. --expect=replication: every push counts; --expect=
-replacement: rank 1's ranges go back to the checkpoint taken before the kill."""
+replacement: rank 1's ranges go back to the checkpoint taken before the kill;
+--expect=scheduler: the scheduler is killed instead (the launcher starts a new one, which
+takes the cluster over), every push counts and a barrier after it completes."""
 
 import argparse
 import os
@@ -15,8 +17,9 @@ import layerps
 SIZE = 4000
 
 
-def server_pid(rank):
-    """The launcher's child that is server `rank` (by its environment)."""
+def server_pid(rank, role=b"server"):
+    """The launcher's child that is server `rank` (by its environment; the scheduler when
+    role is b"scheduler")."""
     parent = os.getppid()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -30,14 +33,15 @@ def server_pid(rank):
                 env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
         except (OSError, ValueError, IndexError):
             continue
-        if env.get(b"LAYERPS_ROLE") == b"server" and env.get(b"LAYERPS_RANK") == str(rank).encode():
+        if env.get(b"LAYERPS_ROLE") == role and (role == b"scheduler" or
+                                                 env.get(b"LAYERPS_RANK") == str(rank).encode()):
             return int(pid)
     return None
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--expect", choices=["replication", "replacement"], required=True)
+    ap.add_argument("--expect", choices=["replication", "replacement", "scheduler"], required=True)
     args = ap.parse_args()
     w = layerps.init()
     d = w.declare_dense("d", SIZE)
@@ -53,9 +57,9 @@ def main():
         g = rng.integers(1, 5, SIZE).astype(np.float32)  # lost on rank 1's ranges
         total += g
         w.push(d, g).wait(timeout=60)
-    pid = server_pid(1)
+    pid = server_pid(1, b"scheduler" if args.expect == "scheduler" else b"server")
     if pid is None:
-        print("server 1 not found", flush=True)
+        print("server 1 (or the scheduler) not found", flush=True)
         return 4
     os.kill(pid, signal.SIGKILL)
     after = np.zeros(SIZE, np.float64)
@@ -64,8 +68,10 @@ def main():
         total += g
         after += g
         w.push(d, g).wait(timeout=60)  # waits for the takeover or the replacement
+    if args.expect == "scheduler":
+        w.barrier("workers", timeout=60)  # needs the new scheduler
     got = w.pull(d).wait(timeout=60).astype(np.float64)
-    if args.expect == "replication":
+    if args.expect in ("replication", "scheduler"):
         ok = np.array_equal(got, total)
     else:
         # Every element is either on the surviving server (every push) or on the

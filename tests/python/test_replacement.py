@@ -196,8 +196,10 @@ def test_replication_loses_no_acknowledged_update_under_sigkill(tmp_path):
 
 def test_launch_survives_a_killed_server(tmp_path):
     """layerps-launch: with --replication the backup takes over; with --replace_servers_ms
-    the launcher starts a replacement restored from --checkpoint_dir. The worker kills
-    server 1 itself, trains on, and checks the values exactly."""
+    the launcher starts a replacement restored from --checkpoint_dir; with
+    --scheduler_recovery_ms a killed scheduler is started again on its address and takes
+    the cluster over. The worker kills server 1 (or the scheduler) itself, trains on, and
+    checks the values exactly."""
     from conftest import run_launched
     hb = ["--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500", "--dense_chunk_elems=500"]
     p = run_launched(["-s", "3", "-w", "1", "--timeout_s=120", "--replication", *hb, "--",
@@ -212,3 +214,8 @@ def test_launch_survives_a_killed_server(tmp_path):
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     assert f"starting a replacement restored from {tmp_path / 'ckpt'}" in p.stdout, p.stdout[-3000:]
     assert "launched replacement: OK" in p.stdout
+    p = run_launched(["-s", "2", "-w", "1", "--timeout_s=120", "--scheduler_recovery_ms=60000", *hb, "--",
+                      sys.executable, "launched_kill_server.py", "--expect=scheduler"])
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    assert "starting a new one on tcp://" in p.stdout, p.stdout[-3000:]
+    assert "launched scheduler: OK" in p.stdout
