@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <filesystem>
 #include <random>
 #include <memory>
@@ -235,6 +236,46 @@ TEST_F(ReplacementTest, ARestartedWorkerTakesTheDeadWorkersRank) {
   EXPECT_TRUE(c.scheduler().Join(20s).ok());
 }
 
+// Pushes `pushes` rounds of random integer gradients (rule sum: every sum exact) to a
+// dense table of kSize elements and to the rows `ids` (dim 2) of a sparse table, 8
+// requests in flight, calling before(k) ahead of round k; then pulls both and checks they
+// hold exactly the sums: no acknowledged update lost, none applied twice.
+void PushAndCheckExactSums(Worker& w, TableId dense, TableId sparse, const std::vector<Key>& ids,
+                           int pushes, std::mt19937& rng, const std::function<void(int)>& before) {
+  std::vector<std::vector<float>> dense_grads, sparse_grads;
+  std::vector<double> want_dense(kSize, 0.0), want_sparse(ids.size() * 2, 0.0);
+  std::deque<Ticket> in_flight;
+  for (int k = 0; k < pushes; ++k) {
+    std::vector<float> g(kSize), r(ids.size() * 2);
+    for (auto& x : g) x = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+    for (auto& x : r) x = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+    for (size_t i = 0; i < kSize; ++i) want_dense[i] += g[i];
+    for (size_t i = 0; i < r.size(); ++i) want_sparse[i] += r[i];
+    dense_grads.push_back(std::move(g));
+    sparse_grads.push_back(std::move(r));
+    before(k);
+    if (::testing::Test::HasFatalFailure()) return;
+    in_flight.push_back(w.Push(dense, dense_grads.back().data(), kSize));
+    in_flight.push_back(w.PushSparse(sparse, ids.data(), ids.size(), sparse_grads.back().data(),
+                                     sparse_grads.back().size()));
+    while (in_flight.size() > 8) {
+      Status s = w.Wait(in_flight.front(), kWait);
+      ASSERT_TRUE(s.ok()) << s << " (push " << k << ")";
+      in_flight.pop_front();
+    }
+  }
+  while (!in_flight.empty()) {
+    Status s = w.Wait(in_flight.front(), kWait);
+    ASSERT_TRUE(s.ok()) << s;
+    in_flight.pop_front();
+  }
+  std::vector<float> got(kSize), rows(ids.size() * 2);
+  ASSERT_TRUE(w.Wait(w.Pull(dense, got.data(), kSize), kWait).ok());
+  ASSERT_TRUE(w.Wait(w.PullSparse(sparse, ids.data(), ids.size(), rows.data(), rows.size()), kWait).ok());
+  for (size_t i = 0; i < kSize; ++i) ASSERT_EQ(got[i], want_dense[i]) << "element " << i;
+  for (size_t i = 0; i < rows.size(); ++i) ASSERT_EQ(rows[i], want_sparse[i]) << "row value " << i;
+}
+
 // Replication (docs/replication.md): a worker keeps 4 pushes in flight to a dense and a
 // sparse table (rule sum, integer values: every sum exact); at a random point a random
 // server is cut off; its backup takes over; every push completes, and the final values
@@ -253,43 +294,16 @@ TEST_F(ReplacementTest, ReplicationLosesNoAcknowledgedUpdateWhenAPrimaryDies) {
     ASSERT_TRUE(dense.ok() && sparse.ok());
     std::vector<Key> ids;
     for (Key k = 1; k <= 48; ++k) ids.push_back(k * 0x9E3779B97F4A7C15ull);
-    const int pushes = 40;
     const int kill_at = 3 + static_cast<int>(rng() % 30);
     const int victim = static_cast<int>(rng() % 3);
-    std::vector<std::vector<float>> dense_grads, sparse_grads;
-    std::vector<double> want_dense(kSize, 0.0), want_sparse(ids.size() * 2, 0.0);
-    std::deque<Ticket> in_flight;
-    for (int k = 0; k < pushes; ++k) {
-      std::vector<float> g(kSize), r(ids.size() * 2);
-      for (auto& x : g) x = static_cast<float>(static_cast<int>(rng() % 9) - 4);
-      for (auto& x : r) x = static_cast<float>(static_cast<int>(rng() % 9) - 4);
-      for (size_t i = 0; i < kSize; ++i) want_dense[i] += g[i];
-      for (size_t i = 0; i < r.size(); ++i) want_sparse[i] += r[i];
-      dense_grads.push_back(std::move(g));
-      sparse_grads.push_back(std::move(r));
+    PushAndCheckExactSums(w, *dense, *sparse, ids, 40, rng, [&](int k) {
       if (k == kill_at) injector_->Isolate(c.server(victim).id());
-      in_flight.push_back(w.Push(*dense, dense_grads.back().data(), kSize));
-      in_flight.push_back(w.PushSparse(*sparse, ids.data(), ids.size(), sparse_grads.back().data(),
-                                       sparse_grads.back().size()));
-      while (in_flight.size() > 8) {
-        Status s = w.Wait(in_flight.front(), kWait);
-        ASSERT_TRUE(s.ok()) << s << " (push " << k << ", victim " << victim << ")";
-        in_flight.pop_front();
-      }
-    }
-    while (!in_flight.empty()) {
-      Status s = w.Wait(in_flight.front(), kWait);
-      ASSERT_TRUE(s.ok()) << s;
-      in_flight.pop_front();
-    }
+    });
+    ASSERT_FALSE(HasFatalFailure()) << "victim " << victim;
     ASSERT_TRUE(AwaitDead(c.scheduler(), 1));
-    std::vector<float> got(kSize), rows(ids.size() * 2);
-    ASSERT_TRUE(w.Wait(w.Pull(*dense, got.data(), kSize), kWait).ok());
-    ASSERT_TRUE(w.Wait(w.PullSparse(*sparse, ids.data(), ids.size(), rows.data(), rows.size()), kWait).ok());
-    for (size_t i = 0; i < kSize; ++i) ASSERT_EQ(got[i], want_dense[i]) << "element " << i;
-    for (size_t i = 0; i < rows.size(); ++i) ASSERT_EQ(rows[i], want_sparse[i]) << "row value " << i;
-    // The cluster goes on, unreplicated.
-    ASSERT_TRUE(w.Wait(w.Push(*dense, dense_grads[0].data(), kSize), kWait).ok());
+    // The cluster goes on.
+    const std::vector<float> ones(kSize, 1.0f);
+    ASSERT_TRUE(w.Wait(w.Push(*dense, ones.data(), kSize), kWait).ok());
     w.Stop();
     Status job = c.scheduler().Join(20s);
     EXPECT_TRUE(job.ok()) << job;
@@ -362,50 +376,19 @@ TEST_F(ReplacementTest, ReplicationSurvivesASecondAndAThirdDeath) {
     ASSERT_TRUE(dense.ok() && sparse.ok());
     std::vector<Key> ids;
     for (Key k = 1; k <= 64; ++k) ids.push_back(k * 0x9E3779B97F4A7C15ull);
-    const int pushes = 60;
     std::vector<int> kill_at = {5 + static_cast<int>(rng() % 10), 25 + static_cast<int>(rng() % 10),
                                 45 + static_cast<int>(rng() % 10)};
     std::vector<int> order = {0, 1, 2, 3};
     std::shuffle(order.begin(), order.end(), rng);
     std::vector<NodeId> cut;
     uint64_t copies_before = 0;
-    std::vector<std::vector<float>> dense_grads, sparse_grads;
-    std::vector<double> want_dense(kSize, 0.0), want_sparse(ids.size() * 2, 0.0);
-    std::deque<Ticket> in_flight;
-    for (int k = 0; k < pushes; ++k) {
-      std::vector<float> g(kSize), r(ids.size() * 2);
-      for (auto& x : g) x = static_cast<float>(static_cast<int>(rng() % 9) - 4);
-      for (auto& x : r) x = static_cast<float>(static_cast<int>(rng() % 9) - 4);
-      for (size_t i = 0; i < kSize; ++i) want_dense[i] += g[i];
-      for (size_t i = 0; i < r.size(); ++i) want_sparse[i] += r[i];
-      dense_grads.push_back(std::move(g));
-      sparse_grads.push_back(std::move(r));
+    PushAndCheckExactSums(w, *dense, *sparse, ids, 60, rng, [&](int k) {
       const auto at = std::find(kill_at.begin(), kill_at.end(), k);
-      if (at != kill_at.end()) {
-        // "Some time later": the previous takeover is done and the copies are made.
-        CutAfterRecovery(c, *injector_, order[at - kill_at.begin()], &cut, &copies_before);
-        ASSERT_FALSE(HasFatalFailure());
-      }
-      in_flight.push_back(w.Push(*dense, dense_grads.back().data(), kSize));
-      in_flight.push_back(w.PushSparse(*sparse, ids.data(), ids.size(), sparse_grads.back().data(),
-                                       sparse_grads.back().size()));
-      while (in_flight.size() > 8) {
-        Status s = w.Wait(in_flight.front(), kWait);
-        ASSERT_TRUE(s.ok()) << s << " (push " << k << ")";
-        in_flight.pop_front();
-      }
-    }
-    while (!in_flight.empty()) {
-      Status s = w.Wait(in_flight.front(), kWait);
-      ASSERT_TRUE(s.ok()) << s;
-      in_flight.pop_front();
-    }
+      // "Some time later": the previous takeover is done and the copies are made.
+      if (at != kill_at.end()) CutAfterRecovery(c, *injector_, order[at - kill_at.begin()], &cut, &copies_before);
+    });
+    ASSERT_FALSE(HasFatalFailure());
     ASSERT_TRUE(AwaitDead(c.scheduler(), 3));
-    std::vector<float> got(kSize), rows(ids.size() * 2);
-    ASSERT_TRUE(w.Wait(w.Pull(*dense, got.data(), kSize), kWait).ok());
-    ASSERT_TRUE(w.Wait(w.PullSparse(*sparse, ids.data(), ids.size(), rows.data(), rows.size()), kWait).ok());
-    for (size_t i = 0; i < kSize; ++i) ASSERT_EQ(got[i], want_dense[i]) << "element " << i;
-    for (size_t i = 0; i < rows.size(); ++i) ASSERT_EQ(rows[i], want_sparse[i]) << "row value " << i;
     const int last = order[3];
     EXPECT_GE(c.server(last).stats().copies_received, 1u);
     w.Stop();
