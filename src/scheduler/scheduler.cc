@@ -518,8 +518,8 @@ class Scheduler::Impl final : public ClusterState {
   // A scheduler started on the address of one that died hears from the live nodes of the
   // old cluster: each sends a Rejoin (its id, rank, data tag, session, newest map and the
   // barriers it passed) every heartbeat interval. The newest map among them is the
-  // cluster's; once every live server and worker of it rejoined, or heartbeat_timeout_ms
-  // after the first Rejoin, the cluster is rebuilt from it: the nodes keep their ids,
+  // cluster's; once every live server and worker of it rejoined, or twice
+  // heartbeat_timeout_ms after the first Rejoin, the cluster is rebuilt from it: the nodes keep their ids,
   // ranks and tags (their data connections and data are untouched), the nodes that did
   // not rejoin are declared dead (as any dead node: a backup takes over, a replacement is
   // awaited, or the job fails), and everyone gets the map of a new epoch. The nodes then
@@ -608,7 +608,9 @@ class Scheduler::Impl final : public ClusterState {
     for (const NodeInfo& n : best_map_->nodes) {
       if (n.role != Role::kScheduler && n.alive && !rejoined_.count(n.id)) missing.push_back(n.id);
     }
-    if (!missing.empty() && now - recovery_started_ms_ < options_.heartbeat_timeout_ms) return;
+    // Nodes notice the silence at different times (each heartbeat_timeout_ms after its
+    // own last word from the old scheduler): twice that is left for the last of them.
+    if (!missing.empty() && now - recovery_started_ms_ < 2 * int64_t{options_.heartbeat_timeout_ms}) return;
     recovering_ = false;
     // The newest map, with this scheduler's address and the nodes as they rejoined.
     ClusterMap rebuilt = *best_map_;
@@ -650,7 +652,7 @@ class Scheduler::Impl final : public ClusterState {
     for (NodeId id : missing) {
       if (done_) break;
       MarkDead(id, "did not rejoin the restarted scheduler within " +
-                       std::to_string(options_.heartbeat_timeout_ms) + " ms");
+                       std::to_string(2 * int64_t{options_.heartbeat_timeout_ms}) + " ms");
     }
     tables_.Resolve();
   }

@@ -32,7 +32,7 @@ class RecoveryTest : public ::testing::Test {
     injector_ = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
     Options o = testing::FastOptions();
     o.heartbeat_interval_ms = 50;
-    o.heartbeat_timeout_ms = 1000;
+    o.heartbeat_timeout_ms = 2000;
     o.dense_chunk_elems = 4;
     o.scheduler_recovery_ms = 30000;
     o.transport_factory = injector_;
@@ -82,7 +82,7 @@ TEST_F(RecoveryTest, PushesGoOnAndARestartedSchedulerTakesTheClusterOver) {
 
   KillScheduler(c);
   // No scheduler: the data plane goes on (well past heartbeat_timeout_ms).
-  const auto outage_end = std::chrono::steady_clock::now() + 1500ms;
+  const auto outage_end = std::chrono::steady_clock::now() + 2500ms;
   while (std::chrono::steady_clock::now() < outage_end) push_all();
   ASSERT_FALSE(HasFatalFailure());
 
@@ -225,13 +225,13 @@ TEST_F(RecoveryTest, ASchedulerThatDiesDuringRegistrationIsReplaced) {
 // a node gives up once scheduler_recovery_ms passed with no scheduler.
 TEST_F(RecoveryTest, NoSchedulerWithinTheWindowEndsTheNodes) {
   Options base = Base();
-  base.scheduler_recovery_ms = 1500;
+  base.scheduler_recovery_ms = 3000;
   LocalCluster c(1, 1, "inproc", base);
   ASSERT_TRUE(c.Start().ok());
   KillScheduler(c);
   Status ended = c.server(0).Join(20s);  // waits for the cluster's end
   EXPECT_EQ(ended.code(), StatusCode::kUnavailable) << ended;
-  EXPECT_NE(ended.message().find("scheduler_recovery_ms=1500"), std::string::npos) << ended;
+  EXPECT_NE(ended.message().find("scheduler_recovery_ms=3000"), std::string::npos) << ended;
 }
 
 }  // namespace
