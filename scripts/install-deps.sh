@@ -2,7 +2,7 @@
 # Installs the Debian packages LayerPS needs. Idempotent: installs only what is missing,
 # and runs apt-get update only then. Needs root (or sudo).
 #
-#   scripts/install-deps.sh          everything (C++, Python, PyTorch)
+#   scripts/install-deps.sh          everything (C++, Python, PyTorch, LibTorch)
 #   scripts/install-deps.sh core     only what the C++ library, tools and examples need
 set -euo pipefail
 
@@ -14,8 +14,9 @@ CORE=(build-essential cmake ninja-build pkg-config ccache
 # metrics endpoints; sshd and ssh run layerps-launch -H on loopback "hosts"; slurm-wlm and
 # munge give srun a single-node Slurm (scripts/slurm-local.sh).
 TEST_TOOLS=(prometheus openssh-server openssh-client slurm-wlm munge)
+# PyTorch for Python, and LibTorch's headers for the C++ training example (examples/cpp).
 PYTHON=(python3-dev python3-venv python3-pip pybind11-dev python3-numpy python3-pytest
-        python3-torch python3-torchvision python3-sklearn python3-matplotlib)
+        python3-torch python3-torchvision python3-sklearn python3-matplotlib libtorch-dev)
 
 case "${1:-all}" in
   core) WANT=("${CORE[@]}"); TOOLS=() ;;
