@@ -10,13 +10,16 @@
 # batches and reports seconds per step (the first step, which includes setting up, is left
 # out by the example's per-epoch timer only when STEPS > 1; see the printed lines).
 #
-# Usage (root): bench/placement_netns.sh [RATE=100mbit] [W=4] [BATCH=32] [STEPS=4]
+# Usage (root): bench/placement_netns.sh [RATE=100mbit] [W=4] [BATCH=32] [STEPS=4] [MODEL=bigfc]
+#   MODEL: bigfc, or torchvision's vgg16 or alexnet (examples/python/placement_cnn.py --model);
+#   STRATEGIES="uniform park" (environment) runs only those (default: uniform park stanza).
 # Needs the Python package installed in .venv (bash scripts/test-python.sh does it).
 set -u
 rate=${1:-100mbit}
 workers=${2:-4}
 batch=${3:-32}
 steps=${4:-4}
+model=${5:-bigfc}
 here=$(cd "$(dirname "$0")/.." && pwd)
 py=$here/.venv/bin/python
 if [ "$(id -u)" -ne 0 ] || ! command -v tc >/dev/null || [ ! -x "$py" ]; then
@@ -63,7 +66,7 @@ run() {  # run STRATEGY: prints the suffix rank's or rank 0's epoch line
   local env=(LAYERPS_SCHEDULER="$addr" LAYERPS_TOKEN=bench LAYERPS_BIND=tcp://0.0.0.0:0
              LAYERPS_HEARTBEAT_INTERVAL_MS=500 LAYERPS_HEARTBEAT_TIMEOUT_MS=20000
              LAYERPS_CONNECT_TIMEOUT_MS=60000 LAYERPS_REQUEST_TIMEOUT_MS=600000 GLOG_minloglevel=2)
-  local args=(--strategy "$strategy" --epochs 1 --batch $((batch * workers)) --limit $((batch * workers * steps))
+  local args=(--model "$model" --test_limit 32 --strategy "$strategy" --epochs 1 --batch $((batch * workers)) --limit $((batch * workers * steps))
               --lr 0.05 --json "$work/$strategy-{rank}.json")
   local pids=()
   for r in $(seq 0 $((workers - 1))); do
@@ -86,15 +89,22 @@ run() {  # run STRATEGY: prints the suffix rank's or rank 0's epoch line
   fi
   local report=0
   [ "$strategy" != uniform ] && report=$workers
-  "$py" - "$work/$strategy-$report.json" "$strategy" "$steps" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
+  "$py" - "$work" "$strategy" "$steps" "$report" "$workers" <<'EOF'
+import json, statistics, sys
+work, strategy, steps, report, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+r = json.load(open(f"{work}/{strategy}-{report}.json"))
 h = r["history"][0]
-steps = int(sys.argv[3])
-print(f"{sys.argv[2]:8} {h['seconds']:8.2f} s for {steps} steps = {h['seconds'] / steps:7.3f} s/step"
-      + (f"  loss {h['loss']:.4f}" if "loss" in h else ""))
+later = r.get("step_seconds", [])[1:]  # the first step also sets up
+# The payload through the W workers' NICs per step: table payload to and from the servers
+# plus activations, labels and gradients to and from the suffix rank.
+mb = sum(json.load(open(f"{work}/{strategy}-{k}.json"))["ps_payload_bytes_per_step"]
+         + json.load(open(f"{work}/{strategy}-{k}.json"))["peer_payload_bytes_per_step"]
+         for k in range(workers)) / 1e6
+print(f"{strategy:8} {h['seconds']:8.2f} s for {steps} steps = {h['seconds'] / steps:7.3f} s/step"
+      + (f"; after the first: median {statistics.median(later):.3f} s/step" if later else "")
+      + f"; workers' payload {mb:.1f} MB/step" + (f"  loss {h['loss']:.4f}" if "loss" in h else ""))
 EOF
 }
 
-echo "big-FC-head CNN, W=$workers workers x batch $batch, 2 servers, link $rate (tbf, both directions), $steps steps"
-for strategy in uniform park stanza; do run "$strategy"; done
+echo "$model, W=$workers workers x batch $batch, 2 servers, link $rate (tbf, both directions), $steps steps"
+for strategy in ${STRATEGIES:-uniform park stanza}; do run "$strategy"; done

@@ -1,5 +1,5 @@
-"""The big-FC-head CNN of layer placement, trained on scikit-learn's digits (upsampled to
-32x32), with the strategy chosen by one flag.
+"""The big-FC-head CNN of layer placement (or torchvision's VGG-16 or AlexNet: --model),
+trained on scikit-learn's digits (upsampled to 32x32), with the strategy chosen by one flag.
 
     python -m layerps.launch -s 2 -w 3 -- python examples/python/placement_cnn.py --strategy=park
     python -m layerps.launch -s 2 -w 3 -- python examples/python/placement_cnn.py --strategy=stanza
@@ -57,10 +57,28 @@ def big_fc_cnn(seed):
     ]))
 
 
-def load_data(seed, limit):
+# The cut before the FC head: a layer of the big-FC-head CNN, or torchvision's module path
+# (layerps.placement.split_model).
+CUTS = {"bigfc": "fc1", "vgg16": "classifier.0", "alexnet": "classifier.0"}
+
+
+def make_model(args):
+    """The model to train: the big-FC-head CNN, or torchvision's VGG-16 or AlexNet
+    (weights=None, 10 classes; their adaptive pooling keeps the FC heads their real size
+    whatever the input size)."""
+    if args.model == "bigfc":
+        return big_fc_cnn(args.seed)
+    import torchvision
+    torch.manual_seed(args.seed)
+    return getattr(torchvision.models, args.model)(weights=None, num_classes=10)
+
+
+def load_data(seed, limit, size=32, channels=1):
     digits = load_digits()
     x = torch.from_numpy((digits.images / 16.0).astype(np.float32))[:, None]
-    x = F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=False)
+    x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+    if channels > 1:
+        x = x.repeat(1, channels, 1, 1)
     y = torch.from_numpy(digits.target.astype(np.int64))
     x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
     if limit:
@@ -83,7 +101,7 @@ def batches(x, y, batch, epoch, seed):
 
 def train_local(args, data):
     x_tr, y_tr, x_te, y_te = data
-    model = big_fc_cnn(args.seed)
+    model = make_model(args)
     print(f"strategy local: one process, the global batch of {args.batch}", flush=True)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     history = []
@@ -105,7 +123,7 @@ def train_local(args, data):
 def train_uniform(args, data, w):
     import layerps.torch as lt
     x_tr, y_tr, x_te, y_te = data
-    model = big_fc_cnn(args.seed)
+    model = make_model(args)
     opt = lt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr), model.named_parameters(),
                                   worker=w, mode="server", name="placement_cnn")
     n, r = w.num_workers, w.rank
@@ -142,9 +160,9 @@ def train_uniform(args, data, w):
 def train_split(args, data, w):
     from layerps.placement import SplitTrainer
     x_tr, y_tr, x_te, y_te = data
-    model = big_fc_cnn(args.seed)
+    model = make_model(args)
     n = w.num_workers
-    cut, fc_nodes, suffix_parallel, channel_degrees = "fc1", 1, "data", None
+    cut, fc_nodes, suffix_parallel, channel_degrees = CUTS[args.model], 1, "data", None
     if args.plan:
         with open(args.plan) as f:
             plan = json.load(f)
@@ -170,9 +188,11 @@ def train_split(args, data, w):
     per = args.batch // len(conv)
     if args.strategy == "park" and not args.plan and w.num_servers > 1 and w.rank == 0:
         # The last server is the dedicated one (the PS worker runs beside it): the conv
-        # layers' tables go to the others.
+        # layers' tables (named by the prefix's top-level modules) go to the others.
+        from layerps.placement import split_model
         others = list(range(w.num_servers - 1))
-        w.install_placement({"conv1": others, "conv2": others})
+        layers = sorted({name.split(".")[0] for name, _ in split_model(model, cut)[0].named_parameters()})
+        w.install_placement({layer: others for layer in layers})
     w.barrier()
     trainer = SplitTrainer(w, model, cut, F.cross_entropy, lr=args.lr, conv_workers=conv, suffix_ranks=suffixes,
                            batch=per, example_input=x_tr[:per], name="placement_cnn",
@@ -216,6 +236,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--strategy", default="park", choices=["uniform", "park", "stanza"])
     p.add_argument("--local", action="store_true", help="train in this process, without a cluster")
+    p.add_argument("--model", default="bigfc", choices=sorted(CUTS),
+                   help="the big-FC-head CNN (default), or torchvision's vgg16 or alexnet (3-channel inputs)")
+    p.add_argument("--size", type=int, default=0,
+                   help="input height and width (default 32; alexnet needs 64 or more)")
     p.add_argument("--plan", help="a park or stanza plan (JSON from layerps-plan --write_plan): cut and roles")
     # Defaults that converge (one process: test accuracy 0.29, 0.84, 0.89, 0.96 over the
     # four epochs); lr 0.05 with batch 64 swung between 0.34 and 0.71.
@@ -224,11 +248,12 @@ def main():
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=0, help="use only the first N training samples (0: all)")
+    p.add_argument("--test_limit", type=int, default=0, help="evaluate on the first N test samples (0: all)")
     p.add_argument("--json", help="write the results here (rank 0, or the suffix rank; every rank when the "
                                   "name holds {rank})")
     args = p.parse_args()
-    if args.epochs < 1 or args.batch < 1 or args.lr <= 0 or args.limit < 0:
-        raise SystemExit("--epochs, --batch and --lr must be positive, --limit >= 0")
+    if args.epochs < 1 or args.batch < 1 or args.lr <= 0 or args.limit < 0 or args.test_limit < 0:
+        raise SystemExit("--epochs, --batch and --lr must be positive, --limit and --test_limit >= 0")
     if args.plan:
         try:
             with open(args.plan) as f:
@@ -239,8 +264,13 @@ def main():
             args.strategy = "uniform"
         elif args.strategy == "uniform":
             args.strategy = plan_strategy
+    size = args.size or (64 if args.model == "alexnet" else 32)
+    if size < (64 if args.model == "alexnet" else 32):
+        raise SystemExit(f"--size={size}: {args.model} needs {64 if args.model == 'alexnet' else 32} or more")
     torch.set_num_threads(1)
-    data = load_data(args.seed, args.limit)
+    data = load_data(args.seed, args.limit, size, 1 if args.model == "bigfc" else 3)
+    if args.test_limit > 0:
+        data = data[:2] + (data[2][:args.test_limit], data[3][:args.test_limit])
     if args.local:
         result = train_local(args, data)
         writer = True

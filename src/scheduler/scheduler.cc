@@ -30,6 +30,7 @@
 #include "scheduler/barriers.h"
 #include "scheduler/checkpoints.h"
 #include "scheduler/cluster_state.h"
+#include "scheduler/recovery.h"
 #include "scheduler/table_directory.h"
 #include "transport/map_codec.h"
 #include "transport/transport.h"
@@ -381,7 +382,7 @@ class Scheduler::Impl final : public ClusterState {
       SendControl(n->id, again);
       return;
     }
-    if (recovering_) return;  // taking a running cluster over: the node asks again later
+    if (recovery_.active()) return;  // taking a running cluster over: the node asks again later
     std::string refusal;
     const Role role = static_cast<Role>(r.role());
     const int have_servers = map_.CountRole(Role::kServer);
@@ -525,7 +526,7 @@ class Scheduler::Impl final : public ClusterState {
   // awaited, or the job fails), and everyone gets the map of a new epoch. The nodes then
   // send again the calls the old scheduler never answered.
   void HandleRejoin(const layerps::pb::Rejoin& r, const std::string& identity) {
-    if (complete_ && !recovering_) {
+    if (complete_ && !recovery_.active()) {
       // A node that thought this scheduler lost (a stall): its Rejoin is a heartbeat.
       auto who = identities_.find(identity);
       if (who != identities_.end() && members_.count(who->second)) {
@@ -533,126 +534,68 @@ class Scheduler::Impl final : public ClusterState {
       }
       return;
     }
-    const std::string& session = r.session();
-    const Role role = static_cast<Role>(r.role());
-    const int count = role == Role::kServer ? options_.num_servers : options_.num_workers;
-    std::string bad;
-    if (session.size() < 16 || session.size() > 64 || identity != "r" + session) {
-      bad = "a rejoin with a bad session";
-    } else if (!TokenEquals(r.token(), options_.token)) {
-      bad = "a rejoin with the wrong cluster token";
-    } else if (role != Role::kServer && role != Role::kWorker) {
-      bad = "a rejoin that is not a server's or a worker's";
-    } else if (r.id() == kSchedulerId || r.id() >= kRefusedIdBase ||
-               static_cast<int64_t>(r.rank()) >= count) {
-      bad = "a rejoin with a bad id or rank";
-    } else if (r.endpoint().empty() || r.endpoint().size() > 1024 || r.tag().empty() ||
-               r.tag().size() > 64 || !r.has_map()) {
-      bad = "a rejoin without endpoint, tag or map";
-    }
-    if (!bad.empty()) {
-      BadMessage(bad);
+    if (recovery_.rejoined(r.id())) return;  // sent again before the cluster was rebuilt
+    if (!TokenEquals(r.token(), options_.token)) {
+      BadMessage("a rejoin with the wrong cluster token");
       return;
     }
-    if (rejoined_.count(r.id())) return;  // sent again before the cluster was rebuilt
-    for (const NodeInfo& n : map_.nodes) {
-      if (n.id == r.id() || (n.role == role && n.rank == r.rank())) {
-        BadMessage("a rejoin of node " + std::to_string(r.id()) + " clashes with node " +
-                   std::to_string(n.id));
-        return;
-      }
-    }
-    StatusOr<std::shared_ptr<const ClusterMap>> map = MapFromProto(r.map());
-    if (!map.ok()) {
-      BadMessage("a rejoin with a bad map: " + map.status().message());
+    StatusOr<Recovery::Rejoiner> rejoiner =
+        Recovery::Check(r, identity, options_.num_servers, options_.num_workers, kRefusedIdBase, map_);
+    if (!rejoiner.ok()) {
+      BadMessage(rejoiner.status().message());
       return;
     }
-    NodeInfo info;
-    info.id = r.id();
-    info.role = role;
-    info.rank = r.rank();
-    info.endpoint = r.endpoint();
-    info.hostname = r.hostname().substr(0, 256);
-    info.alive = true;
-    Status connected = transport_->Connect(info.id, info.endpoint, "s" + session);
+    const NodeInfo& info = rejoiner->node;
+    Status connected = transport_->Connect(info.id, info.endpoint, "s" + r.session());
     if (!connected.ok()) {
       LOG(WARNING) << "cannot reach rejoining node " << info.id << " at " << info.endpoint << ": "
                    << connected;
       return;
     }
     const int64_t now = SteadyMillis();
-    if (!recovering_) {
-      recovering_ = true;
-      recovery_started_ms_ = now;
+    if (!recovery_.active()) {
       LOG(WARNING) << "nodes of a running cluster rejoin: this scheduler takes the cluster over";
     }
+    recovery_.Add(*rejoiner, r, now);
     map_.nodes.push_back(info);
-    map_.tags[info.id] = r.tag();
+    map_.tags[info.id] = rejoiner->tag;
     identities_[identity] = info.id;
     members_[info.id] = Member{now, false};
     next_id_ = std::max<NodeId>(next_id_, info.id + 1);
-    rejoined_[info.id] = (*map)->epoch;
-    if (!best_map_ || (*map)->epoch > best_map_->epoch) best_map_ = *map;
-    for (const auto& b : r.barriers()) {
-      uint64_t& p = barriers_passed_[b.group()];
-      p = std::max<uint64_t>(p, b.passed());
-    }
-    LOG(INFO) << RoleName(role) << " rank " << info.rank << " (node " << info.id
-              << ") rejoined with map epoch " << (*map)->epoch;
+    LOG(INFO) << RoleName(info.role) << " rank " << info.rank << " (node " << info.id
+              << ") rejoined with map epoch " << rejoiner->map->epoch;
     MaybeFinishRecovery(now);
   }
 
+  // Nodes notice the silence at different times (each heartbeat_timeout_ms after its own
+  // last word from the old scheduler): twice that is left for the last of them.
+  int64_t RejoinWindowMs() const { return 2 * int64_t{options_.heartbeat_timeout_ms}; }
+
   void MaybeFinishRecovery(int64_t now) {
-    if (!recovering_ || !best_map_) return;
-    std::vector<NodeId> missing;
-    for (const NodeInfo& n : best_map_->nodes) {
-      if (n.role != Role::kScheduler && n.alive && !rejoined_.count(n.id)) missing.push_back(n.id);
-    }
-    // Nodes notice the silence at different times (each heartbeat_timeout_ms after its
-    // own last word from the old scheduler): twice that is left for the last of them.
-    if (!missing.empty() && now - recovery_started_ms_ < 2 * int64_t{options_.heartbeat_timeout_ms}) return;
-    recovering_ = false;
-    // The newest map, with this scheduler's address and the nodes as they rejoined.
-    ClusterMap rebuilt = *best_map_;
-    rebuilt.replication = options_.replication;
-    rebuilt.replace_servers_ms = static_cast<uint32_t>(options_.replace_servers_ms);
-    for (NodeInfo& n : rebuilt.nodes) {
-      if (n.role == Role::kScheduler) n = map_.nodes.front();
-      if (const NodeInfo* mine = map_.FindNode(n.id)) n = *mine;
-    }
+    if (!recovery_.Due(now, RejoinWindowMs())) return;
+    const std::vector<NodeId> missing = recovery_.Missing();
+    map_ = recovery_.Rebuild(map_, options_.replication, static_cast<uint32_t>(options_.replace_servers_ms));
     for (const NodeInfo& n : map_.nodes) {
-      if (rebuilt.FindNode(n.id) == nullptr) {
-        rebuilt.nodes.push_back(n);  // rejoined with an older map: kept
-        rebuilt.tags[n.id] = map_.tags[n.id];
-      }
-    }
-    std::sort(rebuilt.nodes.begin(), rebuilt.nodes.end(),
-              [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; });
-    for (const NodeInfo& n : rebuilt.nodes) {
       if (n.id != kSchedulerId && !members_.count(n.id)) members_[n.id] = Member{now, false};
       next_id_ = std::max<NodeId>(next_id_, n.id + 1);
-    }
-    map_ = std::move(rebuilt);
-    tables_.Recover(rejoined_);
-    barriers_.Recover(barriers_passed_);
-    for (const NodeInfo& n : map_.nodes) {
       if (n.role == Role::kWorker && !n.alive) ++dead_workers_;
     }
+    tables_.Recover(recovery_.epochs());
+    barriers_.Recover(recovery_.barriers_passed());
     complete_ = true;
     {
       std::lock_guard<std::mutex> lock(mu_);
       missing_.clear();
       ++stats_.recoveries;
     }
-    LOG(WARNING) << "took the cluster over from " << rejoined_.size()
-                 << " live node(s) after " << now - recovery_started_ms_
-                 << " ms (their newest map had epoch " << best_map_->epoch << "); "
+    LOG(WARNING) << "took the cluster over from " << recovery_.epochs().size()
+                 << " live node(s) after " << now - recovery_.started_ms()
+                 << " ms (their newest map had epoch " << recovery_.newest_epoch() << "); "
                  << missing.size() << " did not rejoin";
     BroadcastMap();
     for (NodeId id : missing) {
       if (done_) break;
-      MarkDead(id, "did not rejoin the restarted scheduler within " +
-                       std::to_string(2 * int64_t{options_.heartbeat_timeout_ms}) + " ms");
+      MarkDead(id, "did not rejoin the restarted scheduler within " + std::to_string(RejoinWindowMs()) + " ms");
     }
     tables_.Resolve();
   }
@@ -1044,7 +987,7 @@ class Scheduler::Impl final : public ClusterState {
       transport_->Disconnect(refused_.front().first);
       refused_.pop_front();
     }
-    if (recovering_) MaybeFinishRecovery(now);
+    if (recovery_.active()) MaybeFinishRecovery(now);
     if (!complete_) return;
     layerps::pb::Control beat;
     beat.mutable_heartbeat();
@@ -1093,12 +1036,7 @@ class Scheduler::Impl final : public ClusterState {
   int dead_workers_ = 0;
   std::vector<Vacancy> vacancies_;  // server ranks awaiting a replacement
   NodeId joining_ = 0;           // a replacement that has the map alone, until its MapAck
-  // Scheduler recovery: nodes of a running cluster rejoin (HandleRejoin).
-  bool recovering_ = false;
-  int64_t recovery_started_ms_ = 0;
-  std::map<NodeId, uint64_t> rejoined_;             // node -> the map epoch it had
-  std::shared_ptr<const ClusterMap> best_map_;      // the newest map a rejoin brought
-  std::map<uint32_t, uint64_t> barriers_passed_;    // by ps::Group: the most any node passed
+  Recovery recovery_;  // nodes of a running cluster rejoin (HandleRejoin)
   // Replication: the takeover under way.
   NodeId promoting_ = 0;  // the backup taking over, until its MapAck
   uint64_t promoting_epoch_ = 0;

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The planner's prediction for the torchvision runs of bench/placement_netns.sh: the
+model profiled at the run's input size (layerps.placement.profile), then layerps-plan for
+uniform, park and the automatic pick, on the netns cluster as the cost model sees it.
+
+The netns cluster puts the W workers behind one link of RATE and the servers (with the
+suffix rank) behind the other end; the cost model gives every node its own NIC. So each
+worker is given RATE / W and each server RATE / S (the link is shared that way when all
+of them talk at once, as they do in a step), and every node the FLOP/s of one core shared
+by the processes on the machine (cores x the probe's one-thread FLOP/s / processes).
+
+  .venv/bin/python bench/placement_predict.py --model vgg16 --rate 1gbit --workers 4 --batch 8
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+
+import torch
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="vgg16", choices=["vgg16", "alexnet", "resnet18", "resnet50"])
+    p.add_argument("--size", type=int, default=0, help="input size (default 32; alexnet 64)")
+    p.add_argument("--rate", default="1gbit", help="the link's rate (tc's notation: 100mbit, 1gbit, 10gbit)")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--servers", type=int, default=2)
+    p.add_argument("--batch", type=int, default=8, help="samples per worker per step")
+    p.add_argument("--cores", type=int, default=os.cpu_count())
+    args = p.parse_args()
+    import torchvision
+    import layerps
+    from layerps.placement import probe, profile
+
+    torch.set_num_threads(1)
+    size = args.size or (64 if args.model == "alexnet" else 32)
+    model = getattr(torchvision.models, args.model)(weights=None, num_classes=10)
+    prof = profile(model, torch.randn(args.batch, 3, size, size), name=args.model)
+    rate = float(args.rate.lower().replace("gbit", "e9").replace("mbit", "e6"))
+    processes = args.workers + args.servers + 1  # + the suffix rank
+    flops = float(probe()["worker_flops"]) * args.cores / processes
+    fd, path = tempfile.mkstemp(suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        json.dump(prof, f)
+    rows = []
+    for strategy in ("uniform", "park", "auto"):
+        out = subprocess.run([layerps.tool_path("layerps-plan"), f"--model={path}", f"--workers={args.workers}",
+                              f"--servers={args.servers}", f"--batch={args.batch}", f"--strategy={strategy}",
+                              f"--worker_bandwidth={rate / args.workers:.6g}bit",
+                              f"--server_bandwidth={rate / args.servers:.6g}bit",
+                              f"--bandwidth={rate:.6g}bit", f"--worker_flops={flops:.4g}",
+                              f"--server_flops={flops:.4g}", "--latency=100us", "--json"],
+                             capture_output=True, text=True, check=True)
+        plan = json.loads(out.stdout)
+        if "plans" in plan:
+            plan = plan["plans"][plan["chosen"]] if isinstance(plan["chosen"], int) else \
+                next(q for q in plan["plans"] if q["strategy"] == plan["chosen"])
+        pr = plan["prediction"]
+        rows.append((strategy, plan["strategy"], plan.get("cut_layer") or "-", pr["step_s"], pr["worker_bytes"] / 1e6))
+    os.unlink(path)
+    print(f"{args.model} at {size}x{size}, W={args.workers} x batch {args.batch}, S={args.servers}, link {args.rate}; "
+          f"{flops / 1e9:.2f} GFLOP/s per process ({args.cores} cores, {processes} processes)")
+    print("| asked | strategy | cut | predicted s/step | workers' MB/step |")
+    print("|---|---|---|---|---|")
+    for asked, strategy, cut, step, mb in rows:
+        print(f"| {asked} | {strategy} | {cut} | {step:.3f} | {mb:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
