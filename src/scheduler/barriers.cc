@@ -132,13 +132,13 @@ void Barriers::HandleBarrier(NodeId from, const layerps::pb::Barrier& b, int64_t
     return;
   }
   auto& ws = waiting_[g].waiters;
-  Waiter waiter = w;
-  waiter.seq = b.seq();
-  // The same barrier sent again (to a restarted scheduler): it waits once.
+  // The same call sent again (its request id: a node re-sends its unanswered calls to a
+  // restarted scheduler) waits once. Two calls of one node are two waiters, even with the
+  // same count (threads of one process may each be in a barrier).
   ws.erase(std::remove_if(ws.begin(), ws.end(),
-                          [&](const Waiter& x) { return x.node == from && x.seq != 0 && x.seq == b.seq(); }),
+                          [&](const Waiter& x) { return x.node == from && x.call_id == b.request_id(); }),
            ws.end());
-  ws.push_back(waiter);
+  ws.push_back(w);
   Check(g);
 }
 

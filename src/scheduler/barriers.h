@@ -73,7 +73,6 @@ class Barriers {
     uint64_t call_id;
     int64_t since_ms = 0;
     int64_t deadline_ms = 0;  // 0: none
-    uint64_t seq = 0;         // the node's count of this group's barriers (0: unknown)
   };
   struct Wait {
     std::vector<Waiter> waiters;
