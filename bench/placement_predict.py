@@ -6,8 +6,10 @@ uniform, park and the automatic pick, on the netns cluster as the cost model see
 The netns cluster puts the W workers behind one link of RATE and the servers (with the
 suffix rank) behind the other end; the cost model gives every node its own NIC. So each
 worker is given RATE / W and each server RATE / S (the link is shared that way when all
-of them talk at once, as they do in a step), and every node the FLOP/s of one core shared
-by the processes on the machine (cores x the probe's one-thread FLOP/s / processes).
+of them talk at once, as they do in a step). Compute: the W workers run their layers at
+the same time, so each gets cores / W of the probe's one-thread FLOP/s; the suffix rank
+(park's PS worker) runs while the workers wait for it, on one thread: the probe's
+one-thread FLOP/s.
 
   .venv/bin/python bench/placement_predict.py --model vgg16 --rate 1gbit --workers 4 --batch 8
 """
@@ -39,8 +41,8 @@ def main():
     model = getattr(torchvision.models, args.model)(weights=None, num_classes=10)
     prof = profile(model, torch.randn(args.batch, 3, size, size), name=args.model)
     rate = float(args.rate.lower().replace("gbit", "e9").replace("mbit", "e6"))
-    processes = args.workers + args.servers + 1  # + the suffix rank
-    flops = float(probe()["worker_flops"]) * args.cores / processes
+    one = float(probe()["worker_flops"])  # torch on one thread, as every rank runs
+    flops = one * min(1.0, args.cores / args.workers)
     fd, path = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump(prof, f)
@@ -51,7 +53,7 @@ def main():
                               f"--worker_bandwidth={rate / args.workers:.6g}bit",
                               f"--server_bandwidth={rate / args.servers:.6g}bit",
                               f"--bandwidth={rate:.6g}bit", f"--worker_flops={flops:.4g}",
-                              f"--server_flops={flops:.4g}", "--latency=100us", "--json"],
+                              f"--server_flops={one:.4g}", "--latency=100us", "--json"],
                              capture_output=True, text=True, check=True)
         plan = json.loads(out.stdout)
         if "plans" in plan:
@@ -61,7 +63,7 @@ def main():
         rows.append((strategy, plan["strategy"], plan.get("cut_layer") or "-", pr["step_s"], pr["worker_bytes"] / 1e6))
     os.unlink(path)
     print(f"{args.model} at {size}x{size}, W={args.workers} x batch {args.batch}, S={args.servers}, link {args.rate}; "
-          f"{flops / 1e9:.2f} GFLOP/s per process ({args.cores} cores, {processes} processes)")
+          f"{flops / 1e9:.2f} GFLOP/s per worker, {one / 1e9:.2f} for the suffix rank ({args.cores} cores)")
     print("| asked | strategy | cut | predicted s/step | workers' MB/step |")
     print("|---|---|---|---|---|")
     for asked, strategy, cut, step, mb in rows:
