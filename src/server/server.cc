@@ -13,13 +13,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <set>
 #include <shared_mutex>
 #include <string>
-#include <tuple>
-#include <unordered_set>
 
 #include "common/wire_type.h"
 #include "metrics/metrics.h"
