@@ -177,14 +177,25 @@ uint64_t ParseBytes(const std::string& s) {
   return static_cast<uint64_t>(v * mul);
 }
 
+// One convention for every byte count a person reads: binary units (K = 1024 bytes,
+// M = 1024 K, the units --sizes takes), whole when exact, else with one decimal
+// (720000 bytes -> "703.1K"); under 1 K the plain count with "B".
 std::string HumanBytes(uint64_t b) {
   char buf[32];
-  if (b >= (1u << 20) && b % (1u << 20) == 0)
-    std::snprintf(buf, sizeof buf, "%" PRIu64 "M", b >> 20);
-  else if (b >= 1024 && b % 1024 == 0)
-    std::snprintf(buf, sizeof buf, "%" PRIu64 "K", b >> 10);
+  const auto scaled = [&](uint64_t unit, const char* suffix) {
+    if (b % unit == 0)
+      std::snprintf(buf, sizeof buf, "%" PRIu64 "%s", b / unit, suffix);
+    else
+      std::snprintf(buf, sizeof buf, "%.1f%s", static_cast<double>(b) / unit, suffix);
+  };
+  if (b >= (uint64_t{1} << 30))
+    scaled(uint64_t{1} << 30, "G");
+  else if (b >= (uint64_t{1} << 20))
+    scaled(uint64_t{1} << 20, "M");
+  else if (b >= 1024)
+    scaled(1024, "K");
   else
-    std::snprintf(buf, sizeof buf, "%" PRIu64, b);
+    std::snprintf(buf, sizeof buf, "%" PRIu64 "B", b);
   return buf;
 }
 
@@ -222,6 +233,9 @@ struct Case {
     else
       s += " " + HumanBytes(bytes);
     if (streams > 0) s += " streams=" + std::to_string(streams);
+    // Raw one-way streaming keeps no window (the sender never waits for an answer), so
+    // it carries no in-flight count that could be read as comparable to LayerPS's.
+    if (system == "raw-zmq" && mode == "oneway") return s + " (no window)";
     return s + " inflight=" + std::to_string(inflight);
   }
 };
@@ -990,8 +1004,12 @@ std::string JsonEscape(const std::string& s) {
 }
 
 void PrintTable(const std::vector<Result>& rs) {
-  std::printf("\n%-58s %9s %23s %12s %12s %9s %9s %7s %s\n", "case", "bytes", "GB/s med [min, max]",
-              "ops/s med", "keys/s med", "p50 us", "p99 us", "ratio", "verified");
+  // Two ratio columns, each with one meaning: "vs raw" is LayerPS ops/s over raw ZeroMQ's
+  // for the same bytes (dense and sparse rows); "step/push" is a step's time over one
+  // push of the same total bytes (step rows).
+  std::printf("\n%-58s %9s %23s %12s %12s %9s %9s %7s %9s %s\n", "case", "bytes",
+              "GB/s med [min, max]", "ops/s med", "keys/s med", "p50 us", "p99 us", "vs raw",
+              "step/push", "verified");
   for (const auto& r : rs) {
     if (!r.error.empty()) {
       std::printf("%-58s ERROR %s\n", r.c.Label().c_str(), r.error.c_str());
@@ -1000,8 +1018,10 @@ void PrintTable(const std::vector<Result>& rs) {
     const Summary g = Summarize(r.gbps), o = Summarize(r.ops), k = Summarize(r.keys_per_s);
     char range[64];
     std::snprintf(range, sizeof range, "%.3f [%.3f, %.3f]", g.med, g.min, g.max);
-    char ratio[16] = "-";
-    if (r.ratio > 0) std::snprintf(ratio, sizeof ratio, "%.2f", r.ratio);
+    char vs_raw[16] = "-", step_push[16] = "-";
+    const bool step_row = r.c.mode != "dense" && r.c.mode != "sparse";
+    if (r.ratio > 0)
+      std::snprintf(step_row ? step_push : vs_raw, sizeof vs_raw, "%.2f", r.ratio);
     char keys[24] = "-";
     if (!r.keys_per_s.empty()) std::snprintf(keys, sizeof keys, "%.3gM", k.med / 1e6);
     char p50[16] = "-", p99[16] = "-";
@@ -1009,8 +1029,8 @@ void PrintTable(const std::vector<Result>& rs) {
       std::snprintf(p50, sizeof p50, "%.0f", Percentile(r.lat_us, 0.5));
       std::snprintf(p99, sizeof p99, "%.0f", Percentile(r.lat_us, 0.99));
     }
-    std::printf("%-58s %9s %23s %12.0f %12s %9s %9s %7s %s\n", r.c.Label().c_str(),
-                HumanBytes(r.wire_bytes).c_str(), range, o.med, keys, p50, p99, ratio,
+    std::printf("%-58s %9s %23s %12.0f %12s %9s %9s %7s %9s %s\n", r.c.Label().c_str(),
+                HumanBytes(r.wire_bytes).c_str(), range, o.med, keys, p50, p99, vs_raw, step_push,
                 r.verified ? "yes" : ("NO: " + r.verify_note).c_str());
   }
 }
@@ -1176,10 +1196,11 @@ int Main(int argc, char** argv) {
       "  case (mode x op x size or key count x in-flight count) on it; with --join it is one\n"
       "  worker of an existing cluster (layerps-launch sets LAYERPS_SCHEDULER etc.).\n"
       "  Throughput: GB/s counts the value bytes of one direction (pushed, or pulled for pull;\n"
-      "  sparse push counts keys + rows). ratio: LayerPS ops/s over raw ZeroMQ ops/s for the\n"
-      "  same message bytes (push/pull vs one-way streaming, pushpull vs round trips with the\n"
-      "  same window), each LayerPS repeat paired with a raw repeat run just before it; for step\n"
-      "  cases, the step's time over one push of the same total bytes. With several workers,\n"
+      "  sparse push counts keys + rows). Byte counts in binary units (K = 1024 bytes).\n"
+      "  vs raw: LayerPS ops/s over raw ZeroMQ ops/s for the same message bytes (push/pull vs\n"
+      "  one-way streaming, which keeps no window; pushpull vs round trips with the same\n"
+      "  window), each LayerPS repeat paired with a raw repeat run just before it. step/push:\n"
+      "  for step cases, the step's time over one push of the same total bytes. With several workers,\n"
       "  ops/s and GB/s are totals. ipc/inproc cases also print their ratio to the tcp case.\n"
       "  Every case verifies the values it moved (exit code 1 if any case fails).\n"
       "  --noshared_memory turns off the same-host shared-memory path of ipc://.\n"
@@ -1426,7 +1447,7 @@ int Main(int argc, char** argv) {
                         (r.raw_ops.empty()
                              ? std::string()
                              : ", raw " + std::to_string(static_cast<uint64_t>(Median(r.raw_ops))) +
-                                   " ops/s, ratio " +
+                                   " ops/s, vs raw " +
                                    std::to_string(Median(r.ops) / Median(r.raw_ops)).substr(0, 4)) +
                         (r.verified ? "" : ", NOT VERIFIED: " + r.verify_note))
                            .c_str());

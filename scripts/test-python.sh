@@ -12,27 +12,16 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-PY=/usr/bin/python3
 VENV="$ROOT/.venv"
-# CMake's build tree for the wheel: inside the repo but ignored (/build*/), and reused by
+# CMake's build tree for the package: inside the repo but ignored (/build*/), and reused by
 # the next run so that only what changed is rebuilt.
 BUILD_DIR="$ROOT/build-python"
-export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
-
-if [ ! -x "$VENV/bin/python" ]; then
-  echo "== creating $VENV"
-  "$PY" -m venv --system-site-packages "$VENV"
-fi
+# shellcheck source=python-build.sh
+source "$ROOT/scripts/python-build.sh"
+ensure_venv
 
 echo "== pip install bindings/python (scikit-build-core; build tree $BUILD_DIR)"
-# The build requirements of bindings/python/pyproject.toml, installed into the venv and
-# used without build isolation: an isolated build environment has a new path every time,
-# which makes scikit-build-core configure and rebuild everything from scratch; this way a
-# second run rebuilds only what changed.
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-  "scikit-build-core>=0.10" "pybind11>=2.10"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
-  --config-settings=build-dir="$BUILD_DIR" "$ROOT/bindings/python"
+pip_build install "$ROOT/bindings/python"
 
 echo "== the installed package"
 "$VENV/bin/python" - <<'PY'
@@ -43,39 +32,18 @@ for tool in ("layerps-scheduler", "layerps-server", "layerps-launch"):
     print(" ", layerps.tool_path(tool))
 PY
 
-echo "== the wheel, installed in a fresh venv without the source tree"
-# pip wheel reuses the build tree above (nothing is rebuilt); the venv sees Debian's numpy.
+echo "== the self-contained wheel (scripts/build-wheel.sh), installed and run elsewhere"
+# The same build tree again: pip wheel rebuilds nothing. The test installs it in a fresh
+# venv and runs clusters with the system copies of its libraries hidden.
 WHEEL_DIR="$(mktemp -d /tmp/layerps-wheel.XXXXXX)"
 trap 'rm -rf "$WHEEL_DIR"' EXIT
-"$VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
-  --config-settings=build-dir="$BUILD_DIR" -w "$WHEEL_DIR/dist" "$ROOT/bindings/python"
-"$PY" -m venv --system-site-packages "$WHEEL_DIR/venv"
-"$WHEEL_DIR/venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-  --no-index "$WHEEL_DIR"/dist/layerps-*.whl
-EXPECTED_VERSION="$(sed -n 's/^project(LayerPS VERSION \([0-9.]*\).*/\1/p' "$ROOT/CMakeLists.txt")"
-(cd "$WHEEL_DIR" && LAYERPS_ROOT="$ROOT" EXPECTED_VERSION="$EXPECTED_VERSION" \
-  "$WHEEL_DIR/venv/bin/python" - <<'PY'
-import os, subprocess, sys
-import numpy as np
-import layerps
-root = os.path.realpath(os.environ["LAYERPS_ROOT"])
-where = os.path.realpath(layerps.__file__)
-assert not where.startswith(root + os.sep), f"layerps imported from the source tree: {where}"
-assert layerps.__version__ == os.environ["EXPECTED_VERSION"], layerps.__version__
-from importlib.metadata import version
-assert version("layerps") == layerps.__version__, (version("layerps"), layerps.__version__)
-for tool in ("layerps-scheduler", "layerps-server", "layerps-launch", "layerps-keygen", "layerps-plan"):
-    out = subprocess.run([layerps.tool_path(tool), "--version"], capture_output=True, text=True,
-                         check=True).stdout
-    assert f"LayerPS {layerps.__version__}" in out, out
-with layerps.LocalCluster(num_servers=2, num_workers=1) as c:
-    w = c.workers[0]
-    t = w.declare_dense("w", 1000)
-    w.push(t, np.full(1000, 2.0, dtype=np.float32)).wait()
-    assert (w.pull(t).wait() == 2.0).all()
-print(f"wheel: layerps {layerps.__version__} (commit {layerps.__commit__}) from {where}: OK")
-PY
-)
+VENV="$VENV" BUILD_DIR="$BUILD_DIR" bash "$ROOT/scripts/build-wheel.sh" "$WHEEL_DIR"
+if grep -q 'Building CXX' "$BUILD_DIR/pip-wheel.log"; then
+  echo "test-python: pip wheel compiled again although the build tree was current:" >&2
+  grep 'Building CXX' "$BUILD_DIR/pip-wheel.log" | head >&2
+  exit 1
+fi
+VENV="$VENV" bash "$ROOT/tests/packaging/wheel_test.sh" "$WHEEL_DIR"/layerps-*manylinux*.whl
 
 echo "== pytest tests/python"
 # Run from the tests folder so that `import layerps` finds the installed package, not the

@@ -95,23 +95,42 @@ Status NodeRuntime::Start() {
     const auto ready_now = [this] {
       return !register_status_.ok() || (registered_ && map_ != nullptr) || shutdown_;
     };
+    // The wait is cut in slices: with scheduler_recovery_ms, a scheduler restarted before
+    // the cluster was complete knows nothing of this node, so the Register goes again
+    // every second until the map arrives (a scheduler that has it answers again with the
+    // same registration); and every 10 s a registered node says at INFO what
+    // the cluster still lacks (a daemon started by hand is not silent while it waits).
+    constexpr auto kWaitReport = std::chrono::milliseconds(10000);
+    auto next_report = std::chrono::steady_clock::now() + kWaitReport;
     bool ready = false;
-    if (options_.scheduler_recovery_ms > 0) {
-      // A scheduler restarted before the cluster was complete knows nothing of this node:
-      // the Register goes again every second until the map arrives (a scheduler that
-      // has it answers again with the same registration).
-      while (!(ready = ready_now()) && std::chrono::steady_clock::now() < deadline) {
-        cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1)),
-                       ready_now);
-        if (ready_now() || std::chrono::steady_clock::now() >= deadline) continue;
-        lock.unlock();
-        SendToScheduler(MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
-        lock.lock();
+    while (!(ready = ready_now()) && std::chrono::steady_clock::now() < deadline) {
+      auto until = std::min(deadline, next_report);
+      if (options_.scheduler_recovery_ms > 0) {
+        until = std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(1));
       }
-      ready = ready_now();
-    } else {
-      ready = cv_.wait_until(lock, deadline, ready_now);
+      cv_.wait_until(lock, until, ready_now);
+      const auto now = std::chrono::steady_clock::now();
+      if (ready_now() || now >= deadline) continue;
+      const bool report = registered_ && now >= next_report;
+      if (now >= next_report) next_report = now + kWaitReport;
+      lock.unlock();
+      if (options_.scheduler_recovery_ms > 0) {
+        SendToScheduler(MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
+      }
+      if (report) {
+        StatusOr<uint32_t> who = CallScheduler(
+            [](uint64_t call_id, void* msg) {
+              static_cast<layerps::pb::Control*>(msg)->mutable_membership_query()->set_request_id(
+                  call_id);
+            },
+            std::chrono::milliseconds(1000), "membership query");
+        LOG(INFO) << RoleName(role_) << " rank " << rank() << " (node " << id()
+                  << ") registered; waiting for the cluster ("
+                  << (who.ok() ? std::string("complete") : who.status().message()) << ")";
+      }
+      lock.lock();
     }
+    ready = ready_now();
     if (!register_status_.ok()) {
       result = register_status_;
     } else if (shutdown_) {

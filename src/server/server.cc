@@ -80,20 +80,24 @@ class Server::Impl {
                      [this](Message&& m) { replication_->HandleReplicateAck(std::move(m)); });
     runtime_->Handle(MsgType::kReplicaCopy,
                      [this](Message&& m) { replication_->HandleReplicaCopy(std::move(m)); });
-    Status s = runtime_->Start();
-    if (!s.ok()) {
-      runtime_.reset();
-      return s;
-    }
-    started_ = true;  // from here on runtime_ is never replaced
+    // The metrics endpoint answers from before the cluster is complete (a scrape then says
+    // layerps_server_joined 0 with zero counters): a server waiting for its peers is
+    // visible, and a port that cannot be bound fails here, before joining.
     StatusOr<std::unique_ptr<metrics::Exporter>> exporter = metrics::MaybeStart(
         options_.metrics_host, options_.metrics_port, "server",
         [this](std::vector<metrics::Sample>* out) { CollectMetrics(out); });
     if (!exporter.ok()) {
-      runtime_->Stop(/*send_leave=*/true);
+      runtime_.reset();
       return exporter.status();
     }
     metrics_ = std::move(*exporter);
+    Status s = runtime_->Start();
+    if (!s.ok()) {
+      metrics_.reset();  // joins the HTTP threads, which read runtime_ only once started_
+      runtime_.reset();
+      return s;
+    }
+    started_ = true;  // from here on runtime_ is never replaced
     return s;
   }
 
@@ -199,6 +203,9 @@ class Server::Impl {
       out->push_back(Counter("layerps_server_table_rows_refused_total",
                              "Pushed rows dropped: id not admitted", t.refused, l));
     }
+    out->push_back(Gauge("layerps_server_joined",
+                         "1 once the cluster is complete and this server serves; 0 while it waits",
+                         started_ ? 1 : 0));
     if (started_) {
       metrics::AppendTraffic(runtime_->traffic(), out, [this](TableId id) {
         auto m = runtime_->map();

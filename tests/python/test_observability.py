@@ -70,3 +70,52 @@ def test_launched_nodes_serve_metrics_and_workers_write_timelines(tmp_path):
         trace = json.loads((tmp_path / f"trace-{rank}.json").read_text())
         pushes = [e for e in trace if e.get("ph") == "X" and e["name"] == "push m"]  # the table's name
         assert len(pushes) == 4 and all(e["pid"] == rank and e["args"]["parts"] == 2 for e in pushes)
+
+
+def test_a_server_waiting_for_the_cluster_serves_metrics_and_says_what_is_missing():
+    """A server started by hand before its peers answers /metrics at once (joined 0)
+    and logs every 10 s which ranks the cluster still lacks."""
+    import os
+    import time
+    import urllib.request
+    import layerps
+    first = free_port_block(2)
+    sched_port, metrics_port = first, first + 1
+    env = dict(os.environ, LAYERPS_LOG_LEVEL="INFO", LAYERPS_CONNECT_TIMEOUT_MS="120000")
+    address = f"tcp://127.0.0.1:{sched_port}"
+    sched = subprocess.Popen([layerps.tool_path("layerps-scheduler"), f"--scheduler={address}",
+                              "--num_servers=2", "--num_workers=1"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen([layerps.tool_path("layerps-server"), f"--scheduler={address}",
+                               "--bind=tcp://127.0.0.1:0", f"--metrics_port={metrics_port}"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        text, deadline = None, time.monotonic() + 30
+        while text is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+                    text = r.read().decode()
+            except OSError:
+                time.sleep(0.2)
+        assert text is not None, "the waiting server's /metrics never answered"
+        assert value(text, "layerps_server_joined") == 0, text
+        assert value(text, 'layerps_server_requests_total{kind="push"}') == 0, text
+        # The first report comes 10 s after the start; the line names the missing ranks.
+        deadline, seen = time.monotonic() + 60, []
+        while time.monotonic() < deadline:
+            line = server.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "waiting for the cluster" in line:
+                assert "server rank 0 (node" in line, line
+                assert "missing server rank 1 and worker rank 0" in line, line
+                assert "1 of 2 servers and 0 of 1 workers registered" in line, line
+                break
+        else:
+            pytest.fail("no waiting report within 60 s:\n" + "".join(seen[-20:]))
+        assert any("waiting for the cluster" in l for l in seen), "".join(seen[-20:])
+    finally:
+        for p in (server, sched):
+            p.kill()
+            p.wait(timeout=30)
