@@ -7,23 +7,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <cstring>
-#include <filesystem>
-#include <system_error>
+#include <limits>
 
-#ifdef LAYERPS_HAVE_ROCKSDB
-#include <rocksdb/db.h>
-#include <rocksdb/filter_policy.h>
-#include <rocksdb/table.h>
-#endif
 #include <glog/logging.h>
 
 #include "common/hash.h"
 #include "common/tsan.h"
+#include "server/cold_tier.h"
 #include "server/optimizer.h"
 
 namespace ps {
@@ -32,11 +24,6 @@ namespace {
 // Below this many elements an update runs on the calling thread.
 constexpr uint64_t kParallelGrain = 1 << 16;
 constexpr size_t kSparseParallelKeys = 4096;
-
-// Cold-tier keys: the id as 8 bytes, big-endian (RocksDB's order is the ids' order).
-void EncodeKey(Key key, char out[8]) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(key >> (56 - 8 * i));
-}
 
 double Unit(uint64_t bits) { return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0); }
 
@@ -57,127 +44,6 @@ float InitialValue(const TableSpec& spec, uint64_t name_hash, Key key, uint32_t 
   return static_cast<float>(spec.init_a + spec.init_b * z);
 }
 
-#ifdef LAYERPS_HAVE_ROCKSDB
-// RocksDB's own log goes to glog (warnings and errors, at most one line in 10 s per
-// process), not to a LOG file beside the data: on a full disk, writing that file after a
-// failed write aborted the process inside RocksDB (Debian's build keeps its assertions).
-class GlogRocksLogger final : public rocksdb::Logger {
- public:
-  GlogRocksLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
-  using rocksdb::Logger::Logv;
-  void Logv(const char* format, va_list ap) override {
-    Logv(rocksdb::InfoLogLevel::WARN_LEVEL, format, ap);
-  }
-  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
-    if (level < GetInfoLogLevel()) return;
-    char line[512];
-    std::vsnprintf(line, sizeof(line), format, ap);
-    LOG_EVERY_T(WARNING, 10) << "RocksDB (cold tier): " << line;
-  }
-};
-#endif
-
-// The RocksDB store of one cold-tier table. Values: the whole row (values, then the
-// rule's state), row_width raw floats in the host's byte order.
-struct ColdTier {
-  std::string path;
-  // A write failed (a full disk...): RocksDB then refuses further writes, and syncing its
-  // log again would abort inside it (Debian's build keeps its assertions).
-  std::atomic<bool> write_failed{false};
-#ifdef LAYERPS_HAVE_ROCKSDB
-  std::unique_ptr<rocksdb::DB> db;
-  rocksdb::WriteOptions write;  // WAL on, no fsync per write (docs/sparse.md)
-  rocksdb::ReadOptions read;
-#endif
-  Status Error(const char* what, const std::string& detail) const {
-    return IoError(std::string("cold tier ") + path + ": " + what + ": " + detail);
-  }
-  Status Put(Key key, const float* row, uint32_t width) {
-#ifdef LAYERPS_HAVE_ROCKSDB
-    char k[8];
-    EncodeKey(key, k);
-    rocksdb::Status st = db->Put(write, rocksdb::Slice(k, 8),
-                                 rocksdb::Slice(reinterpret_cast<const char*>(row),
-                                                size_t{width} * sizeof(float)));
-    if (!st.ok()) {
-      write_failed = true;
-      return Error("write", st.ToString());
-    }
-    return Status::OK();
-#else
-    return FailedPrecondition("built without RocksDB");
-#endif
-  }
-  // *found false: no row stored for the key.
-  Status Get(Key key, float* row, uint32_t width, bool* found) {
-    *found = false;
-#ifdef LAYERPS_HAVE_ROCKSDB
-    char k[8];
-    EncodeKey(key, k);
-    thread_local std::string v;
-    rocksdb::Status st = db->Get(read, rocksdb::Slice(k, 8), &v);
-    if (st.IsNotFound()) return Status::OK();
-    if (!st.ok()) return Error("read", st.ToString());
-    if (v.size() != size_t{width} * sizeof(float)) {
-      return Error("read", "row of id " + std::to_string(key) + " has " +
-                               std::to_string(v.size()) + " bytes, expected " +
-                               std::to_string(size_t{width} * sizeof(float)) + " (corrupt)");
-    }
-    std::memcpy(row, v.data(), v.size());
-    *found = true;
-    return Status::OK();
-#else
-    return FailedPrecondition("built without RocksDB");
-#endif
-  }
-  // fn(id, row) for every stored row, in id order; stops at fn's first error.
-  Status ForEach(uint32_t width, const std::function<Status(Key, const float*)>& fn) {
-#ifdef LAYERPS_HAVE_ROCKSDB
-    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read));
-    std::vector<float> row(width);
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      const rocksdb::Slice k = it->key(), v = it->value();
-      if (k.size() != 8 || v.size() != size_t{width} * sizeof(float)) {
-        return Error("read", "a record of " + std::to_string(v.size()) + " bytes, expected " +
-                                 std::to_string(size_t{width} * sizeof(float)) + " (corrupt)");
-      }
-      Key key = 0;
-      for (int i = 0; i < 8; ++i) key = (key << 8) | static_cast<unsigned char>(k.data()[i]);
-      std::memcpy(row.data(), v.data(), v.size());
-      PS_RETURN_IF_ERROR(fn(key, row.data()));
-    }
-    if (!it->status().ok()) return Error("scan", it->status().ToString());
-    return Status::OK();
-#else
-    (void)width;
-    (void)fn;
-    return FailedPrecondition("built without RocksDB");
-#endif
-  }
-  // Deletes every stored row.
-  Status Clear() {
-#ifdef LAYERPS_HAVE_ROCKSDB
-    const std::string from(8, '\0'), to(9, '\xff');
-    rocksdb::Status st = db->DeleteRange(write, db->DefaultColumnFamily(), from, to);
-    if (!st.ok()) return Error("clear", st.ToString());
-    return Status::OK();
-#else
-    return FailedPrecondition("built without RocksDB");
-#endif
-  }
-  Status Delete(Key key) {
-#ifdef LAYERPS_HAVE_ROCKSDB
-    char k[8];
-    EncodeKey(key, k);
-    rocksdb::Status st = db->Delete(write, rocksdb::Slice(k, 8));
-    if (!st.ok()) return Error("delete", st.ToString());
-    return Status::OK();
-#else
-    return FailedPrecondition("built without RocksDB");
-#endif
-  }
-};
-
 Store::Store(NodeId self, std::string cold_dir)
     : clock_ms_([] {
         return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -196,61 +62,19 @@ Store::~Store() {
     for (size_t i = 0; i < t.bounded->stripes; ++i) {
       Stripe& st = t.stripes[i];
       std::lock_guard<std::mutex> lock(st.mu);
-      for (const Slot& sl : st.slots) {
-        if (sl.row == kNoRow) continue;
-        Status e = t.cold->Put(sl.key, RowPtr(st, sl.row, t), t.row_width);
+      st.index.ForEach([&](Key key, uint32_t row) {
+        Status e = t.cold->Put(key, RowPtr(st, row, t), t.row_width);
         if (!e.ok() && failed++ == 0) first = e;
-      }
+      });
     }
     if (failed) {
       LOG(ERROR) << "table " << t.spec.name << ": " << failed
                  << " rows in memory could not be written to the cold tier at shutdown: "
                  << first;
     }
-#ifdef LAYERPS_HAVE_ROCKSDB
-    if (t.cold->db) {
-      rocksdb::Status st = t.cold->write_failed ? rocksdb::Status::IOError("an earlier write failed")
-                                                : t.cold->db->FlushWAL(/*sync=*/true);
-      if (st.ok()) st = t.cold->db->Close();
-      if (!st.ok()) LOG(ERROR) << "table " << t.spec.name << ": closing the cold tier: " << st.ToString();
-    }
-#endif
+    Status closed = t.cold->Close();
+    if (!closed.ok()) LOG(ERROR) << "table " << t.spec.name << ": " << closed;
   }
-}
-
-Status Store::OpenCold(Table& t) {
-  const std::string& name = t.spec.name;
-#ifndef LAYERPS_HAVE_ROCKSDB
-  return FailedPrecondition("table '" + name +
-                            "': cold_tier needs RocksDB, and this LayerPS was built without it "
-                            "(install librocksdb-dev and rebuild)");
-#else
-  if (cold_dir_.empty()) {
-    return FailedPrecondition("table '" + name +
-                              "': cold_tier needs the server's cold_dir (--cold_dir, "
-                              "LAYERPS_COLD_DIR)");
-  }
-  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
-    return InvalidArgument("table '" + name + "': a cold-tier table's name must be a file name");
-  }
-  auto cold = std::make_shared<ColdTier>();
-  cold->path = cold_dir_ + "/" + name;
-  std::error_code ec;
-  std::filesystem::create_directories(cold->path, ec);
-  if (ec) return cold->Error("cannot create the directory", ec.message());
-  rocksdb::Options o;
-  o.create_if_missing = true;
-  o.info_log = std::make_shared<GlogRocksLogger>();
-  rocksdb::BlockBasedTableOptions bo;
-  bo.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));  // misses skip the files
-  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(bo));
-  rocksdb::DB* db = nullptr;
-  rocksdb::Status st = rocksdb::DB::Open(o, cold->path, &db);
-  if (!st.ok()) return cold->Error("cannot open", st.ToString());
-  cold->db.reset(db);
-  t.cold = std::move(cold);
-  return Status::OK();
-#endif
 }
 
 Status Store::TakeColdError(Table& t) {
@@ -311,14 +135,6 @@ namespace {
 // server. From it on, 16 stripes each hold their share (capacity / 16, the first
 // capacity % 16 stripes one more) with an exact policy inside the stripe.
 constexpr uint64_t kSingleStripeCapacity = 65536;
-// admit_after's count-min sketch, per server and table: kSketchDepth rows of
-// kSketchCounters 16-bit saturating counters (conservative update), 4 MiB, split evenly
-// over the table's stripes. A stripe halves its counters after width / 8 sightings (the
-// server: every 65536), so at most ~1/8 as many distinct ids as counters are counted
-// between halvings: an id seen once is admitted by mistake with probability about
-// (1 - e^(-4/8))^4 ~ 2.4% at worst (just before a halving), much less on average.
-constexpr size_t kSketchDepth = 4;
-constexpr size_t kSketchCounters = size_t{1} << 19;
 }  // namespace
 
 Status Store::InstallBounds(Table& t) {
@@ -329,18 +145,11 @@ Status Store::InstallBounds(Table& t) {
   t.bounded = std::make_unique<BoundedTable>();
   BoundedTable& bt = *t.bounded;
   bt.stripes = spec.capacity > 0 && spec.capacity < kSingleStripeCapacity ? 1 : kStripes;
-  if (spec.admit_probability < 1.0f) {
-    bt.admit_by_probability = true;
-    bt.admit_threshold = static_cast<uint64_t>(std::ldexp(double{spec.admit_probability}, 64));
-  }
-  bt.sketch_width = kSketchCounters / bt.stripes;
-  bt.admit_seed = MixKey(t.name_hash ^ MixKey(spec.seed) ^ 0x61646d6974ull);  // "admit"
+  bt.admission = Admission(spec, t.name_hash, bt.stripes);
   bt.decay_log = -std::log(static_cast<double>(spec.score_decay));
   for (size_t i = 0; i < bt.stripes; ++i) {
-    auto b = std::make_unique<Bounds>();
+    auto b = std::make_unique<Bounds>(spec, bt.decay_log, bt.admission.NewSketch());
     b->capacity = spec.capacity / bt.stripes + (i < spec.capacity % bt.stripes ? 1 : 0);
-    if (spec.admit_after > 1) b->sketch.assign(kSketchDepth * bt.sketch_width, 0);
-    b->by_score = spec.eviction == Eviction::kDecayed;
     t.stripes[i].bounds = std::move(b);
   }
   return Status::OK();
@@ -398,7 +207,9 @@ Status Store::InstallUnguarded(const TableInfo& info) {
     if (t.spec.cold_tier) {
       if (!t.bounded || t.spec.capacity == 0)
         return InvalidArgument("table '" + t.spec.name + "': cold_tier needs a capacity > 0");
-      PS_RETURN_IF_ERROR(OpenCold(t));
+      StatusOr<std::shared_ptr<ColdTier>> cold = ColdTier::Open(cold_dir_, t.spec.name);
+      if (!cold.ok()) return cold.status();
+      t.cold = std::move(*cold);
     }
   }
   tables_.emplace(info.id, std::move(t));
@@ -518,14 +329,9 @@ Status Store::CheckKeys(const Table& t, const Key* keys, const uint64_t* hashes,
 
 namespace {
 
-// Stripe bits are the low bits of MixKey(key); the index probes with the bits above.
-constexpr unsigned kStripeBits = 4;
-constexpr size_t kInitialSlots = 256;
 // How far ahead the sparse loops prefetch index slots and rows.
 constexpr size_t kPrefetchSlots = 16;
 constexpr size_t kPrefetchRows = 16;
-
-inline size_t SlotOf(uint64_t h, size_t mask) { return (h >> kStripeBits) & mask; }
 
 // Per-thread scratch for the sparse paths (no allocation per request once warm).
 struct SparseScratch {
@@ -541,42 +347,27 @@ SparseScratch& Scratch() {
 }  // namespace
 
 uint32_t Store::FindOrCreate(const Table& t, Stripe& s, Key key, uint64_t h) {
-  if (s.slots.empty()) s.slots.resize(kInitialSlots);
-  size_t mask = s.slots.size() - 1;
-  size_t i = SlotOf(h, mask);
-  while (s.slots[i].row != kNoRow) {
-    if (s.slots[i].key == key) return s.slots[i].row;
-    i = (i + 1) & mask;
-  }
-  // Absent: create the row, keeping the index at most half full.
-  if ((size_t{s.rows} + 1) * 2 > s.slots.size()) {
-    std::vector<Slot> bigger(s.slots.size() * 2);
-    const size_t m = bigger.size() - 1;
-    for (const Slot& old : s.slots) {
-      if (old.row == kNoRow) continue;
-      size_t j = SlotOf(MixKey(old.key), m);
-      while (bigger[j].row != kNoRow) j = (j + 1) & m;
-      bigger[j] = old;
-    }
-    s.slots.swap(bigger);
-    mask = m;
-    i = SlotOf(h, mask);
-    while (s.slots[i].row != kNoRow) i = (i + 1) & mask;
-  }
-  const uint32_t row = s.rows++;
-  const uint32_t dim = t.spec.dim;
+  size_t slot;
+  uint32_t row = s.index.Find(key, h, &slot);
+  if (row != kNoRow) return row;
+  row = s.rows++;
+  s.index.Insert(key, h, row, slot, s.rows);
+  InitRow(t, s, key, row);
+  return row;
+}
+
+void Store::InitRow(const Table& t, Stripe& s, Key key, uint32_t row) {
   if ((row >> t.block_shift) >= s.blocks.size()) {
     s.blocks.emplace_back(new float[(size_t{1} << t.block_shift) * t.row_width]);
   }
   float* r = RowPtr(s, row, t);
+  const uint32_t dim = t.spec.dim;
   if (t.spec.init == Initializer::kZeros) {
     std::memset(r, 0, size_t{dim} * sizeof(float));
   } else {
     for (uint32_t j = 0; j < dim; ++j) r[j] = InitialValue(t.spec, t.name_hash, key, j);
   }
   if (t.row_width > dim) std::memset(r + dim, 0, size_t{t.row_width - dim} * sizeof(float));
-  s.slots[i] = Slot{key, row};
-  return row;
 }
 
 template <typename Fn>
@@ -619,9 +410,7 @@ Status Store::ForEachRow(Table& t, const Key* keys, size_t n, uint32_t dim, Fn f
     std::vector<uint32_t>& rid = Scratch().rows;
     rid.resize(count);
     for (size_t j = 0; j < count; ++j) {
-      if (j + kPrefetchSlots < count && !st.slots.empty()) {
-        __builtin_prefetch(&st.slots[SlotOf(h[pos[j + kPrefetchSlots]], st.slots.size() - 1)]);
-      }
+      if (j + kPrefetchSlots < count) st.index.Prefetch(h[pos[j + kPrefetchSlots]]);
       rid[j] = FindOrCreate(t, st, keys[pos[j]], h[pos[j]]);
     }
     fn(st, pos, rid.data(), count);
@@ -731,7 +520,7 @@ uint64_t Store::sparse_rows() const {
     for (size_t s = 0; s < kStripes; ++s) {
       Stripe& st = kv.second.stripes[s];
       std::lock_guard<std::mutex> lock(st.mu);
-      rows += st.rows - (st.bounds ? st.bounds->free.size() : 0);
+      rows += st.bounds ? st.bounds->policy.live() : st.rows;
     }
   }
   return rows;
@@ -750,7 +539,7 @@ std::map<TableId, Store::SparseCounters> Store::SparseStats() const {
         c.admitted += st.rows;
         continue;
       }
-      c.rows_live += st.rows - st.bounds->free.size();
+      c.rows_live += st.bounds->policy.live();
       c.evicted += st.bounds->evicted;
       c.expired += st.bounds->expired;
       c.admitted += st.bounds->admitted;
@@ -822,9 +611,7 @@ Status Store::ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, co
           gs.clear();
         };
         for (size_t j = 0; j < count; ++j) {
-          if (j + kPrefetchSlots < count && !st.slots.empty()) {
-            __builtin_prefetch(&st.slots[SlotOf(h[pos[j + kPrefetchSlots]], st.slots.size() - 1)]);
-          }
+          if (j + kPrefetchSlots < count) st.index.Prefetch(h[pos[j + kPrefetchSlots]]);
           const uint32_t row = TouchBounded(t, st, keys[pos[j]], h[pos[j]], step, flush);
           if (row == kNoRow) continue;  // refused by admission: dropped (counted)
           xs.push_back(RowPtr(st, row, t));
@@ -843,9 +630,7 @@ Status Store::ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, flo
   Status done = ForEachBoundedStripe(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
         for (size_t j = 0; j < count; ++j) {
-          if (j + kPrefetchSlots < count && !st.slots.empty()) {
-            __builtin_prefetch(&st.slots[SlotOf(h[pos[j + kPrefetchSlots]], st.slots.size() - 1)]);
-          }
+          if (j + kPrefetchSlots < count) st.index.Prefetch(h[pos[j + kPrefetchSlots]]);
           const Key key = keys[pos[j]];
           float* o = out + size_t{pos[j]} * dim;
           const uint32_t row = TouchBounded(t, st, key, h[pos[j]], 0, [] {});
@@ -861,293 +646,83 @@ Status Store::ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, flo
   return done;
 }
 
-bool Store::Admit(const Table& t, Stripe& s, Key key, uint64_t h) {
-  const BoundedTable& bt = *t.bounded;
-  // Probability: a fixed hash of (seed, name, id), so an id is always admitted or never.
-  if (bt.admit_by_probability && MixKey(bt.admit_seed ^ MixKey(key)) >= bt.admit_threshold)
-    return false;
-  if (t.spec.admit_after <= 1) return true;
-  // Count-min sketch with conservative update: only the counters at the minimum grow.
-  Bounds& b = *s.bounds;
-  const size_t width = bt.sketch_width;
-  size_t at[kSketchDepth];
-  uint16_t least = 0xFFFF;
-  for (size_t d = 0; d < kSketchDepth; ++d) {
-    at[d] = d * width + (MixKey(h + 0x9E3779B97F4A7C15ull * (d + 1)) & (width - 1));
-    least = std::min(least, b.sketch[at[d]]);
-  }
-  if (least < 0xFFFF) {
-    for (size_t d = 0; d < kSketchDepth; ++d) {
-      if (b.sketch[at[d]] == least) ++b.sketch[at[d]];
-    }
-    ++least;
-  }
-  // Aging: the counts halve every width / 8 sightings, so the sketch keeps telling recent
-  // ids apart however long the stream (it never fills up).
-  if (++b.sightings >= width / 8) {
-    for (uint16_t& c : b.sketch) c >>= 1;
-    b.sightings = 0;
-  }
-  return least >= t.spec.admit_after;
-}
-
-void Store::LfuSiftUp(Bounds& b, uint32_t pos) {
-  auto less = [&](uint32_t x, uint32_t y) {
-    const RowMeta& mx = b.meta[x];
-    const RowMeta& my = b.meta[y];
-    if (b.by_score) return mx.score != my.score ? mx.score < my.score : mx.tick < my.tick;
-    return mx.touches != my.touches ? mx.touches < my.touches : mx.tick < my.tick;
-  };
-  const uint32_t row = b.heap[pos];
-  while (pos > 0) {
-    const uint32_t parent = (pos - 1) / 2;
-    if (!less(row, b.heap[parent])) break;
-    b.heap[pos] = b.heap[parent];
-    b.meta[b.heap[pos]].prev = pos;
-    pos = parent;
-  }
-  b.heap[pos] = row;
-  b.meta[row].prev = pos;
-}
-
-void Store::LfuSiftDown(Bounds& b, uint32_t pos) {
-  auto less = [&](uint32_t x, uint32_t y) {
-    const RowMeta& mx = b.meta[x];
-    const RowMeta& my = b.meta[y];
-    if (b.by_score) return mx.score != my.score ? mx.score < my.score : mx.tick < my.tick;
-    return mx.touches != my.touches ? mx.touches < my.touches : mx.tick < my.tick;
-  };
-  const uint32_t row = b.heap[pos];
-  const size_t n = b.heap.size();
-  for (;;) {
-    size_t child = 2 * size_t{pos} + 1;
-    if (child >= n) break;
-    if (child + 1 < n && less(b.heap[child + 1], b.heap[child])) ++child;
-    if (!less(b.heap[child], row)) break;
-    b.heap[pos] = b.heap[child];
-    b.meta[b.heap[pos]].prev = pos;
-    pos = static_cast<uint32_t>(child);
-  }
-  b.heap[pos] = row;
-  b.meta[row].prev = pos;
-}
-
 template <typename BeforeEvict>
 uint32_t Store::TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
                              BeforeEvict&& before_evict, bool restore) {
+  const uint32_t row = s.index.Find(key, h);
+  if (row == kNoRow) return CreateBounded(t, s, key, h, step, before_evict, restore);
+  s.bounds->policy.Touch(row, step, t.bounded->now_ms.load(std::memory_order_relaxed));
+  return row;
+}
+
+template <typename BeforeEvict>
+uint32_t Store::CreateBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
+                              BeforeEvict&& before_evict, bool restore) {
   Bounds& b = *s.bounds;
-  const TableSpec& spec = t.spec;
-  uint32_t row = kNoRow;
-  if (!s.slots.empty()) {
-    const size_t mask = s.slots.size() - 1;
-    for (size_t i = SlotOf(h, mask); s.slots[i].row != kNoRow; i = (i + 1) & mask) {
-      if (s.slots[i].key == key) {
-        row = s.slots[i].row;
-        break;
-      }
+  RowPolicy& policy = b.policy;
+  // Cold tier: a row spilled before comes back whole (it was admitted then).
+  thread_local std::vector<float> cold_row;
+  bool reload = false;
+  if (t.cold && !restore) {
+    cold_row.resize(t.row_width);
+    Status e = t.cold->Get(key, cold_row.data(), t.row_width, &reload);
+    if (!e.ok()) {
+      if (b.cold_error.ok()) b.cold_error = e;
+      return kNoRow;
     }
   }
-  const bool expiry = Expires(spec);
-  if (row == kNoRow) {
-    // Cold tier: a row spilled before comes back whole (it was admitted then).
-    thread_local std::vector<float> cold_row;
-    bool reload = false;
-    if (t.cold && !restore) {
-      cold_row.resize(t.row_width);
-      Status e = t.cold->Get(key, cold_row.data(), t.row_width, &reload);
+  const Admission& admission = t.bounded->admission;
+  if (reload || restore) {
+    // admitted when it was first created
+  } else if (step == 0) {
+    if (admission.enabled()) return kNoRow;  // a pull does not admit
+  } else if (admission.enabled() && !admission.Admit(key, h, &b.sketch)) {
+    ++b.refused;
+    return kNoRow;
+  }
+  if (b.capacity > 0 && policy.live() >= b.capacity) {
+    before_evict();
+    const uint32_t victim = policy.Victim();
+    if (t.cold) {
+      // Written before it leaves memory; a failed write keeps it (and refuses this key).
+      Status e = t.cold->Put(policy.meta(victim).key, RowPtr(s, victim, t), t.row_width);
       if (!e.ok()) {
         if (b.cold_error.ok()) b.cold_error = e;
         return kNoRow;
       }
+      ++b.spilled;
     }
-    const bool admission = spec.admit_after > 1 || t.bounded->admit_by_probability;
-    if (reload || restore) {
-      // admitted when it was first created
-    } else if (step == 0) {
-      if (admission) return kNoRow;  // a pull does not admit
-    } else if (admission && !Admit(t, s, key, h)) {
-      ++b.refused;
-      return kNoRow;
-    }
-    const uint64_t live = s.rows - b.free.size();
-    if (b.capacity > 0 && live >= b.capacity) {
-      before_evict();
-      const uint32_t victim = spec.eviction == Eviction::kLru ? b.tail : b.heap[0];
-      if (t.cold) {
-        // Written before it leaves memory; a failed write keeps it (and refuses this key).
-        Status e = t.cold->Put(b.meta[victim].key, RowPtr(s, victim, t), t.row_width);
-        if (!e.ok()) {
-          if (b.cold_error.ok()) b.cold_error = e;
-          return kNoRow;
-        }
-        ++b.spilled;
-      }
-      DropRow(t, s, victim);
-      ++b.evicted;
-    }
-    // A row number: a dropped one, else a new one (in a new block when needed).
-    if (!b.free.empty()) {
-      row = b.free.back();
-      b.free.pop_back();
-    } else {
-      if (s.rows == kNoRow - 1) return kNoRow;  // 2^32 rows in one stripe: cannot happen
-      row = s.rows++;
-      if ((row >> t.block_shift) >= s.blocks.size()) {
-        s.blocks.emplace_back(new float[(size_t{1} << t.block_shift) * t.row_width]);
-      }
-      b.meta.resize(s.rows);
-    }
-    // The index, kept at most half full (live rows; dropped ones left no slot).
-    if (s.slots.empty()) s.slots.resize(kInitialSlots);
-    if ((s.rows - b.free.size()) * 2 > s.slots.size()) {
-      std::vector<Slot> bigger(s.slots.size() * 2);
-      const size_t m = bigger.size() - 1;
-      for (const Slot& old : s.slots) {
-        if (old.row == kNoRow) continue;
-        size_t j = SlotOf(MixKey(old.key), m);
-        while (bigger[j].row != kNoRow) j = (j + 1) & m;
-        bigger[j] = old;
-      }
-      s.slots.swap(bigger);
-    }
-    const size_t mask = s.slots.size() - 1;
-    size_t i = SlotOf(h, mask);
-    while (s.slots[i].row != kNoRow) i = (i + 1) & mask;
-    s.slots[i] = Slot{key, row};
-    // Values from the initializer, the rule's state zero: an evicted id starts afresh.
-    float* r = RowPtr(s, row, t);
-    const uint32_t dim = spec.dim;
-    if (reload) {
-      std::memcpy(r, cold_row.data(), size_t{t.row_width} * sizeof(float));
-      ++b.reloaded;
-    } else if (spec.init == Initializer::kZeros) {
-      std::memset(r, 0, size_t{dim} * sizeof(float));
-    } else {
-      for (uint32_t j = 0; j < dim; ++j) r[j] = InitialValue(spec, t.name_hash, key, j);
-    }
-    if (!reload && t.row_width > dim)
-      std::memset(r + dim, 0, size_t{t.row_width - dim} * sizeof(float));
-    RowMeta& m = b.meta[row];
-    m = RowMeta{};
-    m.key = key;
-    m.tick = ++b.clock;
-    if (spec.eviction == Eviction::kLru) {
-      m.next = b.head;
-      if (b.head != kNoRow) b.meta[b.head].prev = row;
-      b.head = row;
-      if (b.tail == kNoRow) b.tail = row;
-    } else if (spec.eviction == Eviction::kLfu || spec.eviction == Eviction::kDecayed) {
-      m.touches = 1;
-      if (b.by_score) {
-        // Score 1 when a push (or a restore) creates it, 0 when a pull does.
-        const uint64_t now = step > 0 ? step : t.bounded->step.load(std::memory_order_relaxed);
-        m.score = step > 0 || restore ? static_cast<double>(now) * t.bounded->decay_log
-                                      : -std::numeric_limits<double>::infinity();
-      }
-      b.heap.push_back(row);
-      LfuSiftUp(b, static_cast<uint32_t>(b.heap.size() - 1));
-    }
-    if (expiry) {
-      m.step = step > 0 ? step : t.bounded->step.load(std::memory_order_relaxed);
-      m.update_ms = t.bounded->now_ms.load(std::memory_order_relaxed);
-      m.up_next = b.up_head;
-      if (b.up_head != kNoRow) b.meta[b.up_head].up_prev = row;
-      b.up_head = row;
-      if (b.up_tail == kNoRow) b.up_tail = row;
-    }
-    ++b.admitted;
-    return row;
+    DropRow(s, victim);
+    ++b.evicted;
   }
-  RowMeta& m = b.meta[row];
-  m.tick = ++b.clock;
-  if (spec.eviction == Eviction::kLru && b.head != row) {
-    // Unlink, then in front.
-    b.meta[m.prev].next = m.next;
-    if (m.next != kNoRow)
-      b.meta[m.next].prev = m.prev;
-    else
-      b.tail = m.prev;
-    m.prev = kNoRow;
-    m.next = b.head;
-    b.meta[b.head].prev = row;
-    b.head = row;
-  } else if (spec.eviction == Eviction::kLfu || spec.eviction == Eviction::kDecayed) {
-    if (m.touches != 0xFFFFFFFFu) ++m.touches;
-    if (b.by_score && step > 0) {
-      // score = score * decay^(steps since its last push) + 1, in the log form above.
-      const double at = static_cast<double>(step) * t.bounded->decay_log;
-      m.score = std::log(std::exp(m.score - at) + 1.0) + at;
-    }
-    LfuSiftDown(b, m.prev);  // the key only grows (score, tick)
+  // A row number: a dropped one, else a new one (in a new block when needed).
+  if (policy.live() == policy.numbered() && policy.numbered() >= kNoRow - 1) {
+    return kNoRow;  // 2^32 rows in one stripe: cannot happen
   }
-  if (expiry && step > 0) {
-    m.step = std::max(m.step, step);
-    m.update_ms = std::max(m.update_ms, t.bounded->now_ms.load(std::memory_order_relaxed));
-    if (b.up_head != row) {
-      b.meta[m.up_prev].up_next = m.up_next;
-      if (m.up_next != kNoRow)
-        b.meta[m.up_next].up_prev = m.up_prev;
-      else
-        b.up_tail = m.up_prev;
-      m.up_prev = kNoRow;
-      m.up_next = b.up_head;
-      b.meta[b.up_head].up_prev = row;
-      b.up_head = row;
+  bool fresh = false;
+  const uint32_t row = policy.Allocate(&fresh);
+  if (fresh) s.rows = static_cast<uint32_t>(policy.numbered());
+  s.index.Insert(key, h, row, RowIndex::kNoSlot, policy.live());
+  // Values from the initializer, the rule's state zero: an evicted id starts afresh.
+  if (reload) {
+    if ((row >> t.block_shift) >= s.blocks.size()) {
+      s.blocks.emplace_back(new float[(size_t{1} << t.block_shift) * t.row_width]);
     }
+    std::memcpy(RowPtr(s, row, t), cold_row.data(), size_t{t.row_width} * sizeof(float));
+    ++b.reloaded;
+  } else {
+    InitRow(t, s, key, row);
   }
+  const uint64_t table_step = t.bounded->step.load(std::memory_order_relaxed);
+  policy.Add(row, key, step, table_step, t.bounded->now_ms.load(std::memory_order_relaxed),
+             /*scored=*/step > 0 || restore);
+  ++b.admitted;
   return row;
 }
 
-void Store::DropRow(const Table& t, Stripe& s, uint32_t row) {
-  Bounds& b = *s.bounds;
-  RowMeta& m = b.meta[row];
-  // The index: find the row's slot, then close the gap (backward-shift deletion keeps
-  // every other key reachable from its home slot without tombstones).
-  const size_t mask = s.slots.size() - 1;
-  size_t i = SlotOf(MixKey(m.key), mask);
-  while (s.slots[i].row != row) i = (i + 1) & mask;
-  for (size_t j = (i + 1) & mask; s.slots[j].row != kNoRow; j = (j + 1) & mask) {
-    const size_t home = SlotOf(MixKey(s.slots[j].key), mask);
-    // Slot j may move to the gap i unless its home lies cyclically in (i, j].
-    const bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-    if (!stays) {
-      s.slots[i] = s.slots[j];
-      i = j;
-    }
-  }
-  s.slots[i] = Slot{};
-  if (t.spec.eviction == Eviction::kLru) {
-    if (m.prev != kNoRow)
-      b.meta[m.prev].next = m.next;
-    else
-      b.head = m.next;
-    if (m.next != kNoRow)
-      b.meta[m.next].prev = m.prev;
-    else
-      b.tail = m.prev;
-  } else if (t.spec.eviction == Eviction::kLfu || t.spec.eviction == Eviction::kDecayed) {
-    const uint32_t pos = m.prev;
-    const uint32_t last = b.heap.back();
-    b.heap.pop_back();
-    if (pos < b.heap.size()) {
-      b.heap[pos] = last;
-      b.meta[last].prev = pos;
-      LfuSiftUp(b, pos);
-      LfuSiftDown(b, b.meta[last].prev);
-    }
-  }
-  if (Expires(t.spec)) {
-    if (m.up_prev != kNoRow)
-      b.meta[m.up_prev].up_next = m.up_next;
-    else
-      b.up_head = m.up_next;
-    if (m.up_next != kNoRow)
-      b.meta[m.up_next].up_prev = m.up_prev;
-    else
-      b.up_tail = m.up_prev;
-  }
-  m = RowMeta{};
-  b.free.push_back(row);
+void Store::DropRow(Stripe& s, uint32_t row) {
+  s.index.Erase(MixKey(s.bounds->policy.meta(row).key), row);
+  s.bounds->policy.Remove(row);
 }
 
 void Store::Expire(Table& t, uint64_t step, int64_t now_ms) {
@@ -1160,18 +735,19 @@ void Store::Expire(Table& t, uint64_t step, int64_t now_ms) {
     Stripe& s = t.stripes[i];
     std::lock_guard<std::mutex> lock(s.mu);
     Bounds& b = *s.bounds;
-    // The update list is ordered by step and time (head: latest), up to pushes in flight
+    // The update list is ordered by step and time (newest first), up to pushes in flight
     // together.
-    while (b.up_tail != kNoRow && expired(b.meta[b.up_tail])) {
+    for (uint32_t row = b.policy.Oldest(); row != kNoRow && expired(b.policy.meta(row));
+         row = b.policy.Oldest()) {
       if (t.cold) {
         // Expired rows are dropped, not spilled: an older spilled copy must not come back.
-        Status e = t.cold->Delete(b.meta[b.up_tail].key);
+        Status e = t.cold->Delete(b.policy.meta(row).key);
         if (!e.ok()) {
           if (b.cold_error.ok()) b.cold_error = e;
           break;
         }
       }
-      DropRow(t, s, b.up_tail);
+      DropRow(s, row);
       ++b.expired;
     }
   }
@@ -1213,9 +789,11 @@ Status Store::VisitRows(TableId table, const std::function<Status(Key, const flo
   for (size_t i = 0; i < kStripes; ++i) {
     Stripe& st = t->stripes[i];
     std::lock_guard<std::mutex> lock(st.mu);
-    for (const Slot& sl : st.slots) {
-      if (sl.row != kNoRow) PS_RETURN_IF_ERROR(fn(sl.key, RowPtr(st, sl.row, *t)));
-    }
+    Status visited;
+    st.index.ForEach([&](Key key, uint32_t row) {
+      if (visited.ok()) visited = fn(key, RowPtr(st, row, *t));
+    });
+    PS_RETURN_IF_ERROR(visited);
   }
   if (!t->cold) return Status::OK();
   // Rows only on disk: those not in memory (a row in memory is the current copy).
@@ -1224,12 +802,7 @@ Status Store::VisitRows(TableId table, const std::function<Status(Key, const flo
     const uint64_t h = MixKey(key);
     Stripe& st = t->stripes[stripes == 1 ? 0 : (h & (kStripes - 1))];
     std::lock_guard<std::mutex> lock(st.mu);
-    if (!st.slots.empty()) {
-      const size_t mask = st.slots.size() - 1;
-      for (size_t i = SlotOf(h, mask); st.slots[i].row != kNoRow; i = (i + 1) & mask) {
-        if (st.slots[i].key == key) return Status::OK();
-      }
-    }
+    if (st.index.Find(key, h) != kNoRow) return Status::OK();
     return fn(key, row);
   });
 }
@@ -1267,7 +840,7 @@ Status Store::RestoreRow(TableId table, Key id, const float* row, bool* held) {
 }
 
 uint64_t Store::BoundedRowBytes(uint32_t dim, uint32_t state_width) {
-  return uint64_t{dim} * (1 + state_width) * sizeof(float) + sizeof(RowMeta) + 2 * sizeof(Slot);
+  return uint64_t{dim} * (1 + state_width) * sizeof(float) + sizeof(RowMeta) + 2 * sizeof(RowIndex::Slot);
 }
 
 Status Store::Adopt(Store& from, TableId table) {

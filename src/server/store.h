@@ -31,14 +31,16 @@
 
 #include "common/buffer.h"
 #include "common/cluster_map.h"
+#include "server/admission.h"
+#include "server/row_index.h"
+#include "server/row_policy.h"
 #include "ps/status.h"
 #include "ps/types.h"
 
 namespace ps {
 
 class Optimizer;
-// A bounded table's RocksDB cold tier (store.cc; docs/sparse.md "Cold tier").
-struct ColdTier;
+class ColdTier;
 
 // What to do with pushed values: the table's rule, or overwrite.
 enum class ApplyOp { kRule, kAssign };
@@ -174,65 +176,37 @@ class Store {
     std::unique_ptr<float[]> state;  // the rule's state planes (size * state_width), or null
     float* data() const { return values.get(); }
   };
-  static constexpr size_t kStripes = 16;
-  static constexpr uint32_t kNoRow = 0xFFFFFFFFu;
-  // One stripe of a sparse table: an open-addressing index (linear probing on
-  // MixKey(key) bits above the stripe bits, at most half full) from key to row number,
-  // and the rows in blocks of 2^Table::block_shift rows (about 64 KiB; never moved once
-  // created, so a growing table does not copy its rows).
-  struct Slot {
-    Key key = 0;
-    uint32_t row = kNoRow;
-  };
-  // Per-row metadata of a bounded table. Links are row numbers (kNoRow: none).
-  struct RowMeta {
-    Key key = 0;
-    uint32_t prev = kNoRow;                       // LRU list (head: most recent), or the
-                                                  // position in the heap (lfu, decayed)
-    uint32_t up_prev = kNoRow, up_next = kNoRow;  // update list (head: latest push)
-    union {                                       // one policy's field (56 bytes in all)
-      uint32_t next = kNoRow;                     // lru: the next row in the list
-      uint32_t touches;                           // lfu: touches (saturating)
-    };
-    uint64_t tick = 0;                            // the stripe's clock at the last touch
-    uint64_t step = 0;                            // the table's push step of the last update
-    int64_t update_ms = 0;                        // the store's clock then (expiry_seconds)
-    // Eviction "decayed": ln(score) + step * ln(1 / score_decay) at the last push, so that
-    // rows order by their current score whatever step they were last pushed at.
-    double score = 0;
-  };
-  static_assert(sizeof(RowMeta) == 56, "docs/sparse.md: 56 bytes of metadata per row");
-  // What a bounded table keeps per stripe (all guarded by Stripe::mu).
+
+  // Sparse rows live in kStripes stripes (by the low bits of MixKey(key)), each with its
+  // own lock, index (server/row_index.h) and rows in blocks of 2^Table::block_shift rows
+  // (about 64 KiB; never moved once created, so a growing table does not copy its rows).
+  static constexpr size_t kStripes = size_t{1} << RowIndex::kStripeBits;
+  static constexpr uint32_t kNoRow = RowIndex::kNoRow;
+  // What a bounded table keeps per stripe (all guarded by Stripe::mu): the policy's row
+  // order (server/row_policy.h), the admission sketch, and the counters.
   struct Bounds {
-    uint64_t capacity = 0;                        // this stripe's share (0: none)
-    std::vector<RowMeta> meta;                    // by row number
-    std::vector<uint32_t> free;                   // row numbers of dropped rows, reused first
-    uint32_t head = kNoRow, tail = kNoRow;        // LRU list
-    uint32_t up_head = kNoRow, up_tail = kNoRow;  // update list (expiry)
-    std::vector<uint32_t> heap;                   // LFU: min-heap on (touches, tick)
-    uint64_t clock = 0;
-    bool by_score = false;  // the heap orders by RowMeta::score (decayed), not touches (LFU)
-    std::vector<uint16_t> sketch;  // admit_after: count-min sketch (kSketchDepth rows)
-    uint64_t sightings = 0;        // pushes counted in the sketch since its last halving
+    Bounds(const TableSpec& spec, double decay_log, AdmissionSketch sketch)
+        : policy(spec.eviction, spec.expiry_steps > 0 || spec.expiry_seconds > 0, decay_log),
+          sketch(std::move(sketch)) {}
+    uint64_t capacity = 0;  // this stripe's share (0: none)
+    RowPolicy policy;
+    AdmissionSketch sketch;
     uint64_t evicted = 0, expired = 0, admitted = 0, refused = 0;
     uint64_t spilled = 0, reloaded = 0;
     Status cold_error;  // the first cold-tier failure since the last request collected it
   };
   struct Stripe {
     std::mutex mu;
-    std::vector<Slot> slots;                       // guarded by mu; size a power of two (or 0)
-    uint32_t rows = 0;                             // guarded by mu; rows in use (bounded:
-                                                   // rows ever allocated, free ones included)
+    RowIndex index;                                // guarded by mu
+    uint32_t rows = 0;                             // guarded by mu; rows numbered (unbounded:
+                                                   // all in use; bounded: see the policy)
     std::vector<std::unique_ptr<float[]>> blocks;  // guarded by mu
     std::unique_ptr<Bounds> bounds;                // bounded tables only
   };
   // A bounded table's shared settings (fixed at install) and its push clock.
   struct BoundedTable {
-    size_t stripes = 0;                 // 1 (capacity < kSingleStripeCapacity) or kStripes
-    bool admit_by_probability = false;  // admit_probability < 1
-    uint64_t admit_threshold = 0;       // admit_probability as a 64-bit threshold on a hash
-    size_t sketch_width = 0;            // counters per sketch row per stripe (admit_after > 1)
-    uint64_t admit_seed = 0;
+    size_t stripes = 0;  // 1 (capacity < kSingleStripeCapacity) or kStripes
+    Admission admission;
     double decay_log = 0;  // eviction "decayed": ln(1 / score_decay)
     std::atomic<uint64_t> step{0};  // pushes applied to the table on this server
     // The store's clock (ms) when the latest request on the table began: what a row it
@@ -262,6 +236,9 @@ class Store {
   // Row number of `key` (hash h = MixKey(key)), created if absent. Caller holds the
   // stripe's lock.
   uint32_t FindOrCreate(const Table& t, Stripe& s, Key key, uint64_t h);
+  // Makes room for row number `row` (a new block when it starts one) and writes its
+  // initial values (the initializer's, the rule's state zero).
+  void InitRow(const Table& t, Stripe& s, Key key, uint32_t row);
   static float* RowPtr(Stripe& s, uint32_t row, const Table& t) {
     return s.blocks[row >> t.block_shift].get() +
            size_t{row & ((uint32_t{1} << t.block_shift) - 1)} * t.row_width;
@@ -296,20 +273,18 @@ class Store {
   template <typename BeforeEvict>
   uint32_t TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
                         BeforeEvict&& before_evict, bool restore = false);
-  // Drops a row: index slot, lists, heap; its number goes to the free list.
-  void DropRow(const Table& t, Stripe& s, uint32_t row);
-  // Counts a push of an absent id; true when the id may get a row now.
-  bool Admit(const Table& t, Stripe& s, Key key, uint64_t h);
+  // TouchBounded's path for an id without a row (see there).
+  template <typename BeforeEvict>
+  uint32_t CreateBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
+                         BeforeEvict&& before_evict, bool restore);
+  // Drops a row: index slot and policy; its number goes to the free list.
+  void DropRow(Stripe& s, uint32_t row);
   // Drops the rows of every stripe last updated more than expiry_steps pushes before
   // `step`, or more than expiry_seconds before `now_ms`.
   void Expire(Table& t, uint64_t step, int64_t now_ms);
   static bool Expires(const TableSpec& s) { return s.expiry_steps > 0 || s.expiry_seconds > 0; }
-  // Opens (creating it) the table's RocksDB store under cold_dir_.
-  Status OpenCold(Table& t);
   // The first cold-tier error any stripe saw since the last call (cleared), or OK.
   Status TakeColdError(Table& t);
-  void LfuSiftUp(Bounds& b, uint32_t pos);
-  void LfuSiftDown(Bounds& b, uint32_t pos);
 
   // Milliseconds on a monotonic clock (expiry_seconds); tests may replace it.
   std::function<int64_t()> clock_ms_;
