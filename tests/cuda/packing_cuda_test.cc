@@ -26,7 +26,7 @@
 
 #include "common/hash.h"
 #include "cuda/mix_key.h"
-#include "cuda/test_inputs.h"
+#include "test_inputs.h"
 #include "test_framework.h"
 #include "worker/packing.h"
 

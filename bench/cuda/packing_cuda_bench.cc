@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cuda/packing_cuda.h"
-#include "cuda/test_inputs.h"
+#include "test_inputs.h"
 #include "worker/packing.h"
 
 namespace {
