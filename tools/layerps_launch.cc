@@ -270,6 +270,348 @@ void StopAll(bool terminate_first) {
   for (int i = 0; i < 5; ++i) Pump(10);  // drain what is left
 }
 
+// Hosts (-H / --hosts / --hostfile): the servers and workers run there through ssh; the
+// scheduler runs here, reachable from them. An empty layout without hosts.
+ps::hosts::Layout PlaceOnHosts(const char* prog, ps::Options* o) {
+  const std::string list = !FLAGS_hosts.empty() ? FLAGS_hosts : FLAGS_H;
+  if (!FLAGS_hosts.empty() && !FLAGS_H.empty()) ps::cli::Fail(prog, "give -H or --hosts, not both");
+  if (!list.empty() && !FLAGS_hostfile.empty()) {
+    ps::cli::Fail(prog, "give --hosts (-H) or --hostfile, not both");
+  }
+  ps::StatusOr<std::vector<ps::hosts::Host>> parsed =
+      !list.empty() ? ps::hosts::ParseList(list)
+      : !FLAGS_hostfile.empty()
+          ? ps::hosts::ParseFile(FLAGS_hostfile)
+          : ps::StatusOr<std::vector<ps::hosts::Host>>(std::vector<ps::hosts::Host>{});
+  if (!parsed.ok()) ps::cli::Fail(prog, parsed.status().message());
+  if (parsed->empty()) return ps::hosts::Layout{};
+  ps::StatusOr<ps::hosts::Layout> placed = ps::hosts::Place(*parsed, o->num_servers, o->num_workers);
+  if (!placed.ok()) ps::cli::Fail(prog, placed.status().message());
+  if (ps::hosts::SplitWords(FLAGS_ssh).empty()) ps::cli::Fail(prog, "--ssh is empty");
+  if (o->scheduler_address.rfind("tcp://", 0) != 0) {
+    ps::cli::Fail(prog, "--hosts needs a tcp:// scheduler address");
+  }
+  // Reachable from the hosts: every interface, on the port asked for (0: any).
+  const std::string port = o->scheduler_address.substr(o->scheduler_address.rfind(':') + 1);
+  o->scheduler_address = "tcp://0.0.0.0:" + port;
+  return *placed;
+}
+
+// One launch: the children it started (g_children), how to start each role, and the loop
+// that watches them until the workers finish or something fails. Every phase prints what
+// went wrong as a "[launch] ..." line; Run returns the exit status.
+class Launch {
+ public:
+  Launch(const char* prog, ps::Options options, ps::hosts::Layout layout, std::string bin,
+         std::vector<std::string> command)
+      : prog_(prog),
+        o_(std::move(options)),
+        layout_(std::move(layout)),
+        bin_(std::move(bin)),
+        remote_bin_(FLAGS_remote_bin_dir.empty() ? bin_ : FLAGS_remote_bin_dir),
+        command_(std::move(command)) {
+    char cwd_buf[4096];
+    cwd_ = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : "/";
+  }
+
+  int Run() {
+    char dir_template[] = "/tmp/layerps-launch-XXXXXX";
+    if (!mkdtemp(dir_template)) ps::cli::Fail(prog_, "cannot create a temporary directory");
+    dir_ = dir_template;
+    address_file_ = dir_ + "/scheduler.address";
+    int exit_code = Start() ? Supervise() : 1;
+    unlink(address_file_.c_str());
+    rmdir(dir_.c_str());
+    std::printf("[launch] %s\n", exit_code == 0 ? "done" : "FAILED");
+    return exit_code;
+  }
+
+ private:
+  // The scheduler, then (once its address is known) the servers and the workers. False,
+  // with everything stopped, when one could not start.
+  bool Start() {
+    common_env_ = CommonEnv();
+    g_children.reserve(1 + o_.num_servers + o_.num_workers);
+    if (!StartScheduler() || !WaitForScheduler()) return false;
+    common_env_.push_back("LAYERPS_SCHEDULER=" + address_);
+    for (int i = 0; i < o_.num_servers; ++i) {
+      if (!StartServer(i, false)) {
+        std::printf("[launch] cannot start a server\n");
+        StopAll(true);
+        return false;
+      }
+    }
+    for (int i = 0; i < o_.num_workers; ++i) {
+      g_children.push_back(Child{"worker " + std::to_string(i), true, false});
+      std::vector<std::string> env = common_env_;
+      env.push_back("LAYERPS_ROLE=worker");
+      env.push_back("LAYERPS_RANK=" + std::to_string(i));
+      env.push_back(MetricsEnv(1 + o_.num_servers + i));
+      const std::string host = layout_.worker_hosts.empty() ? "" : layout_.worker_hosts[i];
+      if (!StartNode(&g_children.back(), host, command_, env)) {
+        std::printf("[launch] cannot start worker %d\n", i);
+        StopAll(true);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Every node option that is the same on every node goes to every child, from the option
+  // table (so a new option is forwarded without touching this file). The per-node ones
+  // (scheduler address, rank) are set for each child.
+  std::vector<std::string> CommonEnv() const {
+    std::vector<std::string> env;
+    for (const ps::OptionInfo& info : ps::OptionTable()) {
+      const std::string value = ps::OptionValue(o_, info.name);
+      if (info.per_node || value.empty()) continue;  // empty = the default
+      env.push_back(info.env + "=" + value);
+    }
+    // Quiet by default: the nodes' INFO lines (one per table declared, one per node up, the
+    // servers' traffic by table at exit) only with --verbose, or as LAYERPS_LOG_LEVEL says.
+    if (std::getenv("LAYERPS_LOG_LEVEL") == nullptr) {
+      env.push_back(std::string("LAYERPS_LOG_LEVEL=") + (FLAGS_verbose ? "INFO" : "WARNING"));
+    }
+    return env;
+  }
+
+  // --metrics_port=P: the scheduler serves on P, server i on P+1+i, worker i after them.
+  std::string MetricsEnv(int offset) const {
+    return "LAYERPS_METRICS_PORT=" + std::to_string(o_.metrics_port == 0 ? 0 : o_.metrics_port + offset);
+  }
+
+  // Starts a node: here, or on `host` through ssh (its environment on the remote command
+  // line, with a wildcard bind and the host's name to advertise).
+  bool StartNode(Child* c, const std::string& host, const std::vector<std::string>& argv,
+                 std::vector<std::string> env) const {
+    if (host.empty()) return Spawn(c, argv, env);
+    c->label += "@" + host;
+    std::string names = FLAGS_forward_env, name;
+    std::istringstream list(names);
+    while (std::getline(list, name, ',')) {
+      if (const char* v = name.empty() ? nullptr : std::getenv(name.c_str())) {
+        env.insert(env.begin(), name + "=" + v);
+      }
+    }
+    env.push_back("LAYERPS_BIND=tcp://0.0.0.0:0");
+    env.push_back("LAYERPS_ADVERTISE_HOST=" + host);
+    std::vector<std::string> ssh = ps::hosts::SplitWords(FLAGS_ssh);
+    ssh.push_back(host);
+    ssh.push_back(ps::hosts::RemoteCommand(cwd_, env, argv));
+    return Spawn(c, ssh, {}, /*hold_stdin=*/true);
+  }
+
+  bool StartScheduler() {
+    if (o_.metrics_port != 0 && o_.metrics_port + o_.num_servers + o_.num_workers > 65535) {
+      ps::cli::Fail(prog_, "--metrics_port=" + std::to_string(o_.metrics_port) + ": ports up to " +
+                               std::to_string(o_.metrics_port + o_.num_servers + o_.num_workers) +
+                               " are needed (one per node), above 65535");
+    }
+    g_children.push_back(Child{"scheduler", false, FLAGS_quiet_daemons});
+    sched_env_ = common_env_;
+    sched_env_.push_back(MetricsEnv(0));
+    sched_env_.push_back("LAYERPS_SCHEDULER=" + o_.scheduler_address);
+    sched_env_.push_back("LAYERPS_ROLE=scheduler");
+    sched_args_ = {bin_ + "/layerps-scheduler", "--address_file=" + address_file_};
+    if (!FLAGS_plan.empty()) {
+      if (!std::ifstream(FLAGS_plan)) ps::cli::Fail(prog_, "cannot read --plan " + FLAGS_plan);
+      sched_args_.push_back("--plan=" + FLAGS_plan);
+    }
+    if (!Spawn(&g_children.back(), sched_args_, sched_env_)) {
+      ps::cli::Fail(prog_, "cannot start layerps-scheduler");
+    }
+    return true;
+  }
+
+  // The address the scheduler wrote to its address file (within connect_timeout_ms).
+  bool WaitForScheduler() {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(o_.connect_timeout_ms);
+    while (address_.empty()) {
+      Pump(20);
+      Reap();
+      std::ifstream in(address_file_);
+      if (in) std::getline(in, address_);
+      if (!address_.empty()) break;
+      if (g_children[0].exited || Clock::now() > deadline || g_signal) {
+        std::printf("[launch] the scheduler did not come up (%s)\n",
+                    g_children[0].exited ? Describe(g_children[0]).c_str() : "timed out");
+        StopAll(true);
+        return false;
+      }
+    }
+    std::printf("[launch] scheduler at %s; starting %d server(s) and %d worker(s)\n",
+                address_.c_str(), o_.num_servers, o_.num_workers);
+    if (o_.metrics_port != 0) {
+      std::printf("[launch] metrics: http://%s:%d/metrics (scheduler), ports %d.. (servers), "
+                  "%d.. (workers)\n",
+                  o_.metrics_host.c_str(), o_.metrics_port, o_.metrics_port + 1,
+                  o_.metrics_port + 1 + o_.num_servers);
+    }
+    return true;
+  }
+
+  // How server i is started (again, as a replacement: docs/checkpoints.md).
+  bool StartServer(int i, bool replacement) {
+    g_children.push_back(Child{"server " + std::to_string(i), false, FLAGS_quiet_daemons});
+    g_children.back().server_rank = i;
+    std::vector<std::string> env = common_env_;
+    env.push_back("LAYERPS_ROLE=server");
+    env.push_back("LAYERPS_RANK=" + std::to_string(i));
+    env.push_back(MetricsEnv(1 + i));
+    if (replacement && !o_.checkpoint_dir.empty()) env.push_back("LAYERPS_RESTORE=" + o_.checkpoint_dir);
+    const std::string host = layout_.server_hosts.empty() ? "" : layout_.server_hosts[i];
+    return StartNode(&g_children.back(), host,
+                     {(host.empty() ? bin_ : remote_bin_) + "/layerps-server"}, env);
+  }
+
+  static bool OtherServerLives(const Child& dead) {
+    for (const Child& c : g_children) {
+      if (&c != &dead && c.server_rank >= 0 && !c.exited) return true;
+    }
+    return false;
+  }
+
+  // A dead server the cluster survives: with replication, each one while another server
+  // lives (its backup takes over; the scheduler ends the job if the backup's copy was not
+  // complete yet); else with replace_servers_ms, replaced by a new server of its rank
+  // restored from checkpoint_dir (its start is scheduled in replacing_). Marks it handled.
+  void OnServerDeath(Child& c) {
+    if (o_.replication && OtherServerLives(c)) {
+      c.handled = true;
+      std::printf("[launch] %s %s: its backup takes over its ranges (replication)\n",
+                  c.label.c_str(), Describe(c).c_str());
+    } else if (o_.replace_servers_ms > 0) {
+      c.handled = true;
+      const auto now = Clock::now();
+      auto it = replacing_.find(c.server_rank);
+      // A replacement that ran a while had been accepted: this is a new death.
+      if (it != replacing_.end() && now - c.started > std::chrono::seconds(5)) {
+        replacing_.erase(it);
+        it = replacing_.end();
+      }
+      if (it == replacing_.end()) {
+        std::printf("[launch] %s %s: starting a replacement%s\n", c.label.c_str(),
+                    Describe(c).c_str(),
+                    o_.checkpoint_dir.empty()
+                        ? " (no checkpoint_dir: its ranges start from their initializers)"
+                        : (" restored from " + o_.checkpoint_dir).c_str());
+        replacing_[c.server_rank] = {now + std::chrono::seconds(1),
+                                     now + std::chrono::milliseconds(o_.replace_servers_ms)};
+      } else {
+        it->second.first = now + std::chrono::seconds(1);
+      }
+    }
+  }
+
+  // Starts the replacements that are due. A replacement the scheduler refuses (it has not
+  // yet declared the old one dead) is started again a second later, until
+  // replace_servers_ms. False when one could not be started in time.
+  bool StartDueReplacements() {
+    for (auto it = replacing_.begin(); it != replacing_.end();) {
+      const int rank = it->first;
+      bool running = false;
+      for (const auto& c : g_children) running |= c.server_rank == rank && !c.exited;
+      if (running || Clock::now() < it->second.first) {
+        ++it;
+        continue;
+      }
+      if (Clock::now() > it->second.second) {
+        std::printf("[launch] no replacement of server %d was accepted within "
+                    "replace_servers_ms=%d\n", rank, o_.replace_servers_ms);
+        return false;
+      }
+      it->second.first = Clock::time_point::max();  // until this one exits
+      if (!StartServer(rank, true)) {
+        std::printf("[launch] cannot start a replacement of server %d\n", rank);
+        return false;
+      }
+      ++it;
+    }
+    return true;
+  }
+
+  // docs/recovery.md: a new scheduler on the same address takes the cluster over.
+  bool RestartScheduler() {
+    std::vector<std::string> args = sched_args_;
+    args.push_back("--scheduler=" + address_);
+    g_children.push_back(Child{"scheduler", false, FLAGS_quiet_daemons});
+    if (!Spawn(&g_children.back(), args, sched_env_)) {
+      std::printf("[launch] cannot start a new scheduler\n");
+      return false;
+    }
+    return true;
+  }
+
+  // Watches the children until the workers finish (0, after the cluster shut down
+  // cleanly), something fails, a signal comes or --timeout_s passes (1).
+  int Supervise() {
+    const auto start = Clock::now();
+    for (;;) {
+      Pump(100);
+      Reap();
+      const Child* failed = nullptr;
+      bool workers_done = true;
+      bool restart_scheduler = false;
+      for (auto& c : g_children) {
+        if (Failed(c) && !c.handled && c.server_rank >= 0) OnServerDeath(c);
+        if (Failed(c) && !c.handled && c.label == "scheduler" && o_.scheduler_recovery_ms > 0) {
+          c.handled = true;
+          restart_scheduler = true;
+          std::printf("[launch] scheduler %s: starting a new one on %s (scheduler_recovery_ms)\n",
+                      Describe(c).c_str(), address_.c_str());
+        }
+        if (Failed(c) && !c.handled && !failed) failed = &c;
+        if (c.is_worker && !c.exited) workers_done = false;
+      }
+      if (!failed && ((restart_scheduler && !RestartScheduler()) || !StartDueReplacements())) {
+        StopAll(true);
+        return 1;
+      }
+      if (failed) {
+        std::printf("[launch] %s %s: stopping the cluster\n", failed->label.c_str(),
+                    Describe(*failed).c_str());
+        StopAll(true);
+        return 1;
+      }
+      if (workers_done) {
+        std::printf("[launch] all %d worker(s) finished; waiting for the cluster to shut down\n",
+                    o_.num_workers);
+        StopAll(false);
+        int exit_code = 0;
+        for (const auto& c : g_children) {
+          if (Failed(c) && !c.handled) {
+            std::printf("[launch] %s %s\n", c.label.c_str(), Describe(c).c_str());
+            exit_code = 1;
+          }
+        }
+        return exit_code;
+      }
+      if (g_signal) {
+        std::printf("[launch] got signal %d: stopping the cluster\n", static_cast<int>(g_signal));
+        StopAll(true);
+        return 1;
+      }
+      if (FLAGS_timeout_s > 0 && Clock::now() - start > std::chrono::seconds(FLAGS_timeout_s)) {
+        std::printf("[launch] --timeout_s=%d passed: stopping the cluster\n", FLAGS_timeout_s);
+        StopAll(true);
+        return 1;
+      }
+    }
+  }
+
+  const char* const prog_;
+  const ps::Options o_;
+  const ps::hosts::Layout layout_;
+  const std::string bin_, remote_bin_;
+  const std::vector<std::string> command_;
+  std::string cwd_, dir_, address_file_;
+  std::vector<std::string> common_env_;            // every child's environment
+  std::vector<std::string> sched_args_, sched_env_;  // a (re)started scheduler's
+  std::string address_;                            // the scheduler's, once it wrote it
+  std::map<int, std::pair<Clock::time_point, Clock::time_point>>
+      replacing_;  // server rank -> (next try, deadline)
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -311,60 +653,7 @@ int main(int argc, char** argv) {
       ps::cli::Fail(prog, bin + "/" + tool + " is not executable (set --bin_dir)");
     }
   }
-  // Hosts (-H / --hosts / --hostfile): the servers and workers run there through ssh; the
-  // scheduler runs here, reachable from them.
-  std::vector<ps::hosts::Host> host_list;
-  {
-    const std::string list = !FLAGS_hosts.empty() ? FLAGS_hosts : FLAGS_H;
-    if (!FLAGS_hosts.empty() && !FLAGS_H.empty()) ps::cli::Fail(prog, "give -H or --hosts, not both");
-    if (!list.empty() && !FLAGS_hostfile.empty()) {
-      ps::cli::Fail(prog, "give --hosts (-H) or --hostfile, not both");
-    }
-    ps::StatusOr<std::vector<ps::hosts::Host>> parsed =
-        !list.empty() ? ps::hosts::ParseList(list)
-        : !FLAGS_hostfile.empty()
-            ? ps::hosts::ParseFile(FLAGS_hostfile)
-            : ps::StatusOr<std::vector<ps::hosts::Host>>(std::vector<ps::hosts::Host>{});
-    if (!parsed.ok()) ps::cli::Fail(prog, parsed.status().message());
-    host_list = *parsed;
-  }
-  ps::hosts::Layout layout;
-  if (!host_list.empty()) {
-    ps::StatusOr<ps::hosts::Layout> placed =
-        ps::hosts::Place(host_list, o.num_servers, o.num_workers);
-    if (!placed.ok()) ps::cli::Fail(prog, placed.status().message());
-    layout = *placed;
-    if (ps::hosts::SplitWords(FLAGS_ssh).empty()) ps::cli::Fail(prog, "--ssh is empty");
-    if (o.scheduler_address.rfind("tcp://", 0) != 0) {
-      ps::cli::Fail(prog, "--hosts needs a tcp:// scheduler address");
-    }
-    // Reachable from the hosts: every interface, on the port asked for (0: any).
-    const std::string port = o.scheduler_address.substr(o.scheduler_address.rfind(':') + 1);
-    o.scheduler_address = "tcp://0.0.0.0:" + port;
-  }
-  const std::string remote_bin = FLAGS_remote_bin_dir.empty() ? bin : FLAGS_remote_bin_dir;
-  char cwd_buf[4096];
-  const std::string cwd = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : "/";
-  // Starts a node: here, or on `host` through ssh (its environment on the remote command
-  // line, with a wildcard bind and the host's name to advertise).
-  const auto start_node = [&](Child* c, const std::string& host, std::vector<std::string> argv,
-                              std::vector<std::string> env) {
-    if (host.empty()) return Spawn(c, argv, env);
-    c->label += "@" + host;
-    std::string names = FLAGS_forward_env, name;
-    std::istringstream list(names);
-    while (std::getline(list, name, ',')) {
-      if (const char* v = name.empty() ? nullptr : std::getenv(name.c_str())) {
-        env.insert(env.begin(), name + "=" + v);
-      }
-    }
-    env.push_back("LAYERPS_BIND=tcp://0.0.0.0:0");
-    env.push_back("LAYERPS_ADVERTISE_HOST=" + host);
-    std::vector<std::string> ssh = ps::hosts::SplitWords(FLAGS_ssh);
-    ssh.push_back(host);
-    ssh.push_back(ps::hosts::RemoteCommand(cwd, env, argv));
-    return Spawn(c, ssh, {}, /*hold_stdin=*/true);
-  };
+  ps::hosts::Layout layout = PlaceOnHosts(prog, &o);
 
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -372,242 +661,5 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   setvbuf(stdout, nullptr, _IOLBF, 0);
-
-  char dir_template[] = "/tmp/layerps-launch-XXXXXX";
-  if (!mkdtemp(dir_template)) ps::cli::Fail(prog, "cannot create a temporary directory");
-  const std::string dir = dir_template;
-  const std::string address_file = dir + "/scheduler.address";
-
-  // Every node option that is the same on every node goes to every child, from the option
-  // table (so a new option is forwarded without touching this file). The per-node ones
-  // (scheduler address, rank) are set for each child below.
-  std::vector<std::string> common_env;
-  for (const ps::OptionInfo& info : ps::OptionTable()) {
-    const std::string value = ps::OptionValue(o, info.name);
-    if (info.per_node || value.empty()) continue;  // empty = the default
-    common_env.push_back(info.env + "=" + value);
-  }
-  // Quiet by default: the nodes' INFO lines (one per table declared, one per node up, the
-  // servers' traffic by table at exit) only with --verbose, or as LAYERPS_LOG_LEVEL says.
-  if (std::getenv("LAYERPS_LOG_LEVEL") == nullptr) {
-    common_env.push_back(std::string("LAYERPS_LOG_LEVEL=") + (FLAGS_verbose ? "INFO" : "WARNING"));
-  }
-
-  g_children.reserve(1 + o.num_servers + o.num_workers);
-  g_children.push_back(Child{"scheduler", false, FLAGS_quiet_daemons});
-  // --metrics_port=P: the scheduler serves on P, server i on P+1+i, worker i after them.
-  const auto metrics_env = [&](int offset) {
-    return "LAYERPS_METRICS_PORT=" + std::to_string(o.metrics_port == 0 ? 0 : o.metrics_port + offset);
-  };
-  if (o.metrics_port != 0 && o.metrics_port + o.num_servers + o.num_workers > 65535) {
-    ps::cli::Fail(prog, "--metrics_port=" + std::to_string(o.metrics_port) + ": ports up to " +
-                            std::to_string(o.metrics_port + o.num_servers + o.num_workers) +
-                            " are needed (one per node), above 65535");
-  }
-  std::vector<std::string> sched_env = common_env;
-  sched_env.push_back(metrics_env(0));
-  sched_env.push_back("LAYERPS_SCHEDULER=" + o.scheduler_address);
-  sched_env.push_back("LAYERPS_ROLE=scheduler");
-  std::vector<std::string> sched_args = {bin + "/layerps-scheduler",
-                                         "--address_file=" + address_file};
-  if (!FLAGS_plan.empty()) {
-    if (!std::ifstream(FLAGS_plan)) ps::cli::Fail(prog, "cannot read --plan " + FLAGS_plan);
-    sched_args.push_back("--plan=" + FLAGS_plan);
-  }
-  if (!Spawn(&g_children.back(), sched_args, sched_env)) {
-    ps::cli::Fail(prog, "cannot start layerps-scheduler");
-  }
-
-  // Wait for the scheduler's address.
-  std::string address;
-  const auto addr_deadline = Clock::now() + std::chrono::milliseconds(o.connect_timeout_ms);
-  while (address.empty()) {
-    Pump(20);
-    Reap();
-    std::ifstream in(address_file);
-    if (in) std::getline(in, address);
-    if (!address.empty()) break;
-    if (g_children[0].exited || Clock::now() > addr_deadline || g_signal) {
-      std::printf("[launch] the scheduler did not come up (%s)\n",
-                  g_children[0].exited ? Describe(g_children[0]).c_str() : "timed out");
-      StopAll(true);
-      return 1;
-    }
-  }
-  std::printf("[launch] scheduler at %s; starting %d server(s) and %d worker(s)\n", address.c_str(),
-              o.num_servers, o.num_workers);
-  if (o.metrics_port != 0) {
-    std::printf("[launch] metrics: http://%s:%d/metrics (scheduler), ports %d.. (servers), "
-                "%d.. (workers)\n",
-                o.metrics_host.c_str(), o.metrics_port, o.metrics_port + 1,
-                o.metrics_port + 1 + o.num_servers);
-  }
-  common_env.push_back("LAYERPS_SCHEDULER=" + address);
-
-  // How server i is started (again, as a replacement: docs/checkpoints.md).
-  const auto start_server = [&](int i, bool replacement) {
-    g_children.push_back(Child{"server " + std::to_string(i), false, FLAGS_quiet_daemons});
-    g_children.back().server_rank = i;
-    std::vector<std::string> env = common_env;
-    env.push_back("LAYERPS_ROLE=server");
-    env.push_back("LAYERPS_RANK=" + std::to_string(i));
-    env.push_back(metrics_env(1 + i));
-    if (replacement && !o.checkpoint_dir.empty()) env.push_back("LAYERPS_RESTORE=" + o.checkpoint_dir);
-    const std::string host = layout.server_hosts.empty() ? "" : layout.server_hosts[i];
-    return start_node(&g_children.back(), host,
-                      {(host.empty() ? bin : remote_bin) + "/layerps-server"}, env);
-  };
-  for (int i = 0; i < o.num_servers; ++i) {
-    if (!start_server(i, false)) {
-      std::printf("[launch] cannot start a server\n");
-      StopAll(true);
-      return 1;
-    }
-  }
-  for (int i = 0; i < o.num_workers; ++i) {
-    g_children.push_back(Child{"worker " + std::to_string(i), true, false});
-    std::vector<std::string> env = common_env;
-    env.push_back("LAYERPS_ROLE=worker");
-    env.push_back("LAYERPS_RANK=" + std::to_string(i));
-    env.push_back(metrics_env(1 + o.num_servers + i));
-    const std::string host = layout.worker_hosts.empty() ? "" : layout.worker_hosts[i];
-    if (!start_node(&g_children.back(), host, command, env)) {
-      std::printf("[launch] cannot start worker %d\n", i);
-      StopAll(true);
-      return 1;
-    }
-  }
-
-  const auto start = Clock::now();
-  int exit_code = 0;
-  // A dead server the cluster survives: with replication, each one while another server
-  // lives (its backup takes over; the scheduler ends the job if the backup's copy was not
-  // complete yet); else with replace_servers_ms, replaced by a new server of its rank
-  // restored from checkpoint_dir. A replacement the scheduler refuses (it has not yet
-  // declared the old one dead) is started again a second later, until replace_servers_ms.
-  const auto other_server_lives = [](const Child& dead) {
-    for (const Child& c : g_children) {
-      if (&c != &dead && c.server_rank >= 0 && !c.exited) return true;
-    }
-    return false;
-  };
-  std::map<int, std::pair<Clock::time_point, Clock::time_point>> replacing;  // rank -> (next try, deadline)
-  bool restart_scheduler = false;
-  for (;;) {
-    Pump(100);
-    Reap();
-    const Child* failed = nullptr;
-    bool workers_done = true;
-    for (auto& c : g_children) {
-      if (Failed(c) && !c.handled && c.server_rank >= 0) {
-        if (o.replication && other_server_lives(c)) {
-          c.handled = true;
-          std::printf("[launch] %s %s: its backup takes over its ranges (replication)\n",
-                      c.label.c_str(), Describe(c).c_str());
-        } else if (o.replace_servers_ms > 0) {
-          c.handled = true;
-          const auto now = Clock::now();
-          auto it = replacing.find(c.server_rank);
-          // A replacement that ran a while had been accepted: this is a new death.
-          if (it != replacing.end() && now - c.started > std::chrono::seconds(5)) {
-            replacing.erase(it);
-            it = replacing.end();
-          }
-          if (it == replacing.end()) {
-            std::printf("[launch] %s %s: starting a replacement%s\n", c.label.c_str(),
-                        Describe(c).c_str(),
-                        o.checkpoint_dir.empty()
-                            ? " (no checkpoint_dir: its ranges start from their initializers)"
-                            : (" restored from " + o.checkpoint_dir).c_str());
-            replacing[c.server_rank] = {now + std::chrono::seconds(1),
-                                        now + std::chrono::milliseconds(o.replace_servers_ms)};
-          } else {
-            it->second.first = now + std::chrono::seconds(1);
-          }
-        }
-      }
-      if (Failed(c) && !c.handled && c.label == "scheduler" && o.scheduler_recovery_ms > 0) {
-        // docs/recovery.md: a new scheduler on the same address takes the cluster over.
-        c.handled = true;
-        restart_scheduler = true;
-        std::printf("[launch] scheduler %s: starting a new one on %s (scheduler_recovery_ms)\n",
-                    Describe(c).c_str(), address.c_str());
-      }
-      if (Failed(c) && !c.handled && !failed) failed = &c;
-      if (c.is_worker && !c.exited) workers_done = false;
-    }
-    if (restart_scheduler && !failed) {
-      restart_scheduler = false;
-      std::vector<std::string> args = sched_args;
-      args.push_back("--scheduler=" + address);
-      g_children.push_back(Child{"scheduler", false, FLAGS_quiet_daemons});
-      if (!Spawn(&g_children.back(), args, sched_env)) {
-        std::printf("[launch] cannot start a new scheduler\n");
-        exit_code = 1;
-        StopAll(true);
-        break;
-      }
-    }
-    for (auto it = replacing.begin(); it != replacing.end() && !failed;) {
-      const int rank = it->first;
-      bool running = false;
-      for (const auto& c : g_children) running |= c.server_rank == rank && !c.exited;
-      if (running || Clock::now() < it->second.first) {
-        ++it;
-        continue;
-      }
-      if (Clock::now() > it->second.second) {
-        std::printf("[launch] no replacement of server %d was accepted within "
-                    "replace_servers_ms=%d\n", rank, o.replace_servers_ms);
-        exit_code = 1;
-        break;
-      }
-      it->second.first = Clock::time_point::max();  // until this one exits
-      if (!start_server(rank, true)) {
-        std::printf("[launch] cannot start a replacement of server %d\n", rank);
-        exit_code = 1;
-        break;
-      }
-      ++it;
-    }
-    if (exit_code != 0) {
-      StopAll(true);
-      break;
-    }
-    if (failed) {
-      std::printf("[launch] %s %s: stopping the cluster\n", failed->label.c_str(),
-                  Describe(*failed).c_str());
-      exit_code = 1;
-      StopAll(true);
-      break;
-    }
-    if (workers_done) {
-      std::printf("[launch] all %d worker(s) finished; waiting for the cluster to shut down\n",
-                  o.num_workers);
-      StopAll(false);
-      for (const auto& c : g_children) {
-        if (Failed(c) && !c.handled) {
-          std::printf("[launch] %s %s\n", c.label.c_str(), Describe(c).c_str());
-          exit_code = 1;
-        }
-      }
-      break;
-    }
-    if (g_signal) {
-      std::printf("[launch] got signal %d: stopping the cluster\n", static_cast<int>(g_signal));
-      exit_code = 1;
-      StopAll(true);
-      break;
-    }
-    if (FLAGS_timeout_s > 0 && Clock::now() - start > std::chrono::seconds(FLAGS_timeout_s)) {
-      std::printf("[launch] --timeout_s=%d passed: stopping the cluster\n", FLAGS_timeout_s);
-      exit_code = 1;
-      StopAll(true);
-      break;
-    }
-  }
-  unlink(address_file.c_str());
-  rmdir(dir.c_str());
-  std::printf("[launch] %s\n", exit_code == 0 ? "done" : "FAILED");
-  return exit_code;
+  return Launch(prog, std::move(o), std::move(layout), bin, std::move(command)).Run();
 }
