@@ -26,3 +26,15 @@ def test_every_bundled_tool_prints_the_same_version():
                            timeout=30)
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() == f"{tool} (LayerPS {layerps.__version__}, commit {layerps.__commit__})"
+
+
+def test_the_build_tree_package_lists_every_python_file():
+    """bindings/python/CMakeLists.txt copies the pure-Python files by name into the build
+    tree's package (LAYERPS_BUILD_PYTHON): a file missing there imports in the wheel but
+    not from the build tree."""
+    import re
+    src = os.path.join(ROOT, "bindings", "python")
+    with open(os.path.join(src, "CMakeLists.txt")) as f:
+        listed = re.search(r"set\(LAYERPS_PY_FILES\s+([^)]*)\)", f.read()).group(1).split()
+    present = sorted(f for f in os.listdir(os.path.join(src, "layerps")) if f.endswith(".py"))
+    assert sorted(listed) == present

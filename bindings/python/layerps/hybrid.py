@@ -38,6 +38,7 @@ import threading
 import torch
 
 from . import _core
+from . import _flat
 from .collectives import broadcast
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .partition import check_partitions
@@ -211,13 +212,6 @@ class _SparseParam:
             return
         with torch.no_grad():
             self.param.data.index_copy_(0, keys, got)
-
-    def _split(self, keys):
-        """[(partition, mask or None)] for the keys' partitions."""
-        if self.partitions == 1:
-            return [(0, None)]
-        part = torch.remainder(keys, self.partitions)
-        return [(k, part == k) for k in range(self.partitions)]
 
     def pull(self, keys, tables=None):
         w, timeout = self.hybrid.worker, self.hybrid.timeout
@@ -667,28 +661,9 @@ class Hybrid:
         for sp in self._sparse:
             sp.pull_all()
 
-    # --- flat buffers ------------------------------------------------------------------
+    # --- flat buffers (layerps/_flat.py) ----------------------------------------------------
     def _flatten_grads(self, indices, buf):
-        off = 0
-        for i in indices:
-            p = self.params[i]
-            n = p.numel()
-            if p.grad is None:
-                buf[off:off + n].zero_()
-            elif p.grad.is_sparse:
-                buf[off:off + n].copy_(p.grad.to_dense().reshape(-1))
-            else:
-                buf[off:off + n].copy_(p.grad.detach().reshape(-1))
-            off += n
+        _flat.flatten_grads([self.params[i] for i in indices], buf)
 
     def _unflatten_grads(self, indices, buf):
-        off = 0
-        for i in indices:
-            p = self.params[i]
-            n = p.numel()
-            g = buf[off:off + n].view_as(p)
-            if p.grad is None or p.grad.is_sparse:
-                p.grad = g.clone().to(p.device)
-            else:
-                p.grad.copy_(g)
-            off += n
+        _flat.unflatten_grads([self.params[i] for i in indices], buf)

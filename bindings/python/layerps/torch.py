@@ -31,6 +31,7 @@ import time
 import numpy as np
 import torch
 
+from . import _flat
 from . import cluster as _cluster
 from . import collectives as _C
 from .cluster import default_worker
@@ -925,41 +926,21 @@ class DistributedOptimizer(torch.optim.Optimizer):
                                 decay_every=decay_every, name=name, seed=seed, timeout=timeout,
                                 worker=self.worker)
 
-    # --- flat buffers --------------------------------------------------------------------
+    # --- flat buffers (layerps/_flat.py) ----------------------------------------------------
     def _flatten_grads(self, buf):
-        off = 0
-        for name, p, n in zip(self._names, self._params, self._numel):
-            if p.grad is None:
-                buf[off:off + n].zero_()
-            elif p.grad.is_sparse:
-                raise InvalidArgumentError(f"parameter '{name}' has a sparse gradient, which mode {self.mode!r} "
-                                           f"does not take: use mode='hybrid' (the default)")
-            else:
-                buf[off:off + n].copy_(p.grad.detach().reshape(-1))
-            off += n
+        def refuse(i):
+            raise InvalidArgumentError(f"parameter '{self._names[i]}' has a sparse gradient, which mode "
+                                       f"{self.mode!r} does not take: use mode='hybrid' (the default)")
+        _flat.flatten_grads(self._params, buf, on_sparse=refuse)
 
     def _flatten_params(self, buf):
-        off = 0
-        for p, n in zip(self._params, self._numel):
-            buf[off:off + n].copy_(p.detach().reshape(-1))
-            off += n
+        _flat.flatten_params(self._params, buf)
 
     def _unflatten_into_grads(self, buf):
-        off = 0
-        for p, n in zip(self._params, self._numel):
-            g = buf[off:off + n].view_as(p)
-            if p.grad is None:
-                p.grad = g.clone().to(p.device)
-            else:
-                p.grad.copy_(g)
-            off += n
+        _flat.unflatten_grads(self._params, buf)
 
     def _unflatten_into_params(self, buf):
-        off = 0
-        with torch.no_grad():
-            for p, n in zip(self._params, self._numel):
-                p.copy_(buf[off:off + n].view_as(p))
-                off += n
+        _flat.unflatten_params(self._params, buf)
 
 
 class _PullRows(torch.autograd.Function):
