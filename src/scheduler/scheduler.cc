@@ -1,8 +1,10 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // The scheduler: membership (registration, heartbeats, leave, dead nodes, shutdown) here,
-// the table directory (declares, range assignment) in scheduler/table_directory.*, and
-// synchronization (barriers; clocks later) in scheduler/barriers.*. One thread receives
+// the table directory (declares, range assignment) in scheduler/table_directory.*,
+// synchronization (barriers) in scheduler/barriers.*, server deaths the job survives
+// (replication's takeover, replacement) in scheduler/failover.*, and the takeover of a
+// running cluster by a restarted scheduler in scheduler/recovery.*. One thread receives
 // every control message, dispatches it to its part and runs the periodic work. State is
 // touched by that thread only, except the snapshot fields under mu_ that the public
 // accessors read.
@@ -30,6 +32,7 @@
 #include "scheduler/barriers.h"
 #include "scheduler/checkpoints.h"
 #include "scheduler/cluster_state.h"
+#include "scheduler/failover.h"
 #include "scheduler/recovery.h"
 #include "scheduler/table_directory.h"
 #include "transport/map_codec.h"
@@ -57,7 +60,7 @@ bool TokenEquals(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-class Scheduler::Impl final : public ClusterState {
+class Scheduler::Impl final : public Failover::Host {
  public:
   explicit Impl(SchedulerOptions options) : options_(std::move(options)) {}
   ~Impl() { Stop(); }
@@ -195,13 +198,6 @@ class Scheduler::Impl final : public ClusterState {
     int64_t last_seen_ms = 0;
     bool left = false;
   };
-  // Server ranks whose server died, awaiting a replacement (replace_servers_ms).
-  struct Vacancy {
-    NodeId dead;
-    uint32_t rank;
-    int64_t deadline_ms;
-    std::string reason;
-  };
 
   // At most this many queued messages are read before a heartbeat tick (Loop).
   static constexpr int kMaxDrainedBeforeTick = 4096;
@@ -300,15 +296,7 @@ class Scheduler::Impl final : public ClusterState {
       case layerps::pb::Control::kHeartbeat:
         break;
       case layerps::pb::Control::kMapAck:
-        if (from == joining_ && c.map_ack().epoch() >= joining_epoch_) {
-          OnReplacementReady(from, c.map_ack());
-          break;
-        }
-        if (from == promoting_ && c.map_ack().epoch() >= promoting_epoch_) {
-          OnPromoted(from, c.map_ack());
-          break;
-        }
-        tables_.OnMapAck(from, c.map_ack());
+        if (!failover_.OnMapAck(from, c.map_ack())) tables_.OnMapAck(from, c.map_ack());
         break;
       case layerps::pb::Control::kDeclareTable:
         tables_.HandleDeclare(from, c.declare_table());
@@ -357,6 +345,16 @@ class Scheduler::Impl final : public ClusterState {
   bool complete() const override { return complete_; }
   void Send(NodeId to, const layerps::pb::Control& c) override { SendControl(to, c); }
 
+  // Failover::Host, for server deaths the job survives.
+  void Forget(NodeId id) override {
+    if (!members_[id].left) Count([](SchedulerStats& st) { ++st.dead_nodes; });
+    transport_->Disconnect(id);
+  }
+  void Release(NodeId id) override {
+    barriers_.Drop(id);
+    checkpoints_.OnServerDead(id, SteadyMillis());
+  }
+
   void HandleRegister(const layerps::pb::Register& r, const std::string& identity) {
     // The session secret names the connection the node registers from; a registration
     // arriving on another connection, or a session seen before, is not answered.
@@ -396,9 +394,9 @@ class Scheduler::Impl final : public ClusterState {
     } else if (complete_ && role == Role::kWorker && options_.tolerate_worker_loss &&
                DeadWorker(-1) != nullptr) {
       // A restarted worker: it takes a dead worker's rank (below).
-    } else if (complete_ && (role != Role::kServer || vacancies_.empty())) {
+    } else if (complete_ && (role != Role::kServer || !failover_.vacant())) {
       refusal = "the cluster is already complete";
-    } else if (complete_ && joining_ != 0) {
+    } else if (complete_ && failover_.joining()) {
       refusal = "another replacement server is joining; retry in a moment";
     } else if (complete_) {
       // A replacement: it takes a dead server's rank (the one asked for, or the first).
@@ -409,7 +407,7 @@ class Scheduler::Impl final : public ClusterState {
     }
     const int count = role == Role::kServer ? options_.num_servers : options_.num_workers;
     int rank = -1;
-    const Vacancy* vacancy = nullptr;
+    const Failover::Vacancy* vacancy = nullptr;
     const NodeInfo* dead_worker = nullptr;
     if (refusal.empty() && complete_ && role == Role::kWorker) {
       dead_worker = DeadWorker(r.requested_rank());
@@ -420,20 +418,8 @@ class Scheduler::Impl final : public ClusterState {
         rank = static_cast<int>(dead_worker->rank);
       }
     } else if (refusal.empty() && complete_) {
-      for (const Vacancy& v : vacancies_) {
-        if (r.requested_rank() < 0 || static_cast<int>(v.rank) == r.requested_rank()) {
-          vacancy = &v;
-          break;
-        }
-      }
-      if (vacancy == nullptr) {
-        std::string vacant;
-        for (const Vacancy& v : vacancies_) vacant += (vacant.empty() ? "" : ", ") + std::to_string(v.rank);
-        refusal = "server rank " + std::to_string(r.requested_rank()) +
-                  " is not awaiting a replacement (vacant: " + vacant + ")";
-      } else {
-        rank = static_cast<int>(vacancy->rank);
-      }
+      vacancy = failover_.FindVacancy(r.requested_rank(), &refusal);
+      if (vacancy != nullptr) rank = static_cast<int>(vacancy->rank);
     } else if (refusal.empty()) {
       if (r.requested_rank() >= 0) {
         if (r.requested_rank() >= count) {
@@ -481,7 +467,7 @@ class Scheduler::Impl final : public ClusterState {
       return;
     }
     if (vacancy != nullptr) {
-      AcceptReplacement(info, *vacancy, r.restores(), identity);
+      failover_.AcceptReplacement(info, *vacancy, r.restores(), identity);
       return;
     }
     if (dead_worker != nullptr) {
@@ -691,21 +677,9 @@ class Scheduler::Impl final : public ClusterState {
   void MarkDead(NodeId id, const std::string& reason) {
     NodeInfo* n = FindNode(id);
     if (n == nullptr) return;
-    if (promoting_ != 0 && id == promoting_) {
-      // Both copies of the dead server's ranges are gone.
-      promoting_ = 0;
-      n->alive = false;
-      FailJob(Unavailable("server node " + std::to_string(promoted_dead_) + " died (" +
-                          promoted_reason_ + ") and its backup, node " + std::to_string(id) +
-                          ", died while taking over its ranges: " + reason));
-      return;
-    }
-    if (n->role == Role::kServer && options_.replication && complete_ && !done_ &&
-        promoting_ == 0 && PromoteBackup(n, reason)) {
-      return;
-    }
-    if (n->role == Role::kServer && options_.replace_servers_ms > 0 && complete_ && !done_) {
-      AwaitReplacement(n, reason);
+    if (failover_.OnTakeoverDead(n, reason)) return;  // both copies of some ranges are gone
+    if (n->role == Role::kServer && complete_ && !done_ &&
+        failover_.OnServerDead(n, reason, SteadyMillis())) {
       return;
     }
     n->alive = false;
@@ -748,70 +722,9 @@ class Scheduler::Impl final : public ClusterState {
     MaybeFinish();
   }
 
-  // Server replacement (replace_servers_ms > 0; docs/checkpoints.md). A dead server's rank
-  // becomes vacant: the job goes on, workers hold what they send to it (NodeDead says
-  // replaceable) and the live servers write no checkpoint set until a new server took
-  // the rank, or the job fails when replace_servers_ms passes.
-  void AwaitReplacement(NodeInfo* n, const std::string& reason) {
-    const NodeId id = n->id;
-    n->alive = false;
-    if (id == joining_) joining_ = 0;  // died before it acknowledged its map
-    if (!members_[id].left) Count([](SchedulerStats& st) { ++st.dead_nodes; });
-    LOG(WARNING) << "server rank " << n->rank << " (node " << id << ") is dead: " << reason
-                 << "; waiting up to " << options_.replace_servers_ms
-                 << " ms for a replacement (layerps-server --rank=" << n->rank
-                 << " --restore=<checkpoint dir>)";
-    vacancies_.push_back(Vacancy{id, n->rank, SteadyMillis() + options_.replace_servers_ms, reason});
-    transport_->Disconnect(id);
-    layerps::pb::Control c;
-    c.mutable_node_dead()->set_id(id);
-    c.mutable_node_dead()->set_reason(reason);
-    c.mutable_node_dead()->set_replaceable(true);
-    for (const auto& m : map_.nodes) {
-      if (m.id != kSchedulerId && m.alive) SendControl(m.id, c);
-    }
-    BroadcastMap();
-    barriers_.Drop(id);
-    checkpoints_.OnServerDead(id, SteadyMillis());
-    tables_.Resolve();
-    MaybeFinish();
-  }
-
-  // Replication (docs/replication.md): a dead server is taken over by its backup, the
-  // next live server in rank order (wrapping around), which kept a copy of its ranges.
-  // The backup gets the map that gives it those ranges alone first; once it acknowledged
-  // it (the copy is now its own; a backup whose copy was not complete fails the job),
-  // every node learns of the death (NodeDead names the successor, so workers send it what
-  // they held for the dead server) and of the map; the servers whose backup changed then
-  // copy their ranges to their new backup. False when no other server is alive.
-  bool PromoteBackup(NodeInfo* n, const std::string& reason) {
-    NodeInfo* backup = nullptr;
-    for (NodeInfo& m : map_.nodes) {
-      if (m.role != Role::kServer || !m.alive || m.id == n->id) continue;
-      // The first live rank after n's, wrapping around: the smallest (rank - n.rank) mod 2^32.
-      if (backup == nullptr || m.rank - n->rank - 1 < backup->rank - n->rank - 1) backup = &m;
-    }
-    if (backup == nullptr) return false;
-    const NodeId id = n->id;
-    n->alive = false;
-    if (!members_[id].left) Count([](SchedulerStats& st) { ++st.dead_nodes; });
-    LOG(WARNING) << "server rank " << n->rank << " (node " << id << ") is dead: " << reason
-                 << "; its backup, server rank " << backup->rank << " (node " << backup->id
-                 << "), takes over its ranges";
-    transport_->Disconnect(id);
-    tables_.ReplaceServer(id, backup->id);
-    barriers_.Drop(id);
-    checkpoints_.OnServerDead(id, SteadyMillis());
-    promoting_ = backup->id;
-    promoted_dead_ = id;
-    promoted_reason_ = reason;
-    promoting_epoch_ = SendNewMapTo(backup->id);
-    return true;
-  }
-
   // A new map epoch, sent to `node` alone: a server taking over ranges (a backup or a
   // replacement) gets it first, the others once it acknowledged. Returns the epoch.
-  uint64_t SendNewMapTo(NodeId node) {
+  uint64_t SendNewMapTo(NodeId node) override {
     ++map_.epoch;
     layerps::pb::Control c;
     MapToProto(map_, c.mutable_map_update()->mutable_map());
@@ -822,49 +735,9 @@ class Scheduler::Impl final : public ClusterState {
     return map_.epoch;
   }
 
-  // The MapAck of a server taking over ranges (`who` says which, for the error). A table it
-  // could not set up fails the job, as its ranges would be lost: returns false. Else the
-  // ack counts as any node's and returns true.
-  bool TakeoverAcked(NodeId from, const layerps::pb::MapAck& ack, const std::string& who) {
-    if (ack.failed_size() > 0) {
-      const auto& f = ack.failed(0);
-      const TableInfo* t = map_.FindTable(f.table());
-      FailJob(StatusFromWire(f.code() == 0 ? static_cast<int>(StatusCode::kUnavailable) : f.code(),
-                             who + " could not set up table '" +
-                                 (t ? t->spec.name : std::string("?")) +
-                                 "': " + f.error().substr(0, 1024)));
-      return false;
-    }
-    layerps::pb::MapAck plain;
-    plain.set_epoch(ack.epoch());
-    tables_.OnMapAck(from, plain);
-    return true;
-  }
-
-  void OnPromoted(NodeId from, const layerps::pb::MapAck& ack) {
-    promoting_ = 0;
-    if (!TakeoverAcked(from, ack,
-                       "the backup of dead server node " + std::to_string(promoted_dead_))) {
-      return;
-    }
-    layerps::pb::Control c;
-    c.mutable_node_dead()->set_id(promoted_dead_);
-    c.mutable_node_dead()->set_reason(promoted_reason_);
-    c.mutable_node_dead()->set_replaceable(true);
-    c.mutable_node_dead()->set_successor(from);
-    for (const auto& m : map_.nodes) {
-      if (m.id != kSchedulerId && m.alive) SendControl(m.id, c);
-    }
-    LOG(INFO) << "server node " << from << " took over the ranges of dead node " << promoted_dead_
-              << "; the servers whose backup changed copy their ranges to the new one";
-    BroadcastMap();
-    tables_.Resolve();
-    MaybeFinish();
-  }
-
   // A registrant takes dead node `dead`'s entry in the map (its rank; a new id and data
   // tag) and gets its RegisterReply.
-  void TakePlace(const NodeInfo& info, NodeId dead, const std::string& identity) {
+  void TakePlace(const NodeInfo& info, NodeId dead, const std::string& identity) override {
     map_.nodes.erase(std::remove_if(map_.nodes.begin(), map_.nodes.end(),
                                     [&](const NodeInfo& n) { return n.id == dead; }),
                      map_.nodes.end());
@@ -904,46 +777,15 @@ class Scheduler::Impl final : public ClusterState {
     BroadcastMap();
   }
 
-  // A server registered into a vacant rank: it takes the dead server's place in the map
-  // and its ranges. It gets the map alone first; the others get it once it acknowledged
-  // it (its tables set up and restored), so no worker sends it a request too early.
-  void AcceptReplacement(NodeInfo info, Vacancy vacancy, bool restores, const std::string& identity) {
-    TakePlace(info, vacancy.dead, identity);
-    tables_.ReplaceServer(vacancy.dead, info.id);
-    vacancies_.erase(std::remove_if(vacancies_.begin(), vacancies_.end(),
-                                    [&](const Vacancy& v) { return v.dead == vacancy.dead; }),
-                     vacancies_.end());
-    LOG(INFO) << "server node " << info.id << " at " << info.endpoint << " replaces rank "
-              << info.rank << " (node " << vacancy.dead << ")";
-    if (!restores) {
-      LOG(WARNING) << "the replacement of server rank " << info.rank
-                   << " has no --restore: the values of its ranges start from their tables' "
-                      "initializers";
-    }
-    joining_ = info.id;
-    joining_epoch_ = SendNewMapTo(info.id);
-  }
-
-  // The replacement acknowledged its map: everyone else learns of it. A table it could
-  // not set up or restore fails the job (its ranges would be lost).
-  void OnReplacementReady(NodeId from, const layerps::pb::MapAck& ack) {
-    joining_ = 0;
-    const NodeInfo* n = FindNode(from);
-    const uint32_t rank = n ? n->rank : 0;
-    if (!TakeoverAcked(from, ack, "the replacement of server rank " + std::to_string(rank))) return;
-    LOG(INFO) << "server rank " << rank << " is back (node " << from << ")";
-    BroadcastMap();
-  }
-
   // Ends the job as failed: every node's pending and later calls fail with `why`.
-  void FailJob(const Status& why) {
+  void FailJob(const Status& why) override {
     if (first_failure_.ok()) first_failure_ = why;
     BroadcastShutdown(first_failure_.message(), true, first_failure_.code());
     Finish(first_failure_);
   }
 
   // The cluster is done when no worker is alive any more.
-  void MaybeFinish() {
+  void MaybeFinish() override {
     if (!complete_) return;
     for (const auto& n : map_.nodes) {
       if (n.role == Role::kWorker && n.alive) return;
@@ -1001,12 +843,8 @@ class Scheduler::Impl final : public ClusterState {
       MarkDead(id, "no heartbeat for " + std::to_string(now - members_[id].last_seen_ms) + " ms");
     }
     if (done_) return;
-    for (const Vacancy& v : vacancies_) {
-      if (now < v.deadline_ms) continue;
-      FailJob(Unavailable("server rank " + std::to_string(v.rank) + " (node " +
-                          std::to_string(v.dead) + ") died: " + v.reason +
-                          "; no replacement joined within replace_servers_ms=" +
-                          std::to_string(options_.replace_servers_ms)));
+    if (Status late = failover_.CheckDeadlines(now); !late.ok()) {
+      FailJob(late);
       return;
     }
     checkpoints_.Tick(now);
@@ -1033,16 +871,9 @@ class Scheduler::Impl final : public ClusterState {
   Barriers barriers_{this, options_.tolerate_worker_loss};
   Checkpoints checkpoints_{this, options_.checkpoint_dir, options_.checkpoint_every_s};
   Status first_failure_;
-  int dead_workers_ = 0;
-  std::vector<Vacancy> vacancies_;  // server ranks awaiting a replacement
-  NodeId joining_ = 0;           // a replacement that has the map alone, until its MapAck
+  int dead_workers_ = 0;  // workers declared dead (crashed or silent; not those that left)
+  Failover failover_{this, &tables_, options_};
   Recovery recovery_;  // nodes of a running cluster rejoin (HandleRejoin)
-  // Replication: the takeover under way.
-  NodeId promoting_ = 0;  // the backup taking over, until its MapAck
-  uint64_t promoting_epoch_ = 0;
-  NodeId promoted_dead_ = 0;
-  std::string promoted_reason_;
-  uint64_t joining_epoch_ = 0;  // workers declared dead (crashed or silent; not those that left)
 
   // Shared with callers of the public accessors.
   mutable std::mutex mu_;

@@ -320,13 +320,8 @@ void Store::InitRow(const Table& t, Stripe& s, Key key, uint32_t row) {
 
 template <typename Fn>
 Status Store::ForEachRow(Table& t, const Key* keys, size_t n, uint32_t dim, Fn fn) {
-  if (dim != t.spec.dim)
-    return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
-  SparseScratch& sc = Scratch();
-  sc.hashes.resize(n);
-  uint64_t* h = sc.hashes.data();
-  for (size_t i = 0; i < n; ++i) h[i] = MixKey(keys[i]);
-  PS_RETURN_IF_ERROR(CheckKeys(t, keys, h, n));
+  const uint64_t* h = nullptr;
+  PS_RETURN_IF_ERROR(HashKeys(t, keys, n, dim, &h));
   ForEachStripe(t, h, n, [&](Stripe& st, const uint32_t* pos, size_t count) {
     std::vector<uint32_t>& rid = Scratch().rows;
     rid.resize(count);

@@ -233,6 +233,9 @@ class Store {
   const DenseRange* FindDense(const Table& t, uint64_t offset, uint64_t count, Status* error) const;
   // hashes[i] = MixKey(keys[i]).
   Status CheckKeys(const Table& t, const Key* keys, const uint64_t* hashes, size_t n) const;
+  // The width and CheckKeys of a request; *hashes: its keys' MixKey (thread scratch).
+  Status HashKeys(const Table& t, const Key* keys, size_t n, uint32_t dim,
+                  const uint64_t** hashes) const;
   // Row number of `key` (hash h = MixKey(key)), created if absent. Caller holds the
   // stripe's lock.
   uint32_t FindOrCreate(const Table& t, Stripe& s, Key key, uint64_t h);

@@ -65,19 +65,15 @@ Status Store::TakeColdError(Table& t) {
 
 template <typename Fn>
 Status Store::ForEachBoundedStripe(Table& t, const Key* keys, size_t n, uint32_t dim, Fn fn) {
-  if (dim != t.spec.dim)
-    return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
-  SparseScratch& sc = Scratch();
-  sc.hashes.resize(n);
-  uint64_t* h = sc.hashes.data();
-  for (size_t i = 0; i < n; ++i) h[i] = MixKey(keys[i]);
-  PS_RETURN_IF_ERROR(CheckKeys(t, keys, h, n));
+  const uint64_t* h = nullptr;
+  PS_RETURN_IF_ERROR(HashKeys(t, keys, n, dim, &h));
   if (t.bounded->stripes == kStripes) {
     ForEachStripe(t, h, n,
                   [&](Stripe& st, const uint32_t* pos, size_t count) { fn(st, pos, count, h); });
     return Status::OK();
   }
   // One stripe: every key, in input order.
+  SparseScratch& sc = Scratch();
   sc.order.resize(n);
   for (size_t i = 0; i < n; ++i) sc.order[i] = static_cast<uint32_t>(i);
   Stripe& st = t.stripes[0];

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/hash.h"
 #include "server/store.h"
 
 namespace ps {
@@ -35,6 +36,20 @@ inline SparseScratch& Scratch() {
 }
 
 }  // namespace store_internal
+
+// Checks a sparse request's width and keys (every key routes to a range held) and points
+// *hashes at their MixKey values, in the thread's scratch.
+inline Status Store::HashKeys(const Table& t, const Key* keys, size_t n, uint32_t dim,
+                              const uint64_t** hashes) const {
+  if (dim != t.spec.dim) return InvalidArgument("row width " + std::to_string(dim) + " != table dim");
+  store_internal::SparseScratch& sc = store_internal::Scratch();
+  sc.hashes.resize(n);
+  uint64_t* h = sc.hashes.data();
+  for (size_t i = 0; i < n; ++i) h[i] = MixKey(keys[i]);
+  PS_RETURN_IF_ERROR(CheckKeys(t, keys, h, n));
+  *hashes = h;
+  return Status::OK();
+}
 
 template <typename Fn>
 void Store::ForEachStripe(Table& t, const uint64_t* hashes, size_t n, Fn fn) {
