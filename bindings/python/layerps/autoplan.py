@@ -65,7 +65,7 @@ def plan(model, example_input, *, workers, servers, batch=None, bandwidth="10Gbi
     with its prediction and placement), ``skipped`` (strategies that do not apply, with
     why), ``profile``, and ``embedding_rows_touched`` used."""
     from .cluster import tool_path
-    from .placement import profile as make_profile
+    from ._profile import profile as make_profile
 
     if int(workers) < 1 or int(servers) < 1:
         raise InvalidArgumentError("plan: workers and servers must be >= 1")
@@ -163,7 +163,7 @@ def runner(chosen, worker, model, *, loss_fn, lr, batch, example_input, name="au
     1, the PS worker; stanza: its N_f FC nodes), so launch W + that many workers (the suffix
     ranks on the server machines)."""
     import layerps.torch as lt
-    from .placement import SplitTrainer
+    from ._split import SplitTrainer
 
     p = chosen.get("chosen_plan", chosen)
     strategy = p["strategy"]

@@ -1,0 +1,284 @@
+"""Profiles of PyTorch models for the planner (layerps.placement.profile): an
+``nn.Sequential`` layer by layer through forward hooks, any other ``nn.Module`` through its
+torch.fx graph. Reached through :mod:`layerps.placement`."""
+
+import threading
+
+import numpy as np
+import torch
+
+from .errors import InvalidArgumentError
+
+
+_KINDS = {
+    torch.nn.Conv2d: "conv",
+    torch.nn.Linear: "fc",
+    torch.nn.MaxPool2d: "pool",
+    torch.nn.AvgPool2d: "pool",
+    torch.nn.AdaptiveAvgPool2d: "pool",
+    torch.nn.BatchNorm2d: "norm",
+    torch.nn.BatchNorm1d: "norm",
+    torch.nn.LayerNorm: "norm",
+    torch.nn.Embedding: "embedding",
+    torch.nn.EmbeddingBag: "embedding",
+}
+
+
+def _kind(module):
+    for cls, kind in _KINDS.items():
+        if isinstance(module, cls):
+            return kind
+    return "other"
+
+
+def _flops(module, inp, out):
+    """Forward FLOPs per sample (a multiply-add is 2) for the layers that have weights."""
+    if isinstance(module, torch.nn.Conv2d):
+        kh, kw = module.kernel_size
+        cin = module.in_channels // module.groups
+        return 2.0 * out[0].numel() * cin * kh * kw
+    if isinstance(module, torch.nn.Linear):
+        return 2.0 * module.in_features * module.out_features
+    return float(out[0].numel())  # element-wise work
+
+
+def profile(model, example_input, name="model"):
+    """A profile of ``model`` measured on ``example_input`` (a batch; sizes are per
+    sample). Returns a dict in the JSON profile format (``json.dumps`` it for
+    ``layerps-plan --model=FILE.json``).
+
+    An ``nn.Sequential``: its children are the layers. Any other ``nn.Module`` (ResNet,
+    Inception, VGG with its ``features``/``avgpool``/``classifier``...) is traced with
+    torch.fx and its graph becomes the layers, so residual and branching models get their
+    DAG: every module with parameters and every pooling is a layer named by its module
+    path (``layer1.0.conv1``), a batch norm right after a convolution is folded into it
+    (as the built-in profiles do), element-wise activations, dropout, flatten and
+    reshapes are not layers (their output is their input's), and additions and
+    concatenations are layers of kind "other" with several inputs. A model that torch.fx
+    cannot trace (data-dependent control flow) is refused with torch's reason."""
+    if not isinstance(example_input, torch.Tensor) or example_input.dim() < 1 or example_input.shape[0] < 1:
+        raise InvalidArgumentError("profile: example_input must be a tensor with a batch dimension")
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidArgumentError(f"profile: expected a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(model, torch.nn.Sequential):
+        return _traced_profile(model, example_input, name)
+    layers = []
+    hooks = []
+    previous = [None]
+
+    def hook(child_name, module):
+        def run(mod, inp, out):
+            out_t = out if isinstance(out, torch.Tensor) else out[0]
+            layer = {
+                "name": child_name,
+                "kind": _kind(mod),
+                "param_bytes": int(sum(p.numel() for p in mod.parameters(recurse=True)) * 4),
+                "flops_per_sample": _flops(mod, inp, out_t),
+                "activation_bytes": int(out_t[0].numel() * 4),
+                "inputs": [] if previous[0] is None else [previous[0]],
+            }
+            shape = {}
+            if isinstance(mod, torch.nn.Conv2d):
+                shape = dict(in_channels=mod.in_channels, in_height=inp[0].shape[2], in_width=inp[0].shape[3],
+                             out_channels=mod.out_channels, out_height=out_t.shape[2], out_width=out_t.shape[3],
+                             kernel_h=mod.kernel_size[0], kernel_w=mod.kernel_size[1], stride=mod.stride[0],
+                             padding=mod.padding[0])
+            elif isinstance(mod, (torch.nn.MaxPool2d, torch.nn.AvgPool2d)) and out_t.dim() == 4:
+                def first(v):
+                    return v[0] if isinstance(v, (tuple, list)) else v
+                k = mod.kernel_size if isinstance(mod.kernel_size, (tuple, list)) else (mod.kernel_size,) * 2
+                shape = dict(in_channels=inp[0].shape[1], in_height=inp[0].shape[2], in_width=inp[0].shape[3],
+                             out_channels=out_t.shape[1], out_height=out_t.shape[2], out_width=out_t.shape[3],
+                             kernel_h=k[0], kernel_w=k[1], stride=first(mod.stride if mod.stride else k[0]),
+                             padding=first(mod.padding))
+            elif isinstance(mod, torch.nn.Linear):
+                shape = dict(in_channels=mod.in_features, in_height=1, in_width=1,
+                             out_channels=mod.out_features, out_height=1, out_width=1)
+            if shape:
+                layer["shape"] = {k: int(v) for k, v in shape.items()}
+            layers.append(layer)
+            previous[0] = child_name
+        return run
+
+    for child_name, child in model.named_children():
+        hooks.append(child.register_forward_hook(hook(child_name, child)))
+    try:
+        with torch.no_grad():
+            model(example_input)
+    finally:
+        for h in hooks:
+            h.remove()
+    return {"name": name, "input_bytes_per_sample": int(example_input[0].numel() * 4), "layers": layers}
+
+
+# --- any nn.Module: the torch.fx graph as the layers --------------------------------------
+_PASS_MODULES = (torch.nn.ReLU, torch.nn.ReLU6, torch.nn.LeakyReLU, torch.nn.GELU, torch.nn.SiLU,
+                 torch.nn.Sigmoid, torch.nn.Tanh, torch.nn.Dropout, torch.nn.Dropout2d, torch.nn.Identity,
+                 torch.nn.Flatten, torch.nn.Hardswish, torch.nn.Hardsigmoid, torch.nn.Softmax,
+                 torch.nn.LogSoftmax)
+_PASS_FUNCTIONS = {"relu", "relu_", "relu6", "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "dropout",
+                   "flatten", "reshape", "view", "contiguous", "getitem", "getattr", "size", "softmax",
+                   "log_softmax", "hardswish", "squeeze", "unsqueeze", "clone", "detach", "float", "to"}
+_ADD_FUNCTIONS = {"add", "add_", "iadd", "sum", "mul", "mul_", "sub"}
+_POOL_FUNCTIONS = {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "fn",
+                   "_max_pool2d", "max_pool2d_with_indices"}
+
+
+# torch.fx's tracer patches torch.nn.Module.__call__ while it runs: traces of threads of one
+# process (the in-process clusters of the tests) take turns, and so does a forward that
+# may run beside another thread's trace (SplitTrainer's shape probe).
+_TRACE_LOCK = threading.Lock()
+
+
+def _trace(model):
+    with _TRACE_LOCK:
+        return torch.fx.symbolic_trace(model)
+
+
+def _function_name(node):
+    t = node.target
+    return t if isinstance(t, str) else getattr(t, "__name__", str(t))
+
+
+def _tensor_args(node):
+    """The fx nodes among a node's arguments (lists and tuples flattened)."""
+    out = []
+
+    def visit(a):
+        if isinstance(a, torch.fx.Node):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            for x in a:
+                visit(x)
+        elif isinstance(a, dict):
+            for x in a.values():
+                visit(x)
+
+    visit(node.args)
+    visit(node.kwargs)
+    return out
+
+
+def _layer_shape(mod, in_shape, out_shape):
+    """The geometry the planner reads (convolutions, pooling, linear layers)."""
+    shape = {}
+    if isinstance(mod, torch.nn.Conv2d):
+        shape = dict(in_channels=mod.in_channels, in_height=in_shape[2], in_width=in_shape[3],
+                     out_channels=mod.out_channels, out_height=out_shape[2], out_width=out_shape[3],
+                     kernel_h=mod.kernel_size[0], kernel_w=mod.kernel_size[1], stride=mod.stride[0],
+                     padding=mod.padding[0] if isinstance(mod.padding, tuple) else 0)
+    elif isinstance(mod, torch.nn.Linear):
+        shape = dict(in_channels=mod.in_features, in_height=1, in_width=1,
+                     out_channels=mod.out_features, out_height=1, out_width=1)
+    return {k: int(v) for k, v in shape.items()}
+
+
+def _traced_profile(model, example_input, name):
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    try:
+        gm = _trace(model)
+    except Exception as e:  # noqa: BLE001 (torch raises many kinds)
+        raise InvalidArgumentError(f"profile: torch.fx cannot trace {type(model).__name__} ({e}); give an "
+                                   f"nn.Sequential of its layers instead") from e
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            ShapeProp(gm).propagate(example_input)
+    except Exception as e:  # noqa: BLE001
+        raise InvalidArgumentError(f"profile: running {type(model).__name__} on an input of shape "
+                                   f"{tuple(example_input.shape)} failed: {e}") from e
+    finally:
+        model.train(was_training)
+
+    def out_shape(node):
+        meta = node.meta.get("tensor_meta")
+        return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None
+
+    def per_sample(shape):
+        return int(np.prod(shape[1:])) if shape else 0
+
+    layers, by_name = [], {}
+    source = {}  # fx node -> the layer whose output it is ("" : the model input)
+    users = {n: len(n.users) for n in gm.graph.nodes}
+    counted = set()  # modules whose parameters are counted already (shared modules)
+
+    def add_layer(node, lname, kind, inputs, param_bytes, flops, shape=None):
+        if lname in by_name:
+            lname = node.name
+        layer = {"name": lname, "kind": kind, "param_bytes": int(param_bytes), "flops_per_sample": float(flops),
+                 "activation_bytes": 4 * per_sample(out_shape(node)),
+                 "inputs": sorted({source[i] for i in inputs if source.get(i)}, key=lambda n: by_name[n])}
+        if shape:
+            layer["shape"] = shape
+        by_name[lname] = len(layers)
+        layers.append(layer)
+        source[node] = lname
+        return layer
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            source[node] = ""
+            continue
+        if node.op == "output":
+            continue
+        args = _tensor_args(node)
+        shape = out_shape(node)
+        if node.op == "get_attr":
+            source[node] = ""
+            continue
+        if node.op == "call_module":
+            mod = gm.get_submodule(node.target)
+            params = 0 if id(mod) in counted else sum(p.numel() for p in mod.parameters()) * 4
+            counted.add(id(mod))
+            in_node = args[0] if args else None
+            in_shape = out_shape(in_node) if in_node is not None else None
+            if isinstance(mod, _PASS_MODULES):
+                source[node] = source.get(in_node, "")
+                continue
+            if isinstance(mod, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)) and in_node is not None:
+                prev = source.get(in_node)
+                if prev and users[in_node] == 1 and layers[by_name[prev]]["kind"] in ("conv", "fc"):
+                    layer = layers[by_name[prev]]  # folded into its convolution
+                    layer["param_bytes"] += int(params)
+                    layer["flops_per_sample"] += 2.0 * per_sample(shape)
+                    source[node] = prev
+                    continue
+            if isinstance(mod, (torch.nn.AdaptiveAvgPool2d, torch.nn.AdaptiveMaxPool2d)) and shape == in_shape:
+                source[node] = source.get(in_node, "")  # the identity at this input size
+                continue
+            out_t = torch.empty(shape) if shape else torch.empty(1, 1)
+            flops = _flops(mod, None, out_t) if not isinstance(mod, (torch.nn.MaxPool2d, torch.nn.AvgPool2d)) \
+                else float(per_sample(shape)) * np.prod(getattr(mod, "kernel_size", 1))
+            kind = _kind(mod)
+            if kind == "other" and params:
+                kind = "fc" if shape is not None and len(shape) == 2 else "other"
+            add_layer(node, node.target, kind, args, params, flops,
+                      _layer_shape(mod, in_shape, shape) if in_shape and shape else None)
+            continue
+        fname = _function_name(node)
+        if node.op in ("call_function", "call_method"):
+            if fname in _PASS_FUNCTIONS or (len(args) == 1 and shape is not None and args
+                                            and out_shape(args[0]) == shape and fname not in _POOL_FUNCTIONS):
+                source[node] = source.get(args[0], "") if args else ""
+                continue
+            if fname in _POOL_FUNCTIONS or "pool" in fname:
+                in_shape = out_shape(args[0]) if args else None
+                if shape == in_shape:
+                    source[node] = source.get(args[0], "")
+                    continue
+                k = node.kwargs.get("kernel_size", node.args[1] if len(node.args) > 1 else 1)
+                window = int(np.prod(k)) if isinstance(k, (tuple, list)) else int(k) ** 2
+                add_layer(node, node.name, "pool", args, 0, per_sample(shape) * window)
+                continue
+            # additions (residual joins), concatenations and anything else with a new value
+            flops = per_sample(shape) * max(1, len(args) - 1) if fname in _ADD_FUNCTIONS else 0
+            add_layer(node, node.name, "other", args, 0, flops)
+    total = sum(p.numel() for p in model.parameters()) * 4
+    counted_bytes = sum(l["param_bytes"] for l in layers)
+    if counted_bytes != total:
+        raise InvalidArgumentError(f"profile: the traced layers hold {counted_bytes} parameter bytes, the model "
+                                   f"{total}: a parameter is used outside a module call (torch.fx saw it as an "
+                                   f"attribute); give an nn.Sequential of its layers instead")
+    return {"name": name, "input_bytes_per_sample": int(example_input[0].numel() * 4), "layers": layers}
