@@ -33,6 +33,8 @@ ctest --test-dir build --output-on-failure --timeout 900
 # machine (docs/configuration.md, "Streams"), which this one would not pick.
 LAYERPS_TEST_STREAMS=4 ctest --test-dir build --output-on-failure --timeout 900 \
   -L '^(cluster_test|parts_test|peer_test|allreduce_test|collectives_test|replacement_test|fault_test|curve_test|wire_dtype_test)$'
+# liblayerps.so with hidden visibility: the public API exported, the internals not.
+bash scripts/test-shared.sh
 if [ -f scripts/test-python.sh ]; then
   bash scripts/test-python.sh
 fi

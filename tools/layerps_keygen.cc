@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "ps/options.h"
+#include "ps/cluster_key.h"
 
 int main(int argc, char** argv) {
   const std::vector<std::string> rest = ps::cli::ParseOrExit(

@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 
+#include "ps/export.h"
 #include "ps/status.h"
 #include "ps/worker.h"
 
@@ -44,10 +45,10 @@ enum class Algorithm : int {
   kAdpsgd = 6,  // asynchronous decentralized: average with one random neighbour per step
 };
 // "bsp", "asp", ...; ParseAlgorithm reads these names with their parameters.
-const char* AlgorithmName(Algorithm algorithm);
+LAYERPS_EXPORT const char* AlgorithmName(Algorithm algorithm);
 
 // An algorithm and its parameters.
-struct AlgorithmSpec {
+struct LAYERPS_EXPORT AlgorithmSpec {
   Algorithm kind = Algorithm::kBsp;
   int32_t staleness = 0;  // ssp: s >= 0 (s = 0 behaves as bsp)
   int32_t tau = 1;        // easgd: local steps between exchanges, >= 1
@@ -74,7 +75,7 @@ struct AlgorithmSpec {
 // Reads "bsp", "asp", "ssp(3)", "ssp(s=3)", "easgd(tau=4,alpha=0.5)", "easgd(4,0.5)",
 // "arsgd", "gosgd(0.1)", "gosgd(p=0.1)", "adpsgd" (case-insensitive, spaces ignored;
 // parameters left out take AlgorithmSpec's defaults). The result is validated.
-StatusOr<AlgorithmSpec> ParseAlgorithm(const std::string& text);
+LAYERPS_EXPORT StatusOr<AlgorithmSpec> ParseAlgorithm(const std::string& text);
 
 // The local update and its schedule: the same switches for every algorithm.
 //   lr(t) = learning_rate * warm-up(t) * decay(t), t = the step index from 0;
@@ -83,7 +84,7 @@ StatusOr<AlgorithmSpec> ParseAlgorithm(const std::string& text);
 //          kCosine 0.5 * (1 + cos(pi * min(t, decay_every) / decay_every)).
 //   SGD: x -= lr(t) * g; momentum m > 0: b = m * b + g, x -= lr(t) * b (Nesterov:
 //   x -= lr(t) * (g + m * b)), as torch.optim.SGD with dampening 0.
-struct LocalOptimizer {
+struct LAYERPS_EXPORT LocalOptimizer {
   enum class Decay : int { kNone = 0, kStep = 1, kExponential = 2, kCosine = 3 };
   float learning_rate = 0.01f;  // finite, > 0
   float momentum = 0.0f;        // [0, 1)
@@ -97,7 +98,7 @@ struct LocalOptimizer {
   float LearningRateAt(uint64_t step) const;
 };
 
-struct TrainerOptions {
+struct LAYERPS_EXPORT TrainerOptions {
   AlgorithmSpec algorithm;
   LocalOptimizer optimizer;
   // Names the Trainer's tables (PS algorithms, easgd's centre): every worker passes the
@@ -110,14 +111,14 @@ struct TrainerOptions {
 };
 
 // What a Trainer did, for tests and benchmarks.
-struct TrainerStats {
+struct LAYERPS_EXPORT TrainerStats {
   uint64_t steps = 0;
   uint64_t exchanges = 0;       // easgd exchanges, gossips sent, averagings done
   uint64_t merges = 0;          // gossips received and merged (gosgd), passive averagings (adpsgd)
   double gossip_weight = 0.0;   // gosgd: this worker's push-sum weight a_i
 };
 
-class Trainer {
+class LAYERPS_EXPORT Trainer {
  public:
   // Builds the algorithm's Trainer over a started worker. Collective (see above).
   // kInvalidArgument for bad options, a null buffer or n == 0; kFailedPrecondition when

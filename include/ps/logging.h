@@ -7,10 +7,12 @@
 #ifndef PS_LOGGING_H_
 #define PS_LOGGING_H_
 
+#include "ps/export.h"
+
 namespace ps {
 
 // 0 INFO, 1 WARNING, 2 ERROR, 3 FATAL (clamped). Takes effect at once, for the process.
-void SetLogLevel(int level);
+LAYERPS_EXPORT void SetLogLevel(int level);
 
 }  // namespace ps
 

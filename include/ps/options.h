@@ -1,8 +1,9 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// Options of the nodes, per role: CommonOptions (every node), MemberOptions (servers and
-// workers), ClusterShape (the scheduler's), composed into SchedulerOptions, ServerOptions
-// and WorkerOptions, and Options, which holds them all. Each field says its default and
+// Options of the nodes, per role: CommonOptions (what every node reads), MemberOptions
+// (servers and workers), and what one role alone reads (SchedulerFields, ServerFields,
+// WorkerFields), composed into SchedulerOptions, ServerOptions and WorkerOptions (each
+// holds what its role reads and nothing else), and Options, which holds them all. Each field says its default and
 // valid range. Read configuration at the edge of the
 // program with Options::FromEnv() (the variables layerps-launch sets) or, in daemons,
 // with ps::OptionsFromFlags() from ps/flags.h; LayerPS never reads the environment
@@ -18,10 +19,6 @@
 #include "ps/status.h"
 
 namespace ps {
-
-// Makes a node's transport (src/transport/transport.h). Internal: tests pass in-process
-// and fault-injecting factories; applications leave CommonOptions::transport_factory null.
-class TransportFactory;
 
 // --- What every node needs: the scheduler, servers and workers -------------------------
 struct CommonOptions {
@@ -44,22 +41,6 @@ struct CommonOptions {
   // key, cannot exchange a byte with the others. Empty (default): plaintext.
   // Env: LAYERPS_CURVE_KEY_FILE. docs/THREAT_MODEL.md.
   std::string curve_key_file;
-  // Servers: the directory under which tables declared with TableSpec::cold_tier keep
-  // their RocksDB stores (<cold_dir>/<table name>; docs/sparse.md "Cold tier"). Empty:
-  // declaring a cold-tier table fails (kFailedPrecondition). Env: LAYERPS_COLD_DIR.
-  std::string cold_dir;
-  // Servers: restore the tables from the checkpoints under this directory
-  // (docs/checkpoints.md): a set's directory (".../ckpt-<set>"), or a directory of sets,
-  // of which the newest complete one is taken. A table declared in the restored cluster
-  // whose name the set holds starts from its values (and its rule's state); a different
-  // layout (kind, size, dim, rule) fails its declaration with the reason. Empty (default):
-  // no restore. Start() fails when the directory holds no complete set.
-  // Env: LAYERPS_RESTORE.
-  std::string restore_dir;
-  // Servers: how many checkpoint sets to keep under a checkpoint directory; a server
-  // deletes its own files of older sets after writing a new one. 1..1000, default 3.
-  // Env: LAYERPS_CHECKPOINT_KEEP.
-  int checkpoint_keep = 3;
 
   // How often nodes and scheduler exchange heartbeats (ms). 10..60000, default 500.
   // Env: LAYERPS_HEARTBEAT_INTERVAL_MS.
@@ -76,7 +57,8 @@ struct CommonOptions {
   // Stall warning: a barrier or a Join (scheduler) or a synchronous step's pull (server,
   // bsp/ssp tables) waiting longer than this (ms) logs which ranks it waits for, again
   // every stall_warning_ms, and goes on waiting. 0 disables. 0..86400000, default 60000.
-  // Env: LAYERPS_STALL_WARNING_MS.
+  // Env: LAYERPS_STALL_WARNING_MS. (Read by the scheduler and the servers; here, the one
+  // part both share, rather than in two role structs that Options would hold twice.)
   int stall_warning_ms = 60000;
 
   // Prometheus metrics over HTTP (docs/observability.md): the port this node serves
@@ -86,55 +68,28 @@ struct CommonOptions {
   // The address the metrics endpoint listens on. Default 127.0.0.1 (this host only: the
   // endpoint is not authenticated); 0.0.0.0 for every interface. Env: LAYERPS_METRICS_HOST.
   std::string metrics_host = "127.0.0.1";
-  // Workers: write a Chrome trace (JSON; Perfetto, chrome://tracing) of every push and
-  // pull to this file ("%r" is replaced by the worker's rank; without it ".<rank>" is put
-  // before the extension when the file is shared). Empty (default): none.
-  // Env: LAYERPS_TIMELINE.
-  std::string timeline;
 
-  // ZeroMQ I/O threads of this node's context: 0 (default) for one per stream (below), or
-  // 1..64. Env: LAYERPS_IO_THREADS.
+  // ZeroMQ I/O threads of this node's context: 0 (default) for one per stream
+  // (MemberOptions::streams; the scheduler: one), or 1..64. Env: LAYERPS_IO_THREADS.
   int io_threads = 0;
-  // Connections (streams) a node opens to each server or worker it sends to over tcp://
-  // (or over ipc:// with shared_memory off). Requests are striped over them by the range
-  // they touch: every message on one dense range of a table (one part of it), and every
-  // message of one sparse table, takes the same stream, so a pull never overtakes an
-  // earlier push of the same values; different ranges may overtake each other.
-  // Control messages, fused and peer messages take the first stream. 0 (default): from
-  // the core count, 1 below 8 cores, else min(4, cores / 4); or 1..16.
-  // Env: LAYERPS_STREAMS.
-  int streams = 0;
   // Same-host fast path: payload frames of 64 KiB..32 MiB to peers reached over ipc://
   // travel through a shared-memory ring (128 MiB of address space per peer, pages used
   // as needed; /dev/shm, mode 0600) instead of the socket; the socket carries a small
   // manifest. Default true. Env: LAYERPS_SHARED_MEMORY (0 or 1).
   bool shared_memory = true;
-  // Largest message part (frame) the receive socket of a server or a worker accepts, in
-  // bytes: ZeroMQ drops the connection of a peer that announces a bigger one, before
-  // reading it. It also bounds what one connection that has not authenticated can make
-  // the node buffer. A received message whose header and frames together exceed it (or
-  // that has more parts than any LayerPS message) is dropped and counted as bad. A worker
-  // refuses to send a part above it (ResourceExhausted), so it caps a table's share per
-  // server: 256 MiB = 64M float32 elements. 1 KiB..16 GiB, default 256 MiB.
-  // Env: LAYERPS_MAX_MESSAGE_BYTES.
-  int64_t max_message_bytes = int64_t{256} << 20;
-  // The same for the scheduler's socket, which only ever receives control messages
-  // (register, heartbeats, declares, barriers, placements: kilobytes). 4 KiB..1 GiB,
-  // default 1 MiB. Env: LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES.
-  int64_t scheduler_max_message_bytes = int64_t{1} << 20;
-  // Where the node's transport comes from. Default null: ZeroMQ. Not read from the
-  // environment or flags; the in-process cluster tests set it.
-  std::shared_ptr<TransportFactory> transport_factory;
 
   // Checks these fields; the message names the first bad one.
   Status Validate() const;
-  // `streams` and `io_threads` as this machine resolves their 0 (from its core count).
-  int ResolvedStreams() const;
-  int ResolvedIoThreads() const;
+
+ private:
+  // Where the node's transport comes from (null: ZeroMQ). Not an option: the in-process
+  // cluster tests set it through src/transport/transport.h (SetTransportFactory).
+  friend struct TransportHook;
+  std::shared_ptr<void> transport_factory_;
 };
 
-// --- The shape of the cluster: the scheduler's alone ---------------------------------------
-struct ClusterShape {
+// --- What only the scheduler reads: the shape of the cluster and its policies ------------
+struct SchedulerFields {
   // How many servers and workers make up the cluster (1..4096 each). Defaults 1 and 1.
   // Env: LAYERPS_NUM_SERVERS, LAYERPS_NUM_WORKERS.
   int num_servers = 1;
@@ -173,6 +128,10 @@ struct ClusterShape {
   // later death is covered too. Needs num_servers >= 2; asynchronous tables only.
   // Env: LAYERPS_REPLICATION.
   bool replication = false;
+  // Largest message part the scheduler's socket accepts (as max_message_bytes for
+  // servers and workers); it only ever receives control messages (register, heartbeats, declares, barriers, placements: kilobytes). 4 KiB..1 GiB,
+  // default 1 MiB. Env: LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES.
+  int64_t scheduler_max_message_bytes = int64_t{1} << 20;
 
   Status Validate() const;
 };
@@ -196,7 +155,62 @@ struct MemberOptions : CommonOptions {
   // A request without a reply this long (ms) fails. 1..3600000, default 60000.
   // Env: LAYERPS_REQUEST_TIMEOUT_MS.
   int request_timeout_ms = 60000;
-  // Workers: a dense push, pull or pushpull whose share for one server is larger than
+  // Connections (streams) a node opens to each server or worker it sends to over tcp://
+  // (or over ipc:// with shared_memory off). Requests are striped over them by the range
+  // they touch: every message on one dense range of a table (one part of it), and every
+  // message of one sparse table, takes the same stream, so a pull never overtakes an
+  // earlier push of the same values; different ranges may overtake each other.
+  // Control messages, fused and peer messages take the first stream. 0 (default): from
+  // the core count, 1 below 8 cores, else min(4, cores / 4); or 1..16.
+  // Env: LAYERPS_STREAMS.
+  int streams = 0;
+  // Largest message part (frame) the receive socket of a server or a worker accepts, in
+  // bytes: ZeroMQ drops the connection of a peer that announces a bigger one, before
+  // reading it. It also bounds what one connection that has not authenticated can make
+  // the node buffer. A received message whose header and frames together exceed it (or
+  // that has more parts than any LayerPS message) is dropped and counted as bad. A worker
+  // refuses to send a part above it (ResourceExhausted), so it caps a table's share per
+  // server: 256 MiB = 64M float32 elements. 1 KiB..16 GiB, default 256 MiB.
+  // Env: LAYERPS_MAX_MESSAGE_BYTES.
+  int64_t max_message_bytes = int64_t{256} << 20;
+
+  // Checks these fields and the common ones.
+  Status Validate() const;
+  // `streams` and `io_threads` as this machine resolves their 0 (from its core count).
+  int ResolvedStreams() const;
+  int ResolvedIoThreads() const;
+};
+
+// --- What only servers read ----------------------------------------------------------------
+struct ServerFields {
+  // The directory under which tables declared with TableSpec::cold_tier keep
+  // their RocksDB stores (<cold_dir>/<table name>; docs/sparse.md "Cold tier"). Empty:
+  // declaring a cold-tier table fails (kFailedPrecondition). Env: LAYERPS_COLD_DIR.
+  std::string cold_dir;
+  // Restore the tables from the checkpoints under this directory
+  // (docs/checkpoints.md): a set's directory (".../ckpt-<set>"), or a directory of sets,
+  // of which the newest complete one is taken. A table declared in the restored cluster
+  // whose name the set holds starts from its values (and its rule's state); a different
+  // layout (kind, size, dim, rule) fails its declaration with the reason. Empty (default):
+  // no restore. Start() fails when the directory holds no complete set.
+  // Env: LAYERPS_RESTORE.
+  std::string restore_dir;
+  // How many checkpoint sets to keep under a checkpoint directory; a server
+  // deletes its own files of older sets after writing a new one. 1..1000, default 3.
+  // Env: LAYERPS_CHECKPOINT_KEEP.
+  int checkpoint_keep = 3;
+
+  Status Validate() const;
+};
+
+// --- What only workers read ----------------------------------------------------------------
+struct WorkerFields {
+  // Write a Chrome trace (JSON; Perfetto, chrome://tracing) of every push and
+  // pull to this file ("%r" is replaced by the worker's rank; without it ".<rank>" is put
+  // before the extension when the file is shared). Empty (default): none.
+  // Env: LAYERPS_TIMELINE.
+  std::string timeline;
+  // A dense push, pull or pushpull whose share for one server is larger than
   // this many bytes (on the wire) goes to that server as several messages of at most
   // this size, all in flight at once, each received into its own buffer; the request
   // completes when every part is answered and fails if any part fails (docs/wire-format.md,
@@ -205,48 +219,27 @@ struct MemberOptions : CommonOptions {
   // Env: LAYERPS_PART_BYTES.
   int64_t part_bytes = int64_t{1} << 20;
 
-  // Checks these fields and the common ones.
   Status Validate() const;
 };
 
 // --- Per role: what ps::Scheduler, ps::Server and ps::Worker are built from -----------------
-struct SchedulerOptions : CommonOptions, ClusterShape {
+// Each holds the fields its role reads and no other.
+struct SchedulerOptions : CommonOptions, SchedulerFields {
   Status Validate() const;
 };
-struct ServerOptions : MemberOptions {};
-struct WorkerOptions : MemberOptions {};
+struct ServerOptions : MemberOptions, ServerFields {
+  Status Validate() const;
+};
+struct WorkerOptions : MemberOptions, WorkerFields {
+  Status Validate() const;
+};
 
 // --- Every option of every role ------------------------------------------------------------
-// A job started by another launcher than layerps-launch (docs/launch.md): torchrun
-// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Slurm's srun
-// (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE or
-// SLURM_TASKS_PER_NODE, SLURM_JOB_NODELIST / SLURM_NODELIST) or mpirun (Open MPI's
-// OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK/_LOCAL_SIZE, or PMI_RANK/PMI_SIZE). Every task is a
-// worker: rank and size are the workers'. The scheduler is on `scheduler_host`
-// (MASTER_ADDR; Slurm: the job's first node; MPI: LAYERPS_SCHEDULER_HOST or MASTER_ADDR)
-// at `scheduler_port` (LAYERPS_PORT, else MASTER_PORT + 1 under torchrun, else 29501).
-struct LauncherEnv {
-  std::string launcher;  // "torchrun", "slurm", "mpi"; empty: none detected
-  int rank = -1;
-  int size = 0;
-  int local_rank = -1;
-  int local_size = 0;  // 0 when the launcher does not say
-  std::string scheduler_host;
-  int scheduler_port = 0;
-  // tcp://scheduler_host:scheduler_port
-  std::string scheduler_address() const;
-};
-// Reads the environment through `getenv` (std::getenv by default; tests pass their own).
-// No launcher's variables: an empty `launcher`. A launcher recognized whose environment is
-// incomplete or malformed: kInvalidArgument naming the variable.
-StatusOr<LauncherEnv> DetectLauncher(const char* (*getenv)(const char*) = nullptr);
-// The first host of a Slurm node list ("node[01-04,07],gpu1" -> "node01"), or "".
-std::string FirstSlurmNode(const std::string& nodelist);
 
 // What a launcher hands to all the nodes it starts, what Options::FromEnv reads and what
 // the daemons' flags fill (ps/flags.h). It converts to each role's options, so
 // `ps::Worker worker(options)` takes the worker's part.
-struct Options : MemberOptions, ClusterShape {
+struct Options : MemberOptions, SchedulerFields, ServerFields, WorkerFields {
   // Reads the LAYERPS_* variables named above over the defaults; a malformed value is
   // an InvalidArgument naming the variable. The result is validated. Without
   // LAYERPS_SCHEDULER, a job of torchrun, Slurm or mpirun (DetectLauncher) gives the
@@ -287,10 +280,6 @@ std::string OptionValue(const Options& options, const std::string& name);
 // take 1/0, true/false, yes/no, on/off (any case). kNotFound for an unknown name.
 Status SetOption(Options* options, const std::string& name, const std::string& value,
                  const std::string& what = "");
-// Writes a new cluster key file for CommonOptions::curve_key_file at `path`: a fresh CURVE
-// secret key, the file created with mode 0600 (an existing file is refused with
-// kAlreadyExists). kFailedPrecondition when libzmq has no CURVE. (layerps-keygen.)
-Status WriteClusterKeyFile(const std::string& path);
 
 // Parses a boolean as SetOption does.
 Status ParseBool(const std::string& text, const std::string& what, bool* out);

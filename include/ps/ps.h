@@ -5,7 +5,9 @@
 #define PS_PS_H_
 
 #include "ps/algorithm.h"
+#include "ps/cluster_key.h"
 #include "ps/collectives.h"
+#include "ps/launcher.h"
 #include "ps/logging.h"
 #include "ps/options.h"
 #include "ps/scheduler.h"

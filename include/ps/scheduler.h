@@ -14,13 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "ps/export.h"
 #include "ps/options.h"
 #include "ps/status.h"
 #include "ps/types.h"
 
 namespace ps {
 
-struct SchedulerStats {
+struct LAYERPS_EXPORT SchedulerStats {
   uint64_t messages_received = 0;
   uint64_t bad_messages = 0;  // malformed, wrong version, or from unknown peers
   uint64_t rejected_registrations = 0;
@@ -32,7 +33,7 @@ struct SchedulerStats {
   uint64_t stall_warnings = 0;
 };
 
-class Scheduler {
+class LAYERPS_EXPORT Scheduler {
  public:
   explicit Scheduler(SchedulerOptions options);
   ~Scheduler();

@@ -13,13 +13,14 @@
 #include <memory>
 #include <string>
 
+#include "ps/export.h"
 #include "ps/options.h"
 #include "ps/status.h"
 #include "ps/types.h"
 
 namespace ps {
 
-struct ServerStats {
+struct LAYERPS_EXPORT ServerStats {
   uint64_t messages_received = 0;
   uint64_t bad_messages = 0;  // dropped: malformed, unknown table, range not held...
   uint64_t push_requests = 0;
@@ -39,7 +40,7 @@ struct ServerStats {
 
 // One sparse table's rows on one server (docs/sparse.md). rows_live = admitted - evicted -
 // expired; an unbounded table only ever counts rows_live and admitted.
-struct SparseTableStats {
+struct LAYERPS_EXPORT SparseTableStats {
   std::string name;
   uint64_t rows_live = 0;
   uint64_t evicted = 0;   // rows dropped to make room for new ones (capacity)
@@ -51,7 +52,7 @@ struct SparseTableStats {
   uint64_t capacity = 0;  // rows this server holds at most (capacity or capacity_bytes); 0: none
 };
 
-class Server {
+class LAYERPS_EXPORT Server {
  public:
   explicit Server(ServerOptions options);
   ~Server();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ps/collectives.h"
+#include "ps/export.h"
 #include "ps/status.h"
 
 namespace ps {
@@ -22,7 +23,7 @@ namespace ps {
 class Worker;
 
 // Rows of a 2-D parameter: ids.size() rows of dim floats each, row i at values[i * dim].
-struct SparseRows {
+struct LAYERPS_EXPORT SparseRows {
   std::vector<int64_t> ids;
   std::vector<float> values;
   size_t dim = 0;
@@ -30,11 +31,11 @@ struct SparseRows {
 };
 
 // The rows with ascending, unique ids: rows of equal ids summed (in the order given).
-SparseRows CoalesceRows(const int64_t* ids, const float* values, size_t n, size_t dim);
+LAYERPS_EXPORT SparseRows CoalesceRows(const int64_t* ids, const float* values, size_t n, size_t dim);
 
 // Every member's rows, coalesced (what all-reduce systems do with a sparse gradient):
 // *out is the same on every member.
-Status AllGatherRows(Worker& worker, const int64_t* ids, const float* values, size_t n,
+LAYERPS_EXPORT Status AllGatherRows(Worker& worker, const int64_t* ids, const float* values, size_t n,
                      size_t dim, const CollectiveOptions& options, SparseRows* out);
 
 // Each row goes to its owner, the member at position id mod members (positions in
@@ -42,13 +43,13 @@ Status AllGatherRows(Worker& worker, const int64_t* ids, const float* values, si
 // of the rows this member owns, from every member (itself included). Afterwards each id
 // is held by exactly one member: what a rule that is not linear in the gradient needs
 // before the rows are pushed.
-Status RowsToOwners(Worker& worker, const int64_t* ids, const float* values, size_t n,
+LAYERPS_EXPORT Status RowsToOwners(Worker& worker, const int64_t* ids, const float* values, size_t n,
                     size_t dim, const CollectiveOptions& options, SparseRows* out);
 
 // Every member's rows to `root` (a worker rank of the set), which gets their coalesced
 // sum in *out; the other members get no rows (host-local aggregation: the host's leader
 // pushes once for the host).
-Status RowsToRoot(Worker& worker, const int64_t* ids, const float* values, size_t n,
+LAYERPS_EXPORT Status RowsToRoot(Worker& worker, const int64_t* ids, const float* values, size_t n,
                   size_t dim, uint32_t root, const CollectiveOptions& options, SparseRows* out);
 
 // Fetches rows for a member: the ids wanted (ascending unique) in, the rows out
@@ -60,7 +61,7 @@ using RowSource = std::function<Status(const std::vector<int64_t>& ids, float* r
 // member its rows, which land in out[i * dim] for ids[i]. Only root's `pull` is called
 // (the others may pass an empty one). When root's pull fails, every member fails with
 // its error (kAborted naming root on the others).
-Status PullRowsThroughRoot(Worker& worker, const int64_t* ids, size_t n, size_t dim, uint32_t root,
+LAYERPS_EXPORT Status PullRowsThroughRoot(Worker& worker, const int64_t* ids, size_t n, size_t dim, uint32_t root,
                            const RowSource& pull, float* out, const CollectiveOptions& options);
 
 }  // namespace ps

@@ -38,13 +38,14 @@
 #include <vector>
 
 #include "ps/collectives.h"
+#include "ps/export.h"
 #include "ps/options.h"
 #include "ps/status.h"
 #include "ps/types.h"
 
 namespace ps {
 
-struct WorkerStats {
+struct LAYERPS_EXPORT WorkerStats {
   uint64_t requests_sent = 0;  // messages to servers
   uint64_t replies_received = 0;
   uint64_t bad_messages = 0;    // dropped replies: malformed, unknown request...
@@ -59,7 +60,7 @@ struct WorkerStats {
   uint64_t resent = 0;
 };
 
-class Worker {
+class LAYERPS_EXPORT Worker {
  public:
   using Callback = std::function<void(const Status&)>;
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "algorithms/peer_trainer.h"
+#include "common/mutex.h"
 
 namespace ps {
 namespace algorithms {
@@ -64,24 +65,24 @@ class AdpsgdTrainer : public PeerTrainer {
     Status st = error();
     if (!st.ok()) return st;
     if (!active_ || world_ == 1) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       sgd_.Apply(params_, grad);
       ++stats_.steps;
       return Status::OK();
     }
-    st = WaitFor([&] { return !busy_; }, Deadline(), "the previous averaging");
+    st = WaitFor([&]() REQUIRES(link_mu()) { return !busy_; }, Deadline(), "the previous averaging");
     if (!st.ok()) return st;
     const uint32_t partner = 2 * static_cast<uint32_t>(rng_() % passives_) + 1;
     Buffer sent = NewRequest();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       std::copy(params_, params_ + n_, sent->data());
       (*sent)[n_] = kAverage;
       sgd_.Apply(params_, grad);
       ++stats_.steps;
     }
     {
-      std::lock_guard<std::mutex> lock(link_mu());
+      MutexLock lock(&link_mu());
       busy_ = true;
       sent_ = sent;
     }
@@ -90,28 +91,20 @@ class AdpsgdTrainer : public PeerTrainer {
     return Status::OK();
   }
 
-  Status Finish() override {
-    if (finished_) return finish_status_;
-    if (world_ == 1) {
-      finished_ = true;
-      return Status::OK();
+  Status Drain(Clock::time_point deadline) override {
+    if (!active_) {
+      return WaitFor(
+          [&]() REQUIRES(link_mu()) { return actives_left_ == 0 && sends_in_flight() == 0; },
+          deadline, "the averaging drain (every active worker's end marker)");
     }
-    const auto deadline = Deadline();
-    Status st = error();
-    if (st.ok() && active_) {
-      st = WaitFor([&] { return !busy_; }, deadline, "the last averaging");
-      if (st.ok()) {
-        Buffer end = NewRequest();  // one buffer for every marker: the sends only read it
-        (*end)[n_] = kEnd;
-        for (uint32_t r = 1; r < world_; r += 2) Send(r, request_tag_, end);
-        st = WaitFor([&] { return sends_in_flight() == 0; }, deadline,
-                     "the acknowledgement of the end markers");
-      }
-    } else if (st.ok()) {
-      st = WaitFor([&] { return actives_left_ == 0 && sends_in_flight() == 0; }, deadline,
-                   "the averaging drain (every active worker's end marker)");
-    }
-    return EndFinish(st, deadline);
+    Status st =
+        WaitFor([&]() REQUIRES(link_mu()) { return !busy_; }, deadline, "the last averaging");
+    if (!st.ok()) return st;
+    Buffer end = NewRequest();  // one buffer for every marker: the sends only read it
+    (*end)[n_] = kEnd;
+    for (uint32_t r = 1; r < world_; r += 2) Send(r, request_tag_, end);
+    return WaitFor([&]() REQUIRES(link_mu()) { return sends_in_flight() == 0; }, deadline,
+                   "the acknowledgement of the end markers");
   }
 
  private:
@@ -133,7 +126,7 @@ class AdpsgdTrainer : public PeerTrainer {
     }
     Buffer sent;
     {
-      std::lock_guard<std::mutex> lock(link_mu());
+      MutexLock lock(&link_mu());
       sent = std::move(sent_);
     }
     if (sent == nullptr) {
@@ -144,11 +137,11 @@ class AdpsgdTrainer : public PeerTrainer {
     const float* old = a.data->data();
     const float* s = sent->data();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       for (size_t i = 0; i < n_; ++i) params_[i] += 0.5f * (old[i] - s[i]);
       ++stats_.exchanges;
     }
-    std::lock_guard<std::mutex> lock(link_mu());
+    MutexLock lock(&link_mu());
     busy_ = false;
     Notify();
   }
@@ -168,7 +161,7 @@ class AdpsgdTrainer : public PeerTrainer {
     const float kind = (*a.data)[n_];
     bool more;
     {
-      std::lock_guard<std::mutex> lock(link_mu());
+      MutexLock lock(&link_mu());
       if (a.from >= world_ || a.from % 2 != 0 || ended_[a.from] ||
           (kind != kAverage && kind != kEnd)) {
         Fail(ProtocolError("Trainer: an unexpected averaging request from rank " +
@@ -191,7 +184,7 @@ class AdpsgdTrainer : public PeerTrainer {
     Buffer reply = std::make_shared<std::vector<float>>(n_);
     const float* s = a.data->data();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       std::copy(params_, params_ + n_, reply->data());
       for (size_t i = 0; i < n_; ++i) params_[i] = 0.5f * (params_[i] + s[i]);
       ++stats_.merges;
@@ -204,10 +197,10 @@ class AdpsgdTrainer : public PeerTrainer {
   const bool active_;
   const uint32_t passives_;
   std::mt19937_64 rng_;       // Step's thread only
-  bool busy_ = false;         // guarded by link mu: an averaging in flight (active)
-  Buffer sent_;               // guarded by link mu: its x_sent
-  std::vector<bool> ended_;   // guarded by link mu: end markers received (passive)
-  uint32_t actives_left_;     // guarded by link mu
+  bool busy_ GUARDED_BY(link_mu()) = false;  // an averaging in flight (active)
+  Buffer sent_ GUARDED_BY(link_mu());  // its x_sent
+  std::vector<bool> ended_ GUARDED_BY(link_mu());  // end markers received (passive)
+  uint32_t actives_left_ GUARDED_BY(link_mu());
 };
 
 }  // namespace

@@ -4,28 +4,26 @@
 // reduce-scatter then all-gather) and each worker applies the mean with the same local
 // SGD: the replicas stay equal, and equal to one process training with the global batch.
 #include <algorithm>
-#include <mutex>
 #include <vector>
 
 #include "algorithms/local_sgd.h"
-#include "algorithms/trainers.h"
+#include "algorithms/model_trainer.h"
 
 namespace ps {
 namespace algorithms {
 namespace {
 
-class ArsgdTrainer : public Trainer {
+class ArsgdTrainer : public ModelTrainer {
  public:
   explicit ArsgdTrainer(const TrainerArgs& args)
-      : Trainer(args.options), worker_(args.worker), params_(args.params), n_(args.n),
-        sgd_(args.options.optimizer, args.n), sum_(args.n) {}
+      : ModelTrainer(args), sgd_(args.options.optimizer, args.n), sum_(args.n) {}
 
   Status Step(const float* grad) override {
     if (finished_) return FailedPrecondition("Trainer: Step after Finish");
     std::copy(grad, grad + n_, sum_.begin());
     Status st = worker_->AllReduce(sum_.data(), n_, options().timeout);
     if (!st.ok()) return st;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     sgd_.Apply(params_, sum_.data(), 1.0f / static_cast<float>(worker_->num_workers()));
     ++stats_.steps;
     ++stats_.exchanges;
@@ -37,25 +35,9 @@ class ArsgdTrainer : public Trainer {
     return Status::OK();
   }
 
-  void CopyParams(float* out) const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::copy(params_, params_ + n_, out);
-  }
-
-  TrainerStats stats() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
-  }
-
  private:
-  Worker* worker_;
-  float* params_;
-  size_t n_;
-  LocalSgd sgd_;
+  LocalSgd sgd_ GUARDED_BY(mu_);
   std::vector<float> sum_;
-  mutable std::mutex mu_;
-  TrainerStats stats_;
-  bool finished_ = false;
 };
 
 }  // namespace

@@ -10,23 +10,19 @@
 // (BroadcastFromRankZero), which also seed the centre. Finish: a barrier (every worker's
 // last exchange is in), then params = the centre, the model EASGD evaluates.
 #include <algorithm>
-#include <mutex>
 
 #include "algorithms/local_sgd.h"
+#include "algorithms/model_trainer.h"
 #include "algorithms/table_exchange.h"
-#include "algorithms/trainers.h"
 
 namespace ps {
 namespace algorithms {
 namespace {
 
-class EasgdTrainer : public Trainer {
+class EasgdTrainer : public ModelTrainer {
  public:
   EasgdTrainer(const TrainerArgs& args, TableId centre)
-      : Trainer(args.options),
-        worker_(args.worker),
-        params_(args.params),
-        n_(args.n),
+      : ModelTrainer(args),
         centre_(centre),
         sgd_(args.options.optimizer, args.n),
         exchange_(args.n) {}
@@ -38,11 +34,9 @@ class EasgdTrainer : public Trainer {
   }
 
   Status Step(const float* grad) override {
-    if (finished_) return FailedPrecondition("Trainer: Step after Finish");
-    if (!failed_.ok())
-      return FailedPrecondition("Trainer: an earlier step failed: " + failed_.ToString());
+    PS_RETURN_IF_ERROR(CheckStep());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       sgd_.Apply(params_, grad);
       ++stats_.steps;
       if (stats_.steps % static_cast<uint64_t>(options().algorithm.tau) != 0) return Status::OK();
@@ -59,50 +53,18 @@ class EasgdTrainer : public Trainer {
     }
     const float alpha = options().algorithm.alpha;
     const float* centre = exchange_.recv();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < n_; ++i) params_[i] -= alpha * (params_[i] - centre[i]);
     ++stats_.exchanges;
     return Status::OK();
   }
 
-  Status Finish() override {
-    if (finished_) return Status::OK();
-    finished_ = true;
-    if (!failed_.ok()) return failed_;
-    Status st = worker_->Barrier(Group::kWorkers, options().timeout);
-    if (!st.ok()) return st.WithContext("Trainer: Finish");
-    st = exchange_.Run(
-        [&](const float*, float* r, Worker::Callback cb) {
-          return worker_->Pull(centre_, r, n_, std::move(cb));
-        },
-        options().timeout);
-    if (!st.ok()) return st;
-    std::lock_guard<std::mutex> lock(mu_);
-    std::copy(exchange_.recv(), exchange_.recv() + n_, params_);
-    return Status::OK();
-  }
-
-  void CopyParams(float* out) const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::copy(params_, params_ + n_, out);
-  }
-
-  TrainerStats stats() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
-  }
+  Status Finish() override { return FinishFromTable(exchange_, centre_); }
 
  private:
-  Worker* const worker_;
-  float* const params_;
-  const size_t n_;
   const TableId centre_;
-  LocalSgd sgd_;  // guarded by mu_
+  LocalSgd sgd_ GUARDED_BY(mu_);
   TableExchange exchange_;
-  Status failed_;
-  bool finished_ = false;
-  mutable std::mutex mu_;
-  TrainerStats stats_;  // guarded by mu_
 };
 
 }  // namespace

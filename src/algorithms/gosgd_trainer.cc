@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "algorithms/peer_trainer.h"
+#include "common/mutex.h"
 
 namespace ps {
 namespace algorithms {
@@ -65,19 +66,19 @@ class GosgdTrainer : public PeerTrainer {
     Status st = error();
     if (!st.ok()) return st;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       sgd_.Apply(params_, grad);
       ++stats_.steps;
     }
     if (world_ == 1 || !(coin_(rng_) < p_)) return Status::OK();
     uint32_t to = static_cast<uint32_t>(rng_() % (world_ - 1));
     if (to >= rank_) ++to;
-    st = WaitFor([&] { return sends_in_flight() < kMaxGossipsInFlight; }, Deadline(),
+    st = WaitFor([&]() REQUIRES(link_mu()) { return sends_in_flight() < kMaxGossipsInFlight; }, Deadline(),
                  "an acknowledgement of a gossip");
     if (!st.ok()) return st;
     Buffer msg = NewMessage();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (weight_ < 2) return Status::OK();
       const uint64_t sent = weight_ / 2;  // the sender keeps an odd unit
       weight_ -= sent;
@@ -90,25 +91,16 @@ class GosgdTrainer : public PeerTrainer {
     return Status::OK();
   }
 
-  Status Finish() override {
-    if (finished_) return finish_status_;
-    if (world_ == 1) {
-      finished_ = true;
-      return Status::OK();
+  Status Drain(Clock::time_point deadline) override {
+    // One buffer for every marker: the sends only read it.
+    Buffer marker = NewMessage();
+    PutWeight(marker.get(), kEndMarker);
+    for (uint32_t r = 0; r < world_; ++r) {
+      if (r != rank_) Send(r, tag_, marker);
     }
-    const auto deadline = Deadline();
-    Status st = error();
-    if (st.ok()) {
-      // One buffer for every marker: the sends only read it.
-      Buffer marker = NewMessage();
-      PutWeight(marker.get(), kEndMarker);
-      for (uint32_t r = 0; r < world_; ++r) {
-        if (r != rank_) Send(r, tag_, marker);
-      }
-      st = WaitFor([&] { return markers_left_ == 0 && sends_in_flight() == 0; }, deadline,
-                   "the gossip drain (every worker's end marker and every acknowledgement)");
-    }
-    return EndFinish(st, deadline);
+    return WaitFor(
+        [&]() REQUIRES(link_mu()) { return markers_left_ == 0 && sends_in_flight() == 0; },
+        deadline, "the gossip drain (every worker's end marker and every acknowledgement)");
   }
 
  private:
@@ -143,7 +135,7 @@ class GosgdTrainer : public PeerTrainer {
     const bool end = w == kEndMarker;
     uint64_t mine;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       mine = weight_;
     }
     // Only this thread adds to weight_ (Step only takes from it): the check holds at the merge.
@@ -154,7 +146,7 @@ class GosgdTrainer : public PeerTrainer {
     }
     bool more;
     {
-      std::lock_guard<std::mutex> lock(link_mu());
+      MutexLock lock(&link_mu());
       if (end) {
         if (marked_[a.from]) {
           Fail(ProtocolError("Trainer: two end markers from worker " + std::to_string(a.from)));
@@ -171,7 +163,7 @@ class GosgdTrainer : public PeerTrainer {
     if (more) ReceiveAny(tag_, NewMessage());
     if (end) return;
     const float* x = a.data->data();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const uint64_t total = weight_ + w;
     const float c = static_cast<float>(static_cast<double>(w) / static_cast<double>(total));
     for (size_t i = 0; i < n_; ++i) params_[i] += c * (x[i] - params_[i]);
@@ -184,9 +176,9 @@ class GosgdTrainer : public PeerTrainer {
   const double p_;
   std::mt19937_64 rng_;                                 // Step's thread only
   std::uniform_real_distribution<double> coin_{0.0, 1.0};  // Step's thread only
-  uint64_t weight_;                                     // guarded by mu_: units of 2^-62
-  std::vector<bool> marked_;                            // guarded by link mu
-  uint32_t markers_left_;                               // guarded by link mu
+  uint64_t weight_ GUARDED_BY(mu_);  // units of 2^-62
+  std::vector<bool> marked_ GUARDED_BY(link_mu());
+  uint32_t markers_left_ GUARDED_BY(link_mu());
 };
 
 }  // namespace

@@ -21,19 +21,16 @@ uint64_t PeerTag(Algorithm algorithm, const std::string& name, uint32_t purpose)
 
 // What the worker's callbacks share with the Trainer: they may run after it is gone.
 struct PeerTrainer::Link {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Arrival> arrivals;  // guarded by mu
-  int sends = 0;                 // guarded by mu: in flight
-  Status error;                  // guarded by mu: the first
-  bool stop = false;             // guarded by mu: the thread must end
+  Mutex mu;
+  CondVar cv;
+  std::deque<Arrival> arrivals GUARDED_BY(mu);
+  int sends GUARDED_BY(mu) = 0;  // in flight
+  Status error GUARDED_BY(mu);  // the first
+  bool stop GUARDED_BY(mu) = false;  // the thread must end
 };
 
 PeerTrainer::PeerTrainer(const TrainerArgs& args)
-    : Trainer(args.options),
-      worker_(args.worker),
-      params_(args.params),
-      n_(args.n),
+    : ModelTrainer(args),
       rank_(args.worker->rank()),
       world_(static_cast<uint32_t>(args.worker->num_workers())),
       sgd_(args.options.optimizer, args.n),
@@ -41,14 +38,16 @@ PeerTrainer::PeerTrainer(const TrainerArgs& args)
 
 PeerTrainer::~PeerTrainer() { StopThread(); }
 
-void PeerTrainer::CopyParams(float* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::copy(params_, params_ + n_, out);
-}
-
-TrainerStats PeerTrainer::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+Status PeerTrainer::Finish() {
+  if (finished_) return finish_status_;
+  if (world_ == 1) {
+    finished_ = true;
+    return Status::OK();
+  }
+  const auto deadline = Deadline();
+  Status st = error();
+  if (st.ok()) st = Drain(deadline);
+  return EndFinish(st, deadline);
 }
 
 void PeerTrainer::StartThread() {
@@ -57,10 +56,10 @@ void PeerTrainer::StartThread() {
 
 void PeerTrainer::StopThread() {
   {
-    std::lock_guard<std::mutex> lock(link_->mu);
+    MutexLock lock(&link_->mu);
     link_->stop = true;
   }
-  link_->cv.notify_all();
+  link_->cv.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -69,8 +68,8 @@ void PeerTrainer::Loop() {
   for (;;) {
     std::deque<Arrival> batch;
     {
-      std::unique_lock<std::mutex> lock(link_->mu);
-      link_->cv.wait_for(lock, kTick, [&] { return link_->stop || !link_->arrivals.empty(); });
+      MutexLock lock(&link_->mu);
+      link_->cv.WaitFor(&link_->mu, kTick, [&]() REQUIRES(link_->mu) { return link_->stop || !link_->arrivals.empty(); });
       if (link_->stop) return;
       batch.swap(link_->arrivals);
     }
@@ -97,9 +96,9 @@ void PeerTrainer::ReceiveAny(uint64_t tag, Buffer data) {
   std::shared_ptr<Link> link = link_;
   worker_->RecvFromAny(tag, data->data(), data->size(), from.get(),
                        [link, from, data, tag](const Status& s) {
-                         std::lock_guard<std::mutex> lock(link->mu);
+                         MutexLock lock(&link->mu);
                          link->arrivals.push_back(Arrival{s, tag, *from, data});
-                         link->cv.notify_all();
+                         link->cv.SignalAll();
                        });
 }
 
@@ -107,55 +106,58 @@ void PeerTrainer::ReceiveFrom(uint32_t from, uint64_t tag, Buffer data) {
   std::shared_ptr<Link> link = link_;
   worker_->RecvFrom(from, tag, data->data(), data->size(),
                     [link, from, data, tag](const Status& s) {
-                      std::lock_guard<std::mutex> lock(link->mu);
+                      MutexLock lock(&link->mu);
                       link->arrivals.push_back(Arrival{s, tag, from, data});
-                      link->cv.notify_all();
+                      link->cv.SignalAll();
                     });
 }
 
 void PeerTrainer::Send(uint32_t to, uint64_t tag, Buffer data) {
   std::shared_ptr<Link> link = link_;
   {
-    std::lock_guard<std::mutex> lock(link->mu);
+    MutexLock lock(&link->mu);
     ++link->sends;
   }
   // The callback may run before SendTo returns (a send refused at once).
   worker_->SendTo(to, tag, data->data(), data->size(), [link, to, data](const Status& s) {
-    std::lock_guard<std::mutex> lock(link->mu);
+    MutexLock lock(&link->mu);
     --link->sends;
     if (!s.ok() && link->error.ok())
       link->error = s.WithContext("send to worker " + std::to_string(to));
-    link->cv.notify_all();
+    link->cv.SignalAll();
   });
 }
 
 void PeerTrainer::Fail(const Status& why) {
   if (why.ok()) return;
-  std::lock_guard<std::mutex> lock(link_->mu);
+  MutexLock lock(&link_->mu);
   if (link_->error.ok()) link_->error = why;
-  link_->cv.notify_all();
+  link_->cv.SignalAll();
 }
 
 Status PeerTrainer::error() const {
-  std::lock_guard<std::mutex> lock(link_->mu);
+  MutexLock lock(&link_->mu);
   return link_->error;
 }
 
 Status PeerTrainer::WaitFor(const std::function<bool()>& done, Clock::time_point deadline,
                             const std::string& what) {
-  std::unique_lock<std::mutex> lock(link_->mu);
-  if (!link_->cv.wait_until(lock, deadline, [&] { return !link_->error.ok() || done(); })) {
+  MutexLock lock(&link_->mu);
+  if (!link_->cv.WaitUntil(&link_->mu, deadline, [&]() REQUIRES(link_->mu) { return !link_->error.ok() || done(); })) {
     return Timeout("Trainer: " + what + " did not happen within " +
                    std::to_string(options().timeout.count()) + " ms");
   }
   return link_->error;
 }
 
-void PeerTrainer::Notify() { link_->cv.notify_all(); }
+void PeerTrainer::Notify() { link_->cv.SignalAll(); }
 
-std::mutex& PeerTrainer::link_mu() { return link_->mu; }
+Mutex& PeerTrainer::link_mu() const { return link_->mu; }
 
-int PeerTrainer::sends_in_flight() const { return link_->sends; }
+int PeerTrainer::sends_in_flight() const {
+  link_->mu.AssertHeld();  // as link_mu(), which the caller holds
+  return link_->sends;
+}
 
 Status PeerTrainer::EndFinish(Status drained, Clock::time_point deadline) {
   StopThread();

@@ -25,18 +25,17 @@
 #define PS_ALGORITHMS_PEER_TRAINER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "algorithms/local_sgd.h"
-#include "algorithms/trainers.h"
+#include "algorithms/model_trainer.h"
+#include "common/mutex.h"
 
 namespace ps {
 namespace algorithms {
@@ -45,7 +44,7 @@ namespace algorithms {
 // (0..15) in the low four bits, and the top bit clear (tags >= 2^63 are the collectives').
 uint64_t PeerTag(Algorithm algorithm, const std::string& name, uint32_t purpose);
 
-class PeerTrainer : public Trainer {
+class PeerTrainer : public ModelTrainer {
  public:
   using Buffer = std::shared_ptr<std::vector<float>>;
   using Clock = std::chrono::steady_clock;
@@ -53,8 +52,9 @@ class PeerTrainer : public Trainer {
   static constexpr std::chrono::milliseconds kTick{20};
 
   ~PeerTrainer() override;
-  void CopyParams(float* out) const override;
-  TrainerStats stats() const override;
+  // Once: the derived class' Drain (unless an error came first), then the end every
+  // decentralized trainer shares (EndFinish). Later calls return the first one's result.
+  Status Finish() final;
 
  protected:
   // A completed receive.
@@ -84,39 +84,38 @@ class PeerTrainer : public Trainer {
   // Records the first error and wakes every wait.
   void Fail(const Status& why);
   Status error() const;
-  // Waits until done() (called under link mu), an error, or the deadline (kTimeout
-  // naming `what`). Derived classes change what done() reads under link mu and Notify().
+  // Waits until done() (called under link_mu(): a lambda passed here says
+  // REQUIRES(link_mu())), an error, or the deadline (kTimeout naming `what`). Derived
+  // classes change what done() reads under link_mu() and Notify().
   Status WaitFor(const std::function<bool()>& done, Clock::time_point deadline,
                  const std::string& what);
   void Notify();
-  std::mutex& link_mu();
-  int sends_in_flight() const;  // under link mu
+  // The lock of the communication state (arrivals, sends in flight, the first error);
+  // derived classes guard their own exchange state with it.
+  Mutex& link_mu() const;
+  int sends_in_flight() const REQUIRES(link_mu());
 
-  // Finish's common end: stops the thread, meets the others at the barrier (before
-  // `deadline`), keeps the first error. Idempotent through finished_.
-  Status EndFinish(Status drained, Clock::time_point deadline);
+  // The algorithm's part of Finish (several workers, no error yet): every message of
+  // every peer merged and every send acknowledged, before `deadline`.
+  virtual Status Drain(Clock::time_point deadline) = 0;
   Clock::time_point Deadline() const { return Clock::now() + options().timeout; }
 
-  Worker* const worker_;
-  float* const params_;
-  const size_t n_;
   const uint32_t rank_;
   const uint32_t world_;
-
-  mutable std::mutex mu_;  // the model
-  LocalSgd sgd_;           // guarded by mu_
-  TrainerStats stats_;     // guarded by mu_
-
-  bool finished_ = false;  // Step/Finish's thread only
-  Status finish_status_;   // Step/Finish's thread only
+  LocalSgd sgd_ GUARDED_BY(mu_);  // (mu_: ModelTrainer's, the model's lock)
 
  private:
+  // Finish's common end: stops the thread, meets the others at the barrier (before
+  // `deadline`), keeps the first error.
+  Status EndFinish(Status drained, Clock::time_point deadline);
+
   struct Link;
   void Loop();
   void CheckWorkersAlive();
 
   const std::shared_ptr<Link> link_;
   std::thread thread_;
+  Status finish_status_;  // Step/Finish's thread only
 };
 
 }  // namespace algorithms

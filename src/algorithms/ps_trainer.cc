@@ -18,10 +18,9 @@
 // velocity by today's rate: the two agree while the rate is constant.
 // Finish: a barrier, then params = the table's final state (every worker the same).
 #include <algorithm>
-#include <mutex>
 
+#include "algorithms/model_trainer.h"
 #include "algorithms/table_exchange.h"
-#include "algorithms/trainers.h"
 
 namespace ps {
 namespace algorithms {
@@ -49,13 +48,10 @@ TableSpec ParamsSpec(const TrainerArgs& args) {
   return spec;
 }
 
-class PsTrainer : public Trainer {
+class PsTrainer : public ModelTrainer {
  public:
   PsTrainer(const TrainerArgs& args, TableId table)
-      : Trainer(args.options),
-        worker_(args.worker),
-        params_(args.params),
-        n_(args.n),
+      : ModelTrainer(args),
         table_(table),
         world_(args.worker->num_workers()),
         exchange_(args.n) {}
@@ -70,16 +66,14 @@ class PsTrainer : public Trainer {
   Status Init() {
     Status st =
         SeedFromRankZero(worker_, exchange_, table_, params_, n_, options().timeout, "the table");
-    if (st.ok()) st = PullInto();
+    if (st.ok()) st = PullParams(exchange_, table_);
     if (!st.ok()) return st;
     st = worker_->Barrier(Group::kWorkers, options().timeout);
     return st.ok() ? st : st.WithContext("Trainer: barrier after the first pull");
   }
 
   Status Step(const float* grad) override {
-    if (finished_) return FailedPrecondition("Trainer: Step after Finish");
-    if (!failed_.ok())
-      return FailedPrecondition("Trainer: an earlier step failed: " + failed_.ToString());
+    PS_RETURN_IF_ERROR(CheckStep());
     const LocalOptimizer& opt = options().optimizer;
     const float scale =
         opt.LearningRateAt(step_) / (opt.learning_rate * static_cast<float>(world_));
@@ -94,7 +88,7 @@ class PsTrainer : public Trainer {
       failed_ = st;
       return st;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::copy(exchange_.recv(), exchange_.recv() + n_, params_);
     ++step_;
     ++stats_.steps;
@@ -102,50 +96,14 @@ class PsTrainer : public Trainer {
     return Status::OK();
   }
 
-  Status Finish() override {
-    if (finished_) return Status::OK();
-    finished_ = true;
-    if (!failed_.ok()) return failed_;
-    Status st = worker_->Barrier(Group::kWorkers, options().timeout);
-    if (!st.ok()) return st.WithContext("Trainer: Finish");
-    return PullInto();
-  }
-
-  void CopyParams(float* out) const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::copy(params_, params_ + n_, out);
-  }
-
-  TrainerStats stats() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
-  }
+  // (The final pull of bsp/ssp waits until this worker's clock allows it.)
+  Status Finish() override { return FinishFromTable(exchange_, table_); }
 
  private:
-  // params = the table's values (bsp/ssp: once this worker's clock allows).
-  Status PullInto() {
-    Status st = exchange_.Run(
-        [&](const float*, float* r, Worker::Callback cb) {
-          return worker_->Pull(table_, r, n_, std::move(cb));
-        },
-        options().timeout);
-    if (!st.ok()) return st;
-    std::lock_guard<std::mutex> lock(mu_);
-    std::copy(exchange_.recv(), exchange_.recv() + n_, params_);
-    return Status::OK();
-  }
-
-  Worker* const worker_;
-  float* const params_;
-  const size_t n_;
   const TableId table_;
   const int world_;
   TableExchange exchange_;
   uint64_t step_ = 0;
-  Status failed_;
-  bool finished_ = false;
-  mutable std::mutex mu_;
-  TrainerStats stats_;  // guarded by mu_
 };
 
 }  // namespace

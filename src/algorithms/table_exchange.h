@@ -12,13 +12,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "ps/worker.h"
 
 namespace ps {
@@ -39,17 +38,17 @@ class TableExchange {
   Status Run(const Issue& issue, std::chrono::milliseconds timeout) {
     std::shared_ptr<State> st = state_;
     {
-      std::lock_guard<std::mutex> lock(st->mu);
+      MutexLock lock(&st->mu);
       st->done = false;
     }
     issue(st->send.data(), st->recv.data(), [st](const Status& s) {
-      std::lock_guard<std::mutex> lock(st->mu);
+      MutexLock lock(&st->mu);
       st->status = s;
       st->done = true;
-      st->cv.notify_all();
+      st->cv.SignalAll();
     });
-    std::unique_lock<std::mutex> lock(st->mu);
-    if (!st->cv.wait_for(lock, timeout, [&] { return st->done; })) {
+    MutexLock lock(&st->mu);
+    if (!st->cv.WaitFor(&st->mu, timeout, [&]() REQUIRES(st->mu) { return st->done; })) {
       state_ = std::make_shared<State>(n_);  // the old buffers stay with the request
       return Timeout("Trainer: no answer from the servers within " +
                      std::to_string(timeout.count()) + " ms");
@@ -61,10 +60,10 @@ class TableExchange {
   struct State {
     explicit State(size_t n) : send(n), recv(n) {}
     std::vector<float> send, recv;
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;  // guarded by mu
-    Status status;      // guarded by mu
+    Mutex mu;
+    CondVar cv;
+    bool done GUARDED_BY(mu) = false;
+    Status status GUARDED_BY(mu);
   };
   const size_t n_;
   std::shared_ptr<State> state_;

@@ -1,10 +1,11 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "common/buffer.h"
 
+#include "common/mutex.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <new>
 
 namespace ps {
@@ -28,16 +29,16 @@ struct BufferPool::State {
       for (void* p : kv.second) std::free(p);
   }
   const size_t max_idle;
-  std::mutex mu;
-  std::map<size_t, std::vector<void*>> idle;  // guarded by mu: size class -> buffers
-  size_t idle_bytes = 0;                      // guarded by mu
+  Mutex mu;
+  std::map<size_t, std::vector<void*>> idle GUARDED_BY(mu);  // size class -> buffers
+  size_t idle_bytes GUARDED_BY(mu) = 0;
 };
 
 BufferPool::BufferPool(size_t max_idle_bytes) : state_(std::make_shared<State>(max_idle_bytes)) {}
 BufferPool::~BufferPool() = default;
 
 size_t BufferPool::idle_bytes() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->idle_bytes;
 }
 
@@ -58,7 +59,7 @@ std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
   }
   void* p = nullptr;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     auto it = state_->idle.find(cls);
     if (it != state_->idle.end() && !it->second.empty()) {
       p = it->second.back();
@@ -73,7 +74,7 @@ std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
   std::shared_ptr<State> st = state_;
   return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [st, cls](uint8_t* q) {
     {
-      std::lock_guard<std::mutex> lock(st->mu);
+      MutexLock lock(&st->mu);
       if (st->idle_bytes + cls <= st->max_idle) {
         st->idle[cls].push_back(q);
         st->idle_bytes += cls;

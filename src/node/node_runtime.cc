@@ -1,4 +1,8 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
+//
+// NodeRuntime (node_runtime.h): start and stop, sends, the receive loop and the dispatch
+// of data messages, and the scheduler's control messages. The calls to the scheduler are
+// in node_runtime_calls.cc; heartbeats and scheduler recovery in node_runtime_heartbeat.cc.
 #include "node/node_runtime.h"
 
 #include <glog/logging.h>
@@ -24,11 +28,11 @@ int64_t SteadyMillis() {
 
 namespace {
 constexpr int kRecvPollMs = 50;
-constexpr int kControlSendTimeoutMs = 5000;
 }  // namespace
 
-NodeRuntime::NodeRuntime(const MemberOptions& options, Role role, Handlers handlers)
-    : options_(options), role_(role), handlers_(std::move(handlers)) {
+NodeRuntime::NodeRuntime(const MemberOptions& options, Role role, Handlers handlers,
+                         bool restores)
+    : options_(options), role_(role), restores_(restores), handlers_(std::move(handlers)) {
   EnsureLogging();
 }
 
@@ -52,7 +56,7 @@ Status NodeRuntime::Start() {
         "the program under layerps-launch, which sets it");
   }
   RouteProtobufLogs();
-  transport_ = NewTransport(options_);
+  transport_ = NewTransport(TransportOptionsOf(options_));
   StatusOr<std::string> bound =
       transport_->Bind(DefaultBindAddress(options_.bind_address, options_.scheduler_address),
                        options_.advertise_host);
@@ -73,7 +77,7 @@ Status NodeRuntime::Start() {
   reg->set_hostname(LocalHostname());
   reg->set_requested_rank(options_.rank);
   reg->set_session(secret_);
-  reg->set_restores(role_ == Role::kServer && !options_.restore_dir.empty());
+  reg->set_restores(restores_);
   // One deadline for the whole start: the Register must leave and be answered within
   // connect_timeout_ms. A send that cannot leave by then (no connection to the scheduler
   // took it: a refused CURVE handshake drops the queue) is the same failure as no answer,
@@ -91,8 +95,8 @@ Status NodeRuntime::Start() {
   Status result = sent;
   bool was_registered = false;
   if (sent.ok()) {
-    std::unique_lock<std::mutex> lock(mu_);
-    const auto ready_now = [this] {
+    MutexLock lock(&mu_);
+    const auto ready_now = [this]() REQUIRES(mu_) {
       return !register_status_.ok() || (registered_ && map_ != nullptr) || shutdown_;
     };
     // The wait is cut in slices: with scheduler_recovery_ms, a scheduler restarted before
@@ -108,12 +112,12 @@ Status NodeRuntime::Start() {
       if (options_.scheduler_recovery_ms > 0) {
         until = std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(1));
       }
-      cv_.wait_until(lock, until, ready_now);
+      cv_.WaitUntil(&mu_, until, ready_now);
       const auto now = std::chrono::steady_clock::now();
       if (ready_now() || now >= deadline) continue;
       const bool report = registered_ && now >= next_report;
       if (now >= next_report) next_report = now + kWaitReport;
-      lock.unlock();
+      lock.Unlock();
       if (options_.scheduler_recovery_ms > 0) {
         SendToScheduler(MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
       }
@@ -128,7 +132,7 @@ Status NodeRuntime::Start() {
                   << ") registered; waiting for the cluster ("
                   << (who.ok() ? std::string("complete") : who.status().message()) << ")";
       }
-      lock.lock();
+      lock.Lock();
     }
     ready = ready_now();
     if (!register_status_.ok()) {
@@ -172,7 +176,7 @@ void NodeRuntime::Stop(bool send_leave) {
   if (!running_.exchange(false)) return;
   bool registered, cluster_over;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     registered = registered_;
     cluster_over = shutdown_;  // the scheduler is gone or going: nobody to tell
   }
@@ -182,11 +186,11 @@ void NodeRuntime::Stop(bool send_leave) {
     SendToScheduler(MakeControl(id(), c), kControlSendTimeoutMs);
   }
   stopping_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   if (recv_thread_.joinable()) recv_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   transport_->Close();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& kv : calls_) {
     if (!kv.second.done) {
       kv.second.done = true;
@@ -197,12 +201,12 @@ void NodeRuntime::Stop(bool send_leave) {
     shutdown_ = true;
     shutdown_status_ = Aborted("node stopped");
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Status NodeRuntime::WaitShutdown(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [this] { return shutdown_; })) {
+  MutexLock lock(&mu_);
+  if (!cv_.WaitFor(&mu_, timeout, [this]() REQUIRES(mu_) { return shutdown_; })) {
     return Timeout("the cluster is still running");
   }
   return shutdown_status_;
@@ -213,7 +217,7 @@ void NodeRuntime::Count(NodeId peer, const Message& msg, bool sent) {
   for (const auto& f : msg.frames) payload += f.size();
   const Header& h = msg.header;
   const MsgType type = h.msg_type();
-  std::lock_guard<std::mutex> lock(traffic_mu_);
+  MutexLock lock(&traffic_mu_);
   PeerTraffic& p = traffic_.peers[peer];
   (sent ? p.bytes_sent : p.bytes_received) += sizeof(Header) + payload;
   ++(sent ? p.messages_sent : p.messages_received);
@@ -242,19 +246,19 @@ Status NodeRuntime::SendToScheduler(Message&& msg, int timeout_ms) {
 }
 
 TrafficStats NodeRuntime::traffic() const {
-  std::lock_guard<std::mutex> lock(traffic_mu_);
+  MutexLock lock(&traffic_mu_);
   return traffic_;
 }
 
 std::shared_ptr<const ClusterMap> NodeRuntime::map() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return map_;
 }
 
 Status NodeRuntime::Send(NodeId to, Message&& msg, int timeout_ms) {
   if (!running_) return FailedPrecondition("node is not running");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // After the cluster ended (the scheduler shut it down, or was lost) nothing may be
     // sent: the peers are gone or going, and a request would only wait for its deadline.
     if (shutdown_ && to != kSchedulerId) {
@@ -269,7 +273,7 @@ Status NodeRuntime::Send(NodeId to, Message&& msg, int timeout_ms) {
     if (!n->alive) return Unavailable("node " + std::to_string(to) + " is dead");
     std::string tag;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       tag = tag_;
     }
     PS_RETURN_IF_ERROR(transport_->Connect(to, n->endpoint, "n" + tag));
@@ -281,197 +285,12 @@ Status NodeRuntime::Send(NodeId to, Message&& msg, int timeout_ms) {
   // The peer may have been declared dead (and disconnected) between the check above and
   // the send, which then reconnected: drop that connection too, so nothing stays queued
   // for a dead peer holding buffers it borrowed.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (dead_.count(to)) {
     transport_->Disconnect(to);
     return Unavailable("node " + std::to_string(to) + " is dead");
   }
   return sent;
-}
-
-StatusOr<uint32_t> NodeRuntime::CallScheduler(const std::function<void(uint64_t, void*)>& fill,
-                                              std::chrono::milliseconds timeout, const char* what,
-                                              std::string* detail) {
-  if (!running_) return FailedPrecondition(std::string(what) + ": node is not running");
-  uint64_t call_id;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    call_id = next_call_id_++;
-    calls_[call_id] = PendingCall{};
-  }
-  layerps::pb::Control c;
-  fill(call_id, &c);
-  if (options_.scheduler_recovery_ms > 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    calls_[call_id].request = c.SerializeAsString();
-  }
-  Status sent = SendToScheduler(MakeControl(id(), c), kControlSendTimeoutMs);
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!sent.ok() && !(options_.scheduler_recovery_ms > 0 && scheduler_lost_)) {
-    calls_.erase(call_id);
-    return sent;
-  }
-  cv_.wait_for(lock, timeout, [&] { return calls_[call_id].done || shutdown_; });
-  PendingCall call = calls_[call_id];
-  calls_.erase(call_id);
-  if (!call.done) {
-    if (shutdown_)
-      return shutdown_status_.ok() ? Aborted("the cluster shut down") : shutdown_status_;
-    return Timeout(std::string(what) + ": no answer from the scheduler within " +
-                   std::to_string(timeout.count()) + " ms");
-  }
-  if (!call.status.ok()) return call.status;
-  if (detail != nullptr) *detail = call.detail;
-  return call.value;
-}
-
-StatusOr<std::string> NodeRuntime::Checkpoint(const std::string& dir,
-                                              std::chrono::milliseconds timeout) {
-  std::string path;
-  StatusOr<uint32_t> r = CallScheduler(
-      [&](uint64_t call_id, void* msg) {
-        auto* c = static_cast<layerps::pb::Control*>(msg)->mutable_checkpoint();
-        c->set_request_id(call_id);
-        c->set_dir(dir);
-      },
-      timeout, "checkpoint", &path);
-  if (!r.ok()) return r.status();
-  return path;
-}
-
-StatusOr<TableId> NodeRuntime::DeclareTable(const TableSpec& spec,
-                                            std::chrono::milliseconds timeout) {
-  PS_RETURN_IF_ERROR(spec.Validate());
-  StatusOr<uint32_t> id = CallScheduler(
-      [&](uint64_t call_id, void* msg) {
-        auto* d = static_cast<layerps::pb::Control*>(msg)->mutable_declare_table();
-        d->set_request_id(call_id);
-        SpecToProto(spec, d->mutable_spec());
-      },
-      timeout, "declare table");
-  if (!id.ok()) return id.status();
-  // The reply comes after the map naming the table was installed on every server; make
-  // sure this node has it too before the caller pushes.
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool have = cv_.wait_for(
-      lock, timeout, [&] { return shutdown_ || (map_ && map_->FindTable(*id) != nullptr); });
-  if (!have || shutdown_)
-    return Unavailable("declared table " + spec.name + " but its map did not arrive");
-  return static_cast<TableId>(*id);
-}
-
-Status NodeRuntime::SetLearningRate(TableId table, float learning_rate,
-                                    std::chrono::milliseconds timeout) {
-  return CallScheduler(
-             [&](uint64_t call_id, void* msg) {
-               auto* m = static_cast<layerps::pb::Control*>(msg)->mutable_set_learning_rate();
-               m->set_request_id(call_id);
-               m->set_table(table);
-               m->set_learning_rate(learning_rate);
-             },
-             timeout, "set learning rate")
-      .status();
-}
-
-Status NodeRuntime::DropTable(const std::string& name, std::chrono::milliseconds timeout) {
-  if (name.empty()) return InvalidArgument("DropTable: empty table name");
-  TableId id = kInvalidTable;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const TableInfo* t = map_ ? map_->FindTableByName(name) : nullptr;
-    if (t != nullptr) id = t->id;
-  }
-  StatusOr<uint32_t> r = CallScheduler(
-      [&](uint64_t call_id, void* msg) {
-        auto* d = static_cast<layerps::pb::Control*>(msg)->mutable_drop_table();
-        d->set_request_id(call_id);
-        d->set_name(name);
-      },
-      timeout, "drop table");
-  if (!r.ok()) return r.status();
-  // The scheduler broadcast the map without the table before answering.
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool gone = cv_.wait_for(lock, timeout, [&] {
-    if (shutdown_) return true;
-    if (!map_) return false;
-    const TableInfo* t = map_->FindTableByName(name);
-    return t == nullptr || (id != kInvalidTable && t->id != id);
-  });
-  if (!gone || shutdown_) return Unavailable("dropped table " + name + " but its map did not arrive");
-  return Status::OK();
-}
-
-namespace {
-// The scheduler enforces the caller's deadline itself (and names who is missing); this
-// node waits a little longer for that answer before giving up on its own.
-constexpr int64_t kSchedulerDeadlineGraceMs = 2000;
-std::chrono::milliseconds WithGrace(std::chrono::milliseconds t) {
-  const int64_t cap = int64_t{1} << 40;
-  return std::chrono::milliseconds(std::min<int64_t>(t.count(), cap) + kSchedulerDeadlineGraceMs);
-}
-}  // namespace
-
-Status NodeRuntime::Barrier(Group group, std::chrono::milliseconds timeout, int* participants) {
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    seq = barriers_passed_[static_cast<uint32_t>(group)] + 1;
-  }
-  StatusOr<uint32_t> r = CallScheduler(
-      [&](uint64_t call_id, void* msg) {
-        auto* b = static_cast<layerps::pb::Control*>(msg)->mutable_barrier();
-        b->set_request_id(call_id);
-        b->set_seq(seq);
-        b->set_group(static_cast<uint32_t>(group));
-        b->set_timeout_ms(static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 1)));
-      },
-      WithGrace(timeout), "barrier");
-  if (r.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    barriers_passed_[static_cast<uint32_t>(group)] = seq;
-  }
-  if (r.ok() && participants != nullptr) *participants = static_cast<int>(*r);
-  return r.status();
-}
-
-Status NodeRuntime::Join(std::chrono::milliseconds timeout, int* joined) {
-  StatusOr<uint32_t> r = CallScheduler(
-      [&](uint64_t call_id, void* msg) {
-        auto* j = static_cast<layerps::pb::Control*>(msg)->mutable_join();
-        j->set_request_id(call_id);
-        j->set_timeout_ms(static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 1)));
-      },
-      WithGrace(timeout), "join");
-  if (r.ok() && joined != nullptr) *joined = static_cast<int>(*r);
-  return r.status();
-}
-
-Status NodeRuntime::InstallPlacement(const std::vector<LayerServers>& placement,
-                                     std::chrono::milliseconds timeout) {
-  StatusOr<uint32_t> r = CallScheduler(
-      [&](uint64_t call_id, void* msg) {
-        auto* p = static_cast<layerps::pb::Control*>(msg)->mutable_install_placement();
-        p->set_request_id(call_id);
-        for (const auto& l : placement) {
-          auto* pl = p->add_layers();
-          pl->set_layer(l.layer);
-          for (uint32_t rank : l.servers) pl->add_server_ranks(rank);
-        }
-      },
-      timeout, "install placement");
-  if (!r.ok()) return r.status();
-  // The scheduler broadcast the map before answering; wait until it is installed here.
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool have = cv_.wait_for(lock, timeout, [&] {
-    if (shutdown_ || !map_) return shutdown_;
-    for (const auto& l : placement) {
-      auto it = map_->placement.find(l.layer);
-      if (it == map_->placement.end() || it->second != l.servers) return false;
-    }
-    return map_->placement.size() == placement.size();
-  });
-  if (!have || shutdown_) return Unavailable("installed a placement but its map did not arrive");
-  return Status::OK();
 }
 
 void NodeRuntime::ReceiveLoop() {
@@ -570,129 +389,18 @@ bool NodeRuntime::FromMember(const Message& msg) const {
   return tag != m->tags.end() && msg.identity == "n" + tag->second;
 }
 
-void NodeRuntime::HeartbeatLoop() {
-  while (!stopping_) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_interval_ms),
-                   [this] { return stopping_.load() || shutdown_; });
-      if (stopping_ || shutdown_) return;
-    }
-    layerps::pb::Control c;
-    c.mutable_heartbeat();
-    SendToScheduler(MakeControl(id(), c), options_.heartbeat_interval_ms);
-    if (!handling_control_ && options_.scheduler_recovery_ms > 0 &&
-        SteadyMillis() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
-      if (!AwaitScheduler()) return;
-      continue;
-    }
-    if (!handling_control_ &&
-        SteadyMillis() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
-      Status lost = Unavailable("lost the scheduler: silent for more than " +
-                                std::to_string(options_.heartbeat_timeout_ms) + " ms");
-      LOG(ERROR) << lost;
-      if (handlers_.on_node_dead) handlers_.on_node_dead(kSchedulerId, lost);
-      // Nothing queued may wait for a cluster that is gone: discard it, so that buffers
-      // lent to the transport are released and the requests complete.
-      if (auto m = map()) {
-        for (const auto& n : m->nodes) transport_->Disconnect(n.id);
-      }
-      FinishShutdown(lost);
-      return;
-    }
-  }
-}
-
-// The scheduler is silent: this node keeps its data traffic going and sends a Rejoin to
-// the scheduler's address every heartbeat interval, until a scheduler speaks again (a
-// restarted one answers with a new map once the cluster is rebuilt) or
-// scheduler_recovery_ms passes (then the node shuts down as without recovery). Once one
-// speaks, the calls still waiting for an answer are sent to it again.
-bool NodeRuntime::AwaitScheduler() {
-  const int64_t since = SteadyMillis();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    scheduler_lost_ = true;
-  }
-  LOG(WARNING) << "lost the scheduler (silent for more than " << options_.heartbeat_timeout_ms
-               << " ms); waiting up to " << options_.scheduler_recovery_ms
-               << " ms for a scheduler at " << options_.scheduler_address
-               << " to take the cluster over (scheduler_recovery_ms)";
-  while (!stopping_) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_interval_ms),
-                   [this] { return stopping_.load() || shutdown_; });
-      if (stopping_ || shutdown_) return false;
-    }
-    if (last_scheduler_contact_ms_ > since) break;
-    if (SteadyMillis() - since > options_.scheduler_recovery_ms) {
-      Status lost = Unavailable("lost the scheduler: silent for more than " +
-                                std::to_string(options_.heartbeat_timeout_ms) +
-                                " ms, and no scheduler took the cluster over within "
-                                "scheduler_recovery_ms=" +
-                                std::to_string(options_.scheduler_recovery_ms));
-      LOG(ERROR) << lost;
-      if (handlers_.on_node_dead) handlers_.on_node_dead(kSchedulerId, lost);
-      if (auto m = map()) {
-        for (const auto& n : m->nodes) transport_->Disconnect(n.id);
-      }
-      FinishShutdown(lost);
-      return false;
-    }
-    SendToScheduler(RejoinMessage(), options_.heartbeat_interval_ms);
-  }
-  std::vector<std::string> resend;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    scheduler_lost_ = false;
-    for (const auto& kv : calls_) {
-      if (!kv.second.done && !kv.second.request.empty()) resend.push_back(kv.second.request);
-    }
-  }
-  LOG(WARNING) << "a scheduler took the cluster over after "
-               << SteadyMillis() - since << " ms; " << resend.size()
-               << " call(s) waiting for an answer sent to it again";
-  for (const std::string& r : resend) {
-    layerps::pb::Control c;
-    if (c.ParseFromString(r)) SendToScheduler(MakeControl(id(), c), kControlSendTimeoutMs);
-  }
-  return true;
-}
-
-Message NodeRuntime::RejoinMessage() {
-  layerps::pb::Control c;
-  auto* r = c.mutable_rejoin();
-  r->set_token(options_.token);
-  r->set_session(secret_);
-  r->set_id(id());
-  r->set_role(static_cast<layerps::pb::Role>(role_));
-  r->set_rank(rank());
-  r->set_endpoint(endpoint_);
-  r->set_hostname(LocalHostname());
-  std::lock_guard<std::mutex> lock(mu_);
-  r->set_tag(tag_);
-  if (map_) MapToProto(*map_, r->mutable_map());
-  for (const auto& kv : barriers_passed_) {
-    auto* b = r->add_barriers();
-    b->set_group(kv.first);
-    b->set_passed(kv.second);
-  }
-  return MakeControl(id(), c);
-}
-
 void NodeRuntime::FinishShutdown(const Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (shutdown_) return;
   shutdown_ = true;
   shutdown_status_ = status;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 std::vector<std::pair<TableId, Status>> NodeRuntime::InstallMap(
     std::shared_ptr<const ClusterMap> map) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (map_ && map->epoch <= map_->epoch) return {};
     map_ = map;
   }
@@ -705,7 +413,7 @@ std::vector<std::pair<TableId, Status>> NodeRuntime::InstallMap(
   transport_->SetSharedMemoryPeers(std::move(members));
   std::vector<std::pair<TableId, Status>> failed;
   if (handlers_.on_map) failed = handlers_.on_map(map);
-  cv_.notify_all();
+  cv_.SignalAll();
   return failed;
 }
 
@@ -719,14 +427,14 @@ void NodeRuntime::HandleControl(Message&& msg) {
   }
   switch (c.body_case()) {
     case layerps::pb::Control::kRegisterReply: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // Before the first map, a restarted scheduler may register this node again
       // (scheduler_recovery_ms: Start sends Register again while it waits).
       if (registered_ && (map_ || options_.scheduler_recovery_ms == 0)) break;
       if (c.register_reply().ok()) {
         if (c.register_reply().tag().empty() || c.register_reply().tag().size() > 64) {
           register_status_ = ProtocolError("the scheduler's reply has no valid data tag");
-          cv_.notify_all();
+          cv_.SignalAll();
           break;
         }
         id_ = c.register_reply().id();
@@ -737,7 +445,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
         register_status_ =
             PermissionDenied("the scheduler refused this node: " + c.register_reply().error());
       }
-      cv_.notify_all();
+      cv_.SignalAll();
       break;
     }
     case layerps::pb::Control::kMapUpdate: {
@@ -773,7 +481,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
       const std::string& error = declare   ? c.declare_table_reply().error()
                                  : barrier ? c.barrier_reply().error()
                                            : c.call_reply().error();
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = calls_.find(call_id);
       if (it == calls_.end() || it->second.done) break;  // late reply to a timed-out call
       it->second.done = true;
@@ -785,7 +493,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
       if (declare) it->second.value = c.declare_table_reply().table_id();
       if (!declare && !barrier) it->second.detail = c.call_reply().detail().substr(0, 4096);
       if (barrier) it->second.value = c.barrier_reply().participants();
-      cv_.notify_all();
+      cv_.SignalAll();
       break;
     }
     case layerps::pb::Control::kWorkerJoined:
@@ -807,7 +515,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
             dead, c.node_dead().successor() != 0 ? c.node_dead().successor() : kUnassignedId);
       }
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         dead_.insert(dead);
       }
       transport_->Disconnect(dead);

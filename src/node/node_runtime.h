@@ -16,12 +16,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,6 +27,7 @@
 #include <vector>
 
 #include "common/cluster_map.h"
+#include "common/mutex.h"
 #include "ps/options.h"
 #include "ps/status.h"
 #include "ps/types.h"
@@ -68,7 +67,9 @@ class NodeRuntime {
     std::function<StatusOr<std::string>(uint64_t set, const std::string& dir)> on_checkpoint;
   };
 
-  NodeRuntime(const MemberOptions& options, Role role, Handlers handlers);
+  // restores: a server restoring from checkpoints (ServerOptions::restore_dir), which it
+  // tells the scheduler when it registers.
+  NodeRuntime(const MemberOptions& options, Role role, Handlers handlers, bool restores = false);
   ~NodeRuntime();
 
   // Registers the handler of a data message kind (one per kind). Call before Start().
@@ -133,6 +134,9 @@ class NodeRuntime {
   void Count(NodeId peer, const Message& msg, bool sent);
   // A control message to the scheduler, counted.
   Status SendToScheduler(Message&& msg, int timeout_ms);
+  // How long a control message may wait for room in the scheduler's queue (shared by
+  // node_runtime*.cc).
+  static constexpr int kControlSendTimeoutMs = 5000;
   // True when a data message comes from a live member: the header's sender is in the
   // map and the message arrived on that node's identity ("n" + its tag).
   bool FromMember(const Message& msg) const;
@@ -162,6 +166,7 @@ class NodeRuntime {
 
   const MemberOptions options_;
   const Role role_;
+  const bool restores_;
   const Handlers handlers_;
   std::map<uint16_t, DataHandler> data_handlers_;  // fixed once Start() began
   std::unique_ptr<Transport> transport_;
@@ -176,24 +181,24 @@ class NodeRuntime {
   std::thread recv_thread_;
   std::thread heartbeat_thread_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::shared_ptr<const ClusterMap> map_;  // guarded by mu_
-  bool registered_ = false;                // guarded by mu_
-  Status register_status_;                 // guarded by mu_
-  bool shutdown_ = false;                  // guarded by mu_
-  Status shutdown_status_;                 // guarded by mu_
-  uint64_t next_call_id_ = 1;              // guarded by mu_
-  std::map<uint64_t, PendingCall> calls_;  // guarded by mu_
-  std::set<NodeId> dead_;                  // guarded by mu_: declared dead, never reconnected
-  std::map<uint32_t, uint64_t> barriers_passed_;  // guarded by mu_: by ps::Group
-  bool scheduler_lost_ = false;                   // guarded by mu_: AwaitScheduler runs
-  mutable std::mutex traffic_mu_;
-  TrafficStats traffic_;  // guarded by traffic_mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::shared_ptr<const ClusterMap> map_ GUARDED_BY(mu_);
+  bool registered_ GUARDED_BY(mu_) = false;
+  Status register_status_ GUARDED_BY(mu_);
+  bool shutdown_ GUARDED_BY(mu_) = false;
+  Status shutdown_status_ GUARDED_BY(mu_);
+  uint64_t next_call_id_ GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, PendingCall> calls_ GUARDED_BY(mu_);
+  std::set<NodeId> dead_ GUARDED_BY(mu_);  // declared dead, never reconnected
+  std::map<uint32_t, uint64_t> barriers_passed_ GUARDED_BY(mu_);  // by ps::Group
+  bool scheduler_lost_ GUARDED_BY(mu_) = false;  // AwaitScheduler runs
+  mutable Mutex traffic_mu_;
+  TrafficStats traffic_ GUARDED_BY(traffic_mu_);
   // This node's secret with the scheduler (fixed by Start) and its data identity
   // (received at registration, before any data is sent).
   std::string secret_;
-  std::string tag_;  // guarded by mu_
+  std::string tag_ GUARDED_BY(mu_);
 };
 
 // Milliseconds on the steady clock (for heartbeat bookkeeping).

@@ -40,9 +40,12 @@ bool HoldsRanges(const ClusterMap& map, NodeId server) {
 // (server/replica_copy.h) while requests go on, so that a later death loses nothing.
 void Replication::OnMap(const ClusterMap& map, Store* store,
                       std::vector<std::pair<TableId, Status>>* failed) {
-store_ = store;
-epoch_ = map.epoch;
-const NodeId self = runtime_->id();
+  // The server holds its store lock exclusively (under another name: the analysis cannot
+  // see that the two references are one lock).
+  store_mu_.AssertHeld();
+  store_ = store;
+  epoch_ = map.epoch;
+  const NodeId self = runtime_->id();
   const RangeSet adopted = TakeOverDeadPrimary(map, failed);
   RangeSet mine = RangesOf(map, self);
   // Ranges the map moved to this server come from a copy taken over, or they are lost.
@@ -195,7 +198,7 @@ void Replication::CopyToBackup(const ClusterMap& map, NodeId backup) {
   backed_up_ = false;
   std::vector<UpdateRecord> held;
   {
-    std::lock_guard<std::mutex> lock(held_mu_);
+    MutexLock lock(&held_mu_);
     for (const auto& kv : held_) {
       held.push_back(UpdateRecord{std::get<0>(kv.first), std::get<2>(kv.first), std::get<1>(kv.first)});
     }
@@ -213,7 +216,7 @@ void Replication::CopyToBackup(const ClusterMap& map, NodeId backup) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(held_mu_);
+    MutexLock lock(&held_mu_);
     awaiting_copy_ = std::move(held);
   }
   backup_.store(backup, std::memory_order_release);
@@ -235,7 +238,7 @@ void Replication::HandleReplicaCopy(Message&& msg) {
     return;
   }
   if (phase == CopyPhase::kBegin) {
-    std::unique_lock<std::shared_mutex> lock(store_mu_);
+    WriterLock lock(&store_mu_);
     StatusOr<ReplicaStart> start = BeginReplica(from, msg);
     if (!start.ok()) {
       ++bad_;
@@ -258,7 +261,7 @@ void Replication::HandleReplicaCopy(Message&& msg) {
     }
     return;
   }
-  std::shared_lock<std::shared_mutex> lock(store_mu_);
+  ReaderLock lock(&store_mu_);
   if (!replica_ || from != primary_ || msg.header.request_id != replica_copy_id_) {
     ++bad_;
     LOG_EVERY_N(WARNING, 100) << "dropped a copy message of node " << from
@@ -300,7 +303,7 @@ void Replication::OnCopyAcked(const Header& h) {
   if (h.sender != backup_.load(std::memory_order_acquire) || h.request_id != copy_id_) return;
   std::vector<UpdateRecord> released;
   {
-    std::lock_guard<std::mutex> lock(held_mu_);
+    MutexLock lock(&held_mu_);
     released.swap(awaiting_copy_);
   }
   if (h.status != 0) {
@@ -320,7 +323,7 @@ void Replication::OnCopyAcked(const Header& h) {
 void Replication::Forward(NodeId backup, Message forward, const Header& reply_to, std::vector<Frame> frames) {
   const UpdateId id{reply_to.sender, reply_to.request_id, reply_to.part};
   {
-    std::lock_guard<std::mutex> lock(held_mu_);
+    MutexLock lock(&held_mu_);
     held_[id] = Held{reply_to, std::move(frames)};
   }
   forward.header.status = static_cast<int32_t>(forward.header.type);
@@ -338,7 +341,7 @@ void Replication::Forward(NodeId backup, Message forward, const Header& reply_to
 void Replication::ReleaseHeld(const UpdateId& id) {
   Held h;
   {
-    std::lock_guard<std::mutex> lock(held_mu_);
+    MutexLock lock(&held_mu_);
     auto it = held_.find(id);
     if (it == held_.end()) return;
     h = std::move(it->second);
@@ -351,7 +354,7 @@ void Replication::ReleaseHeld(const UpdateId& id) {
 void Replication::FlushHeld() {
   std::map<UpdateId, Held> all;
   {
-    std::lock_guard<std::mutex> lock(held_mu_);
+    MutexLock lock(&held_mu_);
     all.swap(held_);
   }
   for (auto& kv : all) reply_(kv.second.reply_to, Status::OK(), std::move(kv.second.frames));
@@ -359,7 +362,7 @@ void Replication::FlushHeld() {
 
 // As the backup: apply a primary's update to the copy, remember it, acknowledge it.
 void Replication::HandleReplicate(Message&& msg) {
-  std::shared_lock<std::shared_mutex> lock(store_mu_);
+  ReaderLock lock(&store_mu_);
   Message ack;
   ack.header = msg.header;
   ack.header.type = static_cast<uint16_t>(MsgType::kReplicateAck);
@@ -412,7 +415,7 @@ void Replication::HandleReplicateAck(Message&& msg) {
 }
 
 void Replication::Remember(const UpdateId& id) {
-  std::lock_guard<std::mutex> lock(remembered_mu_);
+  MutexLock lock(&remembered_mu_);
   if (!remembered_.insert(id).second) return;
   remembered_order_.push_back(id);
   if (remembered_order_.size() > kRememberedUpdates) {
@@ -423,7 +426,7 @@ void Replication::Remember(const UpdateId& id) {
 }
 
 bool Replication::Remembered(const UpdateId& id) {
-  std::lock_guard<std::mutex> lock(remembered_mu_);
+  MutexLock lock(&remembered_mu_);
   return remembered_.count(id) > 0;
 }
 

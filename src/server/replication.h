@@ -23,14 +23,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <tuple>
 #include <unordered_set>
 #include <vector>
 
 #include "common/cluster_map.h"
+#include "common/mutex.h"
 #include "server/replica_copy.h"
 #include "server/store.h"
 #include "transport/message.h"
@@ -56,7 +55,7 @@ class Replication {
   // runtime: the server's; store_mu: its store lock; apply: its apply-on-arrival policy
   // (forwarded updates go through it); restore: --restore's set or null; reply: how the
   // server answers a worker.
-  Replication(NodeRuntime* runtime, std::shared_mutex* store_mu, SyncPolicy* apply,
+  Replication(NodeRuntime* runtime, SharedMutex* store_mu, SyncPolicy* apply,
               const CheckpointSet* restore, int64_t max_message_bytes, ReplyFn reply)
       : runtime_(runtime), store_mu_(*store_mu), apply_(apply), restore_(restore),
         max_message_bytes_(max_message_bytes), reply_(std::move(reply)) {}
@@ -86,10 +85,11 @@ class Replication {
   uint64_t bad_messages() const { return bad_.load(); }
 
  private:
-  RangeSet TakeOverDeadPrimary(const ClusterMap& map, std::vector<std::pair<TableId, Status>>* failed);
+  RangeSet TakeOverDeadPrimary(const ClusterMap& map, std::vector<std::pair<TableId, Status>>* failed)
+      REQUIRES(store_mu_);
   void DropReplica();
   void InstallNewTablesInReplica(const ClusterMap& map, std::vector<std::pair<TableId, Status>>* failed);
-  void CopyToBackup(const ClusterMap& map, NodeId backup);
+  void CopyToBackup(const ClusterMap& map, NodeId backup) REQUIRES(store_mu_);
   void AckCopy(NodeId to, const Header& h, const Status& st);
   void OnCopyAcked(const Header& h);
   void ReleaseHeld(const UpdateId& id);
@@ -98,18 +98,19 @@ class Replication {
   bool Remembered(const UpdateId& id);
 
   NodeRuntime* const runtime_;
-  std::shared_mutex& store_mu_;
+  SharedMutex& store_mu_;
   SyncPolicy* const apply_;
   const CheckpointSet* const restore_;
   const int64_t max_message_bytes_;
   const ReplyFn reply_;
-  Store* store_ = nullptr;  // guarded by store_mu_: the server's store (set by OnMap)
-  uint64_t epoch_ = 0;      // guarded by store_mu_: the map epoch installed
+  Store* store_ GUARDED_BY(store_mu_) = nullptr;  // the server's store (set by OnMap)
+  uint64_t epoch_ GUARDED_BY(store_mu_) = 0;  // the map epoch installed
 
-  // As a backup (guarded by store_mu_, written on the receive thread): the copy of
-  // primary_'s ranges, made by its copy number replica_copy_id_ (complete once its end
-  // came), following the primary's map of epoch replica_epoch_, where it held
-  // replica_ranges_; replica_error_: a copy message that failed (the copy is unusable).
+  // As a backup: the copy of primary_'s ranges, made by its copy number replica_copy_id_
+  // (complete once its end came), following the primary's map of epoch replica_epoch_,
+  // where it held replica_ranges_; replica_error_: a copy message that failed (the copy
+  // is unusable). Receive thread only (confinement, which the analysis cannot express):
+  // it reads and writes them with store_mu_ held, exclusively where replica_ changes.
   std::unique_ptr<Store> replica_;
   NodeId primary_ = kUnassignedId;
   bool replica_complete_ = false;
@@ -129,13 +130,13 @@ class Replication {
     Header reply_to;
     std::vector<Frame> frames;
   };
-  std::mutex held_mu_;
-  std::map<UpdateId, Held> held_;  // guarded by held_mu_: answers waiting for the backup
-  // guarded by held_mu_: answers held when the last copy began, released by its ack
-  std::vector<UpdateRecord> awaiting_copy_;
-  std::mutex remembered_mu_;
-  std::unordered_set<UpdateId, UpdateIdHash> remembered_;  // guarded by remembered_mu_
-  std::deque<UpdateId> remembered_order_;                  // guarded by remembered_mu_
+  Mutex held_mu_;
+  std::map<UpdateId, Held> held_ GUARDED_BY(held_mu_);  // answers waiting for the backup
+  // Answers held when the last copy began, released by its ack.
+  std::vector<UpdateRecord> awaiting_copy_ GUARDED_BY(held_mu_);
+  Mutex remembered_mu_;
+  std::unordered_set<UpdateId, UpdateIdHash> remembered_ GUARDED_BY(remembered_mu_);
+  std::deque<UpdateId> remembered_order_ GUARDED_BY(remembered_mu_);
   std::atomic<size_t> remembered_size_{0};
 };
 

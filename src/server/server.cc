@@ -15,9 +15,9 @@
 #include <cstring>
 #include <map>
 #include <set>
-#include <shared_mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/wire_type.h"
 #include "metrics/metrics.h"
 #include "node/node_runtime.h"
@@ -65,7 +65,8 @@ class Server::Impl {
     h.on_checkpoint = [this](uint64_t set, const std::string& dir) {
       return WriteCheckpointFile(set, dir);
     };
-    runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h));
+    runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h),
+                                             /*restores=*/!options_.restore_dir.empty());
     for (MsgType t : {MsgType::kPush, MsgType::kPull, MsgType::kPushPull, MsgType::kAssign}) {
       runtime_->Handle(t, [this](Message&& m) { HandleData(std::move(m)); });
     }
@@ -132,14 +133,14 @@ class Server::Impl {
       s.copies_sent = replication_->copies_sent();
       s.copies_received = replication_->copies_received();
     }
-    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    ReaderLock lock(&store_mu_);
     s.sparse_rows = store_ ? store_->sparse_rows() : 0;
     return s;
   }
 
   std::map<TableId, SparseTableStats> table_stats() const {
     std::map<TableId, SparseTableStats> out;
-    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    ReaderLock lock(&store_mu_);
     if (!store_) return out;
     for (const auto& kv : store_->SparseStats()) {
       SparseTableStats& t = out[kv.first];
@@ -218,7 +219,7 @@ class Server::Impl {
   }
 
   std::vector<std::pair<TableId, Status>> InstallMap(const ClusterMap& map) {
-    std::unique_lock<std::shared_mutex> lock(store_mu_);
+    WriterLock lock(&store_mu_);
     if (!store_) store_ = std::make_unique<Store>(runtime_->id(), options_.cold_dir);
     std::vector<std::pair<TableId, Status>> failed;
     store_->DropAllBut(map.tables);
@@ -252,7 +253,7 @@ class Server::Impl {
 
   // The scheduler's WriteCheckpoint (receive thread: no request is handled meanwhile).
   StatusOr<std::string> WriteCheckpointFile(uint64_t set, const std::string& dir) {
-    std::unique_lock<std::shared_mutex> lock(store_mu_);
+    WriterLock lock(&store_mu_);
     if (!store_) return Unavailable("this server has not received the cluster map yet");
     CheckpointMeta meta;
     meta.set = set;
@@ -277,7 +278,7 @@ class Server::Impl {
   // The clocks of bsp/ssp tables count the live workers only: a worker gone (left or
   // dead; `why` when known) stops counting, with one log line. Receive thread; the store
   // lock held (any mode).
-  void SetWorkers(const std::set<NodeId>& live, const Status& why) {
+  void SetWorkers(const std::set<NodeId>& live, const Status& why) REQUIRES_SHARED(store_mu_) {
     if (live == live_) return;
     std::string gone;
     for (NodeId w : live_) {
@@ -307,7 +308,7 @@ class Server::Impl {
   // and the server shuts down anyway).
   void OnNodeDead(NodeId id, const Status& why) {
     if (id == kSchedulerId) return;
-    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    ReaderLock lock(&store_mu_);
     gone_.insert(id);
     if (!store_ || !live_.count(id)) return;
     std::set<NodeId> live = live_;
@@ -317,7 +318,7 @@ class Server::Impl {
 
   // Held requests past their deadline are answered (receive thread).
   void Tick() {
-    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    ReaderLock lock(&store_mu_);
     if (!store_ || bsp_->held() + ssp_->held() == 0) return;
     const auto reply = [this](const Header& rh, const Status& st, std::vector<Frame> frames) {
       Reply(rh, st, std::move(frames));
@@ -328,7 +329,7 @@ class Server::Impl {
 
   // The policy of a request's table. Fused requests never carry a bsp/ssp table (workers
   // send those alone, with their clock): one that does is refused.
-  SyncPolicy* PolicyFor(const DataRequest& req, Status* error) {
+  SyncPolicy* PolicyFor(const DataRequest& req, Status* error) REQUIRES_SHARED(store_mu_) {
     if (req.header.fused()) {
       for (const FusedSegment& seg : req.segments) {
         const TableSpec* spec = store_->Spec(seg.table);
@@ -392,7 +393,7 @@ class Server::Impl {
 
   void HandleDataUnguarded(Message&& msg) {
     ++messages_;
-    std::shared_lock<std::shared_mutex> lock(store_mu_);
+    ReaderLock lock(&store_mu_);
     if (IsUpdate(msg.header.msg_type()) && replication_->Remembered(msg.header)) {
       // A part this server applied as the backup of the server whose ranges it took
       // over, sent again by a worker that never got the answer: not applied twice. A
@@ -454,8 +455,8 @@ class Server::Impl {
   const ServerOptions options_;
   std::unique_ptr<NodeRuntime> runtime_;
   std::atomic<bool> started_{false};  // runtime_ is read by other threads only once set
-  mutable std::shared_mutex store_mu_;
-  std::unique_ptr<Store> store_;  // guarded by store_mu_ (installs exclusive, requests shared)
+  mutable SharedMutex store_mu_;
+  std::unique_ptr<Store> store_ GUARDED_BY(store_mu_);  // installs exclusive, requests shared
   std::unique_ptr<CheckpointSet> restore_;  // --restore: read by installs (store_mu_ exclusive)
   // The sync policies (receive thread only), one per TableSpec::sync.
   const std::unique_ptr<SyncPolicy> apply_ = NewApplyOnArrival();
@@ -463,7 +464,7 @@ class Server::Impl {
   const std::unique_ptr<SyncPolicy> ssp_ = NewSspPolicy(options_.request_timeout_ms);
   std::set<NodeId> live_;  // receive thread: the workers whose clocks count
   std::set<NodeId> gone_;  // receive thread: workers that left or died (never live again)
-  uint64_t epoch_ = 0;     // guarded by store_mu_
+  uint64_t epoch_ GUARDED_BY(store_mu_) = 0;
   // Replication (docs/replication.md): made by Start, once runtime_ exists.
   std::unique_ptr<Replication> replication_;
   std::atomic<uint64_t> resent_duplicates_{0};

@@ -67,8 +67,9 @@ Store::~Store() {
     Status first;
     for (size_t i = 0; i < t.bounded->stripes; ++i) {
       Stripe& st = t.stripes[i];
-      std::lock_guard<std::mutex> lock(st.mu);
+      MutexLock lock(&st.mu);
       st.index.ForEach([&](Key key, uint32_t row) {
+        st.mu.AssertHeld();  // held around the ForEach
         Status e = t.cold->Put(key, RowPtr(st, row, t), t.row_width);
         if (!e.ok() && failed++ == 0) first = e;
       });
@@ -323,6 +324,7 @@ Status Store::ForEachRow(Table& t, const Key* keys, size_t n, uint32_t dim, Fn f
   const uint64_t* h = nullptr;
   PS_RETURN_IF_ERROR(HashKeys(t, keys, n, dim, &h));
   ForEachStripe(t, h, n, [&](Stripe& st, const uint32_t* pos, size_t count) {
+    st.mu.AssertHeld();  // ForEachStripe holds it
     std::vector<uint32_t>& rid = Scratch().rows;
     rid.resize(count);
     for (size_t j = 0; j < count; ++j) {
@@ -344,6 +346,7 @@ Status Store::ApplySparse(TableId table, const Key* keys, size_t n, uint32_t dim
   const Optimizer& opt = *t.optimizer;
   return ForEachRow(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
+        st.mu.AssertHeld();  // ForEachStripe holds it
         if (op == ApplyOp::kAssign) {
           for (size_t j = 0; j < count; ++j) {
             std::memcpy(RowPtr(st, rid[j], t), rows + size_t{pos[j]} * dim, dim * sizeof(float));
@@ -371,6 +374,7 @@ Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim,
   if (t.bounded) return ReadBounded(t, keys, n, dim, out);
   return ForEachRow(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
+        st.mu.AssertHeld();  // ForEachStripe holds it
         for (size_t j = 0; j < count; ++j) {
           if (j + kPrefetchRows < count) __builtin_prefetch(RowPtr(st, rid[j + kPrefetchRows], t));
           std::memcpy(out + size_t{pos[j]} * dim, RowPtr(st, rid[j], t), dim * sizeof(float));
@@ -435,7 +439,7 @@ uint64_t Store::sparse_rows() const {
     if (kv.second.spec.kind != TableKind::kSparse) continue;
     for (size_t s = 0; s < kStripes; ++s) {
       Stripe& st = kv.second.stripes[s];
-      std::lock_guard<std::mutex> lock(st.mu);
+      MutexLock lock(&st.mu);
       rows += st.bounds ? st.bounds->policy.live() : st.rows;
     }
   }
@@ -449,7 +453,7 @@ std::map<TableId, Store::SparseCounters> Store::SparseStats() const {
     SparseCounters& c = out[kv.first];
     for (size_t s = 0; s < kStripes; ++s) {
       Stripe& st = kv.second.stripes[s];
-      std::lock_guard<std::mutex> lock(st.mu);
+      MutexLock lock(&st.mu);
       if (!st.bounds) {
         c.rows_live += st.rows;
         c.admitted += st.rows;
@@ -503,9 +507,10 @@ Status Store::VisitRows(TableId table, const std::function<Status(Key, const flo
   if (t == nullptr) return error;
   for (size_t i = 0; i < kStripes; ++i) {
     Stripe& st = t->stripes[i];
-    std::lock_guard<std::mutex> lock(st.mu);
+    MutexLock lock(&st.mu);
     Status visited;
     st.index.ForEach([&](Key key, uint32_t row) {
+      st.mu.AssertHeld();  // held around the ForEach
       if (visited.ok()) visited = fn(key, RowPtr(st, row, *t));
     });
     PS_RETURN_IF_ERROR(visited);
@@ -516,7 +521,7 @@ Status Store::VisitRows(TableId table, const std::function<Status(Key, const flo
   return t->cold->ForEach(t->row_width, [&](Key key, const float* row) -> Status {
     const uint64_t h = MixKey(key);
     Stripe& st = t->stripes[stripes == 1 ? 0 : (h & (kStripes - 1))];
-    std::lock_guard<std::mutex> lock(st.mu);
+    MutexLock lock(&st.mu);
     if (st.index.Find(key, h) != kNoRow) return Status::OK();
     return fn(key, row);
   });

@@ -24,13 +24,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "common/buffer.h"
 #include "common/cluster_map.h"
+#include "common/mutex.h"
 #include "server/admission.h"
 #include "server/row_index.h"
 #include "server/row_policy.h"
@@ -182,7 +182,8 @@ class Store {
   // (about 64 KiB; never moved once created, so a growing table does not copy its rows).
   static constexpr size_t kStripes = size_t{1} << RowIndex::kStripeBits;
   static constexpr uint32_t kNoRow = RowIndex::kNoRow;
-  // What a bounded table keeps per stripe (all guarded by Stripe::mu): the policy's row
+  // What a bounded table keeps per stripe (all guarded by Stripe::mu, through the
+  // stripe's PT_GUARDED_BY pointer): the policy's row
   // order (server/row_policy.h), the admission sketch, and the counters.
   struct Bounds {
     Bounds(const TableSpec& spec, double decay_log, AdmissionSketch sketch)
@@ -196,12 +197,12 @@ class Store {
     Status cold_error;  // the first cold-tier failure since the last request collected it
   };
   struct Stripe {
-    std::mutex mu;
-    RowIndex index;                                // guarded by mu
-    uint32_t rows = 0;                             // guarded by mu; rows numbered (unbounded:
-                                                   // all in use; bounded: see the policy)
-    std::vector<std::unique_ptr<float[]>> blocks;  // guarded by mu
-    std::unique_ptr<Bounds> bounds;                // bounded tables only
+    Mutex mu;
+    RowIndex index GUARDED_BY(mu);
+    uint32_t rows GUARDED_BY(mu) = 0;  // rows numbered (unbounded: all in use;
+                                       // bounded: see the policy)
+    std::vector<std::unique_ptr<float[]>> blocks GUARDED_BY(mu);
+    std::unique_ptr<Bounds> bounds PT_GUARDED_BY(mu);  // bounded tables only
   };
   // A bounded table's shared settings (fixed at install) and its push clock.
   struct BoundedTable {
@@ -236,13 +237,12 @@ class Store {
   // The width and CheckKeys of a request; *hashes: its keys' MixKey (thread scratch).
   Status HashKeys(const Table& t, const Key* keys, size_t n, uint32_t dim,
                   const uint64_t** hashes) const;
-  // Row number of `key` (hash h = MixKey(key)), created if absent. Caller holds the
-  // stripe's lock.
-  uint32_t FindOrCreate(const Table& t, Stripe& s, Key key, uint64_t h);
+  // Row number of `key` (hash h = MixKey(key)), created if absent.
+  uint32_t FindOrCreate(const Table& t, Stripe& s, Key key, uint64_t h) REQUIRES(s.mu);
   // Makes room for row number `row` (a new block when it starts one) and writes its
   // initial values (the initializer's, the rule's state zero).
-  void InitRow(const Table& t, Stripe& s, Key key, uint32_t row);
-  static float* RowPtr(Stripe& s, uint32_t row, const Table& t) {
+  void InitRow(const Table& t, Stripe& s, Key key, uint32_t row) REQUIRES(s.mu);
+  static float* RowPtr(Stripe& s, uint32_t row, const Table& t) REQUIRES(s.mu) {
     return s.blocks[row >> t.block_shift].get() +
            size_t{row & ((uint32_t{1} << t.block_shift) - 1)} * t.row_width;
   }
@@ -275,13 +275,13 @@ class Store {
   // without a cold-tier lookup (the caller writes its values).
   template <typename BeforeEvict>
   uint32_t TouchBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
-                        BeforeEvict&& before_evict, bool restore = false);
+                        BeforeEvict&& before_evict, bool restore = false) REQUIRES(s.mu);
   // TouchBounded's path for an id without a row (see there).
   template <typename BeforeEvict>
   uint32_t CreateBounded(const Table& t, Stripe& s, Key key, uint64_t h, uint64_t step,
-                         BeforeEvict&& before_evict, bool restore);
+                         BeforeEvict&& before_evict, bool restore) REQUIRES(s.mu);
   // Drops a row: index slot and policy; its number goes to the free list.
-  void DropRow(Stripe& s, uint32_t row);
+  void DropRow(Stripe& s, uint32_t row) REQUIRES(s.mu);
   // Drops the rows of every stripe last updated more than expiry_steps pushes before
   // `step`, or more than expiry_seconds before `now_ms`.
   void Expire(Table& t, uint64_t step, int64_t now_ms);

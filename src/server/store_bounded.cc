@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/hash.h"
+#include "common/mutex.h"
 #include "server/cold_tier.h"
 #include "server/optimizer.h"
 #include "server/store.h"
@@ -51,7 +52,7 @@ Status Store::TakeColdError(Table& t) {
   Status out;
   for (size_t i = 0; i < t.bounded->stripes; ++i) {
     Stripe& st = t.stripes[i];
-    std::lock_guard<std::mutex> lock(st.mu);
+    MutexLock lock(&st.mu);
     Status& e = st.bounds->cold_error;
     if (!e.ok()) {
       if (out.ok()) out = e;
@@ -77,7 +78,7 @@ Status Store::ForEachBoundedStripe(Table& t, const Key* keys, size_t n, uint32_t
   sc.order.resize(n);
   for (size_t i = 0; i < n; ++i) sc.order[i] = static_cast<uint32_t>(i);
   Stripe& st = t.stripes[0];
-  std::lock_guard<std::mutex> lock(st.mu);
+  MutexLock lock(&st.mu);
   fn(st, sc.order.data(), n, h);
   return Status::OK();
 }
@@ -102,6 +103,7 @@ Status Store::ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, co
   // (the evicted row is then no longer in use, and its memory may be reused).
   Status done = ForEachBoundedStripe(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
+        st.mu.AssertHeld();  // ForEachStripe holds it
         thread_local std::vector<float*> xs;
         thread_local std::vector<const float*> gs;
         xs.clear();
@@ -134,6 +136,7 @@ Status Store::ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, flo
   if (t.spec.expiry_seconds > 0) t.bounded->now_ms.store(clock_ms_(), std::memory_order_relaxed);
   Status done = ForEachBoundedStripe(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
+        st.mu.AssertHeld();  // ForEachStripe holds it
         for (size_t j = 0; j < count; ++j) {
           if (j + kPrefetchSlots < count) st.index.Prefetch(h[pos[j + kPrefetchSlots]]);
           const Key key = keys[pos[j]];
@@ -238,7 +241,7 @@ void Store::Expire(Table& t, uint64_t step, int64_t now_ms) {
   };
   for (size_t i = 0; i < t.bounded->stripes; ++i) {
     Stripe& s = t.stripes[i];
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(&s.mu);
     Bounds& b = *s.bounds;
     // The update list is ordered by step and time (newest first), up to pushes in flight
     // together.
@@ -273,7 +276,7 @@ Status Store::RestoreRow(TableId table, Key id, const float* row, bool* held) {
     if (t->spec.expiry_seconds > 0) t->bounded->now_ms.store(clock_ms_(), std::memory_order_relaxed);
     st = &t->stripes[t->bounded->stripes == 1 ? 0 : (h & (kStripes - 1))];
     {
-      std::lock_guard<std::mutex> lock(st->mu);
+      MutexLock lock(&st->mu);
       r = TouchBounded(*t, *st, id, h, 0, [] {}, /*restore=*/true);
       if (r != kNoRow) {
         std::memcpy(RowPtr(*st, r, *t), row, size_t{t->row_width} * sizeof(float));
@@ -284,7 +287,7 @@ Status Store::RestoreRow(TableId table, Key id, const float* row, bool* held) {
     return cold.ok() ? Internal("no room to restore id " + std::to_string(id)) : cold;
   }
   st = &t->stripes[h & (kStripes - 1)];
-  std::lock_guard<std::mutex> lock(st->mu);
+  MutexLock lock(&st->mu);
   r = FindOrCreate(*t, *st, id, h);
   std::memcpy(RowPtr(*st, r, *t), row, size_t{t->row_width} * sizeof(float));
   return Status::OK();

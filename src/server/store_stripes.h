@@ -9,10 +9,10 @@
 #include <tbb/parallel_for.h>
 
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 #include "common/hash.h"
+#include "common/mutex.h"
 #include "server/store.h"
 
 namespace ps {
@@ -68,7 +68,7 @@ void Store::ForEachStripe(Table& t, const uint64_t* hashes, size_t n, Fn fn) {
     const size_t count = start[s + 1] - start[s];
     if (count == 0) return;
     Stripe& st = t.stripes[s];
-    std::lock_guard<std::mutex> lock(st.mu);
+    MutexLock lock(&st.mu);
     fn(st, order + start[s], count);
   };
   if (n < store_internal::kSparseParallelKeys) {

@@ -1,7 +1,7 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "transport/curve.h"
 
-#include "ps/options.h"
+#include "ps/cluster_key.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -2,7 +2,6 @@
 #include "transport/fault_transport.h"
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <thread>
 #include <unordered_map>
@@ -12,40 +11,40 @@
 namespace ps {
 
 int FaultInjector::AddRule(FaultRule rule) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const int id = next_id_++;
   rules_[id] = Entry{std::move(rule), 0};
   return id;
 }
 
 void FaultInjector::RemoveRule(int id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.erase(id);
 }
 
 void FaultInjector::ClearRules() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.clear();
 }
 
 int64_t FaultInjector::Applied(int id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = rules_.find(id);
   return it == rules_.end() ? 0 : it->second.applied;
 }
 
 void FaultInjector::Isolate(NodeId node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   isolated_.insert(node);
 }
 
 void FaultInjector::Heal(NodeId node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   isolated_.erase(node);
 }
 
 FaultInjector::Decision FaultInjector::Decide(NodeId peer, const Message& msg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Decision d;
   if (isolated_.count(peer) || isolated_.count(msg.header.sender)) {
     d.act = true;
@@ -92,7 +91,7 @@ class FaultTransport final : public Transport {
   }
   void Disconnect(NodeId peer) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       held_.erase(peer);
     }
     inner_->Disconnect(peer);
@@ -122,7 +121,7 @@ class FaultTransport final : public Transport {
           Later(peer, std::move(msg), d.delay_ms);
           return Status::OK();
         case FaultAction::kReorder: {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(&mu_);
           held_[peer].push_back(std::move(msg));
           Schedule(kReorderFlushMs);
           return Status::OK();
@@ -136,13 +135,13 @@ class FaultTransport final : public Transport {
 
   void Close() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return;
       closed_ = true;
       held_.clear();
       delayed_.clear();
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     if (thread_.joinable()) thread_.join();
     inner_->Close();
   }
@@ -151,7 +150,7 @@ class FaultTransport final : public Transport {
   void ReleaseHeld(NodeId peer, int timeout_ms) {
     std::deque<Message> held;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = held_.find(peer);
       if (it == held_.end()) return;
       held.swap(it->second);
@@ -161,7 +160,7 @@ class FaultTransport final : public Transport {
   }
 
   void Later(NodeId peer, Message&& msg, int delay_ms) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) return;
     delayed_.push_back(
         Pending{std::chrono::steady_clock::now() + std::chrono::milliseconds(delay_ms), peer,
@@ -169,14 +168,14 @@ class FaultTransport final : public Transport {
     Schedule(0);
   }
 
-  // Starts the timer thread if needed and wakes it. Caller holds mu_.
-  void Schedule(int /*hint_ms*/) {
+  // Starts the timer thread if needed and wakes it.
+  void Schedule(int /*hint_ms*/) REQUIRES(mu_) {
     if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     while (!closed_) {
       const auto now = std::chrono::steady_clock::now();
       std::vector<Pending> due;
@@ -195,29 +194,29 @@ class FaultTransport final : public Transport {
         for (auto& kv : held_) stale.push_back(kv.first);
         last_flush_ = now;
       }
-      lock.unlock();
+      lock.Unlock();
       for (auto& p : due) inner_->Send(p.peer, std::move(p.msg), 1000);
       for (NodeId peer : stale) ReleaseHeld(peer, 1000);
-      lock.lock();
+      lock.Lock();
       if (closed_) break;
-      cv_.wait_until(lock, next);
+      cv_.WaitUntil(&mu_, next);
     }
   }
 
   const std::shared_ptr<FaultInjector> injector_;
   const std::unique_ptr<Transport> inner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::unordered_map<NodeId, std::deque<Message>> held_;  // guarded by mu_
-  std::deque<Pending> delayed_;                           // guarded by mu_
-  std::chrono::steady_clock::time_point last_flush_;      // guarded by mu_
-  bool closed_ = false;                                   // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::unordered_map<NodeId, std::deque<Message>> held_ GUARDED_BY(mu_);
+  std::deque<Pending> delayed_ GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point last_flush_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
 }  // namespace
 
-std::unique_ptr<Transport> FaultInjector::Create(const CommonOptions& options) {
+std::unique_ptr<Transport> FaultInjector::Create(const TransportOptions& options) {
   return std::make_unique<FaultTransport>(shared_from_this(), inner_->Create(options));
 }
 

@@ -16,9 +16,9 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 
+#include "common/mutex.h"
 #include "transport/transport.h"
 
 namespace ps {
@@ -44,7 +44,7 @@ class FaultInjector final : public TransportFactory,
  public:
   explicit FaultInjector(std::shared_ptr<TransportFactory> inner) : inner_(std::move(inner)) {}
 
-  std::unique_ptr<Transport> Create(const CommonOptions& options) override;
+  std::unique_ptr<Transport> Create(const TransportOptions& options) override;
 
   // Adds a rule (checked in the order added; the first that matches acts) and returns its id.
   int AddRule(FaultRule rule);
@@ -72,10 +72,10 @@ class FaultInjector final : public TransportFactory,
     int64_t applied = 0;
   };
   const std::shared_ptr<TransportFactory> inner_;
-  mutable std::mutex mu_;
-  std::map<int, Entry> rules_;  // guarded by mu_
-  int next_id_ = 1;             // guarded by mu_
-  std::set<NodeId> isolated_;   // guarded by mu_
+  mutable Mutex mu_;
+  std::map<int, Entry> rules_ GUARDED_BY(mu_);
+  int next_id_ GUARDED_BY(mu_) = 1;
+  std::set<NodeId> isolated_ GUARDED_BY(mu_);
 };
 
 }  // namespace ps

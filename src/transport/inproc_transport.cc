@@ -4,7 +4,6 @@
 #include <glog/logging.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <unordered_map>
@@ -16,15 +15,15 @@ struct InProcessNetwork::Endpoint {
   explicit Endpoint(size_t limit, int64_t max_bytes) : limit(limit), max_bytes(max_bytes) {}
   const size_t limit;
   const int64_t max_bytes;
-  std::mutex mu;
-  std::condition_variable readable;
-  std::condition_variable writable;
-  std::deque<Message> queue;  // guarded by mu
-  bool closed = false;        // guarded by mu
+  Mutex mu;
+  CondVar readable;
+  CondVar writable;
+  std::deque<Message> queue GUARDED_BY(mu);
+  bool closed GUARDED_BY(mu) = false;
 };
 
 Status InProcessNetwork::BindEndpoint(const std::string& name, std::shared_ptr<Endpoint> endpoint) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = endpoints_.find(name);
   if (it != endpoints_.end() && !it->second.expired()) {
     return Unavailable("cannot bind '" + name + "': address in use");
@@ -34,19 +33,19 @@ Status InProcessNetwork::BindEndpoint(const std::string& name, std::shared_ptr<E
 }
 
 void InProcessNetwork::UnbindEndpoint(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   endpoints_.erase(name);
 }
 
 std::shared_ptr<InProcessNetwork::Endpoint> InProcessNetwork::Resolve(
     const std::string& name) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = endpoints_.find(name);
   return it == endpoints_.end() ? nullptr : it->second.lock();
 }
 
 std::string InProcessNetwork::FreshName() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return "inproc://mem-" + std::to_string(next_name_++);
 }
 
@@ -54,12 +53,12 @@ namespace {
 
 class InProcessTransport final : public Transport {
  public:
-  InProcessTransport(std::shared_ptr<InProcessNetwork> net, const CommonOptions& options)
+  InProcessTransport(std::shared_ptr<InProcessNetwork> net, const TransportOptions& options)
       : net_(std::move(net)), max_message_bytes_(options.max_message_bytes) {}
   ~InProcessTransport() override { Close(); }
 
   StatusOr<std::string> Bind(const std::string& address, const std::string&) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (self_) return FailedPrecondition("transport already bound");
     if (closed_) return Aborted("transport closed");
     if (address.rfind("inproc://", 0) != 0) {
@@ -81,26 +80,26 @@ class InProcessTransport final : public Transport {
     if (identity.empty() || identity.size() > 255 || identity[0] == '\0') {
       return InvalidArgument("bad routing identity");
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) return Aborted("transport closed");
     peers_[peer] = Peer{endpoint, identity};
     return Status::OK();
   }
 
   void Disconnect(NodeId peer) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     peers_.erase(peer);
   }
 
   bool IsConnected(NodeId peer) const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return peers_.count(peer) != 0;
   }
 
   Status Send(NodeId peer, Message&& msg, int timeout_ms) override {
     Peer p;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return Aborted("transport closed");
       auto it = peers_.find(peer);
       if (it == peers_.end()) return Unavailable("no connection to node " + std::to_string(peer));
@@ -123,58 +122,60 @@ class InProcessTransport final : public Transport {
     Status parsed = ParseHeader(&msg.header, sizeof(Header), &in.header);
     in.frames = std::move(msg.frames);
     in.identity = p.identity;
-    std::unique_lock<std::mutex> lock(ep->mu);
-    if (!ep->writable.wait_for(lock, std::chrono::milliseconds(std::max(timeout_ms, 0)),
-                               [&] { return ep->closed || ep->queue.size() < ep->limit; })) {
+    MutexLock lock(&ep->mu);
+    if (!ep->writable.WaitFor(&ep->mu, std::chrono::milliseconds(std::max(timeout_ms, 0)),
+                               [&]() REQUIRES(ep->mu) { return ep->closed || ep->queue.size() < ep->limit; })) {
       return Unavailable("send queue to node " + std::to_string(peer) + " stayed full for " +
                          std::to_string(timeout_ms) + " ms");
     }
     if (ep->closed) return Status::OK();
     if (!parsed.ok()) in.header.magic = 0;  // delivered, then refused by Recv
     ep->queue.push_back(std::move(in));
-    ep->readable.notify_one();
+    ep->readable.Signal();
     return Status::OK();
   }
 
   Status Recv(Message* msg, int timeout_ms) override {
     std::shared_ptr<InProcessNetwork::Endpoint> ep;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!self_ || closed_) return Aborted("transport closed");
       ep = self_;
     }
-    std::unique_lock<std::mutex> lock(ep->mu);
-    if (!ep->readable.wait_for(lock, std::chrono::milliseconds(std::max(timeout_ms, 0)),
-                               [&] { return ep->closed || !ep->queue.empty(); })) {
+    MutexLock lock(&ep->mu);
+    if (!ep->readable.WaitFor(&ep->mu, std::chrono::milliseconds(std::max(timeout_ms, 0)),
+                               [&]() REQUIRES(ep->mu) { return ep->closed || !ep->queue.empty(); })) {
       return Timeout("no message");
     }
     if (ep->queue.empty()) return Aborted("transport closed");
     *msg = std::move(ep->queue.front());
     ep->queue.pop_front();
-    ep->writable.notify_one();
+    ep->writable.Signal();
     if (msg->header.magic != kMagic) return ProtocolError("malformed header");
     return Status::OK();
   }
 
   void Close() override {
     std::shared_ptr<InProcessNetwork::Endpoint> ep;
+    std::string name;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return;
       closed_ = true;
       peers_.clear();
       ep = std::move(self_);
+      name = name_;
     }
     if (!ep) return;
-    net_->UnbindEndpoint(name_);
+    net_->UnbindEndpoint(name);
     std::deque<Message> dropped;
     {
-      std::lock_guard<std::mutex> lock(ep->mu);
+      MutexLock lock(&ep->mu);
       ep->closed = true;
       dropped.swap(ep->queue);
     }
-    ep->readable.notify_all();
-    ep->writable.notify_all();
+    ep->readable.SignalAll();
+    ep->writable.SignalAll();
     // `dropped` releases the senders' frames here, outside the lock.
   }
 
@@ -185,16 +186,16 @@ class InProcessTransport final : public Transport {
   };
   const std::shared_ptr<InProcessNetwork> net_;
   const int64_t max_message_bytes_;
-  mutable std::mutex mu_;
-  std::shared_ptr<InProcessNetwork::Endpoint> self_;  // guarded by mu_
-  std::string name_;                                  // guarded by mu_
-  std::unordered_map<NodeId, Peer> peers_;            // guarded by mu_
-  bool closed_ = false;                               // guarded by mu_
+  mutable Mutex mu_;
+  std::shared_ptr<InProcessNetwork::Endpoint> self_ GUARDED_BY(mu_);
+  std::string name_ GUARDED_BY(mu_);
+  std::unordered_map<NodeId, Peer> peers_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
 
-std::unique_ptr<Transport> InProcessNetwork::Create(const CommonOptions& options) {
+std::unique_ptr<Transport> InProcessNetwork::Create(const TransportOptions& options) {
   return std::make_unique<InProcessTransport>(shared_from_this(), options);
 }
 

@@ -14,9 +14,9 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "transport/transport.h"
 
 namespace ps {
@@ -29,7 +29,7 @@ class InProcessNetwork final : public TransportFactory,
 
   // Addresses must be inproc://NAME; "inproc://" alone, or a name ending in ":0", gets a
   // fresh unique name.
-  std::unique_ptr<Transport> Create(const CommonOptions& options) override;
+  std::unique_ptr<Transport> Create(const TransportOptions& options) override;
 
   // Implementation details shared with the transports of this network.
   struct Endpoint;
@@ -41,9 +41,9 @@ class InProcessNetwork final : public TransportFactory,
 
  private:
   const size_t queue_limit_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::weak_ptr<Endpoint>> endpoints_;  // guarded by mu_
-  uint64_t next_name_ = 0;                                    // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, std::weak_ptr<Endpoint>> endpoints_ GUARDED_BY(mu_);
+  uint64_t next_name_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ps

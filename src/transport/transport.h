@@ -2,7 +2,7 @@
 //
 // The narrow seam between LayerPS and the network: bind one receive socket, send
 // messages to numbered peers, receive messages. Nodes get their transport from a
-// TransportFactory (Options::transport_factory; ZeroMQ when none is given):
+// TransportFactory (SetTransportFactory on their options; ZeroMQ when none is given):
 //  - ZmqTransportFactory(): the real one (tcp://, ipc://, inproc://);
 //  - InProcessNetwork (transport/inproc_transport.h): queues between nodes of one
 //    process, no ZeroMQ at all, for tests;
@@ -59,24 +59,50 @@ class Transport {
   virtual void Close() = 0;
 };
 
-// A ZeroMQ transport for one node. `options` supplies io_threads, shared_memory and
-// max_message_bytes (the receive socket's ZMQ_MAXMSGSIZE: the scheduler passes its
-// scheduler_max_message_bytes there).
-std::unique_ptr<Transport> NewZmqTransport(const CommonOptions& options);
+class TransportFactory;
+
+// What a transport is configured with, taken from its node's options
+// (TransportOptionsOf): the role options hold these fields where the role reads them.
+struct TransportOptions {
+  std::string curve_key_file;  // empty: plaintext
+  // The receive socket's ZMQ_MAXMSGSIZE, and the largest part a message may have.
+  int64_t max_message_bytes = int64_t{256} << 20;
+  bool shared_memory = true;  // large frames to ipc:// peers through a shared ring
+  int streams = 1;            // connections per peer (resolved: >= 1)
+  int io_threads = 1;         // ZeroMQ I/O threads (resolved: >= 1)
+  std::shared_ptr<TransportFactory> factory;  // null: ZeroMQ
+};
+// A server's or worker's: its member options. The scheduler's: its socket only takes
+// control messages (scheduler_max_message_bytes), no shared memory, one stream, and one
+// I/O thread unless io_threads says otherwise.
+TransportOptions TransportOptionsOf(const MemberOptions& options);
+TransportOptions TransportOptionsOf(const SchedulerOptions& options);
+
+// The in-process cluster tests make nodes over an InProcessNetwork or a FaultInjector:
+// the factory travels in the node's options, where the public API does not show it
+// (CommonOptions befriends TransportHook; applications never set it).
+void SetTransportFactory(CommonOptions* options, std::shared_ptr<TransportFactory> factory);
+struct TransportHook {
+  static void Set(CommonOptions* options, std::shared_ptr<TransportFactory> factory);
+  static std::shared_ptr<TransportFactory> Get(const CommonOptions& options);
+};
+
+// A ZeroMQ transport for one node.
+std::unique_ptr<Transport> NewZmqTransport(const TransportOptions& options);
 
 // Makes the transport of each node. Shared by the nodes it serves, so thread-safe.
 class TransportFactory {
  public:
   virtual ~TransportFactory() = default;
   // A fresh, unbound transport for a node configured by `options`.
-  virtual std::unique_ptr<Transport> Create(const CommonOptions& options) = 0;
+  virtual std::unique_ptr<Transport> Create(const TransportOptions& options) = 0;
 };
 
-// The ZeroMQ factory (what a node uses when Options::transport_factory is null).
+// The ZeroMQ factory (what a node uses when its options name none).
 std::shared_ptr<TransportFactory> ZmqTransportFactory();
 
 // The transport a node configured by `options` uses: from its factory, or ZeroMQ.
-std::unique_ptr<Transport> NewTransport(const CommonOptions& options);
+std::unique_ptr<Transport> NewTransport(const TransportOptions& options);
 
 // Fills in a bind address from the scheduler address's scheme when `bind` is empty:
 // tcp -> tcp://127.0.0.1:0, ipc -> a fresh path in /tmp, inproc -> a fresh name.

@@ -22,7 +22,7 @@
 // when shared memory is on here and only from a connection the node runtime listed as a
 // member's (SetSharedMemoryPeers; routing identities, which a stranger cannot take,
 // unlike the header's `sender`). Mappings are kept per connection: one live segment per
-// member, and at most kShmMaxMappings in all.
+// member, and at most kShmMaxMappings in all (the receiving side: transport/shm_receiver.*).
 //
 // Chunked framing (CURVE clusters): libzmq reads a connection's handshake commands
 // through the same decoder as its messages, under the receive socket's ZMQ_MAXMSGSIZE, so
@@ -33,27 +33,22 @@
 // (possibly empty), so a frame of n bytes is n / kChunkBytes + 1 parts. The receiver joins
 // a run back into one frame (a copy, small beside the encryption). Header and manifest
 // parts are always shorter than a chunk and go as they are.
-#include <fcntl.h>
 #include <glog/logging.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
-#include <mutex>
-#include <shared_mutex>
 #include <unordered_map>
-#include <unordered_set>
 #include <zmq.hpp>
 
 #include "common/host.h"
+#include "common/mutex.h"
 #include "common/tsan.h"
 #include "transport/curve.h"
 #include "transport/shm_manifest.h"
+#include "transport/shm_receiver.h"
 #include "transport/shm_ring.h"
 #include "transport/transport.h"
 
@@ -87,10 +82,6 @@ void ReleaseOwner(void* /*data*/, void* hint) {
 // Frames at or below this size are copied into the ZeroMQ message (cheaper than
 // tracking an owner); bigger ones are sent in place.
 constexpr size_t kCopyBelow = 512;
-
-// Peers' segments mapped at once (address space); the segments themselves:
-// transport/shm_ring.h.
-constexpr size_t kShmMaxMappings = 1024;
 
 // Payload frames are handed to the node on this boundary (the widest wire element, a u64
 // key): keys and values are read in place as arrays.
@@ -175,8 +166,8 @@ Frame JoinParts(std::vector<zmq::message_t>::iterator begin,
 
 class ZmqTransport final : public Transport {
  public:
-  explicit ZmqTransport(const CommonOptions& options)
-      : options_(options), streams_(options.ResolvedStreams()) {
+  explicit ZmqTransport(const TransportOptions& options)
+      : options_(options), streams_(std::max(options.streams, 1)) {
     if (!options_.curve_key_file.empty()) {
       StatusOr<CurveKeys> keys = LoadCurveKeys(options_.curve_key_file);
       if (keys.ok()) {
@@ -190,7 +181,7 @@ class ZmqTransport final : public Transport {
 
   StatusOr<std::string> Bind(const std::string& address,
                              const std::string& advertise_host) override {
-    std::lock_guard<std::mutex> lock(setup_mu_);
+    MutexLock lock(&setup_mu_);
     if (router_) return FailedPrecondition("transport already bound");
     if (!curve_error_.ok()) return curve_error_;
     try {
@@ -235,7 +226,7 @@ class ZmqTransport final : public Transport {
       return InvalidArgument("bad routing identity");
     }
     {
-      std::shared_lock<std::shared_mutex> lock(peers_mu_);
+      ReaderLock lock(&peers_mu_);
       auto it = peers_.find(peer);
       if (it != peers_.end() && it->second->endpoint == endpoint &&
           it->second->identity == identity) {
@@ -252,13 +243,13 @@ class ZmqTransport final : public Transport {
     std::shared_ptr<Peer> old;
     // setup_mu_ is held until the peer is published, and Close() sets closed_ under it:
     // a socket is either visible to Close() or never created after it.
-    std::lock_guard<std::mutex> setup(setup_mu_);
+    MutexLock setup(&setup_mu_);
     if (closed_) return Aborted("transport closed");
     {
       // Threads that send to a peer for the first time race here: the first one
       // connects, the others must use its socket. (Replacing it would discard, with
       // linger 0, what the first one already queued on it.)
-      std::shared_lock<std::shared_mutex> lock(peers_mu_);
+      ReaderLock lock(&peers_mu_);
       auto it = peers_.find(peer);
       if (it != peers_.end() && it->second->endpoint == endpoint &&
           it->second->identity == identity) {
@@ -274,9 +265,12 @@ class ZmqTransport final : public Transport {
     p->ctx = ctx_;
     StatusOr<std::unique_ptr<zmq::socket_t>> socket = NewDealer(*ctx_, endpoint, identity);
     if (!socket.ok()) return socket.status();
-    p->socket = std::move(*socket);
     {
-      std::unique_lock<std::shared_mutex> lock(peers_mu_);
+      MutexLock lock(&p->mu);  // not shared yet; taken for the analysis' sake
+      p->socket = std::move(*socket);
+    }
+    {
+      WriterLock lock(&peers_mu_);
       auto& slot = peers_[peer];
       old = std::move(slot);
       slot = std::move(p);
@@ -289,7 +283,7 @@ class ZmqTransport final : public Transport {
     // (Mappings of what the peer sent us are dropped when it leaves the member list.)
     std::shared_ptr<Peer> old;
     {
-      std::unique_lock<std::shared_mutex> lock(peers_mu_);
+      WriterLock lock(&peers_mu_);
       auto it = peers_.find(peer);
       if (it == peers_.end()) return;
       old = std::move(it->second);
@@ -299,21 +293,21 @@ class ZmqTransport final : public Transport {
   }
 
   bool IsConnected(NodeId peer) const override {
-    std::shared_lock<std::shared_mutex> lock(peers_mu_);
+    ReaderLock lock(&peers_mu_);
     return peers_.count(peer) != 0;
   }
 
   Status Send(NodeId peer, Message&& msg, int timeout_ms) override {
     std::shared_ptr<Peer> p;
     {
-      std::shared_lock<std::shared_mutex> lock(peers_mu_);
+      ReaderLock lock(&peers_mu_);
       auto it = peers_.find(peer);
       if (it != peers_.end()) p = it->second;
     }
     if (!p) return Unavailable("no connection to node " + std::to_string(peer));
     const uint32_t stream = msg.lane % static_cast<uint32_t>(p->streams);
     if (stream != 0) return SendOnStream(peer, p.get(), stream, msg, timeout_ms);
-    std::lock_guard<std::mutex> lock(p->mu);
+    MutexLock lock(&p->mu);
     if (!p->socket) return Unavailable("connection to node " + std::to_string(peer) + " closed");
     // Same host: big frames go into shared memory; the manifest says where.
     std::vector<ShmEntry> entries;
@@ -439,7 +433,10 @@ class ZmqTransport final : public Transport {
         const size_t size = owned->size();
         msg->frames.push_back(Frame::Borrow(data, size, std::move(owned)));
       }
-      if (first == 2) PS_RETURN_IF_ERROR(ResolveShm(parts[1], msg->identity, &msg->frames));
+      if (first == 2) {
+        PS_RETURN_IF_ERROR(
+            shm_receiver_.Resolve(parts[1].data(), parts[1].size(), msg->identity, &msg->frames));
+      }
       return Status::OK();
     } catch (const zmq::error_t& e) {
       return Unavailable(std::string("receive: ") + e.what());
@@ -447,25 +444,21 @@ class ZmqTransport final : public Transport {
   }
 
   void SetSharedMemoryPeers(std::vector<std::string> identities) override {
-    std::lock_guard<std::mutex> lock(mappings_mu_);
-    shm_peers_ = std::unordered_set<std::string>(identities.begin(), identities.end());
-    for (auto it = mappings_.begin(); it != mappings_.end();) {
-      it = shm_peers_.count(it->first) == 0 ? mappings_.erase(it) : std::next(it);
-    }
+    shm_receiver_.SetPeers(std::move(identities));
   }
 
   void Close() override {
     {
-      std::lock_guard<std::mutex> lock(setup_mu_);  // see Connect
+      MutexLock lock(&setup_mu_);  // see Connect
       if (closed_.exchange(true)) return;
     }
     std::unordered_map<NodeId, std::shared_ptr<Peer>> peers;
     {
-      std::unique_lock<std::shared_mutex> lock(peers_mu_);
+      WriterLock lock(&peers_mu_);
       peers.swap(peers_);
     }
     for (auto& kv : peers) CloseSocket(kv.second.get(), -1);
-    std::lock_guard<std::mutex> lock(setup_mu_);
+    MutexLock lock(&setup_mu_);
     if (router_) router_->close();
     router_.reset();
     // ZeroMQ leaves the socket file of an ipc:// endpoint behind: remove the one this
@@ -489,7 +482,7 @@ class ZmqTransport final : public Transport {
       return Status::OK();
     }
     // By default one I/O thread per stream, so that streams move bytes in parallel.
-    ctx_ = std::make_shared<zmq::context_t>(options_.ResolvedIoThreads());
+    ctx_ = std::make_shared<zmq::context_t>(std::max(options_.io_threads, 1));
     if (curve_) {
       StatusOr<std::unique_ptr<CurveAuthenticator>> a = CurveAuthenticator::Start(ctx_.get(), *curve_);
       if (!a.ok()) {
@@ -503,101 +496,40 @@ class ZmqTransport final : public Transport {
 
   // A peer's extra connection (stream k > 0).
   struct Stream {
-    std::mutex mu;
-    std::unique_ptr<zmq::socket_t> socket;  // guarded by mu
+    Mutex mu;
+    std::unique_ptr<zmq::socket_t> socket GUARDED_BY(mu);
   };
 
   struct Peer {
-    std::mutex mu;
+    Mutex mu;
     std::string endpoint;
     std::string identity;                   // our routing id on this connection
     std::shared_ptr<zmq::context_t> ctx;    // the context its sockets belong to
     int streams = 1;                        // connections to it: the first and streams - 1 extra
-    std::unique_ptr<zmq::socket_t> socket;  // guarded by mu: the first stream
-    std::mutex extra_mu;
-    bool closed = false;                          // guarded by extra_mu: CloseSocket ran
-    std::vector<std::unique_ptr<Stream>> extra;   // guarded by extra_mu until filled, then fixed
+    std::unique_ptr<zmq::socket_t> socket GUARDED_BY(mu);  // the first stream
+    Mutex extra_mu;
+    bool closed GUARDED_BY(extra_mu) = false;  // CloseSocket ran
+    std::vector<std::unique_ptr<Stream>> extra GUARDED_BY(extra_mu);  // until filled, then fixed
     bool same_host = false;                 // ipc:// endpoint: the shared-memory path applies
     bool chunked = false;                   // the peer takes chunked framing (CURVE)
-    bool shm_failed = false;                // guarded by mu: no segment could be made
-    std::unique_ptr<ShmSender> shm;         // guarded by mu
+    bool shm_failed GUARDED_BY(mu) = false;  // no segment could be made
+    std::unique_ptr<ShmSender> shm GUARDED_BY(mu);
   };
-
-  // Opens (or finds) the mapping of the segment a member's connection (`identity`)
-  // names; an error if shared memory is off here, the connection is not a member's, the
-  // name is not a LayerPS segment, or it cannot be mapped. A connection has one live
-  // segment: when it sends from a new one (the sender reconnected), the old mapping is
-  // dropped (frames handed out keep it alive). Receive thread only.
-  StatusOr<std::shared_ptr<ShmMapping>> MapSegment(const std::string& name,
-                                                   const std::string& identity) {
-    if (!shm_enabled_) {
-      return ProtocolError("shared-memory manifest refused: shared memory is off on this node");
-    }
-    std::lock_guard<std::mutex> lock(mappings_mu_);
-    if (shm_peers_.count(identity) == 0) {
-      return ProtocolError("shared-memory manifest from a connection that is not a member's");
-    }
-    auto it = mappings_.find(identity);
-    if (it != mappings_.end() && it->second.name == name) return it->second.map;
-    if (!IsShmSegmentName(name)) {
-      return ProtocolError("'" + name + "' is not a shared-memory segment name");
-    }
-    if (it == mappings_.end() && mappings_.size() >= kShmMaxMappings) {
-      return ProtocolError("too many shared-memory segments mapped (" +
-                           std::to_string(kShmMaxMappings) + ")");
-    }
-    const int fd = shm_open(name.c_str(), O_RDWR, 0);
-    if (fd < 0) return ProtocolError("cannot open shared-memory segment '" + name + "'");
-    struct stat st;
-    void* p = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == kShmSegmentBytes) {
-      p = mmap(nullptr, kShmSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    }
-    close(fd);
-    // The name is only needed to open it once: remove it so nothing is left behind.
-    shm_unlink(name.c_str());
-    if (p == MAP_FAILED) return ProtocolError("cannot map shared-memory segment '" + name + "'");
-    auto m = std::make_shared<ShmMapping>();
-    m->base = p;
-    mappings_[identity] = Mapped{name, m};
-    return m;
-  }
-
-  // Replaces frames marked in the manifest (ParseShmManifest checked it against the
-  // frames) by their bytes in shared memory. `frames` are the payload frames as received.
-  Status ResolveShm(const zmq::message_t& manifest, const std::string& identity,
-                    std::vector<Frame>* frames) {
-    std::vector<size_t> sizes;
-    for (const Frame& f : *frames) sizes.push_back(f.size());
-    ShmManifest m;
-    PS_RETURN_IF_ERROR(ParseShmManifest(manifest.data(), manifest.size(), sizes, &m));
-    StatusOr<std::shared_ptr<ShmMapping>> mapped = MapSegment(m.segment, identity);
-    if (!mapped.ok()) return mapped.status();
-    std::shared_ptr<ShmMapping> map = *mapped;
-    for (const ShmEntry& e : m.frames) {
-      std::atomic<uint32_t>* flag = ShmFlags(map->base) + e.slot;
-      const uint8_t* data = static_cast<const uint8_t*>(map->base) + kShmControlBytes + e.offset;
-      std::shared_ptr<const void> owner(
-          data, [map, flag](const void*) { flag->store(0, std::memory_order_release); });
-      (*frames)[e.frame] = Frame::Borrow(data, e.size, std::move(owner));
-    }
-    return Status::OK();
-  }
 
   // linger_ms < 0 keeps the socket's own linger (lets queued control messages out).
   static void CloseSocket(Peer* p, int linger_ms) {
     {
-      std::lock_guard<std::mutex> lock(p->extra_mu);
+      MutexLock lock(&p->extra_mu);
       p->closed = true;
       for (auto& st : p->extra) {
-        std::lock_guard<std::mutex> stream_lock(st->mu);
+        MutexLock stream_lock(&st->mu);
         if (!st->socket) continue;
         if (linger_ms >= 0) st->socket->set(zmq::sockopt::linger, linger_ms);
         st->socket->close();
         st->socket.reset();
       }
     }
-    std::lock_guard<std::mutex> lock(p->mu);
+    MutexLock lock(&p->mu);
     if (!p->socket) return;
     if (linger_ms >= 0) p->socket->set(zmq::sockopt::linger, linger_ms);
     p->socket->close();
@@ -630,7 +562,7 @@ class ZmqTransport final : public Transport {
   Status SendOnStream(NodeId peer, Peer* p, uint32_t k, const Message& msg, int timeout_ms) {
     Stream* st = nullptr;
     {
-      std::lock_guard<std::mutex> lock(p->extra_mu);
+      MutexLock lock(&p->extra_mu);
       // After CloseSocket (a Disconnect, or Close) nothing may be opened: the context
       // waits for every socket of it before it ends.
       if (p->closed || closed_) {
@@ -644,10 +576,14 @@ class ZmqTransport final : public Transport {
           id.push_back(static_cast<char>(i));
           StatusOr<std::unique_ptr<zmq::socket_t>> socket = NewDealer(*p->ctx, p->endpoint, id);
           if (!socket.ok()) {
-            for (auto& e : p->extra) e->socket->close();
+            for (auto& e : p->extra) {
+              MutexLock lock(&e->mu);
+              e->socket->close();
+            }
             p->extra.clear();
             return socket.status();
           }
+          MutexLock lock(&made->mu);  // not shared yet; taken for the analysis' sake
           made->socket = std::move(*socket);
           p->extra.push_back(std::move(made));
         }
@@ -656,7 +592,7 @@ class ZmqTransport final : public Transport {
     }
     // Once filled, p->extra never changes until the peer is gone: st stays valid while
     // the caller holds the peer.
-    std::lock_guard<std::mutex> lock(st->mu);
+    MutexLock lock(&st->mu);
     if (!st->socket) return Unavailable("connection to node " + std::to_string(peer) + " closed");
     try {
       st->socket->set(zmq::sockopt::sndtimeo, timeout_ms);
@@ -670,67 +606,40 @@ class ZmqTransport final : public Transport {
     return Status::OK();
   }
 
-  const CommonOptions options_;
+  const TransportOptions options_;
   const int streams_;                 // Options::streams, resolved: connections per peer
   std::unique_ptr<CurveKeys> curve_;  // curve_key_file's keys, or null
   Status curve_error_;                // curve_key_file could not be used
-  std::mutex setup_mu_;
+  Mutex setup_mu_;
   std::shared_ptr<zmq::context_t> ctx_;
   std::unique_ptr<CurveAuthenticator> authenticator_;  // with ctx_, under CURVE
   std::unique_ptr<zmq::socket_t> router_;
   bool chunked_ = false;  // set by Bind: router_ takes chunked framing (CURVE)
   std::string endpoint_;
   std::atomic<bool> closed_{false};
-  mutable std::shared_mutex peers_mu_;
-  std::unordered_map<NodeId, std::shared_ptr<Peer>> peers_;  // guarded by peers_mu_
+  mutable SharedMutex peers_mu_;
+  std::unordered_map<NodeId, std::shared_ptr<Peer>> peers_ GUARDED_BY(peers_mu_);
   // Options::shared_memory: the same-host shared-memory path for ipc:// peers.
   const bool shm_enabled_ = options_.shared_memory;
-  struct Mapped {
-    std::string name;  // the segment's name, as the manifests give it
-    std::shared_ptr<ShmMapping> map;
-  };
-  std::mutex mappings_mu_;
-  // Members' connections whose manifests are acted on (guarded by mappings_mu_).
-  std::unordered_set<std::string> shm_peers_;
-  // The live segment of each member's connection, by routing identity (guarded by
-  // mappings_mu_); frames handed out keep their mapping alive on their own.
-  std::unordered_map<std::string, Mapped> mappings_;
+  // The segments members' manifests name, mapped per connection.
+  ShmReceiver shm_receiver_{shm_enabled_};
 };
-
-std::atomic<uint64_t> g_endpoint_counter{0};
 
 }  // namespace
 
-std::unique_ptr<Transport> NewZmqTransport(const CommonOptions& options) {
+std::unique_ptr<Transport> NewZmqTransport(const TransportOptions& options) {
   return std::make_unique<ZmqTransport>(options);
 }
 
 namespace {
 class ZmqFactory final : public TransportFactory {
  public:
-  std::unique_ptr<Transport> Create(const CommonOptions& options) override {
+  std::unique_ptr<Transport> Create(const TransportOptions& options) override {
     return NewZmqTransport(options);
   }
 };
 }  // namespace
 
 std::shared_ptr<TransportFactory> ZmqTransportFactory() { return std::make_shared<ZmqFactory>(); }
-
-std::unique_ptr<Transport> NewTransport(const CommonOptions& options) {
-  if (options.transport_factory) return options.transport_factory->Create(options);
-  return NewZmqTransport(options);
-}
-
-std::string DefaultBindAddress(const std::string& bind, const std::string& scheduler_address) {
-  if (!bind.empty()) return bind;
-  const uint64_t n = g_endpoint_counter.fetch_add(1);
-  if (scheduler_address.rfind("ipc://", 0) == 0) {
-    return "ipc:///tmp/layerps-" + std::to_string(getpid()) + "-" + std::to_string(n) + ".sock";
-  }
-  if (IsInproc(scheduler_address)) {
-    return "inproc://layerps-node-" + std::to_string(getpid()) + "-" + std::to_string(n);
-  }
-  return "tcp://127.0.0.1:0";
-}
 
 }  // namespace ps

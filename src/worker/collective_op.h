@@ -10,16 +10,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/reduce.h"
 #include "common/wire_type.h"
 #include "worker/collectives.h"
@@ -305,20 +304,20 @@ struct Collectives::Op {
   std::shared_ptr<uint8_t> staging_keep;  // a joined member's identity buffer
   std::vector<size_t> arrived;
 
-  std::mutex mu;
-  int outstanding = 1;             // guarded by mu: messages not completed + posting hold
-  bool failed = false;             // guarded by mu
-  int priority = 0;                // guarded by mu: of `status` (see Fail)
-  Status status;                   // guarded by mu
-  bool finished = false;           // guarded by mu
-  bool decided = false;            // guarded by mu: a final Join round: no failure counts
-  bool cancelled_data = false;     // guarded by mu: data receives withdrawn
-  bool cancelled_all = false;      // guarded by mu: descriptor receives withdrawn too
-  std::vector<Descriptor> descs;   // guarded by mu until every one arrived
-  std::vector<char> have;          // guarded by mu
-  size_t descs_in = 0;             // guarded by mu
-  std::vector<Ticket> data_receives;  // guarded by mu
-  std::vector<Ticket> desc_receives;  // guarded by mu
+  Mutex mu;
+  int outstanding GUARDED_BY(mu) = 1;  // messages not completed + posting hold
+  bool failed GUARDED_BY(mu) = false;
+  int priority GUARDED_BY(mu) = 0;  // of `status` (see Fail)
+  Status status GUARDED_BY(mu);
+  bool finished GUARDED_BY(mu) = false;
+  bool decided GUARDED_BY(mu) = false;  // a final Join round: no failure counts
+  bool cancelled_data GUARDED_BY(mu) = false;  // data receives withdrawn
+  bool cancelled_all GUARDED_BY(mu) = false;  // descriptor receives withdrawn too
+  std::vector<Descriptor> descs GUARDED_BY(mu);  // until every one arrived
+  std::vector<char> have GUARDED_BY(mu);
+  size_t descs_in GUARDED_BY(mu) = 0;
+  std::vector<Ticket> data_receives GUARDED_BY(mu);
+  std::vector<Ticket> desc_receives GUARDED_BY(mu);
 
   size_t world() const { return members.size(); }
   uint64_t Tag(uint64_t index) const { return tag_base | index; }
@@ -339,7 +338,7 @@ struct Collectives::Op {
     std::vector<Ticket> cancel;
     Status why;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       if (decided) return;
       if (prio > priority) {
         status = s;
@@ -363,7 +362,7 @@ struct Collectives::Op {
   // Counts a message about to be issued; false once the op failed (issue nothing more).
   // Descriptors are issued whatever happens (`always`).
   bool Begin(bool always = false) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     if (failed && !always) return false;
     ++outstanding;
     return true;
@@ -375,7 +374,7 @@ struct Collectives::Op {
     bool cancel_now = false;
     Status why;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       if (descriptor ? cancelled_all : cancelled_data) {
         cancel_now = true;
         why = status;
@@ -391,7 +390,7 @@ struct Collectives::Op {
     if (!s.ok()) Fail(s, PriorityOf(s), false);
     bool complete = false;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       complete = --outstanding == 0 && !finished;
       if (complete) finished = true;
     }
@@ -402,7 +401,7 @@ struct Collectives::Op {
   void OnDescriptor(const std::shared_ptr<Op>& self, size_t q) {
     bool all = false, agrees = false;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       if (have[q]) return;
       have[q] = 1;
       all = ++descs_in == world() - 1;
@@ -414,7 +413,7 @@ struct Collectives::Op {
     // member finds the same difference and says it the same way.
     std::vector<Descriptor> all_descs;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       all_descs = descs;
     }
     all_descs[pos] = mine;
@@ -425,7 +424,7 @@ struct Collectives::Op {
     if (error.empty() && all_joined && mine.kind == kJoinKind) {
       // Every member joined: the outcome is known, and a member that leaves now (its own
       // join returned) while our acknowledgements are on their way changes nothing.
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       decided = true;
     }
     (void)self;
@@ -489,7 +488,7 @@ struct Collectives::Op {
 
   std::string Missing() {
     std::vector<uint32_t> missing;
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     for (size_t q = 0; q < world(); ++q) {
       if (q != pos && !have[q]) missing.push_back(ranks[q]);
     }

@@ -142,8 +142,11 @@ std::shared_ptr<Collectives::Op> Collectives::NewOp(const std::string& what, uin
                                  : std::min<int64_t>(o.timeout.count(), options_.request_timeout_ms))
                      : options_.request_timeout_ms;
   op->deadline_ms = NowMillis() + op->limit_ms;
-  op->descs.assign(op->world(), Descriptor{});
-  op->have.assign(op->world(), 0);
+  {
+    MutexLock lock(&op->mu);  // not shared yet; taken for the analysis' sake
+    op->descs.assign(op->world(), Descriptor{});
+    op->have.assign(op->world(), 0);
+  }
   op->mine.kind = kind;
   op->mine.dtype = static_cast<uint8_t>(type);
   op->mine.segment = o.segment_bytes;
@@ -160,7 +163,7 @@ std::shared_ptr<Collectives::Op> Collectives::NewOp(const std::string& what, uin
   op->done = tracker_->Expect(req);
   *ticket = op->done;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (tag_base != 0) {
       op->tag_base = tag_base;  // a joined member's part in a collective already numbered
     } else {
@@ -192,7 +195,7 @@ void Collectives::Launch(const std::shared_ptr<Op>& op, bool descriptors) {
     op->Begin(/*always=*/true);
     Op* raw = op.get();
     auto sink = [raw, q](const void* src, size_t) {
-      std::lock_guard<std::mutex> lock(raw->mu);
+      MutexLock lock(&raw->mu);
       std::memcpy(&raw->descs[q], src, sizeof(Descriptor));
       raw->descs[q].name[sizeof(raw->descs[q].name) - 1] = '\0';
     };
@@ -221,7 +224,7 @@ void Collectives::Launch(const std::shared_ptr<Op>& op, bool descriptors) {
 void Collectives::Complete(const std::shared_ptr<Op>& op) {
   Status status;
   {
-    std::lock_guard<std::mutex> lock(op->mu);
+    MutexLock lock(&op->mu);
     status = op->status;
   }
   if (status.ok() && op->finish) status = op->finish();
@@ -229,7 +232,7 @@ void Collectives::Complete(const std::shared_ptr<Op>& op) {
   op->finish = nullptr;
   op->on_descriptor = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     running_.erase(op);
   }
   if (status.ok()) {
@@ -242,7 +245,7 @@ void Collectives::Complete(const std::shared_ptr<Op>& op) {
 void Collectives::OnNodeDead(NodeId id, const Status& why) {
   std::vector<std::shared_ptr<Op>> hit;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& op : running_) {
       if (id == kSchedulerId ||
           std::find(op->members.begin(), op->members.end(), id) != op->members.end()) {
@@ -259,14 +262,14 @@ void Collectives::Tick() {
   const int64_t now = NowMillis();
   std::vector<std::shared_ptr<Op>> late;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& op : running_) {
       if (now >= op->deadline_ms) late.push_back(op);
     }
   }
   for (const auto& op : late) {
     {
-      std::lock_guard<std::mutex> lock(op->mu);
+      MutexLock lock(&op->mu);
       if (op->cancelled_all) continue;  // already failed for good
     }
     op->Fail(Timeout(op->what + " did not complete within " + std::to_string(op->limit_ms) +

@@ -51,12 +51,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/cluster_map.h"
+#include "common/mutex.h"
 #include "ps/collectives.h"
 #include "ps/worker.h"
 #include "worker/peer_messages.h"
@@ -171,9 +171,9 @@ class Collectives {
   const MapFn map_;
   const std::function<NodeId()> self_;
 
-  std::mutex mu_;
-  std::map<std::vector<NodeId>, uint64_t> next_seq_;  // guarded by mu_: per process set
-  std::set<std::shared_ptr<Op>> running_;             // guarded by mu_
+  Mutex mu_;
+  std::map<std::vector<NodeId>, uint64_t> next_seq_ GUARDED_BY(mu_);  // per process set
+  std::set<std::shared_ptr<Op>> running_ GUARDED_BY(mu_);
 };
 
 }  // namespace ps

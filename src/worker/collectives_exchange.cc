@@ -1,6 +1,7 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // All-gather(v), broadcast, all-to-all(v) and the barrier (worker/collectives.h).
+#include "common/mutex.h"
 #include "worker/collectives.h"
 
 #include "worker/collective_op.h"
@@ -18,24 +19,32 @@ void GatherParts(const std::shared_ptr<Collectives::Op>& op, const void* own, si
                  size_t seg, uint64_t (*count_of)(const Descriptor&), GatherResult* out) {
   const size_t E = op->esize, W = op->world();
   struct Counts {
-    std::mutex mu;
-    std::vector<size_t> of;  // elements from each member, by position
-    size_t known = 0;        // descriptors in (the own count is known from the start)
+    Mutex mu;
+    std::vector<size_t> of GUARDED_BY(mu);  // elements from each member, by position
+    size_t known GUARDED_BY(mu) = 0;  // descriptors in (the own count is known from the start)
   };
   auto counts = std::make_shared<Counts>();
-  counts->of.assign(W, 0);
-  counts->of[op->pos] = own_count;
+  {
+    MutexLock lock(&counts->mu);  // not shared yet; taken for the analysis' sake
+    counts->of.assign(W, 0);
+    counts->of[op->pos] = own_count;
+  }
   Collectives::Op* raw = op.get();
   // Runs once, when the last length is known (or at once alone): sizes *out, copies the
   // own part in and posts every receive into place.
   auto post_all = [raw, op, counts, seg, E, out, own]() {
+    std::vector<size_t> of;
+    {
+      MutexLock lock(&counts->mu);  // every count is in: nothing writes them any more
+      of = counts->of;
+    }
     size_t total = 0;
-    for (size_t c : counts->of) total += c;
+    for (size_t c : of) total += c;
     out->data.resize(total * E);
-    out->counts = counts->of;
+    out->counts = of;
     uint8_t* base = out->data.data();
-    for (size_t q = 0; q < counts->of.size(); ++q) {
-      const size_t count = counts->of[q];
+    for (size_t q = 0; q < of.size(); ++q) {
+      const size_t count = of[q];
       if (q == raw->pos) {
         if (count > 0) std::memcpy(base, own, count * E);
       } else {
@@ -50,7 +59,7 @@ void GatherParts(const std::shared_ptr<Collectives::Op>& op, const void* own, si
   op->on_descriptor = [raw, counts, seg, E, count_of, post_all, W](size_t q) {
     uint64_t count = 0;
     {
-      std::lock_guard<std::mutex> lock(raw->mu);
+      MutexLock lock(&raw->mu);
       count = count_of(raw->descs[q]);
     }
     if (MulOverflows(count, E) || count * E > kMaxAnnouncedBytes ||
@@ -62,7 +71,7 @@ void GatherParts(const std::shared_ptr<Collectives::Op>& op, const void* own, si
     }
     bool all = false;
     {
-      std::lock_guard<std::mutex> lock(counts->mu);
+      MutexLock lock(&counts->mu);
       counts->of[q] = count;
       all = ++counts->known == W - 1;
     }

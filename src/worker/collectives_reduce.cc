@@ -2,6 +2,7 @@
 //
 // All-reduce (ring and direct, typed, compressed), grouped all-reduce, reduce-scatter and
 // join (worker/collectives.h).
+#include "common/mutex.h"
 #include "worker/collectives.h"
 
 #include "worker/collective_op.h"
@@ -88,7 +89,7 @@ void Collectives::PostAllReduce(const std::shared_ptr<Op>& op, const AllReduceOp
           auto combine = [raw, op, k, staged, begin, len]() {
             bool last = false;
             {
-              std::lock_guard<std::mutex> lock(raw->mu);
+              MutexLock lock(&raw->mu);
               raw->CombineInto(raw->data + begin * raw->esize, len)(staged, len * raw->wsize);
               last = ++raw->arrived[k] == raw->world() - 1;
             }
@@ -175,10 +176,10 @@ Ticket Collectives::GroupedAllReduce(const std::vector<CollectiveTensor>& tensor
 
   // One all-reduce per element type, each over the type's tensors packed in one buffer.
   struct Pending {
-    std::mutex mu;
-    size_t left = 0;
-    Status first;
-    Ticket ticket = 0;
+    Mutex mu;
+    size_t left GUARDED_BY(mu) = 0;
+    Status first GUARDED_BY(mu);
+    Ticket ticket = 0;  // set before any callback can run
   };
   auto pending = std::make_shared<Pending>();
   auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
@@ -186,14 +187,17 @@ Ticket Collectives::GroupedAllReduce(const std::vector<CollectiveTensor>& tensor
   Part p;
   p.server = kUnassignedId;
   req->parts.push_back(p);
-  pending->left = by_type.size() + 1;  // + this call's hold
+  {
+    MutexLock lock(&pending->mu);  // not shared yet; taken for the analysis' sake
+    pending->left = by_type.size() + 1;  // + this call's hold
+  }
   pending->ticket = tracker_->Expect(req);
   RequestTracker* tracker = tracker_;
   auto one_done = [pending, tracker](const Status& s) {
     bool last = false;
     Status result;
     {
-      std::lock_guard<std::mutex> lock(pending->mu);
+      MutexLock lock(&pending->mu);
       if (!s.ok() && pending->first.ok()) pending->first = s;
       last = --pending->left == 0;
       result = pending->first;
@@ -278,7 +282,7 @@ Ticket Collectives::ReduceScatter(const void* in, size_t n, DataType type, void*
       uint8_t* staged = slot + (begin - first) * op->wsize;
       auto stage = [staged](const void* from, size_t b) { std::memcpy(staged, from, b); };
       auto combine = [raw, staged, begin, first, len]() {
-        std::lock_guard<std::mutex> lock(raw->mu);
+        MutexLock lock(&raw->mu);
         raw->CombineInto(raw->data + (begin - first) * raw->esize, len)(staged, len * raw->wsize);
       };
       op->RecvData(op, q, k, len, stage, combine);
@@ -329,7 +333,7 @@ Status Collectives::Join(const CollectiveOptions& o, std::chrono::milliseconds t
     Status r = tracker_->Wait(ticket, std::chrono::milliseconds(round.timeout.count() + 4 * kRequestGraceMs));
     std::vector<Descriptor> all;
     {
-      std::lock_guard<std::mutex> lock(op->mu);
+      MutexLock lock(&op->mu);
       all = op->descs;
     }
     all[op->pos] = op->mine;
@@ -372,7 +376,7 @@ Status Collectives::Join(const CollectiveOptions& o, std::chrono::milliseconds t
     data_op->n = d.count;
     data_op->direct = d.algorithm == static_cast<uint8_t>(AllReduceAlgorithm::kDirect);
     {
-      std::lock_guard<std::mutex> lock(data_op->mu);
+      MutexLock lock(&data_op->mu);
       std::fill(data_op->have.begin(), data_op->have.end(), 1);  // the descriptors are in
     }
     if (data_op->world() > 1 && d.count > 0) PostAllReduce(data_op, ar);

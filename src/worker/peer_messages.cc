@@ -106,7 +106,7 @@ Ticket PeerMessages::PostReceive(NodeId peer, uint64_t tag, const std::shared_pt
   uint8_t dtype = 0;
   bool have = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = arrived_.find({tag, peer});
     if (it != arrived_.end() && !it->second.empty()) {
       waiting = std::move(it->second.front().values);
@@ -151,7 +151,7 @@ Ticket PeerMessages::RecvAny(uint64_t tag, float* out, size_t n,
   uint8_t dtype = 0;
   bool have = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     have = TakeKept(tag, &waiting, &sender, &dtype);
     if (!have) posted_any_[tag].push_back(ticket);
   }
@@ -190,7 +190,7 @@ void PeerMessages::OnMessage(Message&& msg) {
   for (;;) {
     Ticket ticket = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = posted_.find(key);
       auto any = posted_any_.find(h.offset);
       if (it != posted_.end() && !it->second.empty()) {
@@ -243,7 +243,7 @@ void PeerMessages::Ack(const Header& h, const Status& status) {
 }
 
 uint64_t PeerMessages::buffered_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return buffered_;
 }
 

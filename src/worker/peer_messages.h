@@ -30,9 +30,9 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <utility>
 
+#include "common/mutex.h"
 #include "ps/worker.h"
 #include "worker/request_tracker.h"
 
@@ -87,19 +87,19 @@ class PeerMessages {
   // Posts a receive whose part is filled in (Recv, RecvTyped).
   Ticket PostReceive(NodeId peer, uint64_t tag, const std::shared_ptr<Request>& req);
   void Ack(const Header& h, const Status& status);
-  // Under mu_: takes the tensor kept first under `tag` (any sender) into *out and its
-  // sender into *sender; false if none.
-  bool TakeKept(uint64_t tag, Frame* out, NodeId* sender, uint8_t* dtype);
+  // Takes the tensor kept first under `tag` (any sender) into *out and its sender into
+  // *sender; false if none.
+  bool TakeKept(uint64_t tag, Frame* out, NodeId* sender, uint8_t* dtype) REQUIRES(mu_);
 
   RequestTracker* const tracker_;
   const SendFn send_;
   const uint64_t max_buffered_bytes_;
-  mutable std::mutex mu_;
-  std::map<Key, std::deque<Ticket>> posted_;          // guarded by mu_: receives waiting
-  std::map<uint64_t, std::deque<Ticket>> posted_any_;  // guarded by mu_: by tag
-  std::map<Key, std::deque<Kept>> arrived_;           // guarded by mu_: tensors waiting
-  uint64_t buffered_ = 0;                             // guarded by mu_
-  uint64_t next_seq_ = 0;                             // guarded by mu_
+  mutable Mutex mu_;
+  std::map<Key, std::deque<Ticket>> posted_ GUARDED_BY(mu_);  // receives waiting
+  std::map<uint64_t, std::deque<Ticket>> posted_any_ GUARDED_BY(mu_);  // by tag
+  std::map<Key, std::deque<Kept>> arrived_ GUARDED_BY(mu_);  // tensors waiting
+  uint64_t buffered_ GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ps

@@ -286,7 +286,7 @@ Ticket PsRequests::Sparse(MsgType type, TableId table, const Key* keys, size_t n
 
 std::shared_ptr<RowCache> PsRequests::CacheFor(const TableInfo& t) {
   if (t.spec.cache_rows == 0 || t.spec.cache_staleness == 0) return nullptr;
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  MutexLock lock(&cache_mu_);
   std::shared_ptr<RowCache>& c = caches_[t.id];
   if (!c) c = std::make_shared<RowCache>(t.spec.cache_rows, t.spec.dim, t.spec.cache_staleness);
   return c;
@@ -460,7 +460,7 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
 
 uint32_t PsRequests::TakeClock(const TableInfo& t, MsgType type) {
   if (t.spec.sync == SyncMode::kAsync || type == MsgType::kAssign) return 0;
-  std::lock_guard<std::mutex> lock(clock_mu_);
+  MutexLock lock(&clock_mu_);
   uint32_t& next = clocks_[t.id];
   const uint32_t clock = next;
   if (type == MsgType::kPush || type == MsgType::kPushPull) ++next;

@@ -20,12 +20,12 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "common/buffer.h"
 #include "common/cluster_map.h"
+#include "common/mutex.h"
 #include "ps/worker.h"
 #include "worker/request_tracker.h"
 #include "worker/row_cache.h"
@@ -117,10 +117,10 @@ class PsRequests {
   // The coalesced keys and rows of sparse requests: recycled, already faulted-in buffers
   // (a fresh vector per request was zero-filled and page-faulted in every time).
   mutable BufferPool sparse_pool_{size_t{128} << 20};
-  std::mutex clock_mu_;
-  std::unordered_map<TableId, uint32_t> clocks_;  // guarded by clock_mu_
-  std::mutex cache_mu_;
-  std::unordered_map<TableId, std::shared_ptr<RowCache>> caches_;  // guarded by cache_mu_
+  Mutex clock_mu_;
+  std::unordered_map<TableId, uint32_t> clocks_ GUARDED_BY(clock_mu_);
+  Mutex cache_mu_;
+  std::unordered_map<TableId, std::shared_ptr<RowCache>> caches_ GUARDED_BY(cache_mu_);
 };
 
 }  // namespace ps

@@ -20,13 +20,13 @@ namespace ps {
 // Requests by ticket. Shared with in-flight requests so that a frame released by the
 // transport after the tracker is gone finds something valid to update.
 struct TrackerState {
-  std::mutex mu;
-  std::unordered_map<Ticket, std::shared_ptr<Request>> requests;  // guarded by mu
+  Mutex mu;
+  std::unordered_map<Ticket, std::shared_ptr<Request>> requests GUARDED_BY(mu);
 
-  std::mutex completion_mu;
-  std::condition_variable completion_cv;
-  std::deque<std::shared_ptr<Request>> completions;  // guarded by completion_mu
-  bool completion_thread_running = false;            // guarded by completion_mu
+  Mutex completion_mu;
+  CondVar completion_cv;
+  std::deque<std::shared_ptr<Request>> completions GUARDED_BY(completion_mu);
+  bool completion_thread_running GUARDED_BY(completion_mu) = false;
 
   // Round trips by kind (KindIndex), and the timeline (std::atomic_load/store).
   metrics::Latency latency[5];
@@ -75,18 +75,18 @@ void Finalize(const std::shared_ptr<Request>& req) {
   Worker::Callback cb;
   Status status;
   {
-    std::lock_guard<std::mutex> lock(req->mu);
+    MutexLock lock(&req->mu);
     if (req->status.ok() && req->finish) req->status = req->finish(*req);
     req->finish = nullptr;
     req->done = true;
     status = req->status;
     cb = std::move(req->callback);
-    req->cv.notify_all();
+    req->cv.SignalAll();
   }
   Record(req, status);
   if (cb) {
     if (auto st = req->tracker.lock()) {
-      std::lock_guard<std::mutex> lock(st->mu);
+      MutexLock lock(&st->mu);
       st->requests.erase(req->ticket);
     }
     cb(status);
@@ -102,10 +102,10 @@ void Release(const std::shared_ptr<Request>& req) {
 void ReleaseFromTransport(const std::shared_ptr<Request>& req) {
   if (req->pending.fetch_sub(1) != 1) return;
   if (auto st = req->tracker.lock()) {
-    std::lock_guard<std::mutex> lock(st->completion_mu);
+    MutexLock lock(&st->completion_mu);
     if (st->completion_thread_running) {
       st->completions.push_back(req);
-      st->completion_cv.notify_one();
+      st->completion_cv.Signal();
       return;
     }
   }
@@ -117,7 +117,7 @@ void ReleaseFromTransport(const std::shared_ptr<Request>& req) {
 // borrow, whose release completes the request.
 bool Claim(Request* req, size_t i, const Status& status) {
   std::vector<Frame> held;
-  std::lock_guard<std::mutex> lock(req->mu);
+  MutexLock lock(&req->mu);
   if (req->parts[i].claimed) return false;
   Part& p = req->parts[i];
   p.claimed = true;
@@ -172,16 +172,17 @@ Message PartMessage(const Request& req, const Part& p, size_t i, uint64_t epoch)
 }
 
 void CompletionLoop(std::shared_ptr<TrackerState> st) {
-  std::unique_lock<std::mutex> lock(st->completion_mu);
+  MutexLock lock(&st->completion_mu);
   for (;;) {
-    st->completion_cv.wait(
-        lock, [&] { return !st->completions.empty() || !st->completion_thread_running; });
+    st->completion_cv.Wait(&st->completion_mu, [&]() REQUIRES(st->completion_mu) {
+      return !st->completions.empty() || !st->completion_thread_running;
+    });
     while (!st->completions.empty()) {
       auto req = std::move(st->completions.front());
       st->completions.pop_front();
-      lock.unlock();
+      lock.Unlock();
       Finalize(req);
-      lock.lock();
+      lock.Lock();
     }
     if (!st->completion_thread_running) return;
   }
@@ -198,7 +199,7 @@ RequestTracker::RequestTracker(const MemberOptions& options, SendFn send)
 RequestTracker::~RequestTracker() { Stop(Aborted("the worker stopped")); }
 
 void RequestTracker::Start() {
-  std::lock_guard<std::mutex> lock(state_->completion_mu);
+  MutexLock lock(&state_->completion_mu);
   if (state_->completion_thread_running) return;
   state_->completion_thread_running = true;
   completion_thread_ = std::thread([st = state_] { CompletionLoop(st); });
@@ -207,10 +208,10 @@ void RequestTracker::Start() {
 void RequestTracker::Stop(const Status& why) {
   FailMatching([](const Part&) { return true; }, why);
   {
-    std::lock_guard<std::mutex> lock(state_->completion_mu);
+    MutexLock lock(&state_->completion_mu);
     state_->completion_thread_running = false;  // it drains the queue, then exits
   }
-  state_->completion_cv.notify_all();
+  state_->completion_cv.SignalAll();
   if (completion_thread_.joinable()) completion_thread_.join();
 }
 
@@ -233,7 +234,7 @@ void RequestTracker::SetTimeline(std::shared_ptr<Timeline> timeline) {
 void RequestTracker::CollectMetrics(std::vector<metrics::Sample>* out) const {
   size_t in_flight = 0;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     in_flight = state_->requests.size();
   }
   out->push_back(metrics::Gauge("layerps_worker_requests_in_flight",
@@ -247,10 +248,13 @@ void RequestTracker::CollectMetrics(std::vector<metrics::Sample>* out) const {
 
 Ticket RequestTracker::Failed(const Status& status, Worker::Callback cb) {
   auto req = New(MsgType::kPush, kInvalidTable, std::move(cb));
-  req->status = status;
+  {
+    MutexLock lock(&req->mu);  // not shared yet; taken for the analysis' sake
+    req->status = status;
+  }
   req->pending = 1;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     state_->requests[req->ticket] = req;
   }
   Release(req);
@@ -264,7 +268,7 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
                               const FramesFn& frames_for) {
   req->pending = static_cast<int>(req->parts.size()) + 1 + (borrows ? 1 : 0);
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     state_->requests[req->ticket] = req;
   }
   {
@@ -295,11 +299,11 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
         // part for a dead server waits for its replacement (Park, Retarget).
         bool held = false;
         {
-          std::lock_guard<std::mutex> park(park_mu_);
+          MutexLock park(&park_mu_);
           auto moved = replaced_.find(p.server);
           if (moved != replaced_.end()) p.server = moved->second;  // built from an older map
           held = parked_.count(p.server) > 0;
-          std::lock_guard<std::mutex> lock(req->mu);
+          MutexLock lock(&req->mu);
           req->parts[i].server = p.server;
           req->parts[i].frames = m.frames;
         }
@@ -325,7 +329,7 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
 Ticket RequestTracker::Expect(const std::shared_ptr<Request>& req) {
   req->pending = static_cast<int>(req->parts.size()) + 1;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     state_->requests[req->ticket] = req;
   }
   const Ticket ticket = req->ticket;
@@ -337,7 +341,7 @@ bool RequestTracker::Deliver(Ticket ticket, size_t part, const Status& status, c
                              size_t bytes, NodeId source, uint8_t dtype) {
   std::shared_ptr<Request> req;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     auto it = state_->requests.find(ticket);
     if (it == state_->requests.end()) return false;
     req = it->second;
@@ -381,7 +385,7 @@ bool RequestTracker::Deliver(Ticket ticket, size_t part, const Status& status, c
 void RequestTracker::Cancel(Ticket ticket, const Status& why) {
   std::shared_ptr<Request> req;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     auto it = state_->requests.find(ticket);
     if (it == state_->requests.end()) return;
     req = it->second;
@@ -394,7 +398,7 @@ void RequestTracker::Cancel(Ticket ticket, const Status& why) {
 Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   std::shared_ptr<Request> req;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     auto it = state_->requests.find(ticket);
     if (it == state_->requests.end()) {
       return NotFound("unknown ticket " + std::to_string(ticket) +
@@ -404,14 +408,14 @@ Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   }
   Status status;
   {
-    std::unique_lock<std::mutex> lock(req->mu);
-    if (!req->cv.wait_for(lock, timeout, [&] { return req->done; })) {
+    MutexLock lock(&req->mu);
+    if (!req->cv.WaitFor(&req->mu, timeout, [&]() REQUIRES(req->mu) { return req->done; })) {
       return Timeout("request " + std::to_string(ticket) + " still in flight after " +
                      std::to_string(timeout.count()) + " ms");
     }
     status = req->status;
   }
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   state_->requests.erase(ticket);
   return status;
 }
@@ -420,7 +424,7 @@ Status RequestTracker::Flush(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<std::shared_ptr<Request>> flushed;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     for (const auto& kv : state_->requests) {
       const MsgType t = kv.second->type;
       if (t == MsgType::kPush || t == MsgType::kPull || t == MsgType::kPushPull ||
@@ -431,8 +435,8 @@ Status RequestTracker::Flush(std::chrono::milliseconds timeout) {
   }
   size_t left = 0;
   for (const auto& req : flushed) {
-    std::unique_lock<std::mutex> lock(req->mu);
-    if (!req->cv.wait_until(lock, deadline, [&] { return req->done; })) ++left;
+    MutexLock lock(&req->mu);
+    if (!req->cv.WaitUntil(&req->mu, deadline, [&]() REQUIRES(req->mu) { return req->done; })) ++left;
   }
   if (left > 0) {
     return Timeout("flush: " + std::to_string(left) + " of " + std::to_string(flushed.size()) +
@@ -446,7 +450,7 @@ void RequestTracker::OnReply(Message&& msg) {
   Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);
   std::shared_ptr<Request> req;
   if (valid.ok()) {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     auto it = state_->requests.find(h.request_id);
     if (it != state_->requests.end())
       req = it->second;
@@ -456,7 +460,7 @@ void RequestTracker::OnReply(Message&& msg) {
   const size_t index = h.part;
   if (valid.ok()) {
     // The reply names its part; it must also agree with what that part asked.
-    std::lock_guard<std::mutex> lock(req->mu);
+    MutexLock lock(&req->mu);
     const Part* p = index < req->parts.size() ? &req->parts[index] : nullptr;
     if (p == nullptr || p->claimed || p->server != h.sender || p->table != h.table ||
         p->offset != h.offset || p->count != h.count || p->fused != h.fused())
@@ -511,13 +515,13 @@ void RequestTracker::FailMatching(const std::function<bool(const Part&)>& match,
                                   const Status& why) {
   std::vector<std::shared_ptr<Request>> reqs;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     for (auto& kv : state_->requests) reqs.push_back(kv.second);
   }
   for (auto& req : reqs) {
     std::vector<size_t> hit;
     {
-      std::lock_guard<std::mutex> lock(req->mu);
+      MutexLock lock(&req->mu);
       for (size_t i = 0; i < req->parts.size(); ++i) {
         if (!req->parts[i].claimed && match(req->parts[i])) hit.push_back(i);
       }
@@ -529,24 +533,24 @@ void RequestTracker::FailMatching(const std::function<bool(const Part&)>& match,
 }
 
 void RequestTracker::Park(NodeId server, uint32_t rank, NodeId successor) {
-  std::lock_guard<std::mutex> park(park_mu_);
+  MutexLock park(&park_mu_);
   parked_[server] = ParkedServer{rank, successor};
 }
 
 bool RequestTracker::IsParked(NodeId server) const {
-  std::lock_guard<std::mutex> park(park_mu_);
+  MutexLock park(&park_mu_);
   return parked_.count(server) > 0;
 }
 
 std::map<NodeId, RequestTracker::ParkedServer> RequestTracker::Parked() const {
-  std::lock_guard<std::mutex> park(park_mu_);
+  MutexLock park(&park_mu_);
   return parked_;
 }
 
 void RequestTracker::Retarget(NodeId dead, NodeId fresh, uint64_t epoch) {
   std::vector<std::pair<std::shared_ptr<Request>, Message>> resend;
   {
-    std::lock_guard<std::mutex> park(park_mu_);
+    MutexLock park(&park_mu_);
     parked_.erase(dead);
     replaced_[dead] = fresh;
     for (auto& kv : replaced_) {
@@ -554,11 +558,11 @@ void RequestTracker::Retarget(NodeId dead, NodeId fresh, uint64_t epoch) {
     }
     std::vector<std::shared_ptr<Request>> reqs;
     {
-      std::lock_guard<std::mutex> lock(state_->mu);
+      MutexLock lock(&state_->mu);
       for (auto& kv : state_->requests) reqs.push_back(kv.second);
     }
     for (auto& req : reqs) {
-      std::lock_guard<std::mutex> lock(req->mu);
+      MutexLock lock(&req->mu);
       for (size_t i = 0; i < req->parts.size(); ++i) {
         Part& p = req->parts[i];
         if (p.claimed || p.server != dead) continue;
@@ -592,7 +596,7 @@ void RequestTracker::Expire(const std::function<void(NodeId)>& drop_connection) 
   const int64_t now = NowMillis();
   std::vector<std::shared_ptr<Request>> expired;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     for (auto& kv : state_->requests) {
       if (kv.second->deadline_ms < now) expired.push_back(kv.second);
     }
@@ -602,7 +606,7 @@ void RequestTracker::Expire(const std::function<void(NodeId)>& drop_connection) 
   for (auto& req : expired) {
     std::vector<size_t> open;
     {
-      std::lock_guard<std::mutex> lock(req->mu);
+      MutexLock lock(&req->mu);
       for (size_t i = 0; i < req->parts.size(); ++i) {
         if (!req->parts[i].claimed) open.push_back(i);
       }

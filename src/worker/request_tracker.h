@@ -22,15 +22,14 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/mutex.h"
 #include "ps/options.h"
 #include "ps/status.h"
 #include "ps/types.h"
@@ -130,11 +129,14 @@ struct Request {
   // once its part is claimed, read by `finish`).
   NodeId source = kUnassignedId;
 
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Part> parts;  // guarded by mu (claimed flags)
-  Status status;            // guarded by mu: the first error
-  bool done = false;        // guarded by mu
+  Mutex mu;
+  CondVar cv;
+  // Fixed once the request is tracked; only each part's `claimed` flag changes after
+  // that, and it is read and written under `mu` (not annotated: a member of Part cannot
+  // name its request's mutex).
+  std::vector<Part> parts;
+  Status status GUARDED_BY(mu);  // the first error
+  bool done GUARDED_BY(mu) = false;
   std::atomic<int> pending{0};
 
   bool pulls() const { return type == MsgType::kPull || type == MsgType::kPushPull; }
@@ -246,9 +248,9 @@ class RequestTracker {
   std::atomic<Ticket> next_ticket_{1};
   std::atomic<bool> retain_{false};
   // Lock order: park_mu_, then a request's mu.
-  mutable std::mutex park_mu_;
-  std::map<NodeId, ParkedServer> parked_;  // guarded by park_mu_: dead servers
-  std::map<NodeId, NodeId> replaced_;      // guarded by park_mu_: dead server -> replacement
+  mutable Mutex park_mu_;
+  std::map<NodeId, ParkedServer> parked_ GUARDED_BY(park_mu_);  // dead servers
+  std::map<NodeId, NodeId> replaced_ GUARDED_BY(park_mu_);  // dead server -> replacement
   std::thread completion_thread_;
 };
 

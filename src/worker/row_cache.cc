@@ -8,17 +8,17 @@
 namespace ps {
 
 void RowCache::Tick() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++clock_;
 }
 
 uint64_t RowCache::clock() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return clock_;
 }
 
 uint64_t RowCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return live_;
 }
 
@@ -93,7 +93,7 @@ void RowCache::Remove(uint32_t e) {
 size_t RowCache::Get(const Key* keys, size_t n, float* out, std::vector<bool>* hit) {
   hit->assign(n, false);
   size_t hits = 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t e = Find(keys[i]);
     if (e == kNone) continue;
@@ -113,7 +113,7 @@ size_t RowCache::Get(const Key* keys, size_t n, float* out, std::vector<bool>* h
 }
 
 void RowCache::Put(const Key* keys, size_t n, const float* rows, uint64_t clock) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (size_t i = 0; i < n; ++i) {
     uint32_t e = Find(keys[i]);
     if (e != kNone) {
@@ -138,7 +138,7 @@ void RowCache::Put(const Key* keys, size_t n, const float* rows, uint64_t clock)
 }
 
 void RowCache::Drop(const Key* keys, size_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t e = Find(keys[i]);
     if (e != kNone) Remove(e);

@@ -16,9 +16,9 @@
 #define PS_WORKER_ROW_CACHE_H_
 
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "ps/types.h"
 
 namespace ps {
@@ -49,24 +49,25 @@ class RowCache {
     uint64_t clock = 0;  // fetched at
     uint32_t prev = kNone, next = kNone;  // LRU list (head: most recent)
   };
-  uint32_t Find(Key key) const;           // entry index, or kNone
-  void Insert(uint32_t e);                // into the index (entries_[e].key)
-  void Unindex(uint32_t e);               // from the index
-  void Unlink(uint32_t e);                // from the LRU list
-  void PushFront(uint32_t e);
-  void Remove(uint32_t e);                // both, and onto the free list
+  uint32_t Find(Key key) const REQUIRES(mu_);  // entry index, or kNone
+  void Insert(uint32_t e) REQUIRES(mu_);        // into the index (entries_[e].key)
+  void Unindex(uint32_t e) REQUIRES(mu_);       // from the index
+  void Unlink(uint32_t e) REQUIRES(mu_);        // from the LRU list
+  void PushFront(uint32_t e) REQUIRES(mu_);
+  void Remove(uint32_t e) REQUIRES(mu_);        // both, and onto the free list
 
   const uint64_t capacity_;
   const uint32_t dim_;
   const uint32_t staleness_;
-  mutable std::mutex mu_;
-  uint64_t clock_ = 0;              // guarded by mu_ (as everything below)
-  std::vector<Entry> entries_;
-  std::vector<float> rows_;         // entry e's row at rows_[e * dim]
-  std::vector<uint32_t> free_;      // entries to reuse
-  std::vector<uint32_t> index_;     // entry indices; size a power of two (or 0)
-  uint64_t live_ = 0;
-  uint32_t head_ = kNone, tail_ = kNone;
+  mutable Mutex mu_;
+  uint64_t clock_ GUARDED_BY(mu_) = 0;
+  std::vector<Entry> entries_ GUARDED_BY(mu_);
+  std::vector<float> rows_ GUARDED_BY(mu_);         // entry e's row at rows_[e * dim]
+  std::vector<uint32_t> free_ GUARDED_BY(mu_);      // entries to reuse
+  std::vector<uint32_t> index_ GUARDED_BY(mu_);     // entry indices; size a power of two (or 0)
+  uint64_t live_ GUARDED_BY(mu_) = 0;
+  uint32_t head_ GUARDED_BY(mu_) = kNone;
+  uint32_t tail_ GUARDED_BY(mu_) = kNone;
 };
 
 }  // namespace ps

@@ -46,6 +46,7 @@ Timeline::Timeline(std::string path, uint32_t rank, Clock::time_point origin, Ta
 StatusOr<std::shared_ptr<Timeline>> Timeline::Open(const std::string& path, uint32_t rank,
                                                    TableNames table_name) {
   std::shared_ptr<Timeline> t(new Timeline(path, rank, Clock::now(), std::move(table_name)));
+  MutexLock lock(&t->mu_);  // not shared yet; taken for the analysis' sake
   t->out_.open(path, std::ios::out | std::ios::trunc);
   if (!t->out_) return IoError("timeline: cannot create '" + path + "'");
   t->out_ << "[\n"
@@ -65,7 +66,7 @@ void Timeline::Request(const char* kind, TableId table, Ticket ticket, size_t pa
                        Clock::time_point queued, Clock::time_point sent, Clock::time_point done,
                        bool ok) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) return;  // (the worker that names the tables may be stopping)
   }
   char buf[1024];
@@ -97,13 +98,13 @@ void Timeline::Request(const char* kind, TableId table, Ticket ticket, size_t pa
                        "\"pid\": %u, \"tid\": %d, \"ts\": %.3f, \"args\": {\"ticket\": %llu}}",
                        rank_, tid, Micros(sent), static_cast<unsigned long long>(ticket));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_ || n <= 0) return;
   out_.write(buf, std::min<int>(n, static_cast<int>(sizeof buf) - 1));
 }
 
 void Timeline::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_) return;
   closed_ = true;
   if (out_.is_open()) {

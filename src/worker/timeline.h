@@ -17,9 +17,9 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "ps/status.h"
 #include "ps/types.h"
 
@@ -55,10 +55,10 @@ class Timeline {
   const uint32_t rank_;
   const Clock::time_point origin_;
   const TableNames table_name_;
-  std::mutex mu_;
-  std::ofstream out_;    // guarded by mu_
-  bool first_ = true;    // guarded by mu_
-  bool closed_ = false;  // guarded by mu_
+  Mutex mu_;
+  std::ofstream out_ GUARDED_BY(mu_);
+  bool first_ GUARDED_BY(mu_) = true;
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ps

@@ -9,10 +9,10 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "common/mutex.h"
 #include "node/node_runtime.h"
 #include "worker/collectives.h"
 #include "worker/peer_messages.h"
@@ -143,7 +143,7 @@ class Worker::Impl {
   std::vector<NodeInfo> Nodes() const {
     auto m = ever_started_ ? runtime_->map() : nullptr;
     std::vector<NodeInfo> nodes = m ? m->nodes : std::vector<NodeInfo>{};
-    std::lock_guard<std::mutex> lock(gone_mu_);
+    MutexLock lock(&gone_mu_);
     for (NodeInfo& n : nodes) {
       if (gone_.count(n.id)) n.alive = false;
     }
@@ -287,7 +287,7 @@ class Worker::Impl {
     }
     bool gone = !peer->alive;
     if (!gone) {
-      std::lock_guard<std::mutex> lock(gone_mu_);
+      MutexLock lock(&gone_mu_);
       gone = gone_.count(peer->id) != 0;  // it left: no map says so
     }
     if (gone) {
@@ -385,7 +385,7 @@ class Worker::Impl {
     }
     {
       // A worker that leaves changes no map: Nodes() learns it from here.
-      std::lock_guard<std::mutex> lock(gone_mu_);
+      MutexLock lock(&gone_mu_);
       gone_.insert(id);
     }
     // A server awaiting its replacement: what is outstanding for it waits (OnMap).
@@ -406,8 +406,8 @@ class Worker::Impl {
   std::unique_ptr<NodeRuntime> runtime_;
   std::atomic<bool> started_{false};
   std::atomic<bool> ever_started_{false};
-  mutable std::mutex gone_mu_;
-  std::set<NodeId> gone_;  // guarded by gone_mu_: nodes declared dead or gone
+  mutable Mutex gone_mu_;
+  std::set<NodeId> gone_ GUARDED_BY(gone_mu_);  // nodes declared dead or gone
   // Tensors received before their RecvFrom are kept up to this many bytes.
   static constexpr uint64_t kPeerBufferBytes = uint64_t{1} << 30;
 

@@ -303,7 +303,7 @@ TEST_P(AllReduceFaultTest, APeerCutOffMidCollectiveFailsEveryone) {
   o.heartbeat_interval_ms = 50;
   o.heartbeat_timeout_ms = 1000;
   o.request_timeout_ms = 120000;  // far beyond: a failure must come from the death
-  o.transport_factory = injector;
+  SetTransportFactory(&o, injector);
   LocalCluster c(1, 4, "inproc", o);
   ASSERT_TRUE(c.Start().ok());
   const NodeId victim = c.worker(2).id();

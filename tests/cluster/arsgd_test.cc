@@ -10,6 +10,7 @@
 
 #include "local_cluster.h"
 #include "ps/algorithm.h"
+#include "train_every_worker.h"
 #include "training_problem.h"
 
 namespace ps {
@@ -18,36 +19,7 @@ namespace {
 using testing::LinearRegression;
 using testing::LocalCluster;
 using testing::MaxRelativeError;
-
-// Trains `steps` steps with `opts` on W workers; returns each worker's final params.
-std::vector<std::vector<float>> Train(LocalCluster& c, const LinearRegression& problem,
-                                      const TrainerOptions& opts, size_t global_batch, int steps) {
-  const int world = c.num_workers();
-  std::vector<std::vector<float>> finals(world);
-  std::vector<Status> errors(world);
-  c.OnEveryWorker([&](int r) {
-    // Every worker starts elsewhere: the Trainer must broadcast rank 0's values.
-    std::vector<float> x = r == 0 ? problem.Init() : std::vector<float>(problem.dim(), 100.0f + r);
-    std::vector<float> g(problem.dim());
-    auto trainer = Trainer::Create(&c.worker(r), x.data(), x.size(), opts);
-    if (!trainer.ok()) {
-      errors[r] = trainer.status();
-      return;
-    }
-    for (int t = 0; t < steps; ++t) {
-      problem.Gradient(x.data(), t, global_batch, r, world, g.data());
-      Status st = (*trainer)->Step(g.data());
-      if (!st.ok()) {
-        errors[r] = st;
-        return;
-      }
-    }
-    errors[r] = (*trainer)->Finish();
-    finals[r] = x;
-  });
-  for (int r = 0; r < world; ++r) EXPECT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r].ToString();
-  return finals;
-}
+using testing::TrainEveryWorker;
 
 class ArsgdTest : public ::testing::TestWithParam<int> {};
 
@@ -69,7 +41,7 @@ TEST_P(ArsgdTest, EqualsOneProcessWithTheGlobalBatch) {
       opts.optimizer.gamma = 0.5f;
     }
     const size_t batch = 24;
-    const auto finals = Train(c, problem, opts, batch, 100);
+    const auto finals = TrainEveryWorker(c, problem, opts, batch, 100);
     const auto expected = problem.Reference(opts.optimizer, batch, 100);
     for (int r = 0; r < world; ++r) {
       ASSERT_EQ(finals[r].size(), expected.size());

@@ -26,6 +26,7 @@
 #include <zmq.hpp>
 
 #include "local_cluster.h"
+#include "ps/cluster_key.h"
 #include "transport/curve.h"
 
 namespace ps {

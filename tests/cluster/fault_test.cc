@@ -29,7 +29,7 @@ class FaultTest : public ::testing::Test {
     o.heartbeat_timeout_ms = 1000;
     o.request_timeout_ms = request_timeout_ms;
     o.dense_chunk_elems = 4;  // tiny tables still spread over every server
-    o.transport_factory = injector_;
+    SetTransportFactory(&o, injector_);
     return o;
   }
 

@@ -52,7 +52,7 @@ Status RecvOne(Transport& t, Message* msg) {
 class TransportLimitsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    CommonOptions o;
+    TransportOptions o;
     o.max_message_bytes = 64 << 10;
     o.shared_memory = false;
     transport_ = NewZmqTransport(o);

@@ -119,7 +119,7 @@ TEST(PartsTest, ALostPartFailsTheWholeRequest) {
   auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
   Options o = PartOptions();
   o.request_timeout_ms = 1500;
-  o.transport_factory = injector;
+  SetTransportFactory(&o, injector);
   LocalCluster c(1, 1, "inproc", o);
   ASSERT_TRUE(c.Start().ok());
   Worker& w = c.worker(0);
@@ -163,7 +163,7 @@ TEST(PartsTest, AServerDyingBetweenPartsFailsTheRequest) {
   o.heartbeat_timeout_ms = 1000;
   o.request_timeout_ms = 60000;
   o.dense_chunk_elems = 2 * kPartElems;  // server 0: chunk 0, server 1: chunk 1
-  o.transport_factory = injector;
+  SetTransportFactory(&o, injector);
   LocalCluster c(2, 1, "inproc", o);
   ASSERT_TRUE(c.Start().ok());
   Worker& w = c.worker(0);
@@ -272,7 +272,7 @@ TEST(PartsTest, ALostSparsePartFailsTheWholeRequest) {
   auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
   Options o = PartOptions();
   o.request_timeout_ms = 1500;
-  o.transport_factory = injector;
+  SetTransportFactory(&o, injector);
   LocalCluster c(1, 1, "inproc", o);
   ASSERT_TRUE(c.Start().ok());
   Worker& w = c.worker(0);

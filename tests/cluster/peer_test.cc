@@ -270,7 +270,7 @@ TEST(PeerFaultTest, ReceiveFromADeadWorkerFailsUnavailable) {
   Options o = testing::FastOptions();
   o.heartbeat_interval_ms = 50;
   o.heartbeat_timeout_ms = 1000;
-  o.transport_factory = injector;
+  SetTransportFactory(&o, injector);
   LocalCluster c(1, 2, "inproc", o);
   ASSERT_TRUE(c.Start().ok());
   std::vector<float> got(8);

@@ -19,6 +19,7 @@
 
 #include "local_cluster.h"
 #include "ps/algorithm.h"
+#include "train_every_worker.h"
 #include "training_problem.h"
 #include "transport/fault_transport.h"
 #include "transport/inproc_transport.h"
@@ -30,50 +31,12 @@ using std::chrono::milliseconds;
 using testing::LinearRegression;
 using testing::LocalCluster;
 using testing::MaxRelativeError;
-
+using testing::TrainEveryWorker;
 // Tables of 37 floats in chunks of 8: two ranges, one per server.
 Options TwoServerOptions() {
   Options o = testing::FastOptions();
   o.dense_chunk_elems = 8;
   return o;
-}
-
-// Called before each Step of worker `rank` at step t (after its gradient was computed).
-using BeforeStep = std::function<void(int rank, int t)>;
-
-// Trains `steps` steps on every worker (each on its share of the global batch); returns
-// each worker's final params (after Finish).
-std::vector<std::vector<float>> Train(LocalCluster& c, const LinearRegression& problem,
-                                      const TrainerOptions& opts, size_t global_batch, int steps,
-                                      const BeforeStep& before = nullptr) {
-  const int world = c.num_workers();
-  std::vector<std::vector<float>> finals(world);
-  std::vector<Status> errors(world);
-  c.OnEveryWorker([&](int r) {
-    // Every worker starts elsewhere: rank 0's values must reach everyone.
-    std::vector<float> x = r == 0 ? problem.Init() : std::vector<float>(problem.dim(), 100.0f + r);
-    std::vector<float> g(problem.dim());
-    auto trainer = Trainer::Create(&c.worker(r), x.data(), x.size(), opts);
-    if (!trainer.ok()) {
-      errors[r] = trainer.status();
-      return;
-    }
-    for (int t = 0; t < steps; ++t) {
-      problem.Gradient(x.data(), t, global_batch, r, world, g.data());
-      if (before) before(r, t);
-      Status st = (*trainer)->Step(g.data());
-      if (!st.ok()) {
-        errors[r] = st.WithContext("step " + std::to_string(t));
-        return;
-      }
-    }
-    errors[r] = (*trainer)->Finish();
-    finals[r] = x;
-  });
-  for (int r = 0; r < world; ++r) {
-    EXPECT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r].ToString();
-  }
-  return finals;
 }
 
 TrainerOptions Opts(const AlgorithmSpec& algorithm, const std::string& name) {
@@ -105,7 +68,7 @@ TEST_P(BspTest, EqualsOneProcessWithTheGlobalBatch) {
       opts.optimizer.gamma = 0.5f;
     }
     const size_t batch = 24;
-    const auto finals = Train(c, problem, opts, batch, 100);
+    const auto finals = TrainEveryWorker(c, problem, opts, batch, 100);
     const auto expected = problem.Reference(opts.optimizer, batch, 100);
     for (int r = 0; r < world; ++r) {
       ASSERT_EQ(finals[r].size(), expected.size());
@@ -126,8 +89,8 @@ TEST(SspTest, WithZeroStalenessEqualsBsp) {
   LocalCluster c(2, world, "tcp", TwoServerOptions());
   ASSERT_TRUE(c.Start().ok());
   const size_t batch = 24;
-  const auto bsp = Train(c, problem, Opts(AlgorithmSpec::Bsp(), "bsp"), batch, 100);
-  const auto ssp = Train(c, problem, Opts(AlgorithmSpec::Ssp(0), "ssp0"), batch, 100);
+  const auto bsp = TrainEveryWorker(c, problem, Opts(AlgorithmSpec::Bsp(), "bsp"), batch, 100);
+  const auto ssp = TrainEveryWorker(c, problem, Opts(AlgorithmSpec::Ssp(0), "ssp0"), batch, 100);
   const auto expected = problem.Reference(Opts(AlgorithmSpec::Bsp(), "").optimizer, batch, 100);
   for (int r = 0; r < world; ++r) {
     EXPECT_LT(MaxRelativeError(ssp[r], bsp[r]), 1e-5) << "rank " << r;
@@ -146,7 +109,7 @@ TEST(SspTest, WithZeroStalenessEqualsBsp) {
 TEST(SspFaultTest, WithZeroStalenessEqualsBspWhenAFirstPullIsLate) {
   auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
   Options o = TwoServerOptions();
-  o.transport_factory = injector;
+  SetTransportFactory(&o, injector);
   const int world = 3, steps = 30;
   LinearRegression problem(37, 480);
   LocalCluster c(2, world, "inproc", o);
@@ -158,8 +121,8 @@ TEST(SspFaultTest, WithZeroStalenessEqualsBspWhenAFirstPullIsLate) {
                                       },
                                       FaultAction::kDelay, 60});
   const size_t batch = 24;
-  const auto bsp = Train(c, problem, Opts(AlgorithmSpec::Bsp(), "bsp-late"), batch, steps);
-  const auto ssp = Train(c, problem, Opts(AlgorithmSpec::Ssp(0), "ssp0-late"), batch, steps);
+  const auto bsp = TrainEveryWorker(c, problem, Opts(AlgorithmSpec::Bsp(), "bsp-late"), batch, steps);
+  const auto ssp = TrainEveryWorker(c, problem, Opts(AlgorithmSpec::Ssp(0), "ssp0-late"), batch, steps);
   const auto expected =
       problem.Reference(Opts(AlgorithmSpec::Bsp(), "").optimizer, batch, steps);
   EXPECT_GT(injector->Applied(rule), 0);
@@ -198,7 +161,7 @@ TEST(SspTest, NoWorkerStartsAStepMoreThanSClocksAheadOfTheSlowest) {
     std::lock_guard<std::mutex> lock(mu);
     leads.push_back(mine - least);
   };
-  Train(c, problem, Opts(AlgorithmSpec::Ssp(s), "ssp2"), 24, steps, before);
+  TrainEveryWorker(c, problem, Opts(AlgorithmSpec::Ssp(s), "ssp2"), 24, steps, before);
   ASSERT_EQ(leads.size(), static_cast<size_t>(world * steps));
   const int worst = *std::max_element(leads.begin(), leads.end());
   EXPECT_LE(worst, s);
@@ -213,7 +176,7 @@ TEST(AspTest, Trains) {
   ASSERT_TRUE(c.Start().ok());
   TrainerOptions opts = Opts(AlgorithmSpec::Asp(), "asp");
   opts.optimizer.momentum = 0.5f;
-  const auto finals = Train(c, problem, opts, 24, 100);
+  const auto finals = TrainEveryWorker(c, problem, opts, 24, 100);
   EXPECT_LT(problem.Loss(finals[0].data()), 0.5 * problem.Loss(problem.Init().data()));
   EXPECT_EQ(finals[1], finals[0]) << "Finish gives every worker the table's final state";
   EXPECT_TRUE(c.Finish().ok());
@@ -310,7 +273,7 @@ TEST_P(DeadWorkerTest, DoesNotFreezeTheOthers) {
   auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
   Options o = TwoServerOptions();
   o.heartbeat_timeout_ms = 1000;
-  o.transport_factory = injector;
+  SetTransportFactory(&o, injector);
   // A death ends the job unless it is tolerated (worker_loss_test checks that); here the
   // survivors must go on: the dead worker's clock stops counting.
   o.tolerate_worker_loss = true;
@@ -370,7 +333,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, DeadWorkerTest,
 TEST(BspFaultTest, DuplicatedPushIsAppliedOnce) {
   auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
   Options o = TwoServerOptions();
-  o.transport_factory = injector;
+  SetTransportFactory(&o, injector);
   LocalCluster c(2, 2, "inproc", o);
   ASSERT_TRUE(c.Start().ok());
   TableSpec spec = TableSpec::Dense("bsp-sum", 20, UpdateRule::kSum);

@@ -35,7 +35,7 @@ class RecoveryTest : public ::testing::Test {
     o.heartbeat_timeout_ms = 2000;
     o.dense_chunk_elems = 4;
     o.scheduler_recovery_ms = 30000;
-    o.transport_factory = injector_;
+    SetTransportFactory(&o, injector_);
     return o;
   }
 

@@ -50,7 +50,7 @@ class ReplacementTest : public ::testing::Test {
     o.heartbeat_timeout_ms = 1000;
     o.dense_chunk_elems = 4;
     o.replace_servers_ms = replace_ms;
-    o.transport_factory = injector_;
+    SetTransportFactory(&o, injector_);
     return o;
   }
 

@@ -236,7 +236,7 @@ TEST(SharedMemoryTest, SwitchedOffMapsNothing) {
 TEST(SharedMemoryTransportTest, ManifestsOnlyFromListedMembersAndOnlyWhenOn) {
   for (bool on : {false, true}) {
     SCOPED_TRACE(on ? "shared memory on" : "shared memory off");
-    CommonOptions o;
+    TransportOptions o;
     o.shared_memory = on;
     std::unique_ptr<Transport> rx = NewZmqTransport(o);
     StatusOr<std::string> ep = rx->Bind(

@@ -62,9 +62,10 @@ class TransportStreamsTest : public ::testing::TestWithParam<int> {};
 // exactly `streams` connections; Disconnect closes them all.
 TEST_P(TransportStreamsTest, LanesKeepTheirOrderOverTheirOwnConnections) {
   const int streams = GetParam();
-  CommonOptions o;
+  TransportOptions o;
   o.shared_memory = false;
   o.streams = streams;
+  o.io_threads = streams;  // one I/O thread per stream, as a node has
   std::unique_ptr<Transport> rx = NewZmqTransport(o);
   std::unique_ptr<Transport> tx = NewZmqTransport(o);
   auto ep = rx->Bind("tcp://127.0.0.1:0", "");
@@ -114,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(Streams, TransportStreamsTest, ::testing::Values(1, 2, 
 
 // The receiver cuts an identity at its zero byte: identities with one are refused.
 TEST(TransportStreamsTest, IdentityWithAZeroByteIsRefused) {
-  CommonOptions o;
+  TransportOptions o;
   o.streams = 2;
   std::unique_ptr<Transport> tx = NewZmqTransport(o);
   EXPECT_EQ(tx->Connect(1, "tcp://127.0.0.1:1", std::string("n\0x", 3)).code(),
@@ -125,7 +126,7 @@ TEST(TransportStreamsTest, IdentityWithAZeroByteIsRefused) {
 // Sends on streams that are being closed under them: every send either succeeds or fails
 // with kUnavailable, and Close returns (a socket opened after Close would keep it waiting).
 TEST(TransportStreamsTest, SendsRacingCloseNeverHang) {
-  CommonOptions o;
+  TransportOptions o;
   o.shared_memory = false;
   o.streams = 4;
   for (int round = 0; round < 5; ++round) {

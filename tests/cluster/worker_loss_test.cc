@@ -28,7 +28,7 @@ Options LossOptions(const std::shared_ptr<FaultInjector>& injector, bool tolerat
   o.heartbeat_timeout_ms = 1000;
   o.request_timeout_ms = 60000;  // far beyond: failures must come from the death
   o.tolerate_worker_loss = tolerate;
-  o.transport_factory = injector;
+  SetTransportFactory(&o, injector);
   return o;
 }
 

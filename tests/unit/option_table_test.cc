@@ -103,6 +103,42 @@ TEST(OptionTableTest, EveryRowRoundTripsThroughItsFlag) {
   }
 }
 
+// Every field lives in the struct of the roles that read it (the table's scheduler,
+// server and worker columns) and in no other: a role's options, taken from an Options
+// whose every field is set, hold exactly the fields of that role. The one exception is
+// stall_warning_ms, read by the scheduler and the servers, held by CommonOptions (the
+// one part both have); workers carry it unread.
+TEST(OptionTableTest, EachRoleHoldsTheFieldsItReadsAndNoOther) {
+  Options all;
+  for (const OptionInfo& info : OptionTable()) {
+    ASSERT_TRUE(SetOption(&all, info.name, Samples().at(info.name)).ok()) << info.name;
+  }
+  // Each role's part copied back into a default Options: a field the role holds keeps
+  // its sample value, one it does not hold is back at its default.
+  Options from_scheduler, from_server, from_worker;
+  const SchedulerOptions s = all.scheduler();
+  static_cast<CommonOptions&>(from_scheduler) = s;
+  static_cast<SchedulerFields&>(from_scheduler) = s;
+  const ServerOptions sv = all.server();
+  static_cast<MemberOptions&>(from_server) = sv;
+  static_cast<ServerFields&>(from_server) = sv;
+  const WorkerOptions w = all.worker();
+  static_cast<MemberOptions&>(from_worker) = w;
+  static_cast<WorkerFields&>(from_worker) = w;
+  const Options defaults;
+  for (const OptionInfo& info : OptionTable()) {
+    ASSERT_NE(OptionValue(defaults, info.name), Samples().at(info.name)) << info.name;
+    const bool unread_by_workers = info.name == "stall_warning_ms";
+    EXPECT_EQ(OptionValue(from_scheduler, info.name) == Samples().at(info.name), info.scheduler)
+        << info.name << " in SchedulerOptions";
+    EXPECT_EQ(OptionValue(from_server, info.name) == Samples().at(info.name), info.server)
+        << info.name << " in ServerOptions";
+    EXPECT_EQ(OptionValue(from_worker, info.name) == Samples().at(info.name),
+              info.worker || unread_by_workers)
+        << info.name << " in WorkerOptions";
+  }
+}
+
 TEST(OptionTableTest, BooleansTakeEverySpelling) {
   EnvGuard guard;
   for (const char* yes : {"1", "true", "TRUE", "yes", "on"}) {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <algorithm>
 
+#include "ps/launcher.h"
 #include "ps/types.h"
 
 namespace ps {
@@ -282,7 +283,7 @@ TEST(TableSpecTest, BoundedSparseFields) {
 TEST(OptionsTest, StreamsAndIoThreadsResolveFromTheCores) {
   const unsigned cores = std::thread::hardware_concurrency();
   const int want = cores < 8 ? 1 : static_cast<int>(std::min(4u, cores / 4));
-  CommonOptions o;
+  MemberOptions o;
   EXPECT_EQ(o.streams, 0);
   EXPECT_EQ(o.io_threads, 0);
   EXPECT_EQ(o.ResolvedStreams(), want);
