@@ -3,6 +3,9 @@
 # UBSan and libFuzzer's coverage instrumentation), so that CI compiles the library once
 # for the fuzzers and the ASan test run. The tests do not use the coverage counters; the
 # ASan runtime provides the callbacks they need.
+# Being clang, this build is also CI's check of the lock annotations: CMakeLists.txt compiles
+# every library source with -Wthread-safety -Werror=thread-safety under clang
+# (src/common/mutex.h).
 
 LAYERPS_ASAN_DIR=build-asan
 LAYERPS_ASAN_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"

@@ -13,21 +13,11 @@ parameter (tensor name) that differs.
 import torch
 
 from . import collectives as _C
-from .errors import FailedPreconditionError, InvalidArgumentError
+from ._optimizer_strategy import HookedStrategy
+from .errors import InvalidArgumentError
 
 
-def on_grad_accumulated(p, fired):
-    """Runs ``fired()`` each time backward has added a gradient to leaf ``p``'s ``.grad``
-    (torch >= 2.1's post-accumulate-grad hook; before it, the hook of the leaf's
-    AccumulateGrad node, as Horovod does). Returns what must be kept for the hook to stay."""
-    if hasattr(p, "register_post_accumulate_grad_hook"):
-        return p.register_post_accumulate_grad_hook(lambda *_: fired())
-    acc = p.expand_as(p).grad_fn.next_functions[0][0]
-    acc.register_hook(lambda *_: fired())
-    return acc  # keeps the node (and its hook) alive
-
-
-class AllreduceStrategy:
+class AllreduceStrategy(HookedStrategy):
     """One all-reduce per parameter per step, started from its gradient hook."""
 
     def __init__(self, params, names, worker, *, compression, op, gradient_predivide_factor,
@@ -39,13 +29,10 @@ class AllreduceStrategy:
             raise InvalidArgumentError("gradient_predivide_factor must be > 0")
         if f != 1.0 and op != _C.Average:
             raise InvalidArgumentError("gradient_predivide_factor applies to op=Average only (as Horovod's)")
-        self.params = params
-        self.names = names
         self.worker = worker
         self.wire = getattr(compression, "wire", None)
         self.process_set = process_set
         self.timeout = timeout
-        self.passes_per_step = backward_passes_per_step
         size = (process_set.size(worker) if isinstance(process_set, _C.ProcessSet)
                 else worker.num_workers if process_set is None else len(list(process_set)))
         # Horovod: with a predivide factor f, the gradients are summed after dividing by f
@@ -54,22 +41,11 @@ class AllreduceStrategy:
             self.op, self.prescale, self.postscale = _C.Sum, 1.0 / f, f / size
         else:
             self.op, self.prescale, self.postscale = op, 1.0, 1.0
-        self.handles = [None] * len(params)
-        self.passes = [0] * len(params)
-        self.hook_allreduces = 0
-        self._hooks = []
-        if overlap:
-            for i, p in enumerate(params):
-                self._register_hook(i, p)
+        super().__init__(params, names, backward_passes_per_step, overlap)
 
-    def _register_hook(self, i, p):
-        def fired():
-            self.passes[i] += 1
-            if self.passes[i] >= self.passes_per_step and self.handles[i] is None:
-                self._start(i)
-                self.hook_allreduces += 1
-
-        self._hooks.append(on_grad_accumulated(p, fired))
+    @property
+    def hook_allreduces(self):
+        return self.hook_starts
 
     def _start(self, i):
         p = self.params[i]
@@ -84,18 +60,13 @@ class AllreduceStrategy:
                                              timeout=self.timeout, worker=self.worker)
 
     def synchronize(self):
-        over = [n for n, c in zip(self.names, self.passes) if c > self.passes_per_step]
-        if over:
-            self._drain()
-            raise FailedPreconditionError(
-                f"parameter '{over[0]}': more backward passes than backward_passes_per_step="
-                f"{self.passes_per_step} before step() (raise backward_passes_per_step)")
-        for i in range(len(self.params)):
-            if self.handles[i] is None:
-                self._start(i)  # no hook started it (overlap off, a grad set by hand, no grad)
+        self._check_passes()
+        self._start_missing()
         self._drain()
 
     def _drain(self):
+        """Waits for every handle (the all-reduces carry their timeout), then raises the
+        first failure."""
         handles, self.handles = self.handles, [None] * len(self.params)
         self.passes = [0] * len(self.params)
         first = None

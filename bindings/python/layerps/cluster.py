@@ -25,7 +25,7 @@ __all__ = [
 Options = _core.Options
 
 # The option fields are those the binding exposes (one source of truth: the C++ struct as
-# bound in src/module.cc), in declaration order.
+# bound in src/bind_options.cc), in declaration order.
 OPTION_FIELDS = tuple(name for name, value in vars(_core.Options).items()
                       if isinstance(value, property))
 

@@ -26,18 +26,19 @@ import io
 import itertools
 import pickle
 import threading
-import time
 
 import numpy as np
 import torch
 
-from . import _flat
 from . import cluster as _cluster
 from . import collectives as _C
 from .cluster import default_worker
 from . import hybrid as _hybrid
+from ._aggregate_strategy import AggregateStrategy as _AggregateStrategy
+from ._algorithm_strategy import AlgorithmStrategy as _AlgorithmStrategy
 from ._allreduce_strategy import AllreduceStrategy as _AllreduceStrategy
-from ._allreduce_strategy import on_grad_accumulated as _on_grad_accumulated
+from ._hybrid_strategy import HybridStrategy as _HybridStrategy
+from ._server_strategy import ServerStrategy as _ServerStrategy
 from .collectives import ProcessSet, global_process_set
 from .errors import FailedPreconditionError, InvalidArgumentError
 
@@ -565,7 +566,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._wrapping_done = True
         self.backward_passes_per_step = int(backward_passes_per_step)
         self.overlap = bool(overlap)
-        self.hook_pushes = 0
         self.worker = w = _worker(worker)
         self.mode = mode
         self.timeout = timeout
@@ -578,22 +578,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for n, p in items:
             if p.dtype != torch.float32:
                 raise InvalidArgumentError(f"parameter '{n}': expected float32, got {p.dtype}")
-        self._params = [p for _, p in items]
-        self._names = [n for n, _ in items]
-        self._numel = [p.numel() for p in self._params]
-        total = sum(self._numel)
-        self._total = total
-        self._step = 0
-        self._gbuf = torch.zeros(total if mode not in _hybrid.MODES else 0, dtype=torch.float32)
-        self._sbuf = torch.zeros(total if mode not in _hybrid.MODES else 0, dtype=torch.float32)
-        self._pending_reset = None
-        self._trainer = None
-        self._hybrid = None
-        self._allreduce = None
+        params = [p for _, p in items]
+        names = [n for n, _ in items]
+        # The mode's strategy (layerps/_optimizer_strategy.py), chosen once: from here on
+        # synchronize(), step() and finish() only delegate to it.
         if mode == "horovod":
-            self._gbuf = self._sbuf = None
-            self._allreduce = _AllreduceStrategy(
-                self._params, self._names, w, compression=compression,
+            self._strategy = _AllreduceStrategy(
+                params, names, w, compression=compression,
                 op=Average if op is None else op,
                 gradient_predivide_factor=1.0 if gradient_predivide_factor is None else gradient_predivide_factor,
                 process_set=process_set, backward_passes_per_step=self.backward_passes_per_step,
@@ -602,44 +593,19 @@ class DistributedOptimizer(torch.optim.Optimizer):
             # Every worker starts from rank 0's values; the routes are decided at the first
             # step, from the gradients' layouts (layerps/hybrid.py).
             broadcast_parameters(items, 0, worker=w, timeout=timeout)
-            self._hybrid = _hybrid.Hybrid(optimizer, self._names, self._params, w, mode, name, timeout,
-                                          routes=routes, hosts=hosts, local_aggregation=local_aggregation,
-                                          partitions=partitions, host_pulls=host_pulls)
-            self._gbuf = self._sbuf = None
+            self._strategy = _HybridStrategy(optimizer, names, params, w, mode, name, timeout, routes=routes,
+                                             hosts=hosts, local_aggregation=local_aggregation,
+                                             partitions=partitions, host_pulls=host_pulls)
         elif mode == "algorithm":
-            self._init_algorithm(algorithm, lr, name, timeout, warmup_steps, decay, gamma,
-                                 decay_every, seed)
+            self._strategy = _AlgorithmStrategy(optimizer, params, names, w, algorithm, lr=lr, name=name,
+                                                timeout=timeout, warmup_steps=warmup_steps, decay=decay,
+                                                gamma=gamma, decay_every=decay_every, seed=seed)
         elif mode == "aggregate":
-            # One table per parameter and rotation slot: step t's pushes go to slot t % 3.
-            self._offs = list(itertools.accumulate([0] + self._numel[:-1]))
-            self._tables = [[w.declare_dense(f"{name}/grad_sum/{k}/{i}", n, "sum")
-                             for i, n in enumerate(self._numel)] for k in range(3)]
-            self._zeros = np.zeros(total, dtype=np.float32)
-            # The tables may hold sums of an earlier optimizer of the same name: start at 0.
-            if w.rank == 0:
-                for h in [w.assign(t, self._zeros[o:o + n])
-                          for ts in self._tables for t, o, n in zip(ts, self._offs, self._numel)]:
-                    h.wait(timeout)
-            w.barrier("workers", timeout)
-            self._pushes = [None] * len(self._params)
-            self._passes = [0] * len(self._params)
-            self._grad_accs = []
-            if self.overlap:
-                for i, p in enumerate(self._params):
-                    self._register_hook(i, p)
+            self._strategy = _AggregateStrategy(params, names, w, name, timeout,
+                                                backward_passes_per_step=self.backward_passes_per_step,
+                                                overlap=self.overlap)
         else:
-            self._lr_from_groups = lr is None
-            if lr is None:
-                lr = self._group_lr()
-            self.lr = float(lr)
-            self._table = w.declare_dense(f"{name}/params", total, "sgd", lr=self.lr)
-            if w.rank == 0:
-                self._flatten_params(self._sbuf)
-                w.assign(self._table, self._sbuf).wait(timeout)
-            w.barrier("workers", timeout)
-            w.pull(self._table, self._sbuf).wait(timeout)
-            self._unflatten_into_params(self._sbuf)
-            w.barrier("workers", timeout)
+            self._strategy = _ServerStrategy(optimizer, params, names, w, name, lr, timeout)
 
     # --- forwarding ----------------------------------------------------------------------
     # param_groups, state and defaults are the wrapped optimizer's attributes, read and
@@ -675,30 +641,6 @@ class DistributedOptimizer(torch.optim.Optimizer):
         raise FailedPreconditionError("DistributedOptimizer: add the param group to the wrapped optimizer "
                                       "before wrapping it")
 
-    # --- hooks (mode 'aggregate') ----------------------------------------------------------
-    def _register_hook(self, i, p):
-        def fired():
-            if p.grad is not None and p.grad.is_sparse:
-                return  # refused by step(), in parameter order
-            self._passes[i] += 1
-            if self._passes[i] >= self.backward_passes_per_step and self._pushes[i] is None:
-                self._start_push(i)
-                self.hook_pushes += 1
-
-        self._grad_accs.append(_on_grad_accumulated(p, fired))
-
-    def _start_push(self, i):
-        p, off, n = self._params[i], self._offs[i], self._numel[i]
-        buf = self._gbuf[off:off + n]
-        if p.grad is None:
-            buf.zero_()
-        elif p.grad.is_sparse:
-            raise InvalidArgumentError(f"parameter '{self._names[i]}' has a sparse gradient, which mode "
-                                       f"'aggregate' does not take: use mode='hybrid' (the default)")
-        else:
-            buf.copy_(p.grad.detach().reshape(-1))
-        self._pushes[i] = self.worker.push(self._tables[self._step % 3][i], buf)
-
     def state_dict(self):
         return self.optimizer.state_dict()
 
@@ -713,123 +655,52 @@ class DistributedOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         self.synchronize()
-        if self._allreduce is not None:
-            self.optimizer.step()
-        elif self._hybrid is not None:
-            self.optimizer.step()  # the dense parameters (server-held rows have no gradient now)
-            self._hybrid.after_optimizer_step()
-        elif self.mode == "aggregate":
-            self.optimizer.step()  # (server and algorithm modes updated the parameters already)
+        self._strategy.local_step(self.optimizer)
         return loss
-
-    def _group_lr(self):
-        lrs = {g["lr"] for g in self.optimizer.param_groups}
-        if len(lrs) != 1:
-            raise InvalidArgumentError("mode='server' needs one learning rate: pass lr=")
-        return lrs.pop()
 
     def synchronize(self):
         """Aggregate mode: replaces every .grad by the average over the workers of this
         step's gradients. Server mode: applies the step on the servers and loads the new
         parameters. Collective."""
-        w, timeout = self.worker, self.timeout
-        if self._allreduce is not None:
-            self._allreduce.synchronize()
-            self._step += 1
-            return
-        if self._hybrid is not None:
-            self._hybrid.synchronize()
-            self._step += 1
-            return
-        if self.mode == "aggregate":
-            k = self._step % 3
-            for i, p in enumerate(self._params):
-                if p.grad is not None and p.grad.is_sparse:
-                    self._start_push(i)  # raises, naming the parameter
-            over = [n for n, c in zip(self._names, self._passes) if c > self.backward_passes_per_step]
-            if over:
-                # Its push left after pass N; later passes' gradients would be lost.
-                self._passes = [0] * len(self._params)
-                for h in self._pushes:
-                    if h is not None:
-                        h.wait(timeout)
-                self._pushes = [None] * len(self._params)
-                raise FailedPreconditionError(
-                    f"parameter '{over[0]}': more backward passes than backward_passes_per_step="
-                    f"{self.backward_passes_per_step} before step() (raise backward_passes_per_step)")
-            for i in range(len(self._params)):
-                if self._pushes[i] is None:
-                    self._start_push(i)  # no hook pushed it (overlap off, or a grad set by hand)
-            pushes, self._pushes = self._pushes, [None] * len(self._params)
-            self._passes = [0] * len(self._params)
-            for h in pushes:
-                h.wait(timeout)
-            if self._pending_reset is not None:
-                for h in self._pending_reset:
-                    h.wait(timeout)  # before the barrier: see the class doc
-                self._pending_reset = None
-            present = w.barrier("workers", timeout)  # fewer than W once a worker joined
-            pulls = [w.pull(t, self._sbuf[o:o + n]) for t, o, n in zip(self._tables[k], self._offs, self._numel)]
-            for h in pulls:
-                h.wait(timeout)
-            # Table i of step t-1 is zeroed by rank i % W (spread so that no worker's link
-            # carries them all), acknowledged before that rank enters the next barrier.
-            # Once a worker has joined (w.join(): uneven inputs) its share would be left
-            # undone: then every worker still present zeroes every table (an assign of
-            # zeros is idempotent).
-            W = w.num_workers
-            everyone = present is not None and present < W
-            self._pending_reset = [w.assign(t, self._zeros[o:o + n])
-                                   for i, (t, o, n) in enumerate(zip(self._tables[(k + 2) % 3], self._offs,
-                                                                     self._numel)) if everyone or i % W == w.rank]
-            self._sbuf.mul_(1.0 / w.num_workers)
-            self._unflatten_into_grads(self._sbuf)
-            self._step += 1
-            return
-        self._flatten_grads(self._gbuf)
-        if self.mode == "algorithm":
-            self._trainer.step(self._gbuf)
-        else:
-            if self._lr_from_groups:
-                lr = float(self._group_lr())
-                if lr != self.lr:  # an LR scheduler stepped: the servers' rule follows
-                    w.set_learning_rate(self._table, lr)
-                    self.lr = lr
-            self._gbuf.mul_(1.0 / w.num_workers)
-            w.push(self._table, self._gbuf).wait(timeout)
-            w.barrier("workers", timeout)
-            w.pull(self._table, self._sbuf).wait(timeout)
-            w.barrier("workers", timeout)
-            self._unflatten_into_params(self._sbuf)
-        self._step += 1
+        self._strategy.synchronize()
+
+    @property
+    def hook_pushes(self):
+        """Mode 'aggregate': the pushes started from gradient hooks so far."""
+        return self._strategy.hook_pushes
+
+    @hook_pushes.setter
+    def hook_pushes(self, value):
+        self._strategy.hook_pushes = value
 
     @property
     def hook_allreduces(self):
         """Mode 'horovod': the all-reduces started from gradient hooks so far."""
-        return self._allreduce.hook_allreduces if self._allreduce is not None else 0
+        return self._strategy.hook_allreduces
+
+    @property
+    def lr(self):
+        """Mode 'server': the learning rate of the servers' rule."""
+        try:
+            return self._strategy.lr
+        except AttributeError:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute 'lr'") from None
 
     @property
     def trainer(self):
         """The layerps.algorithms.Trainer under algorithm=... (None in the other modes)."""
-        return self._trainer
+        return self._strategy.trainer
 
     def finish(self):
         """Waits for the last background request (call before the worker stops); with
         algorithm=..., the collective end of training (drains gossips and averagings)."""
-        if self._trainer is not None:
-            self._trainer.finish()
-        if self._hybrid is not None:
-            self._hybrid.finish()
-        if self._pending_reset is not None:
-            for h in self._pending_reset:
-                h.wait(self.timeout)
-            self._pending_reset = None
+        self._strategy.finish()
 
     # --- the hybrid (modes 'hybrid', 'ps', 'allreduce') ----------------------------------------
     def _need_hybrid(self, what):
-        if self._hybrid is None:
+        if self._strategy.hybrid is None:
             raise FailedPreconditionError(f"{what} belongs to modes 'hybrid', 'ps' and 'allreduce'")
-        return self._hybrid
+        return self._strategy.hybrid
 
     @property
     def routes(self):
@@ -849,7 +720,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
     @property
     def hybrid(self):
         """The layerps.hybrid.Hybrid doing the synchronization (None in the other modes)."""
-        return self._hybrid
+        return self._strategy.hybrid
 
     def repartition(self, partitions, names=None):
         """Moves the server-held sparse parameters (all, or those ``names``) to
@@ -866,81 +737,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         run ``warmup`` then ``steps`` calls of ``trial()`` (one training step: forward,
         backward, this optimizer's step), and take the workers' mean seconds per step.
         Collective. Leaves the tables at the chosen P; returns (P, [(P, seconds)...])."""
-        from . import partition
-
-        h = self._need_hybrid("search_partitions")
-        w = self.worker
-        sparse = [sp for sp in h.sparse_params if names is None or sp.name in names]
-        if not sparse:
-            raise FailedPreconditionError("search_partitions: no server-held sparse parameter (after the first step)")
-        if p_max is None:
-            p_max = min(min(sp.rows for sp in sparse), 16 * w.num_servers)
-
-        def measure(P):
-            h.repartition(P, names)
-            for _ in range(warmup):
-                trial()
-            w.barrier("workers", self.timeout)
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                trial()
-            t = torch.tensor([(time.perf_counter() - t0) / steps], dtype=torch.float32)
-            if w.num_workers > 1:
-                w.allreduce(t, self.timeout)  # every worker decides on the same numbers
-            return float(t[0]) / w.num_workers
-
-        P, history = partition.search(measure, machines=w.num_servers, p_min=p_min,
-                                      p_max=max(p_min, p_max))
-        h.repartition(P, names)
-        return P, history
-
-    def _init_algorithm(self, algorithm, lr, name, timeout, warmup_steps, decay, gamma,
-                        decay_every, seed):
-        from .algorithms import Trainer
-
-        opt = self.optimizer
-        if not isinstance(opt, torch.optim.SGD):
-            raise InvalidArgumentError(
-                f"algorithm={algorithm!r} runs SGD (momentum, Nesterov, warm-up, decay): wrap a "
-                f"torch.optim.SGD, not {type(opt).__name__}")
-        settings = {(g["lr"], g.get("momentum", 0.0), bool(g.get("nesterov", False)),
-                     g.get("dampening", 0.0), g.get("weight_decay", 0.0)) for g in opt.param_groups}
-        if len(settings) != 1:
-            raise InvalidArgumentError("algorithm=...: every param group needs the same lr, momentum and nesterov")
-        group_lr, momentum, nesterov, dampening, weight_decay = settings.pop()
-        if dampening != 0 or weight_decay != 0:
-            raise InvalidArgumentError("algorithm=...: the SGD optimizer's dampening and weight_decay must be 0")
-        # One flat buffer holds the model; each parameter becomes a view of it, so the
-        # algorithm (and its communication thread) updates the model in place.
-        flat = torch.empty(self._total, dtype=torch.float32)
-        self._flatten_params(flat)
-        with torch.no_grad():
-            off = 0
-            for p, n in zip(self._params, self._numel):
-                p.data = flat[off:off + n].view_as(p)
-                off += n
-        self._flat = flat
-        self._trainer = Trainer(flat, algorithm, lr=float(lr if lr is not None else group_lr),
-                                momentum=float(momentum), nesterov=nesterov,
-                                warmup_steps=warmup_steps, decay=decay, gamma=gamma,
-                                decay_every=decay_every, name=name, seed=seed, timeout=timeout,
-                                worker=self.worker)
-
-    # --- flat buffers (layerps/_flat.py) ----------------------------------------------------
-    def _flatten_grads(self, buf):
-        def refuse(i):
-            raise InvalidArgumentError(f"parameter '{self._names[i]}' has a sparse gradient, which mode "
-                                       f"{self.mode!r} does not take: use mode='hybrid' (the default)")
-        _flat.flatten_grads(self._params, buf, on_sparse=refuse)
-
-    def _flatten_params(self, buf):
-        _flat.flatten_params(self._params, buf)
-
-    def _unflatten_into_grads(self, buf):
-        _flat.unflatten_grads(self._params, buf)
-
-    def _unflatten_into_params(self, buf):
-        _flat.unflatten_params(self._params, buf)
+        self._need_hybrid("search_partitions")
+        return self._strategy.search_partitions(trial, steps=steps, warmup=warmup, p_min=p_min, p_max=p_max,
+                                                names=names)
 
 
 class _PullRows(torch.autograd.Function):

@@ -21,8 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "core.h"
+#include "bind.h"
+#include "errors.h"
 #include "ps/ps.h"
+#include "worker.h"
 
 namespace py = pybind11;
 

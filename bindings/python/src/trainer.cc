@@ -13,7 +13,10 @@
 #include <optional>
 #include <string>
 
-#include "core.h"
+#include "bind.h"
+#include "errors.h"
+#include "ps/ps.h"
+#include "worker.h"
 
 namespace py = pybind11;
 
