@@ -2,6 +2,8 @@
 package: this folder, not bindings/python, is on sys.path)."""
 
 import os
+import random
+import socket
 import subprocess
 import sys
 import threading
@@ -65,6 +67,35 @@ def run_parallel(fn, args_list, timeout=60):
         if e is not None:
             raise e
     return results
+
+
+def free_ports(n=1):
+    """The first of n consecutive ports of 127.0.0.1 that are free right now, taken below
+    the kernel's ephemeral range: a port from there (what binding port 0 returns) can be
+    handed to another socket, one of the launched nodes' own binds to port 0 say, before
+    the process the test gives it to binds it; one below the range is never handed out."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(200):
+        first = rng.randrange(10000, max(low - n, 10001))
+        ok = True
+        for port in range(first, first + n):
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                ok = False
+            finally:
+                s.close()
+            if not ok:
+                break
+        if ok:
+            return first
+    pytest.skip(f"no block of {n} free ports below {low}")
 
 
 def run_launched(args, timeout=180, env=None):

@@ -2,21 +2,18 @@
 launcher's environment, without LAYERPS_* (docs/launch.md)."""
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 
+from conftest import free_ports
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return free_ports(1)
 
 
 def clean_env(**extra):

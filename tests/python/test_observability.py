@@ -4,36 +4,12 @@ counts; each worker's timeline a Chrome trace."""
 import json
 import re
 import shutil
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from conftest import run_launched
-
-
-def free_port_block(n):
-    """A first port such that the n ports from it are free right now."""
-    for _ in range(50):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        first = s.getsockname()[1]
-        s.close()
-        if first + n > 65535:
-            continue
-        ok = True
-        for p in range(first, first + n):
-            t = socket.socket()
-            try:
-                t.bind(("127.0.0.1", p))
-            except OSError:
-                ok = False
-            finally:
-                t.close()
-        if ok:
-            return first
-    pytest.skip("no block of free ports")
+from conftest import free_ports, run_launched
 
 
 def value(text, series):
@@ -42,7 +18,7 @@ def value(text, series):
 
 
 def test_launched_nodes_serve_metrics_and_workers_write_timelines(tmp_path):
-    port = free_port_block(5)
+    port = free_ports(5)
     p = run_launched(["-s", "2", "-w", "2", "--quiet_daemons", "--timeout_s=120", "--dense_chunk_elems=100",
                       f"--metrics_port={port}", f"--timeline={tmp_path}/trace-%r.json", "--",
                       sys.executable, "launched_metrics.py"])
@@ -79,7 +55,7 @@ def test_a_server_waiting_for_the_cluster_serves_metrics_and_says_what_is_missin
     import time
     import urllib.request
     import layerps
-    first = free_port_block(2)
+    first = free_ports(2)
     sched_port, metrics_port = first, first + 1
     env = dict(os.environ, LAYERPS_LOG_LEVEL="INFO", LAYERPS_CONNECT_TIMEOUT_MS="120000")
     address = f"tcp://127.0.0.1:{sched_port}"
