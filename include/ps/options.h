@@ -129,8 +129,9 @@ struct SchedulerFields {
   // Env: LAYERPS_REPLICATION.
   bool replication = false;
   // Largest message part the scheduler's socket accepts (as max_message_bytes for
-  // servers and workers); it only ever receives control messages (register, heartbeats, declares, barriers, placements: kilobytes). 4 KiB..1 GiB,
-  // default 1 MiB. Env: LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES.
+  // servers and workers); it only ever receives control messages (register, heartbeats,
+  // declares, barriers, placements: kilobytes). 4 KiB..1 GiB, default 1 MiB.
+  // Env: LAYERPS_SCHEDULER_MAX_MESSAGE_BYTES.
   int64_t scheduler_max_message_bytes = int64_t{1} << 20;
 
   Status Validate() const;
