@@ -102,13 +102,20 @@ def profile(model, example_input, name="model"):
 
     for child_name, child in model.named_children():
         hooks.append(child.register_forward_hook(hook(child_name, child)))
+    forward_with_hooks(model, example_input, hooks)
+    return {"name": name, "input_bytes_per_sample": int(example_input[0].numel() * 4), "layers": layers}
+
+
+def forward_with_hooks(model, example_input, hooks):
+    """One forward of ``model`` on ``example_input`` without gradients, for the forward
+    hooks it carries (``hooks``: their handles), which are removed afterwards whatever
+    happens."""
     try:
         with torch.no_grad():
             model(example_input)
     finally:
         for h in hooks:
             h.remove()
-    return {"name": name, "input_bytes_per_sample": int(example_input[0].numel() * 4), "layers": layers}
 
 
 # --- any nn.Module: the torch.fx graph as the layers --------------------------------------

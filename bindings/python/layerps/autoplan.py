@@ -36,12 +36,8 @@ def _rows_touched(model, example_input, batch):
             hooks.append(m.register_forward_hook(seen))
     if not hooks:
         return None
-    try:
-        with torch.no_grad():
-            model(example_input)
-    finally:
-        for h in hooks:
-            h.remove()
+    from ._profile import forward_with_hooks
+    forward_with_hooks(model, example_input, hooks)
     if not fractions:
         return None
     scale = batch / max(1, example_input.shape[0])
