@@ -78,10 +78,12 @@ void Finalize(const std::shared_ptr<Request>& req) {
     MutexLock lock(&req->mu);
     if (req->status.ok() && req->finish) req->status = req->finish(*req);
     req->finish = nullptr;
-    req->done = true;
     status = req->status;
     cb = std::move(req->callback);
-    req->cv.SignalAll();
+    if (!cb) {
+      req->done = true;
+      req->cv.SignalAll();
+    }
   }
   Record(req, status);
   if (cb) {
@@ -90,6 +92,11 @@ void Finalize(const std::shared_ptr<Request>& req) {
       st->requests.erase(req->ticket);
     }
     cb(status);
+    // A request with a callback is done once its callback has returned: a Flush that
+    // started before the erase above waits for that, not just for the reply.
+    MutexLock lock(&req->mu);
+    req->done = true;
+    req->cv.SignalAll();
   }
 }
 

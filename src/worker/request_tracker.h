@@ -136,7 +136,7 @@ struct Request {
   // name its request's mutex).
   std::vector<Part> parts;
   Status status GUARDED_BY(mu);  // the first error
-  bool done GUARDED_BY(mu) = false;
+  bool done GUARDED_BY(mu) = false;  // completed, and its callback (if any) returned
   std::atomic<int> pending{0};
 
   bool pulls() const { return type == MsgType::kPull || type == MsgType::kPushPull; }

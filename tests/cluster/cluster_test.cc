@@ -313,7 +313,11 @@ TEST(FlushTest, WaitsForEveryRequestStartedBeforeIt) {
   std::vector<Ticket> tickets;
   std::atomic<int> callbacks{0};
   for (int i = 0; i < 24; ++i) tickets.push_back(w0.Push(*id, g.data(), n));
-  w0.Push(*id, g.data(), n, [&](const Status& s) { callbacks += s.ok() ? 1 : 100; });
+  // A slow callback: Flush returns only once it has returned, not at the reply.
+  w0.Push(*id, g.data(), n, [&](const Status& s) {
+    std::this_thread::sleep_for(100ms);
+    callbacks += s.ok() ? 1 : 100;
+  });
   // A receive nobody sends to: Flush does not wait for it.
   std::vector<float> never(4);
   const Ticket recv = w0.RecvFrom(1, 77, never.data(), never.size());
