@@ -19,7 +19,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -103,6 +102,8 @@ def run_one(hosts, args, algorithm, seed, work):
                                  "--model", args.model, "--epochs", str(args.epochs), "--batch", str(args.batch),
                                  "--lr", str(args.lr), "--limit", str(args.limit), "--seed", str(seed),
                                  "--json", out]
+        if args.trace_dir:
+            cmd += ["--trace", os.path.join(args.trace_dir, f"{algorithm}-seed{seed}.npy")]
         workers.append(spawn(cmd, f"worker{r}.log", env))
     failed = False
     for p in workers:
@@ -139,7 +140,7 @@ def mean_sd(xs):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=["digits", "bigfc"], default="digits")
+    p.add_argument("--model", choices=["digits", "digits_wide", "bigfc"], default="digits")
     p.add_argument("--algorithms", default=";".join(ALGORITHMS),
                    help="';'-separated list (default: all seven)")
     p.add_argument("--seeds", default="0,1,2")
@@ -152,11 +153,16 @@ def main():
     p.add_argument("--rate", default="", help="tc tbf rate of the server host's link (e.g. 100mbit)")
     p.add_argument("--python", default=os.path.join(ROOT, ".venv", "bin", "python"))
     p.add_argument("--json", help="write every run's figures here")
+    p.add_argument("--trace_dir", help="rank 0 of each run writes its parameters after every step to "
+                   "DIR/<algorithm>-seed<seed>.npy (bench/algorithms_divergence.py reads them)")
     args = p.parse_args()
+    if args.trace_dir:
+        args.trace_dir = os.path.abspath(args.trace_dir)
+        os.makedirs(args.trace_dir, exist_ok=True)
     algorithms = [a.strip() for a in args.algorithms.split(";") if a.strip()]
     seeds = [int(s) for s in args.seeds.split(",")]
     hosts = Hosts(args.rate)
-    rows, raw = [], {}
+    raw = {}
     try:
         net = f"server host link {args.rate} (tc tbf)" if args.rate else "loopback"
         print(f"# {args.model}, W={args.workers}, {args.servers} servers, {args.epochs} epochs, global batch "

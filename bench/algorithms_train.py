@@ -1,5 +1,5 @@
-"""One worker of the algorithm comparison (bench/ALGORITHMS.md): trains the digits CNN or
-the big-FC-head CNN with one of the seven algorithms through
+"""One worker of the algorithm comparison (bench/ALGORITHMS.md): trains the digits CNN (38 k
+parameters, or 1.08 M as digits_wide) or the big-FC-head CNN with one of the seven algorithms through
 layerps.torch.DistributedOptimizer(algorithm=...), and writes per-worker JSON: test
 accuracy, seconds per epoch, bytes this worker exchanged with each peer (counted by the
 worker, headers included) and the peers' roles. Run by bench/algorithms_table.py.
@@ -26,9 +26,9 @@ import placement_cnn  # noqa: E402
 
 
 def load(model, seed, limit):
-    if model == "digits":
+    if model in ("digits", "digits_wide"):
         torch.manual_seed(seed)
-        net = digits_cnn.Net()
+        net = digits_cnn.Net() if model == "digits" else digits_cnn.Net(32, 64, 1024)
         x_tr, y_tr, x_te, y_te = digits_cnn.load_data(0)  # one split for every seed
     else:
         net = placement_cnn.big_fc_cnn(seed)
@@ -39,7 +39,7 @@ def load(model, seed, limit):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--algorithm", required=True)
-    p.add_argument("--model", choices=["digits", "bigfc"], default="digits")
+    p.add_argument("--model", choices=["digits", "digits_wide", "bigfc"], default="digits")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch", type=int, default=64, help="global batch, split over the workers")
     p.add_argument("--lr", type=float, default=0.05)
@@ -47,6 +47,8 @@ def main():
     p.add_argument("--limit", type=int, default=0, help="training samples (0: all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", required=True, help="output path; {rank} is replaced")
+    p.add_argument("--trace", help="rank 0 writes its parameters after every step here (.npy, "
+                   "steps x parameters, float32): bench/algorithms_divergence.py compares two")
     args = p.parse_args()
 
     import layerps
@@ -61,7 +63,7 @@ def main():
                                name=f"bench-{args.model}", seed=args.seed, timeout=600)
     part = args.batch // world
     steps = len(x_tr) // args.batch
-    epoch_seconds, losses = [], []
+    epoch_seconds, losses, trace = [], [], []
     for epoch in range(args.epochs):
         t0, total = time.perf_counter(), 0.0
         order = torch.from_numpy(np.random.default_rng(args.seed * 100 + epoch).permutation(len(x_tr)))
@@ -72,9 +74,13 @@ def main():
             loss.backward()
             opt.step()
             total += float(loss)
+            if args.trace and rank == 0:
+                trace.append(torch.cat([q.detach().reshape(-1) for q in net.parameters()]).numpy().copy())
         epoch_seconds.append(time.perf_counter() - t0)
         losses.append(total / max(steps, 1))
     opt.finish()
+    if args.trace and rank == 0:
+        np.save(args.trace, np.stack(trace))
     with torch.no_grad():
         acc = float((net(x_te).argmax(1) == y_te).float().mean())
     traffic = w.traffic()

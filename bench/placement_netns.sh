@@ -11,7 +11,7 @@
 # out by the example's per-epoch timer only when STEPS > 1; see the printed lines).
 #
 # Usage (root): bench/placement_netns.sh [RATE=100mbit] [W=4] [BATCH=32] [STEPS=4] [MODEL=bigfc]
-#   MODEL: bigfc, or torchvision's vgg16 or alexnet (examples/python/placement_cnn.py --model);
+#   MODEL: bigfc, or torchvision's vgg16, alexnet or resnet18 (placement_cnn.py --model);
 #   STRATEGIES="uniform park" (environment) runs only those (default: uniform park stanza).
 # Needs the Python package installed in .venv (bash scripts/test-python.sh does it).
 set -u

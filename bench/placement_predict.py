@@ -31,36 +31,48 @@ def main():
     p.add_argument("--servers", type=int, default=2)
     p.add_argument("--batch", type=int, default=8, help="samples per worker per step")
     p.add_argument("--cores", type=int, default=os.cpu_count())
+    p.add_argument("--cut", default=None,
+                   help="park forced to cut before this parameter layer (the 'park at' row; default: the "
+                   "first FC layer, where placement_cnn.py cuts: vgg16 classifier.0, alexnet classifier.1, "
+                   "whose classifier.0 is a dropout); '' leaves the row out")
     args = p.parse_args()
     import torchvision
     import layerps
     from layerps.placement import probe, profile
 
     torch.set_num_threads(1)
+    # Before the model exists: right after building VGG-16 (half a GB of fresh memory) the
+    # probe read 35% low on this VM, the kernel still busy with the new pages.
+    one = float(probe()["worker_flops"])  # torch on one thread, as every rank runs
     size = args.size or (64 if args.model == "alexnet" else 32)
     model = getattr(torchvision.models, args.model)(weights=None, num_classes=10)
     prof = profile(model, torch.randn(args.batch, 3, size, size), name=args.model)
     rate = float(args.rate.lower().replace("gbit", "e9").replace("mbit", "e6"))
-    one = float(probe()["worker_flops"])  # torch on one thread, as every rank runs
     flops = one * min(1.0, args.cores / args.workers)
     fd, path = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w") as f:
         json.dump(prof, f)
     rows = []
-    for strategy in ("uniform", "park", "auto"):
+    asks = [("uniform", "uniform", []), ("park", "park", []), ("auto", "auto", [])]
+    cut = args.cut if args.cut is not None else {"vgg16": "classifier.0", "alexnet": "classifier.1"}.get(args.model)
+    if cut:
+        asks.insert(2, (f"park at {cut}", "park", [f"--cut={cut}"]))
+    for asked, strategy, extra in asks:
         out = subprocess.run([layerps.tool_path("layerps-plan"), f"--model={path}", f"--workers={args.workers}",
                               f"--servers={args.servers}", f"--batch={args.batch}", f"--strategy={strategy}",
                               f"--worker_bandwidth={rate / args.workers:.6g}bit",
                               f"--server_bandwidth={rate / args.servers:.6g}bit",
                               f"--bandwidth={rate:.6g}bit", f"--worker_flops={flops:.4g}",
-                              f"--server_flops={one:.4g}", "--latency=100us", "--json"],
-                             capture_output=True, text=True, check=True)
+                              f"--server_flops={one:.4g}", "--latency=100us", "--json"] + extra,
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise SystemExit(f"placement_predict: layerps-plan ({asked}) failed: {out.stderr.strip()}")
         plan = json.loads(out.stdout)
         if "plans" in plan:
             plan = plan["plans"][plan["chosen"]] if isinstance(plan["chosen"], int) else \
                 next(q for q in plan["plans"] if q["strategy"] == plan["chosen"])
         pr = plan["prediction"]
-        rows.append((strategy, plan["strategy"], plan.get("cut_layer") or "-", pr["step_s"], pr["worker_bytes"] / 1e6))
+        rows.append((asked, plan["strategy"], plan.get("cut_layer") or "-", pr["step_s"], pr["worker_bytes"] / 1e6))
     os.unlink(path)
     print(f"{args.model} at {size}x{size}, W={args.workers} x batch {args.batch}, S={args.servers}, link {args.rate}; "
           f"{flops / 1e9:.2f} GFLOP/s per worker, {one / 1e9:.2f} for the suffix rank ({args.cores} cores)")

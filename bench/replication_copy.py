@@ -9,7 +9,7 @@ in how long, and when its backup acknowledged it.
 
   .venv/bin/python bench/replication_copy.py [N (default 2^25)] [--out DIR]
 """
-import os, re, signal, subprocess, sys, time
+import os, signal, subprocess, sys, time
 import numpy as np
 import layerps
 

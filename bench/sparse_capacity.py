@@ -19,7 +19,6 @@ everything.
 import argparse
 import json
 import multiprocessing as mp
-import os
 import sys
 import time
 

@@ -27,12 +27,15 @@ from sklearn.model_selection import train_test_split
 
 
 class Net(nn.Module):
-    def __init__(self):
+    """Two 3x3 convolutions and two FC layers: 38 k parameters as it is; Net(32, 64, 1024),
+    the benchmarks' "digits_wide", has 1.08 M (its first FC layer 1.05 M)."""
+
+    def __init__(self, conv1=16, conv2=32, hidden=64):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.fc1 = nn.Linear(32 * 4 * 4, 64)
-        self.fc2 = nn.Linear(64, 10)
+        self.conv1 = nn.Conv2d(1, conv1, 3, padding=1)
+        self.conv2 = nn.Conv2d(conv1, conv2, 3, padding=1)
+        self.fc1 = nn.Linear(conv2 * 4 * 4, hidden)
+        self.fc2 = nn.Linear(hidden, 10)
 
     def forward(self, x):
         x = F.relu(self.conv1(x))

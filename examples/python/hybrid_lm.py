@@ -6,7 +6,8 @@ sends the embeddings' gradient rows to every worker instead.
 The model (CBOW with negative sampling, plus a dense MLP): the mean of the context words'
 input embeddings (nn.EmbeddingBag, sparse) goes through an MLP (dense) and is scored by
 dot product against the output embedding (nn.Embedding, sparse) of the next word and of
-K sampled words. The text: word ids drawn from a Zipf law over the vocabulary, and with
+K sampled words; --model lstm reads the context in order through an LSTM instead of the
+mean and the MLP (a recurrent dense part, --hidden wide). The text: word ids drawn from a Zipf law over the vocabulary, and with
 probability 0.6 the next word is a fixed successor of the previous one (learnable).
 Every step draws one global batch from (seed, step); worker r trains on its share, so the
 loss does not depend on the mode or on the number of workers.
@@ -68,17 +69,53 @@ class CBOW(nn.Module):
             for p in self.mlp.parameters():
                 p.uniform_(-1.0 / p.shape[-1] ** 0.5, 1.0 / p.shape[-1] ** 0.5, generator=g)
 
+    def dense_parameters(self):
+        return list(self.mlp.parameters())
+
     def forward(self, context, targets):
-        h = self.mlp(self.inp(context))
-        logits = (self.out(targets) * h[:, None, :]).sum(-1)
-        labels = torch.zeros_like(logits)
-        labels[:, 0] = 1.0
-        return F.binary_cross_entropy_with_logits(logits, labels)
+        return score(self.out, self.mlp(self.inp(context)), targets)
+
+
+class LstmLM(nn.Module):
+    """The same task with a recurrent dense part: the context words' input embeddings
+    (nn.Embedding, sparse) in order through an LSTM; its last state, projected to the
+    embedding width, is scored against the output embeddings (sparse) as CBOW's is."""
+
+    def __init__(self, vocab, dim, hidden, seed):
+        super().__init__()
+        self.inp = nn.Embedding(vocab, dim, sparse=True)
+        self.lstm = nn.LSTM(dim, hidden, batch_first=True)
+        self.proj = nn.Linear(hidden, dim)
+        self.out = nn.Embedding(vocab, dim, sparse=True)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            self.inp.weight.uniform_(-0.5, 0.5, generator=g)
+            self.out.weight.uniform_(-0.1, 0.1, generator=g)
+            for p in self.dense_parameters():
+                p.uniform_(-1.0 / hidden ** 0.5, 1.0 / hidden ** 0.5, generator=g)
+
+    def dense_parameters(self):
+        return list(self.lstm.parameters()) + list(self.proj.parameters())
+
+    def forward(self, context, targets):
+        states, _ = self.lstm(self.inp(context))
+        return score(self.out, self.proj(states[:, -1]), targets)
+
+
+def score(out, h, targets):
+    """Negative sampling: targets[:, 0] is the next word, the rest are sampled words."""
+    logits = (out(targets) * h[:, None, :]).sum(-1)
+    labels = torch.zeros_like(logits)
+    labels[:, 0] = 1.0
+    return F.binary_cross_entropy_with_logits(logits, labels)
+
+
+MODELS = {"cbow": CBOW, "lstm": LstmLM}
 
 
 def make_optimizer(model, args):
     groups = [{"params": [model.inp.weight, model.out.weight], "lr": args.embedding_lr},
-              {"params": list(model.mlp.parameters()), "lr": args.lr}]
+              {"params": model.dense_parameters(), "lr": args.lr}]
     if args.optimizer == "adagrad":
         return torch.optim.Adagrad(groups, lr=args.lr, eps=1e-10)
     return torch.optim.SGD(groups, lr=args.lr)
@@ -97,6 +134,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mode", choices=["hybrid", "ps", "allreduce", "allgather"], default="hybrid")
     p.add_argument("--local", action="store_true", help="one process, plain torch, the global batch")
+    p.add_argument("--model", choices=sorted(MODELS), default="cbow",
+                   help="cbow: context mean through an MLP; lstm: the context in order through an LSTM "
+                   "(--hidden is the MLP's or the LSTM's width)")
     p.add_argument("--vocab", type=int, default=20000)
     p.add_argument("--dim", type=int, default=32)
     p.add_argument("--hidden", type=int, default=128)
@@ -121,10 +161,10 @@ def main():
 
     torch.set_num_threads(1)
     text = ZipfText(args.vocab, args.zipf, args.seed)
-    model = CBOW(args.vocab, args.dim, args.hidden, args.seed)  # every worker the same start
+    model = MODELS[args.model](args.vocab, args.dim, args.hidden, args.seed)  # every worker the same start
     opt = make_optimizer(model, args)
-    result = {"mode": "local" if args.local else args.mode, "vocab": args.vocab, "dim": args.dim,
-              "dense_params": sum(p.numel() for p in model.mlp.parameters()),
+    result = {"mode": "local" if args.local else args.mode, "model": args.model, "vocab": args.vocab,
+              "dim": args.dim, "dense_params": sum(p.numel() for p in model.dense_parameters()),
               "sparse_params": {"inp.weight": model.inp.weight.numel(), "out.weight": model.out.weight.numel()}}
     worker = None
     rank, nworkers = 0, 1

@@ -1,5 +1,6 @@
-"""The big-FC-head CNN of layer placement (or torchvision's VGG-16 or AlexNet: --model),
-trained on scikit-learn's digits (upsampled to 32x32), with the strategy chosen by one flag.
+"""The big-FC-head CNN of layer placement (or torchvision's VGG-16, AlexNet or ResNet-18:
+--model), trained on scikit-learn's digits (upsampled to 32x32), with the strategy chosen by
+one flag.
 
     python -m layerps.launch -s 2 -w 3 -- python examples/python/placement_cnn.py --strategy=park
     python -m layerps.launch -s 2 -w 3 -- python examples/python/placement_cnn.py --strategy=stanza
@@ -59,11 +60,11 @@ def big_fc_cnn(seed):
 
 # The cut before the FC head: a layer of the big-FC-head CNN, or torchvision's module path
 # (layerps.placement.split_model).
-CUTS = {"bigfc": "fc1", "vgg16": "classifier.0", "alexnet": "classifier.0"}
+CUTS = {"bigfc": "fc1", "vgg16": "classifier.0", "alexnet": "classifier.0", "resnet18": "fc"}
 
 
 def make_model(args):
-    """The model to train: the big-FC-head CNN, or torchvision's VGG-16 or AlexNet
+    """The model to train: the big-FC-head CNN, or torchvision's VGG-16, AlexNet or ResNet-18
     (weights=None, 10 classes; their adaptive pooling keeps the FC heads their real size
     whatever the input size)."""
     if args.model == "bigfc":
@@ -87,8 +88,12 @@ def load_data(seed, limit, size=32, channels=1):
 
 
 def accuracy(model, x, y):
+    """Test accuracy in evaluation mode (dropout off, batch norms on their running stats)."""
+    model.eval()
     with torch.no_grad():
-        return (model(x).argmax(1) == y).float().mean().item()
+        acc = (model(x).argmax(1) == y).float().mean().item()
+    model.train()
+    return acc
 
 
 def batches(x, y, batch, epoch, seed):
@@ -150,7 +155,9 @@ def train_uniform(args, data, w):
             steps += 1
             step_ends.append(time.time())
         trained = w.traffic()
-        history.append(dict(epoch=epoch, accuracy=accuracy(model, x_te, y_te), seconds=time.time() - t0))
+        # The loss is this rank's, over its share of each global batch.
+        history.append(dict(epoch=epoch, loss=float(np.mean(losses)), accuracy=accuracy(model, x_te, y_te),
+                            seconds=time.time() - t0))
         if r == 0:
             print(f"epoch {epoch}: test accuracy {history[-1]['accuracy']:.4f}  ({history[-1]['seconds']:.2f} s)",
                   flush=True)
@@ -237,7 +244,8 @@ def main():
     p.add_argument("--strategy", default="park", choices=["uniform", "park", "stanza"])
     p.add_argument("--local", action="store_true", help="train in this process, without a cluster")
     p.add_argument("--model", default="bigfc", choices=sorted(CUTS),
-                   help="the big-FC-head CNN (default), or torchvision's vgg16 or alexnet (3-channel inputs)")
+                   help="the big-FC-head CNN (default), or torchvision's vgg16, alexnet or resnet18 (3-channel "
+                   "inputs; resnet18's batch norms keep per-worker statistics under uniform)")
     p.add_argument("--size", type=int, default=0,
                    help="input height and width (default 32; alexnet needs 64 or more)")
     p.add_argument("--plan", help="a park or stanza plan (JSON from layerps-plan --write_plan): cut and roles")

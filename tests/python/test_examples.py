@@ -190,3 +190,24 @@ def test_hybrid_lm_modes_train_alike(tmp_path):
         want = {"hybrid": ("ps", "allreduce"), "ps": ("ps", "ps"), "allreduce": ("allreduce", "allreduce")}[mode]
         assert r["routes"]["inp.weight"] == r["routes"]["out.weight"] == want[0]
         assert r["routes"]["mlp.0.weight"] == want[1]
+
+
+def test_hybrid_lm_lstm_hybrid_equals_one_process(tmp_path):
+    """The recurrent variant: the LSTM's weights go through the all-reduce, the embeddings
+    through the servers, and the run takes one process's steps."""
+    script = str(EXAMPLES / "hybrid_lm.py")
+    common = ["--model", "lstm", "--steps", "20", "--vocab", "3000", "--dim", "16", "--hidden", "32",
+              "--batch", "64", "--lr", "0.5"]
+    local = subprocess.run([sys.executable, script, "--local", "--json", str(tmp_path / "local.json")] + common,
+                           capture_output=True, text=True, timeout=300, cwd=str(HERE))
+    assert local.returncode == 0, local.stdout + local.stderr
+    ref = json.loads((tmp_path / "local.json").read_text())
+    p = run_launched(["-s", "2", "-w", "2", "--quiet_daemons", "--timeout_s=300", "--",
+                      sys.executable, script, "--mode", "hybrid", "--json", str(tmp_path / "hybrid.json")] + common)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads((tmp_path / "hybrid.json").read_text())
+    assert r["dense_params"] == 4 * 32 * (16 + 32 + 2) + 32 * 16 + 16
+    assert r["routes"]["inp.weight"] == r["routes"]["out.weight"] == "ps"
+    assert r["routes"]["lstm.weight_hh_l0"] == r["routes"]["proj.weight"] == "allreduce"
+    assert abs(r["eval_loss"] - ref["eval_loss"]) < 1e-4, (r["eval_loss"], ref["eval_loss"])
+    assert r["eval_loss"] < ref["losses"][0] - 0.05

@@ -93,7 +93,6 @@ def test_split_step_equals_data_parallel_sgd_and_counts_its_bytes():
         act_bytes = BATCH * 4 * 6 * 6 * 4
         descriptors = 3 * 96
         suffix_id = c.workers[2].id
-        server_id = [n.id for n in c.workers[0].nodes() if n.role == layerps._core.Role.SERVER][0]
         for w in c.workers[:2]:
             t = w.traffic()
             to_suffix = t["peers"][suffix_id]

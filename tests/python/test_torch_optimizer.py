@@ -8,7 +8,7 @@ import torch
 
 import layerps
 import layerps.torch as lt
-from conftest import FAST, run_parallel
+from conftest import run_parallel
 
 
 def model_for(seed):

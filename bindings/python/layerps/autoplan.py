@@ -115,11 +115,15 @@ def probe(worker=None, *, seconds=0.5, sizes=(4, 1 << 22)):
     n = 512
     a, b = torch.randn(n, n), torch.randn(n, n)
     torch.mm(a, b)
-    done, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds / 2:
-        torch.mm(a, b)
-        done += 1
-    flops = 2.0 * n ** 3 * done / (time.perf_counter() - t0)
+    # The best of five rounds: a round that another process or the hypervisor preempted
+    # reads low, and the cost model wants what the worker computes when it has the CPU.
+    flops = 0.0
+    for _ in range(5):
+        done, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds / 10 or done == 0:
+            torch.mm(a, b)
+            done += 1
+        flops = max(flops, 2.0 * n ** 3 * done / (time.perf_counter() - t0))
     out = {"worker_flops": f"{flops:.4g}"}
     if worker is None:
         return out

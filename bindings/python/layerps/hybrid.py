@@ -296,7 +296,7 @@ class Hybrid:
             raise InvalidArgumentError(f"mode must be one of {MODES}, not {mode!r}")
         self.optimizer = optimizer
         self.names, self.params = list(names), list(params)
-        self.worker = w = worker
+        self.worker = worker
         self.mode, self.name, self.timeout = mode, name, timeout
         routes = dict(routes or {})
         for n, r in routes.items():
