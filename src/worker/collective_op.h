@@ -298,8 +298,8 @@ struct Collectives::Op {
   RingPlan plan;
   bool direct = false;
   // Direct all-reduce and reduce-scatter: each contribution lands in its sender's slot
-  // (wire format) and is combined into `data` under mu; `arrived` counts them per
-  // segment.
+  // (wire format); `arrived` counts them per segment under mu, and the last to arrive
+  // combines them all into `data` in member order (the same float result every run).
   std::shared_ptr<uint8_t> staging;
   std::shared_ptr<uint8_t> staging_keep;  // a joined member's identity buffer
   std::vector<size_t> arrived;

@@ -70,9 +70,10 @@ void Collectives::PostAllReduce(const std::shared_ptr<Op>& op, const AllReduceOp
   uint8_t* data = op->data;
 
   if (op->direct) {
-    // Phase 0: member q's contribution to this member's chunk, into q's slot, combined in
-    // under mu; the last of the W-1 sends the result to everyone. Phase 1: member q's
-    // combined chunk, copied into place.
+    // Phase 0: member q's contribution to this member's chunk, into q's slot; once the
+    // last of the W-1 arrived, they are combined into this member's own part in member
+    // order (not arrival order: the float result is the same in every run) and the
+    // result goes to everyone. Phase 1: member q's combined chunk, copied into place.
     const size_t mine = plan.ChunkSize(op->pos), first = plan.ChunkOffset(op->pos);
     op->staging = RawBuffer(uint64_t{world - 1} * mine * op->wsize);
     op->arrived.assign(plan.segs, 0);
@@ -86,14 +87,16 @@ void Collectives::PostAllReduce(const std::shared_ptr<Op>& op, const AllReduceOp
           uint8_t* staged = slot + (begin - first) * op->wsize;
           Op* raw = op.get();
           auto stage = [staged](const void* src, size_t b) { std::memcpy(staged, src, b); };
-          auto combine = [raw, op, k, staged, begin, len]() {
-            bool last = false;
+          auto combine = [raw, op, k, begin, len, first, mine]() {
             {
               MutexLock lock(&raw->mu);
-              raw->CombineInto(raw->data + begin * raw->esize, len)(staged, len * raw->wsize);
-              last = ++raw->arrived[k] == raw->world() - 1;
+              if (++raw->arrived[k] != raw->world() - 1) return;
+              for (size_t from = 0; from + 1 < raw->world(); ++from) {
+                const uint8_t* part =
+                    raw->staging.get() + (from * mine + (begin - first)) * raw->wsize;
+                raw->CombineInto(raw->data + begin * raw->esize, len)(part, len * raw->wsize);
+              }
             }
-            if (!last) return;
             if (raw->compressed()) {
               RoundToWire(reinterpret_cast<float*>(raw->data + begin * raw->esize), len, raw->wire);
             }
@@ -271,6 +274,7 @@ Ticket Collectives::ReduceScatter(const void* in, size_t n, DataType type, void*
   op->data = static_cast<uint8_t*>(out);
   if (mine > 0) std::memmove(op->data, src + first * E, mine * E);
   op->staging = RawBuffer(uint64_t{W} * std::max<size_t>(mine, 1) * op->wsize);
+  op->arrived.assign(plan.segs, 0);
   Op* raw = op.get();
   for (size_t q = 0; q < W; ++q) {
     if (q == op->pos) continue;
@@ -281,9 +285,16 @@ Ticket Collectives::ReduceScatter(const void* in, size_t n, DataType type, void*
       if (len == 0) continue;
       uint8_t* staged = slot + (begin - first) * op->wsize;
       auto stage = [staged](const void* from, size_t b) { std::memcpy(staged, from, b); };
-      auto combine = [raw, staged, begin, first, len]() {
+      // Once the W-1 contributions to segment k arrived: combined in member order, as
+      // the direct all-reduce does, so that the result does not depend on arrival order.
+      auto combine = [raw, k, begin, first, len, mine]() {
         MutexLock lock(&raw->mu);
-        raw->CombineInto(raw->data + (begin - first) * raw->esize, len)(staged, len * raw->wsize);
+        if (++raw->arrived[k] != raw->world() - 1) return;
+        for (size_t from = 0; from < raw->world(); ++from) {
+          if (from == raw->pos) continue;
+          const uint8_t* part = raw->staging.get() + (from * mine + (begin - first)) * raw->wsize;
+          raw->CombineInto(raw->data + (begin - first) * raw->esize, len)(part, len * raw->wsize);
+        }
       };
       op->RecvData(op, q, k, len, stage, combine);
     }

@@ -295,6 +295,37 @@ TEST(AllReduceDirectTest, ContributionsArrivingTogetherAreAllSummed) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
+// The direct all-reduce adds a chunk's contributions in member order, not in the order
+// they arrive: with inputs whose float sum depends on the order (1e8 + 1 rounds back to
+// 1e8), every round gives every member the same bits, whichever member starts late.
+TEST(AllReduceDirectTest, SumsInOneOrderWhoeverArrivesLast) {
+  constexpr int kW = 4, kRounds = 12;
+  LocalCluster c(1, kW, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  const size_t n = 4096;
+  const float value[kW] = {1e8f, 1.0f, -1e8f, 1.0f};
+  std::vector<std::vector<std::vector<float>>> got(kW, std::vector<std::vector<float>>(kRounds));
+  std::vector<Status> st(kW);
+  c.OnEveryWorker([&](int r) {
+    AllReduceOptions opt;
+    opt.algorithm = AllReduceAlgorithm::kDirect;
+    for (int k = 0; k < kRounds && st[r].ok(); ++k) {
+      std::vector<float> buf(n, value[r]);
+      // One member a round starts late, so its contribution reaches every chunk last.
+      if (k % kW == r) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      st[r] = c.worker(r).AllReduce(buf.data(), n, opt, kWait);
+      got[r][k] = std::move(buf);
+    }
+  });
+  for (int r = 0; r < kW; ++r) ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  for (int r = 0; r < kW; ++r) {
+    for (int k = 0; k < kRounds; ++k) {
+      EXPECT_EQ(FirstDiff(got[r][k], got[0][0]), -1) << "rank " << r << " round " << k;
+    }
+  }
+  EXPECT_TRUE(c.Finish().ok());
+}
+
 class AllReduceFaultTest : public ::testing::TestWithParam<AllReduceAlgorithm> {};
 
 TEST_P(AllReduceFaultTest, APeerCutOffMidCollectiveFailsEveryone) {
