@@ -13,6 +13,9 @@
 # Usage (root): bench/placement_netns.sh [RATE=100mbit] [W=4] [BATCH=32] [STEPS=4] [MODEL=bigfc]
 #   MODEL: bigfc, or torchvision's vgg16, alexnet or resnet18 (placement_cnn.py --model);
 #   STRATEGIES="uniform park" (environment) runs only those (default: uniform park stanza).
+#   FC_NODES=N (environment, N > 1): stanza with N FC nodes (replicas), from the plan
+#   layerps-plan --strategy=stanza --fc_nodes=N writes for the model at this batch; the
+#   scheduler and the workers read that plan (its cut and roles).
 # Needs the Python package installed in .venv (bash scripts/test-python.sh does it).
 set -u
 rate=${1:-100mbit}
@@ -49,13 +52,38 @@ done
 
 common=(--token=bench --heartbeat_interval_ms=500 --heartbeat_timeout_ms=20000 --connect_timeout_ms=60000)
 
+fc_nodes=${FC_NODES:-1}
+plan_args=()
+if [ "$fc_nodes" -gt 1 ]; then
+  size=32
+  [ "$model" = alexnet ] && size=64
+  profile=$model
+  if [ "$model" != bigfc ]; then
+    profile=$work/profile.json
+    "$py" - "$model" "$size" "$batch" "$profile" <<'EOF' || exit 1
+import json, sys, torch, torchvision
+from layerps.placement import profile
+model, size, batch, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+net = getattr(torchvision.models, model)(weights=None, num_classes=10)
+json.dump(profile(net, torch.randn(batch, 3, size, size), name=model), open(out, "w"))
+EOF
+  fi
+  "$bin/layerps-plan" --model="$profile" --workers="$workers" --servers=2 --batch="$batch" \
+    --strategy=stanza --fc_nodes="$fc_nodes" --write_plan="$work/plan.json" >/dev/null || exit 1
+  plan_args=(--plan "$work/plan.json")
+fi
+
 run() {  # run STRATEGY: prints the suffix rank's or rank 0's epoch line
-  local strategy=$1 ranks=$workers
-  [ "$strategy" != uniform ] && ranks=$((workers + 1))
+  local strategy=$1 ranks=$workers suffixes=0
+  [ "$strategy" != uniform ] && suffixes=1
+  [ "$strategy" = stanza ] && suffixes=$fc_nodes
+  ranks=$((workers + suffixes))
+  local plan=()
+  [ "$strategy" = stanza ] && plan=("${plan_args[@]}")
   rm -f "$work/addr"
   ip netns exec "$s" "$bin/layerps-scheduler" --scheduler=tcp://0.0.0.0:0 --advertise_host=10.233.0.1 \
     --num_servers=2 --num_workers="$ranks" --address_file="$work/addr" --run_timeout_s=1800 \
-    "${common[@]}" >"$work/scheduler-$strategy.log" 2>&1 &
+    "${common[@]}" "${plan[@]}" >"$work/scheduler-$strategy.log" 2>&1 &
   for _ in $(seq 100); do [ -s "$work/addr" ] && break; sleep 0.1; done
   local addr
   addr=$(cat "$work/addr")
@@ -67,18 +95,18 @@ run() {  # run STRATEGY: prints the suffix rank's or rank 0's epoch line
              LAYERPS_HEARTBEAT_INTERVAL_MS=500 LAYERPS_HEARTBEAT_TIMEOUT_MS=20000
              LAYERPS_CONNECT_TIMEOUT_MS=60000 LAYERPS_REQUEST_TIMEOUT_MS=600000 GLOG_minloglevel=2)
   local args=(--model "$model" --test_limit 32 --strategy "$strategy" --epochs 1 --batch $((batch * workers)) --limit $((batch * workers * steps))
-              --lr 0.05 --json "$work/$strategy-{rank}.json")
+              --lr 0.05 --json "$work/$strategy-{rank}.json" "${plan[@]}")
   local pids=()
   for r in $(seq 0 $((workers - 1))); do
     ip netns exec "$w" env "${env[@]}" LAYERPS_ADVERTISE_HOST=10.233.0.2 LAYERPS_RANK="$r" \
       "$py" "$here/examples/python/placement_cnn.py" "${args[@]}" >"$work/worker$r-$strategy.log" 2>&1 &
     pids+=($!)
   done
-  if [ "$strategy" != uniform ]; then
-    ip netns exec "$s" env "${env[@]}" LAYERPS_ADVERTISE_HOST=10.233.0.1 LAYERPS_RANK="$workers" \
-      "$py" "$here/examples/python/placement_cnn.py" "${args[@]}" >"$work/suffix-$strategy.log" 2>&1 &
+  for r in $(seq "$workers" $((ranks - 1))); do  # the suffix ranks, beside the servers
+    ip netns exec "$s" env "${env[@]}" LAYERPS_ADVERTISE_HOST=10.233.0.1 LAYERPS_RANK="$r" \
+      "$py" "$here/examples/python/placement_cnn.py" "${args[@]}" >"$work/suffix$r-$strategy.log" 2>&1 &
     pids+=($!)
-  fi
+  done
   local status=0
   for p in "${pids[@]}"; do wait "$p" || status=1; done
   wait
@@ -88,7 +116,7 @@ run() {  # run STRATEGY: prints the suffix rank's or rank 0's epoch line
     exit 1
   fi
   local report=0
-  [ "$strategy" != uniform ] && report=$workers
+  [ "$strategy" != uniform ] && report=$((ranks - 1))  # the last suffix rank reports the loss
   "$py" - "$work" "$strategy" "$steps" "$report" "$workers" <<'EOF'
 import json, statistics, sys
 work, strategy, steps, report, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
@@ -106,5 +134,6 @@ print(f"{strategy:8} {h['seconds']:8.2f} s for {steps} steps = {h['seconds'] / s
 EOF
 }
 
-echo "$model, W=$workers workers x batch $batch, 2 servers, link $rate (tbf, both directions), $steps steps"
+echo "$model, W=$workers workers x batch $batch, 2 servers, link $rate (tbf, both directions), $steps steps" \
+  "$([ "$fc_nodes" -gt 1 ] && echo "; stanza with $fc_nodes FC nodes")"
 for strategy in ${STRATEGIES:-uniform park stanza}; do run "$strategy"; done

@@ -31,6 +31,10 @@ def main():
     p.add_argument("--servers", type=int, default=2)
     p.add_argument("--batch", type=int, default=8, help="samples per worker per step")
     p.add_argument("--cores", type=int, default=os.cpu_count())
+    p.add_argument("--flops", type=float, default=0.0,
+                   help="one thread's FLOP/s instead of probing (the probe varies with the VM's load)")
+    p.add_argument("--fc_nodes", type=int, default=0,
+                   help="also predict stanza with this many FC nodes (bench/placement_netns.sh FC_NODES)")
     p.add_argument("--cut", default=None,
                    help="park forced to cut before this parameter layer (the 'park at' row; default: the "
                    "first FC layer, where placement_cnn.py cuts: vgg16 classifier.0, alexnet classifier.1, "
@@ -43,7 +47,7 @@ def main():
     torch.set_num_threads(1)
     # Before the model exists: right after building VGG-16 (half a GB of fresh memory) the
     # probe read 35% low on this VM, the kernel still busy with the new pages.
-    one = float(probe()["worker_flops"])  # torch on one thread, as every rank runs
+    one = args.flops or float(probe()["worker_flops"])  # torch on one thread, as every rank runs
     size = args.size or (64 if args.model == "alexnet" else 32)
     model = getattr(torchvision.models, args.model)(weights=None, num_classes=10)
     prof = profile(model, torch.randn(args.batch, 3, size, size), name=args.model)
@@ -57,6 +61,8 @@ def main():
     cut = args.cut if args.cut is not None else {"vgg16": "classifier.0", "alexnet": "classifier.1"}.get(args.model)
     if cut:
         asks.insert(2, (f"park at {cut}", "park", [f"--cut={cut}"]))
+    if args.fc_nodes > 0:
+        asks.insert(-1, (f"stanza, {args.fc_nodes} FC node(s)", "stanza", [f"--fc_nodes={args.fc_nodes}"]))
     for asked, strategy, extra in asks:
         out = subprocess.run([layerps.tool_path("layerps-plan"), f"--model={path}", f"--workers={args.workers}",
                               f"--servers={args.servers}", f"--batch={args.batch}", f"--strategy={strategy}",
