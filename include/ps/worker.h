@@ -305,8 +305,9 @@ class LAYERPS_EXPORT Worker {
   // on the servers (Flush, then a barrier: every worker's pushes are applied). The
   // requests' tickets stay valid; each one's error is its Wait's (or callback's), not
   // Flush's; a request with a callback counts as complete once its callback has returned
-  // (so a callback must not Flush: it would wait for itself until the timeout). Peer sends and receives are not waited for. kTimeout, saying how many are
-  // still in flight, when `timeout` passes first (Flush again to go on waiting).
+  // (so a callback must not Flush: it would wait for itself until the timeout). Peer
+  // sends and receives are not waited for. kTimeout, saying how many are still in
+  // flight, when `timeout` passes first (Flush again to go on waiting).
   Status Flush(std::chrono::milliseconds timeout);
 
   // --- Placement ----------------------------------------------------------------------------
