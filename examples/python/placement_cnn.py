@@ -87,9 +87,15 @@ def load_data(seed, limit, size=32, channels=1):
     return x_tr, y_tr, x_te, y_te
 
 
-def accuracy(model, x, y):
-    """Test accuracy in evaluation mode (dropout off, batch norms on their running stats)."""
+def accuracy(model, x, y, batch_stats=False):
+    """Test accuracy in evaluation mode: dropout off, batch norms on their running stats,
+    or with batch_stats on the test batch's own statistics (the split step's suffix rank
+    evaluates a prefix whose running stats only the conv workers kept)."""
     model.eval()
+    if batch_stats:
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.train()
     with torch.no_grad():
         acc = (model(x).argmax(1) == y).float().mean().item()
     model.train()
@@ -231,7 +237,7 @@ def train_split(args, data, w):
             with torch.no_grad():
                 for p, v in zip(trainer.prefix.parameters(), trainer.prefix_parameters()):
                     p.copy_(v)
-            entry.update(loss=float(np.mean(losses)), accuracy=accuracy(model, x_te, y_te))
+            entry.update(loss=float(np.mean(losses)), accuracy=accuracy(model, x_te, y_te, batch_stats=True))
             print(f"epoch {epoch}: loss {entry['loss']:.4f}  test accuracy {entry['accuracy']:.4f}  "
                   f"({entry['seconds']:.2f} s)", flush=True)
         w.barrier()  # conv workers start the next epoch once the suffix rank has evaluated
