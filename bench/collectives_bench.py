@@ -225,9 +225,9 @@ def main():
                 print(f"{human(nbytes):>8} | {g * 1e6:9.0f} | {cells}", flush=True)
                 rows.append(dict(world=world, op=op, bytes=nbytes, gloo_s=g,
                                  **{f"layerps_{t}_s": ours[t][op][nbytes] for t in transports}))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+        if args.json:  # after each W: a run cut short keeps what it measured
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
 
 
 if __name__ == "__main__":
