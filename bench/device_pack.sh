@@ -43,7 +43,7 @@ if [ -n "${DEVICE_PYTHON:-}" ]; then
   venv=${DEVICE_VENV:-$PWD/build-device-venv}
   [ -x "$venv/bin/python" ] || "$DEVICE_PYTHON" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pybind11>=2.12,<3" numpy
-  VENV="$venv" BUILD_DIR="${BUILD}-python" bash scripts/build-wheel.sh device-pack/wheel
+  VENV="$venv" BUILD_DIR="$(realpath -m "${BUILD}-python")" bash scripts/build-wheel.sh device-pack/wheel
 fi
 git rev-parse --short HEAD > device-pack/COMMIT
 du -sh device-pack
