@@ -22,19 +22,32 @@ Frame Frame::Adopt(std::vector<char>&& bytes) {
 
 // ---- BufferPool ---------------------------------------------------------------------------
 
+namespace {
+void* AlignedAllocate(size_t bytes) { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
+void AlignedRelease(void* p) { std::free(p); }
+}  // namespace
+
 struct BufferPool::State {
-  explicit State(size_t max) : max_idle(max) {}
+  State(size_t max, Allocator a, size_t min_pooled, size_t min_class)
+      : max_idle(max), allocator(a), min_pooled_bytes(min_pooled), min_class_bytes(min_class) {}
   ~State() {
     for (auto& kv : idle)
-      for (void* p : kv.second) std::free(p);
+      for (void* p : kv.second) allocator.release(p);
   }
   const size_t max_idle;
+  const Allocator allocator;
+  const size_t min_pooled_bytes;  // below: a plain allocation, not pooled
+  const size_t min_class_bytes;   // the smallest size class
   Mutex mu;
   std::map<size_t, std::vector<void*>> idle GUARDED_BY(mu);  // size class -> buffers
   size_t idle_bytes GUARDED_BY(mu) = 0;
 };
 
-BufferPool::BufferPool(size_t max_idle_bytes) : state_(std::make_shared<State>(max_idle_bytes)) {}
+BufferPool::BufferPool(size_t max_idle_bytes)
+    : state_(std::make_shared<State>(max_idle_bytes, Allocator{AlignedAllocate, AlignedRelease},
+                                     kMinPooledBytes, kMinPooledBytes)) {}
+BufferPool::BufferPool(size_t max_idle_bytes, Allocator allocator)
+    : state_(std::make_shared<State>(max_idle_bytes, allocator, 0, size_t{4} << 10)) {}
 BufferPool::~BufferPool() = default;
 
 size_t BufferPool::idle_bytes() const {
@@ -43,12 +56,18 @@ size_t BufferPool::idle_bytes() const {
 }
 
 std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
-  if (bytes < kMinPooledBytes) {
-    return std::shared_ptr<uint8_t>(new uint8_t[bytes == 0 ? 1 : bytes],
+  std::shared_ptr<uint8_t> buf = TryGet(bytes);
+  if (!buf) throw std::bad_alloc();
+  return buf;
+}
+
+std::shared_ptr<uint8_t> BufferPool::TryGet(size_t bytes) {
+  if (bytes < state_->min_pooled_bytes) {
+    return std::shared_ptr<uint8_t>(new (std::nothrow) uint8_t[bytes == 0 ? 1 : bytes],
                                     std::default_delete<uint8_t[]>());
   }
   // Size classes: powers of two and the midpoints between them (waste <= 1/3).
-  size_t cls = kMinPooledBytes;
+  size_t cls = state_->min_class_bytes;
   while (cls < bytes) {
     const size_t mid = cls + cls / 2;
     if (mid >= bytes) {
@@ -68,8 +87,8 @@ std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
     }
   }
   if (p == nullptr) {
-    p = std::aligned_alloc(64, (cls + 63) / 64 * 64);
-    if (p == nullptr) throw std::bad_alloc();
+    p = state_->allocator.allocate(cls);
+    if (p == nullptr) return nullptr;
   }
   std::shared_ptr<State> st = state_;
   return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [st, cls](uint8_t* q) {
@@ -81,7 +100,7 @@ std::shared_ptr<uint8_t> BufferPool::Get(size_t bytes) {
         return;
       }
     }
-    std::free(q);
+    st->allocator.release(q);
   });
 }
 

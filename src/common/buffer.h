@@ -50,18 +50,31 @@ class Frame {
 // hands out uninitialized buffers from per-size-class free lists and takes them back when
 // the last reference (the transport's, once the reply is sent) is dropped.
 // Thread-safe. Buffers may outlive the pool object (they keep its state alive).
+//
+// A pool may also sit over another allocator whose calls are costly at any size, such as
+// page-locked host memory for GPU copies (allocating and freeing it synchronizes the
+// device): then every size is pooled, from size classes of 4 KiB up.
 class BufferPool {
  public:
   // Requests below this many bytes get a plain allocation (small blocks are cheap).
   static constexpr size_t kMinPooledBytes = size_t{64} << 10;
+  // An allocator: `allocate` returns null on failure; `release` frees what it returned.
+  struct Allocator {
+    void* (*allocate)(size_t bytes);
+    void (*release)(void* p);
+  };
   // Idle buffers kept beyond this total are freed.
   explicit BufferPool(size_t max_idle_bytes = size_t{512} << 20);
+  BufferPool(size_t max_idle_bytes, Allocator allocator);
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  // A buffer of at least `bytes` bytes (64-byte aligned, contents unspecified).
+  // A buffer of at least `bytes` bytes (64-byte aligned, contents unspecified); throws
+  // std::bad_alloc when the allocator fails.
   std::shared_ptr<uint8_t> Get(size_t bytes);
+  // The same, or null when the allocator fails.
+  std::shared_ptr<uint8_t> TryGet(size_t bytes);
 
   // Idle bytes held now (for tests and stats).
   size_t idle_bytes() const;

@@ -2,6 +2,7 @@
 //
 // Dense packing on the GPU: fp32 <-> fp16/bf16 conversion, fusion of many tensors into
 // one buffer and back, pinned host buffers and copies. See packing_cuda.h.
+#include <atomic>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -302,6 +303,25 @@ Error Unfuse(const void* in, WireType type, float* const* dsts, const size_t* le
       return FuseT<WireType::kBFloat16, false>(ptrs, lens, count, fused, stream);
   }
   return kInvalidArgument;
+}
+
+Error RetainPoolMemory(size_t bytes) {
+  // Once per device: the attribute is the pool's, shared by every stream of the device.
+  static std::atomic<uint64_t> done{0};
+  int dev = 0;
+  PS_CUDA_TRY(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? uint64_t{1} << dev : 0;
+  if (bit != 0 && (done.load(std::memory_order_relaxed) & bit)) return kOk;
+  cudaMemPool_t pool;
+  PS_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, dev));
+  uint64_t threshold = 0;
+  PS_CUDA_TRY(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  if (threshold < bytes) {
+    threshold = bytes;
+    PS_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  }
+  done.fetch_or(bit, std::memory_order_relaxed);
+  return kOk;
 }
 
 Error AllocPinned(size_t bytes, void** ptr) {

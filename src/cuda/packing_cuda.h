@@ -127,6 +127,12 @@ Error Unfuse(const void* in, WireType type, float* const* dsts, const size_t* le
 Error AllocPinned(size_t bytes, void** ptr);
 Error FreePinned(void* ptr);
 
+// Lets the current device's default memory pool (what cudaMallocAsync draws on) keep at
+// least `bytes` of freed memory instead of returning it to the system at every
+// synchronization: stream-ordered temporaries of later calls then reuse that memory
+// rather than map it anew. Never lowers a larger threshold the application set.
+Error RetainPoolMemory(size_t bytes);
+
 // cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream): any direction; with a
 // pinned host side it is a true asynchronous DMA.
 Error CopyAsync(void* dst, const void* src, size_t bytes, void* stream);

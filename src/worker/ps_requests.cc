@@ -402,7 +402,11 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
   req->finish = std::move(finish);
   if (req->pulls()) {
     req->inverse = std::move(batch.inverse);
-    req->staging.Reset(sparse_pool_, batch.offsets.back() * size_t{dim});
+    if (batch.staging) {
+      req->staging.Adopt(std::move(batch.staging), batch.offsets.back() * size_t{dim});
+    } else {
+      req->staging.Reset(sparse_pool_, batch.offsets.back() * size_t{dim});
+    }
   }
   // A bsp/ssp server counts every worker's pushes: each range gets one, empty or not.
   const bool every_range = pushes && t.spec.sync != SyncMode::kAsync;

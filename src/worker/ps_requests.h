@@ -43,6 +43,9 @@ struct SparseBatch {
   std::shared_ptr<const void> owner;  // keeps keys and rows alive while frames are in flight
   std::vector<size_t> offsets;        // one more than the table's ranges; range b is [b, b+1)
   std::vector<uint32_t> inverse;      // pulls: caller position -> position in keys
+  // Pulls: where the unique rows land, at least m x dim floats (null: a buffer of the
+  // worker's pool; the device path gives pinned memory, which goes up to the GPU as it is).
+  std::shared_ptr<uint8_t> staging;
 };
 
 class PsRequests {

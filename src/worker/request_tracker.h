@@ -93,6 +93,13 @@ class PooledFloats {
     buf_ = pool.Get(std::max<size_t>(n, 1) * sizeof(float));
     n_ = n;
   }
+  // A buffer of at least n floats from elsewhere (the device path's pinned memory).
+  void Adopt(std::shared_ptr<uint8_t> buf, size_t n) {
+    buf_ = std::move(buf);
+    n_ = n;
+  }
+  // The buffer's owner: keeps the floats alive past the request (copies in flight).
+  const std::shared_ptr<uint8_t>& buffer() const { return buf_; }
   float* data() { return reinterpret_cast<float*>(buf_.get()); }
   const float* data() const { return reinterpret_cast<const float*>(buf_.get()); }
   size_t size() const { return n_; }

@@ -385,6 +385,18 @@ TEST(PackingCuda, CoalesceAndBucketMatchesCpuReference) {
       const std::string err =
           CompareSums(d_out_rows.Download(), cpu_rows, cpu_abs, Multiplicity(cpu_inv, m), m, c.dim);
       ASSERT_TRUE(err.empty()) << err;
+      // Keys only (what a device pull packs): the same keys, offsets and inverse.
+      DeviceArray<Key> d_only_keys(c.n);
+      DeviceArray<uint32_t> d_only_inv(c.n);
+      DeviceArray<size_t> d_only_off(nb + 1);
+      CUDA_OK(gpu::CoalesceAndBucket(d_keys.get(), nullptr, c.n, 0, d_begin.get(), nb,
+                                     d_only_keys.get(), nullptr, d_only_inv.get(),
+                                     d_only_off.get(), &ws, stream.get(), c.key_bits));
+      CUDA_OK(stream.Sync());
+      ASSERT_TRUE(cpu_off == d_only_off.Download());
+      const auto o_keys = d_only_keys.Download();
+      ASSERT_TRUE(std::equal(cpu_keys.begin(), cpu_keys.begin() + m, o_keys.begin()));
+      ASSERT_TRUE(cpu_inv == d_only_inv.Download());
     }
   }
 }

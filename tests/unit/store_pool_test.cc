@@ -3,7 +3,10 @@
 // The sparse index fast path and the pooled reply buffers of the store.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 #include <unordered_map>
 
@@ -128,6 +131,46 @@ TEST(BufferPoolTest, ReusesAndBoundsIdleMemory) {
     late = p2.Get(1 << 20);
   }
   late.reset();
+}
+
+// A pool over another allocator (the device path's page-locked memory): every size is
+// pooled, each block comes from that allocator and goes back to it, and a failed
+// allocation is null from TryGet and std::bad_alloc from Get.
+std::atomic<int> g_allocated{0}, g_released{0};
+std::atomic<bool> g_fail{false};
+void* CountingAllocate(size_t bytes) {
+  if (g_fail) return nullptr;
+  ++g_allocated;
+  return std::malloc(bytes);
+}
+void CountingRelease(void* p) {
+  ++g_released;
+  std::free(p);
+}
+
+TEST(BufferPoolTest, PoolsEverySizeOverAnotherAllocator) {
+  g_allocated = g_released = 0;
+  {
+    BufferPool pool(size_t{64} << 10, BufferPool::Allocator{CountingAllocate, CountingRelease});
+    auto a = pool.Get(100);  // small: pooled too (class 4 KiB)
+    uint8_t* pa = a.get();
+    EXPECT_EQ(g_allocated, 1);
+    a.reset();
+    EXPECT_EQ(pool.idle_bytes(), size_t{4} << 10);
+    auto b = pool.Get(4000);  // same class: the same block, no new allocation
+    EXPECT_EQ(b.get(), pa);
+    EXPECT_EQ(g_allocated, 1);
+    auto big = pool.Get(1 << 20);  // beyond the idle bound: released when dropped
+    big.reset();
+    EXPECT_EQ(g_released, 1);
+    g_fail = true;
+    EXPECT_EQ(pool.TryGet(8 << 10), nullptr);
+    EXPECT_THROW(pool.Get(8 << 10), std::bad_alloc);
+    g_fail = false;
+    b.reset();  // idle again, released with the pool
+  }
+  EXPECT_EQ(g_allocated, 2);
+  EXPECT_EQ(g_released, 2);
 }
 
 }  // namespace
