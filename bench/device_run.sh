@@ -7,7 +7,7 @@
 #    host call;
 #  - layerps-bench 1x1 over tcp: dense push/pull at 256K/4M/32M with 1, 2 and 4 streams
 #    beside one raw ZeroMQ baseline; sparse 100k x 16 (uniform, zipf); 2x2 against 1x1;
-#    4 KiB pushpull; the --targets preset with the default streams;
+#    4 KiB pushpull (the default streams and one); the --targets preset with the default streams;
 #  - layerps-microbench BM_SparseBoundedSum (the row store's bounded policies);
 #  - the typed collectives against torch.distributed gloo (W = 2, 4, 8; 4 KiB - 64 MiB),
 #    and the checkpoint write and restore rate: both through the layerps wheel in
@@ -15,8 +15,9 @@
 # Results: $OUT/summary.txt (each step's tail) and $OUT/results.tgz (every file; rebuilt
 # after each step, so a run cut short still brings back what it measured).
 # About 5 minutes on the 16-core machine (the limits add up to 13); give run() timeout_s=560.
-# Usage: bash bench/device_run.sh [--quick] [STEP ...]   (--quick: a rehearsal on a small
-#        machine, short cases; STEPs: run only these, by name)
+# Usage: [REPEATS=N] [SECONDS_PER=S] bash bench/device_run.sh [--quick] [STEP ...]
+#        (--quick: a rehearsal on a small machine, short cases; STEPs: run only these, by
+#        name; REPEATS, SECONDS_PER: the layerps-bench repeats, default 3 of 0.25 s)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -33,10 +34,10 @@ QUICK=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
 ONLY=" $* "
 if [ "$QUICK" = 1 ]; then
-  SECONDS_PER=0.1 REPEATS=1 KEYS_BIG=100000 KEYS_SMALL=20000 WORLDS=2 MAX_MIB=4
+  SECONDS_PER=${SECONDS_PER:-0.1} REPEATS=${REPEATS:-1} KEYS_BIG=100000 KEYS_SMALL=20000 WORLDS=2 MAX_MIB=4
   CKPT=(--dense_mib 16 --rows 50000 --dim 16 --reps 1) MICRO_REPS=1
 else
-  SECONDS_PER=0.25 REPEATS=3 KEYS_BIG=1000000 KEYS_SMALL=100000 WORLDS=2,4,8 MAX_MIB=64
+  SECONDS_PER=${SECONDS_PER:-0.25} REPEATS=${REPEATS:-3} KEYS_BIG=1000000 KEYS_SMALL=100000 WORLDS=2,4,8 MAX_MIB=64
   CKPT=(--dense_mib 128 --rows 500000 --dim 64 --reps 3) MICRO_REPS=3
 fi
 step() {  # step NAME LIMIT_S COMMAND...
@@ -89,6 +90,8 @@ step topologies 60 "$B/layerps-bench" "${common[@]}" --sizes=256K,4M,32M --topol
   --baseline=false --json="$RES/topologies.json"
 step small 30 "$B/layerps-bench" --ops=pushpull --sizes=4K --inflight=1 --repeats="$REPEATS" \
   --seconds="$SECONDS_PER" --progress=false --json="$RES/small.json"
+step small_streams1 30 "$B/layerps-bench" --ops=pushpull --sizes=4K --inflight=1 --streams=1 \
+  --repeats="$REPEATS" --seconds="$SECONDS_PER" --progress=false --json="$RES/small_streams1.json"
 step micro_bounded 60 "$B/layerps-microbench" --benchmark_filter=BM_SparseBoundedSum \
   --benchmark_repetitions="$MICRO_REPS" --benchmark_report_aggregates_only=true
 step collectives 200 "${PY[@]}" bench/collectives_bench.py --worlds="$WORLDS" --max_mib="$MAX_MIB" \
