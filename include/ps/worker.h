@@ -152,11 +152,13 @@ class LAYERPS_EXPORT Worker {
   // The same requests with the caller's data in GPU memory. `stream` is the cudaStream_t
   // (as void*; nullptr = the default stream) on which the data is produced or consumed.
   // Pushes pack on the GPU (sparse: coalesce and bucket by server) into pinned host
-  // memory that is sent without a further copy; the call waits for that packing on
-  // `stream` only (never the whole device) and then returns the ticket. Pulls: when the
-  // request completes OK, the values have been copied (sparse: scattered, duplicates
-  // included) into `out` by work enqueued on `stream`; synchronize the stream or order
-  // later work after it before reading them. Sizes are checked as in the host calls.
+  // memory (a process-wide pool keeps it for reuse) that is sent without a further copy;
+  // sparse pulls deduplicate and group their keys on the GPU the same way. The call waits
+  // for that packing on `stream` only (never the whole device) and then returns the
+  // ticket. Pulls: when the request completes OK, the values have been copied (sparse:
+  // scattered, duplicates included) into `out` by work enqueued on `stream`; synchronize
+  // the stream or order later work after it before reading them. Sizes are checked as in
+  // the host calls.
   // Without CUDA support (see DeviceSupport), every one fails with kFailedPrecondition.
   Ticket PushDevice(TableId table, const float* grad, size_t n, void* stream,
                     Callback cb = nullptr);
