@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """LayerPS's typed collectives against torch.distributed (gloo), side by side, on one machine.
 
-    python bench/collectives_bench.py [--worlds 2,4] [--ops allreduce,allreduce_fp16,allgather,broadcast,alltoall]
+    python bench/collectives_bench.py [--worlds 2,4] [--ops allreduce,allreduce_fp16,allgather,broadcast,alltoall[,alltoallv]]
         [--min_kib 4] [--max_mib 64] [--transports ipc,tcp] [--json bench/results/collectives.json]
 
 For each W it runs, one after the other: W torch.distributed processes with the gloo backend
@@ -18,6 +18,9 @@ to back; rank 0 reports the time per op. The ops, on float32 tensors:
   allgather       every member's tensor to every member (gloo: all_gather into W tensors)
   broadcast       rank 0's tensor to every member
   alltoall        W equal blocks, block q to member q (gloo: all_to_all_single)
+  alltoallv       the same blocks with their sizes given (LayerPS: splits=, the variable-size
+                  exchange with its round of lengths; gloo: all_to_all_single as above);
+                  not in the default list
 """
 
 import argparse
@@ -33,6 +36,7 @@ from allreduce_bench import free_port, human, sizes  # the same sweep, port and 
 
 MARK = "COLLECTIVES_RESULT "
 OPS = ("allreduce", "allreduce_fp16", "allgather", "broadcast", "alltoall")
+KNOWN_OPS = OPS + ("alltoallv",)
 
 
 def iters_for(nbytes):
@@ -62,7 +66,7 @@ def sweep(impl, rank, world, ops, size_list):
         out[op] = {}
         for nbytes in size_list:
             n = nbytes // 4
-            if op == "alltoall":
+            if op.startswith("alltoall"):
                 n -= n % world
                 x = np.repeat(rank * world + np.arange(world, dtype=np.float32), n // world)
             else:
@@ -104,7 +108,7 @@ def run_gloo(rank, world, port, ops, size_list):
         if op == "broadcast":
             dist.broadcast(t, 0)
             return x
-        out = torch.empty_like(t)
+        out = torch.empty_like(t)  # alltoall, alltoallv
         dist.all_to_all_single(out, t)
         return out.numpy()
 
@@ -129,6 +133,8 @@ def run_layerps(ops, size_list):
             return C.allgather(x, worker=w)
         if op == "broadcast":
             return C.broadcast(x, 0, worker=w)
+        if op == "alltoallv":
+            return C.alltoall(x, splits=[x.size // w.num_workers] * w.num_workers, worker=w)[0]
         return C.alltoall(x, worker=w)[0]
 
     res = sweep(impl, w.rank, w.num_workers, ops, size_list)
@@ -182,16 +188,16 @@ def main():
     ap.add_argument("--world", type=int, default=2, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--worlds", default="2,4", help="comma list of process counts (default 2,4)")
-    ap.add_argument("--ops", default=",".join(OPS), help=f"comma list of {', '.join(OPS)}")
+    ap.add_argument("--ops", default=",".join(OPS), help=f"comma list of {', '.join(KNOWN_OPS)}")
     ap.add_argument("--transports", default="ipc,tcp", help="LayerPS transports: ipc, tcp (default both)")
     ap.add_argument("--min_kib", type=int, default=4, help="smallest size per member, KiB (default 4)")
     ap.add_argument("--max_mib", type=int, default=64, help="largest size per member, MiB (default 64)")
     ap.add_argument("--json", default="", help="write every figure here")
     args = ap.parse_args()
     ops = [o for o in args.ops.split(",") if o]
-    bad = [o for o in ops if o not in OPS]
+    bad = [o for o in ops if o not in KNOWN_OPS]
     if bad:
-        ap.error(f"unknown op(s) {bad}; known: {', '.join(OPS)}")
+        ap.error(f"unknown op(s) {bad}; known: {', '.join(KNOWN_OPS)}")
     size_list = sizes(args.min_kib, args.max_mib)
 
     if args.role == "gloo":

@@ -11,7 +11,8 @@
 #  - layerps-microbench BM_SparseBoundedSum (the row store's bounded policies);
 #  - the typed collectives against torch.distributed gloo (W = 2, 4, 8; 4 KiB - 64 MiB),
 #    and the checkpoint write and restore rate: both through the layerps wheel in
-#    device-pack/wheel (built for the device's Python) and that machine's own PyTorch.
+#    device-pack/wheel (built for the device's Python) and that machine's own PyTorch;
+#  - diagnostics run only when named: collectives_a2a, pull_inflight, small_io1 (below).
 # Results: $OUT/summary.txt (each step's tail) and $OUT/results.tgz (every file; rebuilt
 # after each step, so a run cut short still brings back what it measured).
 # About 5 minutes on the 16-core machine (the limits add up to 13); give run() timeout_s=560.
@@ -50,6 +51,9 @@ step() {  # step NAME LIMIT_S COMMAND...
   echo "   rc=$rc in $((SECONDS - t0))s" | tee -a "$OUT/summary.txt"
   tail -n 45 "$RES/$name.txt" >> "$OUT/summary.txt"
   tar -czf "$OUT/results.tgz" -C "$RES" . 2>/dev/null
+}
+named() {  # named NAME LIMIT_S COMMAND...: a diagnostic step, run only when named
+  [[ "$ONLY" == *" $1 "* ]] && step "$@"
 }
 {
   echo "cores: $(nproc)"
@@ -100,5 +104,15 @@ step checkpoint 60 "${PY[@]}" bench/checkpoint_bench.py --servers 2 "${CKPT[@]}"
 # The RESULTS target table as a new user gets it (streams from the core count).
 step targets 90 "$B/layerps-bench" --targets --repeats="$REPEATS" --seconds="$SECONDS_PER" \
   --progress=false --json="$RES/targets.json"
+# Diagnostics, run only when named: all-to-all with and without its round of lengths;
+# pulls with fewer in flight (does 32 MiB keep up with 4 MiB when the destinations fit in
+# the cache?); 4 KiB round trips with 4 streams over one I/O thread.
+named collectives_a2a 150 "${PY[@]}" bench/collectives_bench.py --worlds="$WORLDS" \
+  --max_mib="$MAX_MIB" --ops=alltoall,alltoallv --json="$RES/collectives_a2a.json"
+named pull_inflight 60 "$B/layerps-bench" --ops=pull --sizes=4M,32M --inflight=1,2,8 \
+  --repeats="$REPEATS" --seconds="$SECONDS_PER" --baseline=false --progress=false \
+  --json="$RES/pull_inflight.json"
+named small_io1 30 "$B/layerps-bench" --ops=pushpull --sizes=4K --inflight=1 --io_threads=1 \
+  --repeats="$REPEATS" --seconds="$SECONDS_PER" --progress=false --json="$RES/small_io1.json"
 echo "device_run.sh: done at $(date -u +%H:%M:%S); every file in $OUT/results.tgz" | tee -a "$OUT/summary.txt"
 rm -rf /tmp/layerps-ckpt

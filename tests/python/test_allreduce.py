@@ -96,3 +96,37 @@ def test_allreduce_algorithms_give_the_same_exact_sums(algorithm):
             want = sum((np.arange(n, dtype=np.float32) * (r + 1)) % 1021 for r in range(4))
             for r in range(4):
                 np.testing.assert_array_equal(arrays[r][i], want)
+
+
+def test_alltoall_equal_parts_into_a_new_output_and_the_core_checks():
+    """Equal parts take the fixed-size exchange (layerps.collectives.alltoall without
+    splits): numpy 2-D rows among a subset; the core call refuses outputs of the wrong size
+    and an output overlapping its input before anything moves."""
+    from layerps import _core
+    from layerps import collectives as C
+
+    with layerps.LocalCluster(num_servers=1, num_workers=3, transport="inproc", **FAST) as c:
+        results = {}
+
+        def pair(r, w):
+            if r in (0, 2):
+                x = np.arange(4 * 3, dtype=np.float64).reshape(4, 3) + 100 * r
+                results[r] = C.alltoall(x, process_set=[0, 2], worker=w)
+
+        assert _on_every_worker(c.workers, pair) == {}
+        for pos, r in enumerate((0, 2)):
+            got, counts = results[r]
+            assert got.shape == (4, 3) and got.dtype == np.float64
+            # Block q (2 rows) of member q goes to member q, in member order.
+            want = np.concatenate([(np.arange(12, dtype=np.float64).reshape(4, 3) + 100 * q)[2 * pos:2 * pos + 2]
+                                   for q in (0, 2)])
+            np.testing.assert_array_equal(got, want)
+            assert counts.tolist() == [2, 2]
+        w0 = c.workers[0]
+        x = np.zeros(6, np.float32)
+        with pytest.raises(layerps.InvalidArgumentError, match=r"members \(3\) x n"):
+            _core.alltoall_async(w0._node, x, np.zeros(5, np.float32), "float32")
+        with pytest.raises(layerps.InvalidArgumentError, match="overlap"):
+            _core.alltoall_async(w0._node, x, x, "float32")
+        with pytest.raises(layerps.InvalidArgumentError, match=r"members \(3\) x 2"):
+            _core.allgather_async(w0._node, np.zeros(2, np.float32), np.zeros(4, np.float32), "float32")

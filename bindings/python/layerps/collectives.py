@@ -285,7 +285,20 @@ def alltoall_async(x, splits=None, *, process_set=None, algorithm="auto", segmen
         if rows % members:
             raise InvalidArgumentError(f"alltoall: {rows} rows do not split evenly over {members} members; "
                                        f"pass splits=")
-        splits = [rows // members] * members
+        # Equal parts: the fixed-size exchange, into an output allocated here (no round of
+        # lengths, no zero-filled result).
+        out = _Buffer(_empty_like(src), "alltoall output", True)
+        h = _core.alltoall_async(w._node, src.array.reshape(-1), out.array.reshape(-1), src.dtype,
+                                 **_common(process_set, algorithm, segment_bytes, timeout, name))
+        counts = [rows // members] * members
+
+        def finish_equal(_):
+            result = _to_kind(src, out.array) if src.staged else out.source
+            torch = _torch()
+            got = torch.tensor(counts, dtype=torch.int32) if src.host_tensor is not None else np.array(counts)
+            return result, got
+
+        return Handle(h, finish_equal)
     splits = [int(s) for s in (splits.tolist() if hasattr(splits, "tolist") else splits)]
     if len(splits) != members or any(s < 0 for s in splits) or sum(splits) != rows:
         raise InvalidArgumentError(f"alltoall: splits {splits} must be {members} non-negative row counts "

@@ -70,6 +70,20 @@ ps::CollectiveOptions Options(std::optional<std::vector<uint32_t>> ranks,
   return o;
 }
 
+// Members of a collective's set: its ranks, or every worker when none are named. The C++
+// calls that take fixed-size outputs write members x n elements: the arrays are checked
+// against this before a byte moves.
+size_t SetSize(py::handle worker, const std::optional<std::vector<uint32_t>>& ranks) {
+  return ranks && !ranks->empty() ? ranks->size() : WorkerOf(worker).num_workers();
+}
+
+// True when the byte ranges of two arrays overlap.
+bool Overlap(const py::array& a, const py::array& b) {
+  const auto* a0 = static_cast<const uint8_t*>(a.data());
+  const auto* b0 = static_cast<const uint8_t*>(b.data());
+  return a.nbytes() > 0 && b.nbytes() > 0 && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
 ps::AllReduceOptions ReduceOptions(const ps::CollectiveOptions& base, const std::string& op,
                                    double prescale, double postscale, const std::string& wire) {
   ps::AllReduceOptions o;
@@ -175,8 +189,10 @@ void BindCollectives(py::module_& m) {
         const void* src = in.data();
         void* dst = out.mutable_data();
         const size_t n = in.size();
-        if (n == 0 ? out.size() != 0 : out.size() % n != 0) {
-          ThrowInvalid("allgather: the output must hold members x " + std::to_string(n) + " elements");
+        const size_t members = SetSize(worker, ranks);
+        if (static_cast<size_t>(out.size()) != members * n) {
+          ThrowInvalid("allgather: the output must hold members (" + std::to_string(members) +
+                       ") x " + std::to_string(n) + " elements, not " + std::to_string(out.size()));
         }
         return SubmitOn(worker, "allgather", py::make_tuple(in, out), out,
                         [&](ps::Worker& w) { return w.AllGatherAsync(src, n, t, dst, o); });
@@ -217,6 +233,32 @@ void BindCollectives(py::module_& m) {
                         [&](ps::Worker& w) { return w.BroadcastAsync(d, n, t, root, o); });
       },
       py::arg("worker"), py::arg("data"), py::arg("dtype"), py::arg("root"),
+      LAYERPS_COLLECTIVE_ARGS);
+
+  m.def(
+      "alltoall_async",
+      [](py::handle worker, py::array in, py::array out, const std::string& dtype,
+         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<size_t> segment_bytes, std::optional<double> timeout,
+         const std::string& name) {
+        const ps::DataType t = TypeNamed(dtype);
+        CheckArray(in, t, "alltoall input", false);
+        CheckArray(out, t, "alltoall output", true);
+        const size_t members = SetSize(worker, ranks);
+        if (in.size() != out.size() || members == 0 || in.size() % members != 0) {
+          ThrowInvalid("alltoall: input and output must both hold members (" +
+                       std::to_string(members) + ") x n elements; they hold " +
+                       std::to_string(in.size()) + " and " + std::to_string(out.size()));
+        }
+        if (Overlap(in, out)) ThrowInvalid("alltoall: the output must not overlap the input");
+        const ps::CollectiveOptions o = Options(ranks, algorithm, segment_bytes, timeout, name);
+        const void* src = in.data();
+        void* dst = out.mutable_data();
+        const size_t n = in.size() / members;
+        return SubmitOn(worker, "alltoall", py::make_tuple(in, out), out,
+                        [&](ps::Worker& w) { return w.AllToAllAsync(src, n, t, dst, o); });
+      },
+      py::arg("worker"), py::arg("input"), py::arg("output"), py::arg("dtype"),
       LAYERPS_COLLECTIVE_ARGS);
 
   m.def(
