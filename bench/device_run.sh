@@ -50,7 +50,7 @@ step() {  # step NAME LIMIT_S COMMAND...
   local rc=$?
   echo "   rc=$rc in $((SECONDS - t0))s" | tee -a "$OUT/summary.txt"
   tail -n 45 "$RES/$name.txt" >> "$OUT/summary.txt"
-  tar -czf "$OUT/results.tgz" -C "$RES" . 2>/dev/null
+  tar -czf "$OUT/results.tgz" --exclude=./site -C "$RES" . 2>/dev/null
 }
 named() {  # named NAME LIMIT_S COMMAND...: a diagnostic step, run only when named
   [[ "$ONLY" == *" $1 "* ]] && step "$@"
