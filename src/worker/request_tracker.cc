@@ -87,13 +87,14 @@ void Finalize(const std::shared_ptr<Request>& req) {
   }
   Record(req, status);
   if (cb) {
+    cb(status);
+    // A request with a callback is done once its callback has returned: it stays among
+    // the tracked requests until then, so a Flush that starts while the callback runs
+    // waits for it too, not just for the reply.
     if (auto st = req->tracker.lock()) {
       MutexLock lock(&st->mu);
       st->requests.erase(req->ticket);
     }
-    cb(status);
-    // A request with a callback is done once its callback has returned: a Flush that
-    // started before the erase above waits for that, not just for the reply.
     MutexLock lock(&req->mu);
     req->done = true;
     req->cv.SignalAll();

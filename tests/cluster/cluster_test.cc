@@ -297,6 +297,30 @@ TEST(CallbackTest, CallbackRunsOnceAndReleasesTheTicket) {
 
 // Flush waits for every push, pull and assign started before it, whether its ticket was
 // waited for or not, and leaves the tickets valid; peer receives are not waited for.
+// A Flush that starts while a request's callback is running waits for the callback to
+// return: the request stays tracked until then (it used to leave the tracked set before
+// its callback ran, and such a Flush returned at once).
+TEST(FlushTest, WaitsForACallbackThatIsRunning) {
+  LocalCluster c(1, 1, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  auto id = w.DeclareTable(TableSpec::Dense("flush-running", 16, UpdateRule::kSum));
+  ASSERT_TRUE(id.ok());
+  std::vector<float> g(16, 1.0f);
+  std::atomic<bool> started{false};
+  std::atomic<int> finished{0};
+  w.Push(*id, g.data(), g.size(), [&](const Status&) {
+    started = true;
+    std::this_thread::sleep_for(300ms);
+    ++finished;
+  });
+  const auto give_up = std::chrono::steady_clock::now() + 60s;
+  while (!started && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(started) << "the push's callback never ran";
+  ASSERT_TRUE(w.Flush(kWait).ok());
+  EXPECT_EQ(finished.load(), 1) << "Flush returned while the callback was still running";
+}
+
 TEST(FlushTest, WaitsForEveryRequestStartedBeforeIt) {
   LocalCluster c(2, 2, "tcp");
   ASSERT_TRUE(c.Start().ok());
