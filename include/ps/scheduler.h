@@ -25,6 +25,9 @@ struct LAYERPS_EXPORT SchedulerStats {
   uint64_t messages_received = 0;
   uint64_t bad_messages = 0;  // malformed, wrong version, or from unknown peers
   uint64_t rejected_registrations = 0;
+  // Rejoins refused: this scheduler was not started for recovery, or the node is of
+  // another job (docs/recovery.md).
+  uint64_t rejected_rejoins = 0;
   uint64_t dead_nodes = 0;
   uint64_t map_epoch = 0;
   // Running clusters this scheduler took over from one that died (docs/recovery.md).

@@ -48,6 +48,9 @@ class ClusterMap {
   uint32_t replace_servers_ms = 0;
   // Servers back up the ranges of the rank before them (SchedulerOptions::replication).
   bool replication = false;
+  // The job's identity (random, from the scheduler that formed the cluster; kept by one
+  // that took it over): a scheduler adopts rejoining nodes of one job only.
+  std::string job;
 
   const TableInfo* FindTable(TableId id) const;
   const TableInfo* FindTableByName(const std::string& name) const;

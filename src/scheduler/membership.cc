@@ -183,7 +183,27 @@ void Scheduler::Impl::HandleRejoin(const layerps::pb::Rejoin& r, const std::stri
     }
     return;
   }
-  if (recovery_.rejoined(r.id())) return;  // sent again before the cluster was rebuilt
+  if (recovery_.rejoined(r.id())) {
+    // Sent again before the cluster was rebuilt: the node is alive. A node waiting for
+    // the takeover sends Rejoins, not heartbeats, so this is what keeps it from looking
+    // silent when the rebuild comes.
+    auto who = identities_.find(identity);
+    if (who != identities_.end() && who->second == r.id()) {
+      members_[r.id()].last_seen_ms = SteadyMillis();
+    }
+    return;
+  }
+  if (options_.scheduler_recovery_ms <= 0) {
+    // A scheduler started afresh, not to take a cluster over: the rejoining node belongs
+    // to a job that is not this one (or this scheduler lacks the option).
+    LOG_EVERY_N(WARNING, 20) << "refused a rejoin of node " << r.id() << " at "
+                             << r.endpoint().substr(0, 256)
+                             << ": this scheduler was not started for recovery "
+                                "(scheduler_recovery_ms=0), so it forms a new cluster and "
+                                "takes no running one over";
+    Count([](SchedulerStats& st) { ++st.rejected_rejoins; });
+    return;
+  }
   if (!TokenEquals(r.token(), options_.token)) {
     BadMessage("a rejoin with the wrong cluster token");
     return;
@@ -192,6 +212,21 @@ void Scheduler::Impl::HandleRejoin(const layerps::pb::Rejoin& r, const std::stri
       r, identity, options_.num_servers, options_.num_workers, kRefusedIdBase, map_);
   if (!rejoiner.ok()) {
     BadMessage(rejoiner.status().message());
+    return;
+  }
+  // One job per scheduler: a cluster forming from registrations takes no rejoins, and a
+  // takeover in progress takes the nodes of the job it started with only.
+  std::string other_job;
+  if (!recovery_.active() && map_.nodes.size() > 1) {
+    other_job = "this scheduler is forming job " + map_.job + " from " +
+                std::to_string(map_.nodes.size() - 1) + " registered node(s)";
+  } else if (recovery_.active() && rejoiner->map->job != recovery_.job()) {
+    other_job = "this scheduler is taking job " + recovery_.job() + " over";
+  }
+  if (!other_job.empty()) {
+    LOG_EVERY_N(WARNING, 20) << "refused a rejoin of node " << r.id() << " of job "
+                             << rejoiner->map->job << ": " << other_job;
+    Count([](SchedulerStats& st) { ++st.rejected_rejoins; });
     return;
   }
   const NodeInfo& info = rejoiner->node;
@@ -203,7 +238,8 @@ void Scheduler::Impl::HandleRejoin(const layerps::pb::Rejoin& r, const std::stri
   }
   const int64_t now = SteadyMillis();
   if (!recovery_.active()) {
-    LOG(WARNING) << "nodes of a running cluster rejoin: this scheduler takes the cluster over";
+    LOG(WARNING) << "nodes of a running cluster (job " << rejoiner->map->job
+                 << ") rejoin: this scheduler takes the cluster over";
   }
   recovery_.Add(*rejoiner, r, now);
   map_.nodes.push_back(info);
@@ -222,7 +258,11 @@ void Scheduler::Impl::MaybeFinishRecovery(int64_t now) {
   map_ = recovery_.Rebuild(map_, options_.replication,
                            static_cast<uint32_t>(options_.replace_servers_ms));
   for (const NodeInfo& n : map_.nodes) {
-    if (n.id != kSchedulerId && !members_.count(n.id)) members_[n.id] = Member{now, false};
+    if (n.id == kSchedulerId) continue;
+    // Heartbeat timeouts count from the new map: a node that rejoined was heard during
+    // the takeover (and sends heartbeats only once it has the map); one that did not is
+    // declared dead below for that reason, not for silence.
+    members_[n.id].last_seen_ms = now;
     next_id_ = std::max<NodeId>(next_id_, n.id + 1);
     if (n.role == Role::kWorker && !n.alive) ++dead_workers_;
   }

@@ -51,6 +51,7 @@ void Recovery::Add(const Rejoiner& r, const layerps::pb::Rejoin& msg, int64_t no
   if (!active_) {
     active_ = true;
     started_ms_ = now_ms;
+    job_ = r.map->job;
   }
   rejoined_[r.node.id] = r.map->epoch;
   if (!newest_ || r.map->epoch > newest_->epoch) newest_ = r.map;

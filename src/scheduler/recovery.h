@@ -63,10 +63,13 @@ class Recovery {
   const std::map<uint32_t, uint64_t>& barriers_passed() const { return barriers_passed_; }
   int64_t started_ms() const { return started_ms_; }
   uint64_t newest_epoch() const { return newest_ ? newest_->epoch : 0; }
+  // The job being taken over (the first rejoiner's; every rejoiner must name it).
+  const std::string& job() const { return job_; }
 
  private:
   bool active_ = false;
   int64_t started_ms_ = 0;
+  std::string job_;
   std::map<NodeId, uint64_t> rejoined_;
   std::shared_ptr<const ClusterMap> newest_;
   std::map<uint32_t, uint64_t> barriers_passed_;

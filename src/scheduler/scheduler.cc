@@ -41,6 +41,7 @@ Status Scheduler::Impl::Start() {
   map_.epoch = 0;
   map_.replace_servers_ms = static_cast<uint32_t>(options_.replace_servers_ms);
   map_.replication = options_.replication;
+  map_.job = RandomHex(8);
   map_.nodes.push_back(NodeInfo{kSchedulerId, Role::kScheduler, 0, *bound, "", true});
   {
     MutexLock lock(&mu_);
@@ -106,6 +107,9 @@ void Scheduler::Impl::CollectMetrics(std::vector<metrics::Sample>* out) const {
   out->push_back(Counter("layerps_scheduler_rejected_registrations_total",
                          "Registrations refused (wrong token, rank taken, cluster full)",
                          s.rejected_registrations));
+  out->push_back(Counter("layerps_scheduler_rejected_rejoins_total",
+                         "Rejoins refused (not started for recovery, or another job's node)",
+                         s.rejected_rejoins));
   out->push_back(Counter("layerps_scheduler_dead_nodes_total",
                          "Nodes declared dead after missing heartbeats for heartbeat_timeout_ms",
                          s.dead_nodes));

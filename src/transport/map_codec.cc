@@ -92,6 +92,8 @@ StatusOr<std::shared_ptr<const ClusterMap>> MapFromProto(const layerps::pb::Clus
   m->epoch = pb.epoch();
   m->replace_servers_ms = pb.replace_servers_ms();
   m->replication = pb.replication();
+  if (pb.job().size() > 64) return ProtocolError("cluster map: job id over 64 bytes");
+  m->job = pb.job();
   std::set<NodeId> ids;
   std::set<NodeId> servers;
   for (const auto& n : pb.nodes()) {
@@ -162,6 +164,7 @@ void MapToProto(const ClusterMap& map, layerps::pb::ClusterMap* pb) {
   pb->set_epoch(map.epoch);
   pb->set_replace_servers_ms(map.replace_servers_ms);
   pb->set_replication(map.replication);
+  pb->set_job(map.job);
   for (const auto& n : map.nodes) {
     auto* p = pb->add_nodes();
     p->set_id(n.id);

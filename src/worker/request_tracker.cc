@@ -618,6 +618,15 @@ void RequestTracker::Expire(const std::function<void(NodeId)>& drop_connection) 
       for (size_t i = 0; i < req->parts.size(); ++i) {
         if (!req->parts[i].claimed) open.push_back(i);
       }
+      if (open.empty() && !req->done && !req->connections_dropped &&
+          req->pending.load() > 0) {
+        // Answered or failed, yet not complete: the transport holds frames that borrow
+        // the caller's buffer, queued for a peer that will not take them.
+        req->connections_dropped = true;
+        for (const Part& p : req->parts) {
+          if (p.server != kUnassignedId) silent.insert(p.server);
+        }
+      }
     }
     for (size_t i : open) {
       // kUnavailable, not kTimeout: from Wait, kTimeout always means "still in flight".

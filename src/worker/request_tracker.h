@@ -144,6 +144,9 @@ struct Request {
   std::vector<Part> parts;
   Status status GUARDED_BY(mu);  // the first error
   bool done GUARDED_BY(mu) = false;  // completed, and its callback (if any) returned
+  // Expire dropped the connections of its parts' peers once (every part answered or
+  // failed, but the transport still held frames that borrow the caller's buffer).
+  bool connections_dropped GUARDED_BY(mu) = false;
   std::atomic<int> pending{0};
 
   bool pulls() const { return type == MsgType::kPull || type == MsgType::kPushPull; }
@@ -223,7 +226,10 @@ class RequestTracker {
   // did not answer them (a part of no particular peer, server == kUnassignedId, names
   // none) before any of those requests completes, so that a request the caller makes
   // once its Wait returned finds the connection already dropped and opens a new one,
-  // instead of racing the drop.
+  // instead of racing the drop. A request past its deadline whose parts were all
+  // claimed but whose borrowed frames the transport still holds (queued for a peer that
+  // died or failed) has the connections of all its parts' peers dropped once: no
+  // request outlives its deadline by more than a tick.
   void Expire(const std::function<void(NodeId)>& drop_connection);
 
   // Server replacement (the scheduler's replace_servers_ms; docs/checkpoints.md).

@@ -342,6 +342,15 @@ class Worker::Impl {
     }
     collectives_.OnNodeDead(kSchedulerId, why);
     tracker_.FailMatching([](const Part&) { return true; }, why);
+    // Nothing more goes to the cluster: drop every data connection, so that frames still
+    // queued for a peer (one that died with the cluster, or a successor that never took
+    // over) are discarded and the caller buffers they borrow are released. Without
+    // this a push whose frames sat in the queue of a dead peer never completed.
+    if (std::shared_ptr<const ClusterMap> map = runtime_ ? runtime_->map() : nullptr) {
+      for (const NodeInfo& n : map->nodes) {
+        if (n.id != kSchedulerId) runtime_->DropConnection(n.id);
+      }
+    }
   }
 
   static bool HoldsRanges(const ClusterMap& map, NodeId server) {

@@ -13,9 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "layerps.pb.h"
 #include "local_cluster.h"
 #include "transport/fault_transport.h"
 #include "transport/inproc_transport.h"
+#include "transport/message.h"
 
 namespace ps {
 namespace {
@@ -54,6 +56,39 @@ class RecoveryTest : public ::testing::Test {
       std::this_thread::sleep_for(20ms);
     }
     return true;
+  }
+
+  // Waits (bounded) until `s` counted at least n dead nodes.
+  static bool AwaitDead(Scheduler& s, uint64_t n) {
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (s.stats().dead_nodes < n) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return true;
+  }
+
+  // Waits (bounded) until `pred` holds.
+  template <typename Pred>
+  static bool AwaitTrue(Pred pred) {
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return true;
+  }
+
+  // Drops every Rejoin while `hold` is set (a predicate over the parsed control message).
+  void HoldRejoins(std::atomic<bool>* hold) {
+    FaultRule rule;
+    rule.match = [hold](NodeId peer, const Message& m) {
+      if (!hold->load() || peer != kSchedulerId || m.header.msg_type() != MsgType::kControl) return false;
+      layerps::pb::Control c;
+      return ParseControl(m, &c).ok() && c.has_rejoin();
+    };
+    rule.action = FaultAction::kDrop;
+    injector_->AddRule(rule);
   }
 
   std::shared_ptr<FaultInjector> injector_;
@@ -232,6 +267,162 @@ TEST_F(RecoveryTest, NoSchedulerWithinTheWindowEndsTheNodes) {
   Status ended = c.server(0).Join(20s);  // waits for the cluster's end
   EXPECT_EQ(ended.code(), StatusCode::kUnavailable) << ended;
   EXPECT_NE(ended.message().find("scheduler_recovery_ms=3000"), std::string::npos) << ended;
+}
+
+// A node dies while no scheduler runs (docs/recovery.md, "A node that dies during the
+// outage"): with replication, server rank 1 is cut off after the scheduler; the restarted
+// scheduler waits the rejoin window for it, declares it dead (its backup takes its
+// ranges over) and nobody else: the nodes that rejoined kept sending Rejoins, not
+// heartbeats, until the new map, and are not "silent". Every push then lands exactly.
+TEST_F(RecoveryTest, AServerThatDiesDuringTheOutageIsTakenOverAndNobodyElseIsDeclaredDead) {
+  Options base = Base();
+  base.replication = true;
+  LocalCluster c(3, 2, "inproc", base);
+  ASSERT_TRUE(c.Start().ok());
+  auto dense = c.worker(0).DeclareTable(TableSpec::Dense("w", kSize));
+  auto sparse = c.worker(1).DeclareTable(TableSpec::Sparse("emb", 2));
+  ASSERT_TRUE(dense.ok() && sparse.ok());
+  std::vector<Key> ids;
+  for (Key k = 1; k <= 32; ++k) ids.push_back(k * 0x9E3779B97F4A7C15ull);
+  const std::vector<float> ones(kSize, 1.0f), rows(ids.size() * 2, 1.0f);
+  int pushes = 0;
+  const auto push_all = [&] {
+    c.OnEveryWorker([&](int r) {
+      Worker& w = c.worker(r);
+      Status d = w.Wait(w.Push(*dense, ones.data(), kSize), kWait);
+      Status sp = w.Wait(w.PushSparse(*sparse, ids.data(), ids.size(), rows.data(), rows.size()), kWait);
+      ASSERT_TRUE(d.ok()) << d;
+      ASSERT_TRUE(sp.ok()) << sp;
+    });
+    ++pushes;
+  };
+  for (int i = 0; i < 3; ++i) push_all();
+  ASSERT_FALSE(HasFatalFailure());
+  int victim = -1;
+  for (int i = 0; i < c.num_servers(); ++i) {
+    if (c.server(i).rank() == 1) victim = i;
+  }
+  ASSERT_GE(victim, 0);
+
+  KillScheduler(c);
+  std::this_thread::sleep_for(300ms);
+  injector_->Isolate(c.server(victim).id());  // dies while no scheduler runs
+  // Past heartbeat_timeout_ms: every live node noticed and sends Rejoins.
+  std::this_thread::sleep_for(2500ms);
+  ASSERT_TRUE(c.RestartScheduler().ok());
+  ASSERT_TRUE(AwaitRecovered(c.scheduler()));
+  ASSERT_TRUE(AwaitDead(c.scheduler(), 1));
+  // The live nodes heartbeat the new scheduler from its map on: none of them dies.
+  for (int i = 0; i < 3; ++i) push_all();
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(c.scheduler().stats().dead_nodes, 1u);
+  std::vector<float> got(kSize), pulled(rows.size());
+  Worker& w = c.worker(0);
+  ASSERT_TRUE(w.Wait(w.Pull(*dense, got.data(), kSize), kWait).ok());
+  ASSERT_TRUE(w.Wait(w.PullSparse(*sparse, ids.data(), ids.size(), pulled.data(), pulled.size()), kWait).ok());
+  for (size_t i = 0; i < kSize; ++i) ASSERT_EQ(got[i], 2.0f * pushes) << "element " << i;
+  for (size_t i = 0; i < pulled.size(); ++i) ASSERT_EQ(pulled[i], 2.0f * pushes) << "row value " << i;
+  Status job = c.Finish();
+  EXPECT_TRUE(job.ok()) << job;
+}
+
+// The same for a worker under tolerate_worker_loss: worker rank 2 dies during the outage;
+// the restarted scheduler declares it (and only it) dead, the two others go on training
+// and the job ends OK.
+TEST_F(RecoveryTest, AWorkerThatDiesDuringTheOutageIsToleratedAndNobodyElseIsDeclaredDead) {
+  Options base = Base();
+  base.tolerate_worker_loss = true;
+  LocalCluster c(2, 3, "inproc", base);
+  ASSERT_TRUE(c.Start().ok());
+  auto dense = c.worker(0).DeclareTable(TableSpec::Dense("w", kSize));
+  ASSERT_TRUE(dense.ok());
+  const std::vector<float> ones(kSize, 1.0f);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(c.worker(r).Wait(c.worker(r).Push(*dense, ones.data(), kSize), kWait).ok());
+  }
+  KillScheduler(c);
+  std::this_thread::sleep_for(300ms);
+  injector_->Isolate(c.worker(2).id());
+  std::this_thread::sleep_for(2500ms);
+  ASSERT_TRUE(c.RestartScheduler().ok());
+  ASSERT_TRUE(AwaitRecovered(c.scheduler()));
+  ASSERT_TRUE(AwaitDead(c.scheduler(), 1));
+  for (int step = 0; step < 3; ++step) {
+    for (int r = 0; r < 2; ++r) {
+      Worker& w = c.worker(r);
+      Status pushed = w.Wait(w.Push(*dense, ones.data(), kSize), kWait);
+      ASSERT_TRUE(pushed.ok()) << pushed;
+    }
+  }
+  std::vector<float> got(kSize);
+  Status pulled = c.worker(1).Wait(c.worker(1).Pull(*dense, got.data(), kSize), kWait);
+  ASSERT_TRUE(pulled.ok()) << pulled;
+  for (size_t i = 0; i < kSize; ++i) ASSERT_EQ(got[i], 3.0f + 6.0f) << "element " << i;
+  EXPECT_EQ(c.scheduler().stats().dead_nodes, 1u);
+  Status job = c.Finish();
+  EXPECT_TRUE(job.ok()) << job;
+}
+
+// A scheduler started without scheduler_recovery_ms forms a new cluster: rejoins of a
+// running job's nodes (still waiting for a takeover on the same address) are refused and
+// counted, never adopted, and the new job's own nodes register and run.
+TEST_F(RecoveryTest, ASchedulerNotStartedForRecoveryRefusesRejoinsAndFormsItsOwnJob) {
+  Options base = Base();
+  base.scheduler_recovery_ms = 20000;
+  LocalCluster c(1, 1, "inproc", base);
+  ASSERT_TRUE(c.Start().ok());
+  KillScheduler(c);
+  std::this_thread::sleep_for(2500ms);  // the old nodes send Rejoins
+  Options fresh = c.options();
+  fresh.scheduler_recovery_ms = 0;
+  Scheduler second(fresh);
+  ASSERT_TRUE(second.Start().ok());
+  ASSERT_TRUE(AwaitTrue([&] { return second.stats().rejected_rejoins >= 2; }));
+  Server server(fresh);
+  Worker worker(fresh);
+  std::future<Status> s = std::async(std::launch::async, [&] { return server.Start(); });
+  Status started = worker.Start();
+  ASSERT_TRUE(started.ok()) << started;
+  ASSERT_TRUE(s.get().ok());
+  EXPECT_EQ(second.stats().recoveries, 0u);
+  auto t = worker.DeclareTable(TableSpec::Dense("mine", kSize));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::vector<float> ones(kSize, 1.0f);
+  ASSERT_TRUE(worker.Wait(worker.Push(*t, ones.data(), kSize), kWait).ok());
+  worker.Stop();
+  EXPECT_TRUE(second.Join(20s).ok());
+  server.Stop();
+}
+
+// A scheduler started for recovery that already registers nodes of a new job refuses
+// the rejoins of another job's nodes instead of taking that job over.
+TEST_F(RecoveryTest, ASchedulerFormingAJobRefusesRejoinsOfAnother) {
+  Options base = Base();
+  base.scheduler_recovery_ms = 20000;
+  LocalCluster c(1, 1, "inproc", base);
+  ASSERT_TRUE(c.Start().ok());
+  std::atomic<bool> hold{true};
+  HoldRejoins(&hold);
+  KillScheduler(c);
+  std::this_thread::sleep_for(2500ms);
+  Options fresh = c.options();
+  Scheduler second(fresh);
+  ASSERT_TRUE(second.Start().ok());
+  Server server(fresh);
+  Worker worker(fresh);
+  std::future<Status> s = std::async(std::launch::async, [&] { return server.Start(); });
+  ASSERT_TRUE(AwaitTrue([&] {
+    return second.MissingNodes().find("1 of 1 servers and 0 of 1 workers") != std::string::npos;
+  })) << second.MissingNodes();
+  hold = false;  // the old job's rejoins reach a scheduler forming its own job
+  ASSERT_TRUE(AwaitTrue([&] { return second.stats().rejected_rejoins >= 2; }));
+  Status started = worker.Start();
+  ASSERT_TRUE(started.ok()) << started;
+  ASSERT_TRUE(s.get().ok());
+  EXPECT_EQ(second.stats().recoveries, 0u);
+  worker.Stop();
+  EXPECT_TRUE(second.Join(20s).ok());
+  server.Stop();
 }
 
 }  // namespace

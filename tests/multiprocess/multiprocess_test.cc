@@ -144,24 +144,31 @@ bool CatchesSignal(pid_t pid, const std::string& comm, int sig,
 class DaemonCluster {
  public:
   // curve_key_file: the cluster's key for every daemon and WorkerOptions() (empty: none).
+  // scheduler_flags: more flags for the scheduler (--replication, ...). ranked: server i
+  // is started with --rank=i (else the ranks go in registration order).
   DaemonCluster(int servers, const std::string& token = "tok", int heartbeat_timeout_ms = 1500,
-                const std::string& curve_key_file = "")
+                const std::string& curve_key_file = "",
+                const std::vector<std::string>& scheduler_flags = {}, bool ranked = false)
       : token_(token), heartbeat_timeout_ms_(heartbeat_timeout_ms), curve_key_file_(curve_key_file) {
     const std::string hb = "--heartbeat_timeout_ms=" + std::to_string(heartbeat_timeout_ms);
     const std::string curve = "--curve_key_file=" + curve_key_file;
     addr_file_ =
         "/tmp/layerps-mp-addr-" + std::to_string(getpid()) + "-" + std::to_string(counter_++);
     unlink(addr_file_.c_str());
-    scheduler_ = std::make_unique<Process>(std::vector<std::string>{
+    std::vector<std::string> argv = {
         kTools + "/layerps-scheduler", "--scheduler=tcp://127.0.0.1:0",
         "--num_servers=" + std::to_string(servers), "--num_workers=1", "--token=" + token,
         "--heartbeat_interval_ms=100", hb, "--address_file=" + addr_file_,
-        "--dense_chunk_elems=100", "--run_timeout_s=120", curve});
+        "--dense_chunk_elems=100", "--run_timeout_s=120", curve};
+    argv.insert(argv.end(), scheduler_flags.begin(), scheduler_flags.end());
+    scheduler_ = std::make_unique<Process>(argv);
     address_ = ReadAddress(addr_file_, 10s);
     for (int i = 0; i < servers; ++i) {
-      servers_.push_back(std::make_unique<Process>(
-          std::vector<std::string>{kTools + "/layerps-server", "--scheduler=" + address_,
-                                   "--token=" + token, "--heartbeat_interval_ms=100", hb, curve}));
+      std::vector<std::string> server = {kTools + "/layerps-server", "--scheduler=" + address_,
+                                         "--token=" + token, "--heartbeat_interval_ms=100", hb,
+                                         curve};
+      if (ranked) server.push_back("--rank=" + std::to_string(i));
+      servers_.push_back(std::make_unique<Process>(server));
     }
   }
   ~DaemonCluster() { unlink(addr_file_.c_str()); }
@@ -423,6 +430,54 @@ TEST(MultiProcessTest, KilledServerMakesWaitsFail) {
   w.Stop();
   EXPECT_EQ(c.scheduler().Wait(20s), 1) << "the scheduler reports the failure";
   EXPECT_EQ(c.server(0).Wait(20s), 1);
+}
+
+// A double fault under replication (docs/replication.md, "A second fault"): server rank 1
+// is SIGKILLed and its backup, rank 2, 0.2 s later, while dense and sparse pushes are in
+// flight. The scheduler fails the job; every request ends (with an error, or OK if it was
+// answered before) within its request_timeout_ms, none stays in flight: with 4 servers
+// dense pushes whose frames sat queued for a dead peer used to hang for good.
+TEST(MultiProcessTest, NoRequestOutlivesItsDeadlineAfterADoubleFault) {
+  DaemonCluster c(4, "tok", 1500, "", {"--replication"}, /*ranked=*/true);
+  Options o = c.WorkerOptions();
+  o.request_timeout_ms = 8000;
+  Worker w(o);
+  ASSERT_TRUE(w.Start().ok());
+  const size_t n = 400000;  // 1.6 MB in chunks of 100: every server holds ranges
+  auto d = w.DeclareTable(TableSpec::Dense("d", n));
+  auto sp = w.DeclareTable(TableSpec::Sparse("emb", 8));
+  ASSERT_TRUE(d.ok() && sp.ok());
+  std::vector<float> g(n, 1.0f);
+  std::vector<Key> ids(4096);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = (i + 1) * 0x9E3779B97F4A7C15ull;
+  std::vector<float> rows(ids.size() * 8, 1.0f);
+  ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), n), 30s).ok());
+  std::vector<Ticket> tickets;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(100ms);
+    c.server(1).Kill(SIGKILL);
+    std::this_thread::sleep_for(200ms);
+    c.server(2).Kill(SIGKILL);
+  });
+  for (int i = 0; i < 60; ++i) {
+    tickets.push_back(w.Push(*d, g.data(), n));
+    tickets.push_back(w.PushSparse(*sp, ids.data(), ids.size(), rows.data(), rows.size()));
+    std::this_thread::sleep_for(10ms);
+  }
+  killer.join();
+  int failed = 0;
+  for (Ticket t : tickets) {
+    Status s = w.Wait(t, 40s);
+    ASSERT_NE(s.code(), StatusCode::kTimeout) << "ticket " << t << ": " << s;
+    if (!s.ok()) ++failed;
+  }
+  EXPECT_GT(failed, 0) << "the double fault failed no request";
+  // Every request ended by its deadline (8 s after the last was made) or the job's failure,
+  // with room for a busy machine; a hung one would have hit the 40 s Wait above.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  w.Stop();
+  EXPECT_EQ(c.scheduler().Wait(20s), 1) << "the scheduler reports the failure";
 }
 
 // A server that is alive but does not answer (frozen with SIGSTOP, still connected):

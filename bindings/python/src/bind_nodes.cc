@@ -74,6 +74,7 @@ void BindNodes(py::module_& m) {
         d["messages_received"] = st.messages_received;
         d["bad_messages"] = st.bad_messages;
         d["rejected_registrations"] = st.rejected_registrations;
+        d["rejected_rejoins"] = st.rejected_rejoins;
         d["dead_nodes"] = st.dead_nodes;
         d["stall_warnings"] = st.stall_warnings;
         d["map_epoch"] = st.map_epoch;
