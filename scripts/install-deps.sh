@@ -9,7 +9,7 @@ set -euo pipefail
 CORE=(build-essential cmake ninja-build pkg-config ccache
       libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libtbb-dev librocksdb-dev
       libgoogle-glog-dev libgflags-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev iproute2
-      prometheus-cpp-dev)
+      prometheus-cpp-dev libmicrohttpd-dev)
 # Real tools the tests use where users have them: promtool (Debian's prometheus) checks the
 # metrics endpoints; sshd and ssh run layerps-launch -H on loopback "hosts"; slurm-wlm and
 # munge give srun a single-node Slurm (scripts/slurm-local.sh).

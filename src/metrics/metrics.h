@@ -2,16 +2,19 @@
 //
 // Metrics: what a node exports to Prometheus. The rest of the code only fills Samples
 // from counters it already keeps (ServerStats, TrafficStats, ...) and observes Latency
-// histograms; the HTTP exporter (prometheus-cpp) lives in metrics.cc alone, started when
-// Options::metrics_port is set (docs/observability.md lists every metric).
+// histograms; the HTTP exporter (prometheus-cpp's text format, served by libmicrohttpd)
+// lives in metrics.cc alone, started when Options::metrics_port is set
+// (docs/observability.md lists every metric).
 //
 // Thread-safety: Latency::Observe and Export may be called from any thread; an Exporter
-// calls its Source on its own HTTP threads, for each scrape.
+// calls its Source on its own HTTP thread, for each scrape.
 #ifndef PS_METRICS_METRICS_H_
 #define PS_METRICS_METRICS_H_
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,12 +60,31 @@ class Latency {
   std::atomic<uint64_t> sum_ns_{0};
 };
 
-// Serves GET /metrics on host:port over HTTP while it lives.
+// Serves GET /metrics on host:port over HTTP while it lives: one thread, event-driven
+// (libmicrohttpd), so idle and slow clients delay no scrape (docs/observability.md,
+// "Endpoint"). Another path answers 404, another method 405.
 class Exporter {
  public:
-  // kInvalidArgument for a bad port; kUnavailable when host:port cannot be bound (in use).
+  // Connections open at once: past it, the oldest connection still waiting for its
+  // request is closed (so a flood of idle ones cannot lock scrapes out).
+  static constexpr int kMaxConnections = 512;
+  // Connections libmicrohttpd may accept past kMaxConnections before the loop closes the
+  // oldest (it accepts up to 10 at a time); at its limit new ones wait in the backlog.
+  static constexpr int kAcceptHeadroom = 32;
+  // A client has this long from its connection to the end of its request's headers.
+  static constexpr std::chrono::seconds kRequestDeadline{5};
+  // A connection with no traffic for this long is closed (a client not taking its answer).
+  static constexpr std::chrono::seconds kIdleTimeout{5};
+  // Memory for one connection's request (libmicrohttpd's pool): larger headers are
+  // refused (431) and the connection closed.
+  static constexpr size_t kConnectionMemory = 16 * 1024;
+
+  // kInvalidArgument for a port outside 1..65535; kUnavailable, naming host:port, when it
+  // cannot be bound (in use, or not an address of this host); kFailedPrecondition when
+  // LayerPS was built without prometheus-cpp and libmicrohttpd.
   static StatusOr<std::unique_ptr<Exporter>> Start(const std::string& host, int port,
                                                    Source source);
+  // Stops serving (closes every connection) before `source` is destroyed.
   ~Exporter();
   Exporter(const Exporter&) = delete;
   Exporter& operator=(const Exporter&) = delete;

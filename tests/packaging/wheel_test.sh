@@ -72,7 +72,7 @@ for f in "$LIBS"/*.so*; do
   done
 done
 mapfile -t hide < <(printf '%s\n' "${hide[@]}" | sort -u)
-for must in libzmq libprotobuf libtbb libglog librocksdb libprometheus-cpp-core; do
+for must in libzmq libprotobuf libtbb libglog librocksdb libprometheus-cpp-core libmicrohttpd; do
   printf '%s\n' "${hide[@]}" | grep -q "/$must\." || {
     echo "wheel_test: the system has no $must to hide (is it bundled under another name?)" >&2
     exit 1
