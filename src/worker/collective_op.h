@@ -323,8 +323,12 @@ struct Collectives::Op {
   uint64_t Tag(uint64_t index) const { return tag_base | index; }
   bool compressed() const { return wire != pack::WireType::kFloat32; }
 
-  // Priorities: a descriptor mismatch (3) beats a death or the deadline (2), which beat
-  // any other error (1): every member then reports the same.
+  // Priorities: a descriptor mismatch beats a member's death, which beats the deadline, a
+  // lost scheduler or a failed message (kUnavailable, kAborted, kTimeout), which beat any
+  // other error: every member then reports the same. A later failure of a higher priority
+  // replaces the status as long as the op has not completed.
+  static constexpr int kMismatchPriority = 4;
+  static constexpr int kDeathPriority = 3;
   static int PriorityOf(const Status& s) {
     return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kAborted ||
                    s.code() == StatusCode::kTimeout
@@ -385,9 +389,40 @@ struct Collectives::Op {
     if (cancel_now) owner->tracker_->Cancel(t, why);
   }
 
+  // The error every survivor reports when the member at position `q` died (or left):
+  // built from what every member knows alike (the collective, its number in the set, the
+  // member), so that the text is the same on every survivor whichever way the death
+  // reached it (the scheduler's notice, a failed message, the map, a call started after).
+  Status MemberDied(size_t q) const {
+    return Unavailable(what + " #" + std::to_string(seq) + " failed: member rank " +
+                       std::to_string(ranks[q]) + " (node " + std::to_string(members[q]) +
+                       ") died");
+  }
+
+  // A Join round outlives a member whose Join descriptor is in: that member may leave
+  // (its own Join returned once it heard from everyone) before this one heard from every
+  // other member, and its leaving changes nothing here.
+  bool Outlived(size_t q) {
+    MutexLock lock(&mu);
+    return mine.kind == kJoinKind && have[q] && descs[q].kind == kJoinKind;
+  }
+
+  // A failure of `s`: a member's death when `s` is kUnavailable and a member is known
+  // dead (a message to or from it failed), else `s` as it is.
+  void FailWith(const Status& s, bool all) {
+    if (s.code() == StatusCode::kUnavailable) {
+      const size_t q = owner->DeadPosition(*this);
+      if (q < world()) {
+        Fail(MemberDied(q), kDeathPriority, true);
+        return;
+      }
+    }
+    Fail(s, PriorityOf(s), all);
+  }
+
   // One message (or the posting hold) completed with `s`.
   void Done(const std::shared_ptr<Op>& self, const Status& s) {
-    if (!s.ok()) Fail(s, PriorityOf(s), false);
+    if (!s.ok()) FailWith(s, false);
     bool complete = false;
     {
       MutexLock lock(&mu);
@@ -420,7 +455,7 @@ struct Collectives::Op {
     bool all_joined = false;
     size_t reference = 0;
     const std::string error = CheckDescriptors(all_descs, ranks, &all_joined, &reference);
-    if (!error.empty()) Fail(InvalidArgument(error), 3, false);
+    if (!error.empty()) Fail(InvalidArgument(error), kMismatchPriority, false);
     if (error.empty() && all_joined && mine.kind == kJoinKind) {
       // Every member joined: the outcome is known, and a member that leaves now (its own
       // join returned) while our acknowledgements are on their way changes nothing.

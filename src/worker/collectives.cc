@@ -66,7 +66,6 @@ StatusOr<Collectives::Group> Collectives::ResolveGroup(const std::string& what,
   }
   Group g;
   g.epoch = map->epoch;
-  std::vector<uint32_t> dead;
   bool self_in = false;
   for (uint32_t r : ranks) {
     auto it = workers.find(r);
@@ -78,7 +77,6 @@ StatusOr<Collectives::Group> Collectives::ResolveGroup(const std::string& what,
       self_in = true;
       g.pos = g.members.size();
     }
-    if (!it->second->alive) dead.push_back(r);
     g.members.push_back(it->second->id);
     g.ranks.push_back(r);
   }
@@ -86,9 +84,8 @@ StatusOr<Collectives::Group> Collectives::ResolveGroup(const std::string& what,
     return InvalidArgument(what + ": process set " + RankList(asked) +
                            " does not include this worker");
   }
-  if (!dead.empty()) {
-    return Unavailable(what + ": worker(s) " + RankList(dead) + " of the set are dead");
-  }
+  // A dead member is not refused here: NewOp numbers the op and fails it as a death, so
+  // that a survivor calling after the death reports what one in flight reports.
   return g;
 }
 
@@ -166,6 +163,7 @@ std::shared_ptr<Collectives::Op> Collectives::NewOp(const std::string& what, uin
     MutexLock lock(&mu_);
     if (tag_base != 0) {
       op->tag_base = tag_base;  // a joined member's part in a collective already numbered
+      op->seq = (tag_base >> kIndexBits) & ((uint64_t{1} << kSeqBits) - 1);
     } else {
       op->seq = next_seq_[op->members]++;
       const uint64_t seq = op->seq & ((uint64_t{1} << kSeqBits) - 1);
@@ -175,15 +173,8 @@ std::shared_ptr<Collectives::Op> Collectives::NewOp(const std::string& what, uin
     running_.insert(op);
   }
   // A member that died before the op was registered: OnNodeDead did not see it.
-  if (auto now = map_()) {
-    for (size_t q = 0; q < op->world(); ++q) {
-      const NodeInfo* node = now->FindNode(op->members[q]);
-      if (node == nullptr || !node->alive) {
-        op->Fail(Unavailable(what + ": worker " + std::to_string(op->ranks[q]) + " is dead"), 2,
-                 true);
-      }
-    }
-  }
+  const size_t dead = DeadPosition(*op);
+  if (dead < op->world()) op->Fail(op->MemberDied(dead), Op::kDeathPriority, true);
   return op;
 }
 
@@ -213,19 +204,41 @@ void Collectives::Launch(const std::shared_ptr<Op>& op, bool descriptors) {
     op->Begin(/*always=*/true);
     auto d = std::make_shared<Descriptor>(op->mine);
     if (!op->send_counts.empty()) d->aux = op->send_counts[q];
+    // (A Join round does not fail when its descriptor reaches a member that joined and
+    // left: Op::Outlived.)
     peers_->SendTyped(
         op->members[q], op->Tag(kDescriptorIndex), d.get(), sizeof(Descriptor),
         static_cast<uint8_t>(DataType::kUInt8), d, op->epoch,
-        [op](const Status& s) { op->Done(op, s); }, op->deadline_ms + kRequestGraceMs);
+        [op, q](const Status& s) { op->Done(op, s.ok() || op->Outlived(q) ? Status::OK() : s); },
+        op->deadline_ms + kRequestGraceMs);
   }
   op->Done(op, Status::OK());  // the posting hold
 }
 
+size_t Collectives::DeadPosition(const Op& op) const {
+  const std::shared_ptr<const ClusterMap> now = map_();  // before mu_: no lock inside it
+  MutexLock lock(&mu_);
+  for (size_t q = 0; q < op.world(); ++q) {
+    if (dead_.count(op.members[q])) return q;
+    const NodeInfo* node = now ? now->FindNode(op.members[q]) : nullptr;
+    if (now && (node == nullptr || !node->alive)) return q;
+  }
+  return op.world();
+}
+
 void Collectives::Complete(const std::shared_ptr<Op>& op) {
   Status status;
+  int priority = 0;
   {
     MutexLock lock(&op->mu);
     status = op->status;
+    priority = op->priority;
+  }
+  if (status.code() == StatusCode::kUnavailable && priority < Op::kDeathPriority) {
+    // A message failed before the death reached OnNodeDead: said as the death, if it
+    // is known by now.
+    const size_t q = DeadPosition(*op);
+    if (q < op->world()) status = op->MemberDied(q);
   }
   if (status.ok() && op->finish) status = op->finish();
   // Their captures may hold the op: let go of them (nothing calls them any more).
@@ -246,6 +259,7 @@ void Collectives::OnNodeDead(NodeId id, const Status& why) {
   std::vector<std::shared_ptr<Op>> hit;
   {
     MutexLock lock(&mu_);
+    if (id != kSchedulerId) dead_.insert(id);
     for (const auto& op : running_) {
       if (id == kSchedulerId ||
           std::find(op->members.begin(), op->members.end(), id) != op->members.end()) {
@@ -254,7 +268,16 @@ void Collectives::OnNodeDead(NodeId id, const Status& why) {
     }
   }
   for (const auto& op : hit) {
-    op->Fail(Unavailable(op->what + ": " + why.message()), 2, true);
+    if (id == kSchedulerId) {
+      op->Fail(Unavailable(op->what + ": " + why.message()), 2, true);
+      continue;
+    }
+    // The same text on every survivor (Op::MemberDied), not the notice's own: the
+    // reason the scheduler gives is not what a survivor that learns it otherwise sees.
+    const size_t q = static_cast<size_t>(std::find(op->members.begin(), op->members.end(), id) -
+                                         op->members.begin());
+    if (op->Outlived(q)) continue;
+    op->Fail(op->MemberDied(q), Op::kDeathPriority, true);
   }
 }
 

@@ -32,9 +32,12 @@
 // Failure: the first error fails the op; its receives are withdrawn, and the ticket
 // completes once no message of it still reads or writes the caller's buffers. A member
 // that dies (or the scheduler lost) fails every op that includes it at once, on every
-// survivor; an op past its deadline fails with kTimeout naming the members never heard
-// from (Tick, every 50 ms). Priority, so every member reports the same: a mismatch of
-// the descriptors, then a death or the deadline, then any other error.
+// survivor, and every later op of a set that includes it; every survivor says it the
+// same way ("AllReduce #7 failed: member rank 2 (node 9) died"), whether the scheduler's
+// notice, a failed message or the map told it. An op past its deadline fails with
+// kTimeout naming the members never heard from (Tick, every 50 ms). Priority, so every
+// member reports the same: a mismatch of the descriptors, then a member's death, then
+// the deadline or a lost scheduler, then any other error.
 //
 // Files: collectives.cc (descriptors, setup, completion, deaths, deadlines),
 // collectives_reduce.cc (all-reduce, grouped, reduce-scatter, join), collectives_exchange.cc
@@ -127,7 +130,8 @@ class Collectives {
   std::chrono::milliseconds WaitLimit(const CollectiveOptions& options) const;
 
   // A node died (kSchedulerId: the scheduler is lost): fails every running collective
-  // that includes it (every one, for the scheduler).
+  // that includes it (every one, for the scheduler), and remembers a member's death for
+  // the collectives started later.
   void OnNodeDead(NodeId id, const Status& why);
   // Fails the running collectives past their deadline with kTimeout.
   void Tick();
@@ -163,6 +167,9 @@ class Collectives {
   // Finishes an op whose messages all completed: its status, the kind's last step, the
   // ticket.
   void Complete(const std::shared_ptr<Op>& op);
+  // The position in `op` of the member of lowest rank known dead (declared dead to
+  // OnNodeDead, or dead in the map), or op.world() when none is.
+  size_t DeadPosition(const Op& op) const;
   friend struct Op;
 
   PeerMessages* const peers_;
@@ -171,9 +178,11 @@ class Collectives {
   const MapFn map_;
   const std::function<NodeId()> self_;
 
-  Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::vector<NodeId>, uint64_t> next_seq_ GUARDED_BY(mu_);  // per process set
   std::set<std::shared_ptr<Op>> running_ GUARDED_BY(mu_);
+  // Nodes OnNodeDead declared dead (at most one entry per node the cluster ever had).
+  std::set<NodeId> dead_ GUARDED_BY(mu_);
 };
 
 }  // namespace ps

@@ -178,11 +178,32 @@ Ticket Collectives::GroupedAllReduce(const std::vector<CollectiveTensor>& tensor
   layout |= 1;  // never 0 (0: not grouped)
 
   // One all-reduce per element type, each over the type's tensors packed in one buffer.
+  // The call's error is chosen from all of theirs alike on every member (not the first
+  // to arrive, which differs between members): the most telling code (a mismatch, then
+  // a death, then the deadline...), then the all-reduce of the smallest type.
   struct Pending {
     Mutex mu;
     size_t left GUARDED_BY(mu) = 0;
-    Status first GUARDED_BY(mu);
+    Status chosen GUARDED_BY(mu);
+    int chosen_rank GUARDED_BY(mu) = 0;  // of `chosen`
+    size_t chosen_index GUARDED_BY(mu) = 0;
     Ticket ticket = 0;  // set before any callback can run
+  };
+  auto rank_of = [](const Status& s) {
+    switch (s.code()) {
+      case StatusCode::kOk:
+        return 0;
+      case StatusCode::kInvalidArgument:
+        return 5;  // a mismatch (or bad ranks)
+      case StatusCode::kUnavailable:
+        return 4;  // a member died
+      case StatusCode::kTimeout:
+        return 3;
+      case StatusCode::kAborted:
+        return 2;
+      default:
+        return 1;
+    }
   };
   auto pending = std::make_shared<Pending>();
   auto req = tracker_->New(MsgType::kPeerTensor, kInvalidTable, std::move(cb));
@@ -196,14 +217,20 @@ Ticket Collectives::GroupedAllReduce(const std::vector<CollectiveTensor>& tensor
   }
   pending->ticket = tracker_->Expect(req);
   RequestTracker* tracker = tracker_;
-  auto one_done = [pending, tracker](const Status& s) {
+  auto one_done = [pending, tracker, rank_of](size_t index, const Status& s) {
     bool last = false;
     Status result;
     {
       MutexLock lock(&pending->mu);
-      if (!s.ok() && pending->first.ok()) pending->first = s;
+      const int r = rank_of(s);
+      if (r > pending->chosen_rank ||
+          (r == pending->chosen_rank && r > 0 && index < pending->chosen_index)) {
+        pending->chosen = s;
+        pending->chosen_rank = r;
+        pending->chosen_index = index;
+      }
       last = --pending->left == 0;
-      result = pending->first;
+      result = pending->chosen;
     }
     if (!last) return;
     if (result.ok()) {
@@ -212,7 +239,9 @@ Ticket Collectives::GroupedAllReduce(const std::vector<CollectiveTensor>& tensor
       tracker->Cancel(pending->ticket, result);
     }
   };
+  size_t index = 0;
   for (auto& kv : by_type) {
+    const size_t this_index = index++;
     const DataType type = kv.first;
     const size_t E = DataTypeSize(type);
     size_t total = 0;
@@ -232,9 +261,10 @@ Ticket Collectives::GroupedAllReduce(const std::vector<CollectiveTensor>& tensor
         at += o.second;
       }
     };
-    StartAllReduce(packed.get(), packed.get(), total, type, o, layout, unpack, one_done);
+    StartAllReduce(packed.get(), packed.get(), total, type, o, layout, unpack,
+                   [one_done, this_index](const Status& s) { one_done(this_index, s); });
   }
-  one_done(Status::OK());  // this call's hold
+  one_done(by_type.size(), Status::OK());  // this call's hold
   return pending->ticket;
 }
 
@@ -351,8 +381,10 @@ Status Collectives::Join(const CollectiveOptions& o, std::chrono::milliseconds t
     bool all_joined = false;
     size_t ref = 0;
     const std::string error = CheckDescriptors(all, op->ranks, &all_joined, &ref);
-    if (!r.ok() && error.empty()) return r;  // the deadline, a death, Stop
-    if (!error.empty()) continue;            // the others' call failed on every member
+    // The deadline, a death, Stop: over. (A death leaves the descriptors incomplete, which
+    // CheckDescriptors may call a mismatch: only kInvalidArgument is one.)
+    if (!r.ok() && (error.empty() || r.code() != StatusCode::kInvalidArgument)) return r;
+    if (!error.empty()) continue;  // the others' call failed on every member
     if (all_joined) {
       if (last_rank != nullptr) {
         size_t last = 0;
@@ -367,6 +399,7 @@ Status Collectives::Join(const CollectiveOptions& o, std::chrono::milliseconds t
     const Descriptor d = all[ref];
     AllReduceOptions ar;
     ar.ranks = o.ranks;
+    ar.name = Name(d);  // the others' (as far as the descriptor carries it)
     ar.segment_bytes = d.segment;
     ar.timeout = std::chrono::milliseconds(std::max<int64_t>(deadline - NowMillis(), 1));
     ar.op = static_cast<ReduceOp>(d.op);
@@ -375,8 +408,9 @@ Status Collectives::Join(const CollectiveOptions& o, std::chrono::milliseconds t
     const size_t E = DataTypeSize(type);
     if (MulOverflows(d.count, E) || d.count * E > kMaxAnnouncedBytes) continue;
     Ticket part = 0;
-    auto data_op = NewOp(Named("AllReduce", ar) + " (joined)", kAllReduceKind, ar, members, type,
-                         nullptr, &part, op->tag_base, /*uncapped=*/true);
+    // Named as the others name theirs: an error (a death) reads the same on every member.
+    auto data_op = NewOp(Named("AllReduce", ar), kAllReduceKind, ar, members, type, nullptr, &part,
+                         op->tag_base, /*uncapped=*/true);
     auto identity = RawBuffer(d.count * E);
     reduce::FillIdentity(type, ar.op, identity.get(), d.count);
     data_op->staging_keep = identity;

@@ -5,8 +5,11 @@
 // integer-valued floats used, within rounding for averages); compression on the wire;
 // all-gather(v), broadcast, all-to-all(v), reduce-scatter and the barrier with empty and
 // unequal counts; grouped and asynchronous calls interleaved with pushes and pulls;
-// mismatched calls failing on every member with the same message; bad input refused
+// mismatched calls (single and grouped) failing on every member with the same message; a
+// member that dies failing every survivor with the same message; bad input refused
 // before anything is sent; a member that never calls; process subsets.
+#include "ps/collectives.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -21,7 +24,9 @@
 #include "common/reduce.h"
 #include "common/wire_type.h"
 #include "local_cluster.h"
-#include "ps/collectives.h"
+#include "transport/fault_transport.h"
+#include "transport/inproc_transport.h"
+#include "worker/collectives.h"
 
 namespace ps {
 namespace {
@@ -516,6 +521,83 @@ TEST(CollectiveMismatchTest, EveryMemberGetsTheSameError) {
   EXPECT_TRUE(c.Finish().ok());
 }
 
+// A grouped all-reduce whose tensor lists differ in two element types at once: one
+// all-reduce per type, each failing (float32: the tensor list differs; int32: the count
+// differs). Every member reports the same one of the two, whichever failed first there.
+TEST(CollectiveMismatchTest, GroupedMismatchReadsTheSameOnEveryMember) {
+  const int w = 2;
+  LocalCluster c(1, w, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<Status> st(w);
+    c.OnEveryWorker([&](int r) {
+      std::vector<float> f(4, 1.0f);
+      std::vector<int32_t> i(r == 0 ? 4 : 6, 1);
+      // Rank 0: float32 [4] and int32 [4]; rank 1: float32 [4] and int32 [6].
+      std::vector<CollectiveTensor> group = {{f.data(), f.data(), f.size(), DataType::kFloat32},
+                                             {i.data(), i.data(), i.size(), DataType::kInt32}};
+      st[r] = c.worker(r).GroupedAllReduce(group, AllReduceOptions{});
+    });
+    for (int r = 0; r < w; ++r) {
+      EXPECT_EQ(st[r].code(), StatusCode::kInvalidArgument) << "rank " << r << ": " << st[r];
+      EXPECT_EQ(st[r].message(), st[0].message()) << "rank " << r << " and rank 0 differ";
+      EXPECT_NE(st[r].message().find("differs"), std::string::npos) << st[r];
+    }
+    if (round == 0) std::printf("grouped: %s\n", st[0].ToString().c_str());
+  }
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// A member that dies: every survivor fails with the same kUnavailable naming it, whether
+// the death reached it during the collective (rank 0, in flight) or before it called
+// (rank 1, which calls the same collective only once rank 0 failed), and the others go
+// on among themselves (tolerate_worker_loss).
+TEST(CollectiveDeathTest, EverySurvivorGetsTheSameMessage) {
+  auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
+  Options o = testing::FastOptions();
+  o.heartbeat_interval_ms = 50;
+  o.heartbeat_timeout_ms = 1000;
+  o.request_timeout_ms = 120000;  // far beyond: a failure must come from the death
+  o.tolerate_worker_loss = true;
+  SetTransportFactory(&o, injector);
+  const int w = 3;
+  LocalCluster c(1, w, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  const NodeId victim = c.worker(2).id();
+  std::vector<Status> st(w);
+  std::vector<std::vector<int64_t>> in(w, std::vector<int64_t>(4, 1));
+  std::vector<std::vector<int64_t>> out(w, std::vector<int64_t>(4 * w));
+  CollectiveOptions opts;
+  opts.name = "ids";
+  std::thread first([&] {  // in flight when the victim dies
+    st[0] = c.worker(0).AllGather(in[0].data(), 4, DataType::kInt64, out[0].data(), opts);
+  });
+  std::this_thread::sleep_for(milliseconds(200));
+  injector->Isolate(victim);  // the victim never calls: silent from here on
+  first.join();
+  std::this_thread::sleep_for(milliseconds(300));  // the notice reached rank 1 too
+  st[1] = c.worker(1).AllGather(in[1].data(), 4, DataType::kInt64, out[1].data(), opts);
+  std::printf("survivor 0: %s\nsurvivor 1: %s\n", st[0].ToString().c_str(),
+              st[1].ToString().c_str());
+  const std::string want =
+      "AllGather 'ids' #0 failed: member rank 2 (node " + std::to_string(victim) + ") died";
+  for (int r : {0, 1}) {
+    EXPECT_EQ(st[r].code(), StatusCode::kUnavailable) << "rank " << r << ": " << st[r];
+    EXPECT_EQ(st[r].message(), want) << "rank " << r;
+  }
+  // The survivors go on among themselves.
+  c.OnEveryWorker([&](int r) {
+    if (r == 2) return;
+    AllReduceOptions pair;
+    pair.ranks = {0, 1};
+    int32_t one = 1;
+    st[r] = c.worker(r).AllReduce(&one, &one, 1, DataType::kInt32, pair);
+    if (st[r].ok() && one != 2) st[r] = Internal("sum " + std::to_string(one));
+  });
+  for (int r : {0, 1}) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+}
+
 // Bad arguments are refused before anything is sent: the other members see nothing, and
 // their next collective pairs with this member's next one.
 TEST(CollectiveBadInputTest, RefusedBeforeAnythingIsSent) {
@@ -675,6 +757,35 @@ TEST(CollectiveJoinTest, UnevenStepsEqualHorovodsJoin) {
   });
   for (int r = 0; r < w; ++r) EXPECT_TRUE(bc[r].ok()) << "rank " << r << ": " << bc[r];
   EXPECT_TRUE(c.Finish().ok());
+}
+
+// The last Join round: a member whose Join descriptor arrived may leave (its own Join
+// returned) before this member heard from every other one; that changes nothing. Here
+// rank 0's descriptor to rank 2 is held back until rank 1 has returned and left.
+TEST(CollectiveJoinTest, AMemberLeavingAfterTheLastRoundChangesNothing) {
+  auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
+  Options o = testing::FastOptions();
+  o.tolerate_worker_loss = true;
+  SetTransportFactory(&o, injector);
+  const int w = 3;
+  LocalCluster c(1, w, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  const NodeId from = c.worker(0).id(), to = c.worker(2).id();
+  FaultRule slow;
+  slow.match = [from, to](NodeId peer, const Message& m) {
+    return m.header.sender == from && peer == to && m.header.msg_type() == MsgType::kPeerTensor &&
+           (m.header.offset & kCollectiveTagBit) != 0;
+  };
+  slow.action = FaultAction::kDelay;
+  slow.delay_ms = 1500;
+  injector->AddRule(slow);
+  std::vector<Status> st(w);
+  std::vector<uint32_t> last(w, 99);
+  c.OnEveryWorker([&](int r) {
+    st[r] = c.worker(r).JoinCollectives(CollectiveOptions{}, milliseconds(20000), &last[r]);
+    if (r == 1) c.worker(1).Stop();  // leaves while rank 2 still waits for rank 0's word
+  });
+  for (int r = 0; r < w; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
 }
 
 TEST(ReduceKernelTest, IntegersWrapAndAveragesTruncate) {

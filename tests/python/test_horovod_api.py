@@ -151,6 +151,74 @@ def test_mismatch_and_bad_input(cluster):
     assert all(torch.equal(o, torch.full((2,), float(W))) for o in out)
 
 
+def _outcome(call):
+    """What a collective call gave: ('raised', class name, message) or ('returned', result)."""
+    try:
+        return ("returned", call())
+    except layerps.LayerPSError as e:
+        return ("raised", type(e).__name__, str(e))
+
+
+@pytest.mark.parametrize("x, out, names", [
+    (np.ones(8, np.float32), np.zeros(8, np.int32), ("int32", "float32")),
+    (np.ones(8, np.float64), np.zeros(8, np.int64), ("int64", "float64")),
+    (np.ones(8, np.int32), np.zeros(8, np.float32), ("float32", "int32")),
+    (torch.ones(8), torch.zeros(8, dtype=torch.int32), ("int32", "float32")),
+    (torch.ones(8, dtype=torch.bfloat16), torch.zeros(8, dtype=torch.float16), ("float16", "bfloat16")),
+    (torch.ones(8, dtype=torch.float16), torch.zeros(8, dtype=torch.bfloat16), ("bfloat16", "float16")),
+], ids=["f32-i32", "f64-i64", "i32-f32", "torch-f32-i32", "torch-bf16-f16", "torch-f16-bf16"])
+def test_an_output_of_another_dtype_is_an_error(cluster, x, out, names):
+    # Every member calls (so that the collective would complete were it accepted): each
+    # must refuse it, naming both dtypes, and leave `out` untouched.
+    def work(r, w):
+        mine = out.clone() if isinstance(out, torch.Tensor) else out.copy()
+        return _outcome(lambda: C.allreduce(x, out=mine, worker=w)), mine
+
+    for (outcome, mine) in every(cluster, work):
+        assert outcome[:2] == ("raised", "InvalidArgumentError"), (outcome, mine)
+        got, want = names
+        assert f"output's dtype {got} differs from the input's {want}" in outcome[2], outcome
+        assert not mine.any()  # nothing written (no reinterpreted bits)
+
+
+def test_grouped_outputs_of_another_dtype_and_outputs_of_another_shape_are_errors(cluster):
+    def grouped(r, w):
+        outs = [np.zeros(4, np.float32), np.zeros(4, np.int32)]
+        return _outcome(lambda: C.grouped_allreduce([np.ones(4, np.float32), np.ones(4, np.float32)],
+                                                    outs=outs, worker=w)), outs
+
+    for (outcome, outs) in every(cluster, grouped):
+        assert outcome[:2] == ("raised", "InvalidArgumentError"), (outcome, outs)
+        assert "tensor 1: the output's dtype int32 differs from the input's float32" in outcome[2], outcome
+        assert not outs[1].any()
+
+    def shape(r, w):
+        return _outcome(lambda: C.allreduce(np.ones((2, 4), np.float32), out=np.zeros(8, np.float32), worker=w))
+
+    for outcome in every(cluster, shape):
+        assert outcome[:2] == ("raised", "InvalidArgumentError"), outcome
+        assert "the output's shape (8,) differs from the input's (2, 4)" in outcome[2], outcome
+    # Nothing was sent: the set still pairs up.
+    res = every(cluster, lambda r, w: C.allreduce(np.ones(3, np.int32), out=np.zeros(3, np.int32), worker=w))
+    assert all((o == W).all() for o in res)
+
+
+def test_rank_arguments_out_of_range_are_invalid_arguments(cluster):
+    w = cluster.workers[0]
+    x = np.ones(4, np.float32)
+    for root in (-1, W, 2**40):
+        with pytest.raises(layerps.InvalidArgumentError, match=rf"broadcast: root {root} is not a worker rank "
+                                                               rf"\(valid: 0\.\.{W - 1}\)"):
+            C.broadcast(x, root, worker=w)
+    with pytest.raises(layerps.InvalidArgumentError, match=r"root -1 is not a worker rank"):
+        hvd.broadcast(torch.ones(4), root_rank=-1, worker=w)
+    with pytest.raises(layerps.InvalidArgumentError, match=r"process set: rank -1 is not a worker rank"):
+        C.allreduce(x, process_set=[0, -1], worker=w)
+    # Nothing was sent: the set still pairs up.
+    res = every(cluster, lambda r, w: C.broadcast(np.full(2, float(r), np.float32), 2, worker=w))
+    assert all((o == 2).all() for o in res)
+
+
 def test_process_set_and_numpy(cluster):
     def work(r, w):
         ps = hvd.ProcessSet([0, 2])

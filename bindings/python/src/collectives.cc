@@ -6,8 +6,12 @@
 // join_collectives, barrier_collective and the hybrid's row exchanges
 // (allgather_rows, rows_to_owners, rows_to_root, pull_rows_through_root) block with the
 // GIL released. The element type
-// is named by the caller ("float32", "bfloat16"...): bfloat16 has no numpy dtype, so its
-// arrays come as 2-byte views whose size must match.
+// is named by the caller ("float32", "bfloat16"...) and every array, input or output, must
+// hold exactly that type: an output of another dtype is refused (InvalidArgumentError
+// naming both), never filled with reinterpreted bits. bfloat16 has no numpy dtype, so its
+// arrays come as 2-byte integer views. Ranks (root, the process set's ranks) are taken as
+// signed integers and checked here, so that -1 is an InvalidArgumentError naming the
+// valid range rather than pybind's TypeError.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -37,22 +41,109 @@ ps::DataType TypeNamed(const std::string& name) {
   return *t;
 }
 
-// A C-contiguous array of `type` elements (writable when `writable`).
+// True when numpy dtype `d` holds elements of `type` (bfloat16: any 2-byte integer view).
+bool Holds(const py::dtype& d, ps::DataType type) {
+  const char kind = d.kind();
+  const auto size = static_cast<size_t>(d.itemsize());
+  if (size != ps::DataTypeSize(type)) return false;
+  switch (type) {
+    case ps::DataType::kFloat32:
+    case ps::DataType::kFloat16:
+    case ps::DataType::kFloat64:
+      return kind == 'f';
+    case ps::DataType::kBFloat16:
+      return kind == 'i' || kind == 'u';
+    case ps::DataType::kInt32:
+    case ps::DataType::kInt64:
+      return kind == 'i';
+    case ps::DataType::kUInt8:
+      return kind == 'u';
+  }
+  return false;
+}
+
+// The array's element type in words: its numpy dtype ("int32"), or "bfloat16" for the
+// 2-byte integer view a bfloat16 tensor arrives as when bfloat16 was expected.
+// (No other 2-byte integer type is a collective's: the Python layer refuses them.)
+std::string DtypeName(const py::array& a) {
+  const py::dtype d = a.dtype();
+  if (d.itemsize() == 2 && (d.kind() == 'i' || d.kind() == 'u')) return "bfloat16";
+  return d.attr("name").cast<std::string>();
+}
+
+// A C-contiguous array of `type` elements (writable when `writable`). A wrong dtype is
+// an error, never a reinterpretation of the bits, even when the element sizes agree.
 void CheckArray(const py::array& a, ps::DataType type, const std::string& what, bool writable) {
-  if (static_cast<size_t>(a.itemsize()) != ps::DataTypeSize(type)) {
-    ThrowInvalid(what + ": " + std::string(ps::DataTypeName(type)) + " elements are " +
-                 std::to_string(ps::DataTypeSize(type)) + " bytes, the array's are " +
-                 std::to_string(a.itemsize()));
+  if (!Holds(a.dtype(), type)) {
+    ThrowInvalid(what + ": the array's dtype is " + DtypeName(a) + ", the collective's " +
+                 ps::DataTypeName(type) + " (a wrong dtype is an error, never a conversion)");
   }
   if ((a.flags() & py::array::c_style) == 0) ThrowInvalid(what + ": the array must be C-contiguous");
   if (writable && !a.writeable()) ThrowInvalid(what + ": the output array is read-only");
 }
 
-ps::CollectiveOptions Options(std::optional<std::vector<uint32_t>> ranks,
+// An output beside its input, both of `type` (the input's): the output must be of the
+// input's dtype (the message names both), C-contiguous and writable.
+void CheckOutput(const py::array& out, ps::DataType type, const std::string& what) {
+  if (!Holds(out.dtype(), type)) {
+    ThrowInvalid(what + ": the output's dtype " + DtypeName(out) + " differs from the input's " +
+                 ps::DataTypeName(type) + " (a wrong dtype is an error, never a conversion)");
+  }
+  CheckArray(out, type, what + " output", true);
+}
+
+std::string ShapeText(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) {
+    s += (d ? ", " : "") + std::to_string(a.shape(d));
+  }
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+// Same shape (an all-reduce's output is like its input).
+void CheckSameShape(const py::array& in, const py::array& out, const std::string& what) {
+  if (in.size() != out.size()) {
+    ThrowInvalid(what + ": the input has " + std::to_string(in.size()) + " elements, the output " +
+                 std::to_string(out.size()));
+  }
+  bool same = in.ndim() == out.ndim();
+  for (py::ssize_t d = 0; same && d < in.ndim(); ++d) same = in.shape(d) == out.shape(d);
+  if (!same) {
+    ThrowInvalid(what + ": the output's shape " + ShapeText(out) + " differs from the input's " +
+                 ShapeText(in));
+  }
+}
+
+// Number of workers of the cluster (the valid ranks are 0..workers-1).
+size_t NumWorkers(py::handle worker) { return WorkerOf(worker).num_workers(); }
+
+// A rank argument (`what`: "broadcast: root"), given as any Python int: 0..workers-1, or
+// InvalidArgumentError naming the value and the range.
+uint32_t RankArg(py::handle worker, int64_t rank, const std::string& what) {
+  const size_t workers = NumWorkers(worker);  // 0 before Start: the core says so
+  if (rank < 0 || rank > int64_t{0xffffffff} ||
+      (workers > 0 && static_cast<uint64_t>(rank) >= workers)) {
+    ThrowInvalid(what + " " + std::to_string(rank) + " is not a worker rank (valid: 0.." +
+                 std::to_string(static_cast<int64_t>(workers) - 1) + ")");
+  }
+  return static_cast<uint32_t>(rank);
+}
+
+// A process set's ranks, each checked as RankArg does (None stays None: every worker).
+std::optional<std::vector<uint32_t>> RanksArg(py::handle worker,
+                                              const std::optional<std::vector<int64_t>>& ranks) {
+  if (!ranks) return std::nullopt;
+  std::vector<uint32_t> out;
+  out.reserve(ranks->size());
+  for (int64_t r : *ranks) out.push_back(RankArg(worker, r, "process set: rank"));
+  return out;
+}
+
+ps::CollectiveOptions Options(py::handle worker, const std::optional<std::vector<int64_t>>& ranks,
                               const std::string& algorithm, std::optional<size_t> segment_bytes,
                               std::optional<double> timeout_s, const std::string& name) {
   ps::CollectiveOptions o;
-  if (ranks) o.ranks = *ranks;
+  if (auto checked = RanksArg(worker, ranks)) o.ranks = std::move(*checked);
   if (algorithm == "ring") {
     o.algorithm = ps::AllReduceAlgorithm::kRing;
   } else if (algorithm == "direct") {
@@ -73,7 +164,7 @@ ps::CollectiveOptions Options(std::optional<std::vector<uint32_t>> ranks,
 // Members of a collective's set: its ranks, or every worker when none are named. The C++
 // calls that take fixed-size outputs write members x n elements: the arrays are checked
 // against this before a byte moves.
-size_t SetSize(py::handle worker, const std::optional<std::vector<uint32_t>>& ranks) {
+size_t SetSize(py::handle worker, const std::optional<std::vector<int64_t>>& ranks) {
   return ranks && !ranks->empty() ? ranks->size() : WorkerOf(worker).num_workers();
 }
 
@@ -123,18 +214,16 @@ void BindCollectives(py::module_& m) {
       "allreduce_async",
       [](py::handle worker, py::array in, py::array out, const std::string& dtype,
          const std::string& op, double prescale, double postscale, const std::string& wire,
-         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<std::vector<int64_t>> ranks, const std::string& algorithm,
          std::optional<size_t> segment_bytes, std::optional<double> timeout,
          const std::string& name) {
         const ps::DataType t = TypeNamed(dtype);
         CheckArray(in, t, "allreduce input", false);
-        CheckArray(out, t, "allreduce output", true);
-        if (in.size() != out.size()) {
-          ThrowInvalid("allreduce: the input has " + std::to_string(in.size()) +
-                       " elements, the output " + std::to_string(out.size()));
-        }
-        const ps::AllReduceOptions o = ReduceOptions(
-            Options(ranks, algorithm, segment_bytes, timeout, name), op, prescale, postscale, wire);
+        CheckOutput(out, t, "allreduce");
+        CheckSameShape(in, out, "allreduce");
+        const ps::AllReduceOptions o =
+            ReduceOptions(Options(worker, ranks, algorithm, segment_bytes, timeout, name), op,
+                          prescale, postscale, wire);
         const void* src = in.data();
         void* dst = out.mutable_data();
         const size_t n = out.size();
@@ -150,7 +239,7 @@ void BindCollectives(py::module_& m) {
       "grouped_allreduce_async",
       [](py::handle worker, std::vector<py::array> ins, std::vector<py::array> outs,
          std::vector<std::string> dtypes, const std::string& op, double prescale, double postscale,
-         const std::string& wire, std::optional<std::vector<uint32_t>> ranks,
+         const std::string& wire, std::optional<std::vector<int64_t>> ranks,
          const std::string& algorithm, std::optional<size_t> segment_bytes,
          std::optional<double> timeout, const std::string& name) {
         if (ins.size() != outs.size() || ins.size() != dtypes.size()) {
@@ -161,12 +250,13 @@ void BindCollectives(py::module_& m) {
           const ps::DataType t = TypeNamed(dtypes[i]);
           const std::string which = "grouped_allreduce tensor " + std::to_string(i);
           CheckArray(ins[i], t, which + " input", false);
-          CheckArray(outs[i], t, which + " output", true);
-          if (ins[i].size() != outs[i].size()) ThrowInvalid(which + ": input and output sizes differ");
+          CheckOutput(outs[i], t, which);
+          CheckSameShape(ins[i], outs[i], which);
           tensors.push_back({ins[i].data(), outs[i].mutable_data(), static_cast<size_t>(outs[i].size()), t});
         }
-        const ps::AllReduceOptions o = ReduceOptions(
-            Options(ranks, algorithm, segment_bytes, timeout, name), op, prescale, postscale, wire);
+        const ps::AllReduceOptions o =
+            ReduceOptions(Options(worker, ranks, algorithm, segment_bytes, timeout, name), op,
+                          prescale, postscale, wire);
         py::list result;
         for (auto& a : outs) result.append(a);
         return SubmitOn(worker, "grouped_allreduce", py::make_tuple(py::cast(ins), result), result,
@@ -179,13 +269,14 @@ void BindCollectives(py::module_& m) {
   m.def(
       "allgather_async",
       [](py::handle worker, py::array in, py::array out, const std::string& dtype,
-         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<std::vector<int64_t>> ranks, const std::string& algorithm,
          std::optional<size_t> segment_bytes, std::optional<double> timeout,
          const std::string& name) {
         const ps::DataType t = TypeNamed(dtype);
         CheckArray(in, t, "allgather input", false);
-        CheckArray(out, t, "allgather output", true);
-        const ps::CollectiveOptions o = Options(ranks, algorithm, segment_bytes, timeout, name);
+        CheckOutput(out, t, "allgather");
+        const ps::CollectiveOptions o =
+            Options(worker, ranks, algorithm, segment_bytes, timeout, name);
         const void* src = in.data();
         void* dst = out.mutable_data();
         const size_t n = in.size();
@@ -203,12 +294,13 @@ void BindCollectives(py::module_& m) {
   m.def(
       "allgatherv_async",
       [](py::handle worker, py::array in, const std::string& dtype,
-         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<std::vector<int64_t>> ranks, const std::string& algorithm,
          std::optional<size_t> segment_bytes, std::optional<double> timeout,
          const std::string& name) {
         const ps::DataType t = TypeNamed(dtype);
         CheckArray(in, t, "allgather input", false);
-        const ps::CollectiveOptions o = Options(ranks, algorithm, segment_bytes, timeout, name);
+        const ps::CollectiveOptions o =
+            Options(worker, ranks, algorithm, segment_bytes, timeout, name);
         auto result = std::make_shared<ps::GatherResult>();
         ps::GatherResult* r = result.get();
         const void* src = in.data();
@@ -220,13 +312,15 @@ void BindCollectives(py::module_& m) {
 
   m.def(
       "broadcast_async",
-      [](py::handle worker, py::array data, const std::string& dtype, uint32_t root,
-         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+      [](py::handle worker, py::array data, const std::string& dtype, int64_t root_arg,
+         std::optional<std::vector<int64_t>> ranks, const std::string& algorithm,
          std::optional<size_t> segment_bytes, std::optional<double> timeout,
          const std::string& name) {
         const ps::DataType t = TypeNamed(dtype);
         CheckArray(data, t, "broadcast", true);
-        const ps::CollectiveOptions o = Options(ranks, algorithm, segment_bytes, timeout, name);
+        const uint32_t root = RankArg(worker, root_arg, "broadcast: root");
+        const ps::CollectiveOptions o =
+            Options(worker, ranks, algorithm, segment_bytes, timeout, name);
         void* d = data.mutable_data();
         const size_t n = data.size();
         return SubmitOn(worker, "broadcast", py::make_tuple(data), data,
@@ -238,12 +332,12 @@ void BindCollectives(py::module_& m) {
   m.def(
       "alltoall_async",
       [](py::handle worker, py::array in, py::array out, const std::string& dtype,
-         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<std::vector<int64_t>> ranks, const std::string& algorithm,
          std::optional<size_t> segment_bytes, std::optional<double> timeout,
          const std::string& name) {
         const ps::DataType t = TypeNamed(dtype);
         CheckArray(in, t, "alltoall input", false);
-        CheckArray(out, t, "alltoall output", true);
+        CheckOutput(out, t, "alltoall");
         const size_t members = SetSize(worker, ranks);
         if (in.size() != out.size() || members == 0 || in.size() % members != 0) {
           ThrowInvalid("alltoall: input and output must both hold members (" +
@@ -251,7 +345,8 @@ void BindCollectives(py::module_& m) {
                        std::to_string(in.size()) + " and " + std::to_string(out.size()));
         }
         if (Overlap(in, out)) ThrowInvalid("alltoall: the output must not overlap the input");
-        const ps::CollectiveOptions o = Options(ranks, algorithm, segment_bytes, timeout, name);
+        const ps::CollectiveOptions o =
+            Options(worker, ranks, algorithm, segment_bytes, timeout, name);
         const void* src = in.data();
         void* dst = out.mutable_data();
         const size_t n = in.size() / members;
@@ -264,7 +359,7 @@ void BindCollectives(py::module_& m) {
   m.def(
       "alltoallv_async",
       [](py::handle worker, py::array in, std::vector<size_t> send_counts, const std::string& dtype,
-         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<std::vector<int64_t>> ranks, const std::string& algorithm,
          std::optional<size_t> segment_bytes, std::optional<double> timeout,
          const std::string& name) {
         const ps::DataType t = TypeNamed(dtype);
@@ -275,7 +370,8 @@ void BindCollectives(py::module_& m) {
           ThrowInvalid("alltoall: the send counts add up to " + std::to_string(total) +
                        " elements, the input has " + std::to_string(in.size()));
         }
-        const ps::CollectiveOptions o = Options(ranks, algorithm, segment_bytes, timeout, name);
+        const ps::CollectiveOptions o =
+            Options(worker, ranks, algorithm, segment_bytes, timeout, name);
         auto result = std::make_shared<ps::GatherResult>();
         ps::GatherResult* r = result.get();
         const void* src = in.data();
@@ -290,14 +386,15 @@ void BindCollectives(py::module_& m) {
       "reducescatter_async",
       [](py::handle worker, py::array in, py::array out, const std::string& dtype,
          const std::string& op, double prescale, double postscale,
-         std::optional<std::vector<uint32_t>> ranks, const std::string& algorithm,
+         std::optional<std::vector<int64_t>> ranks, const std::string& algorithm,
          std::optional<size_t> segment_bytes, std::optional<double> timeout,
          const std::string& name) {
         const ps::DataType t = TypeNamed(dtype);
         CheckArray(in, t, "reducescatter input", false);
-        CheckArray(out, t, "reducescatter output", true);
-        const ps::AllReduceOptions o = ReduceOptions(
-            Options(ranks, algorithm, segment_bytes, timeout, name), op, prescale, postscale, "fp32");
+        CheckOutput(out, t, "reducescatter");
+        const ps::AllReduceOptions o =
+            ReduceOptions(Options(worker, ranks, algorithm, segment_bytes, timeout, name), op,
+                          prescale, postscale, "fp32");
         const void* src = in.data();
         void* dst = out.mutable_data();
         const size_t n = in.size();
@@ -311,9 +408,9 @@ void BindCollectives(py::module_& m) {
 
   m.def(
       "barrier_collective",
-      [](py::handle worker, std::optional<std::vector<uint32_t>> ranks,
+      [](py::handle worker, std::optional<std::vector<int64_t>> ranks,
          std::optional<double> timeout, const std::string& name) {
-        const ps::CollectiveOptions o = Options(ranks, "auto", std::nullopt, timeout, name);
+        const ps::CollectiveOptions o = Options(worker, ranks, "auto", std::nullopt, timeout, name);
         ps::Worker& w = WorkerOf(worker);
         ps::Status s;
         {
@@ -327,9 +424,10 @@ void BindCollectives(py::module_& m) {
 
   m.def(
       "join_collectives",
-      [](py::handle worker, std::optional<std::vector<uint32_t>> ranks,
+      [](py::handle worker, std::optional<std::vector<int64_t>> ranks,
          std::optional<double> timeout) {
-        const ps::CollectiveOptions o = Options(ranks, "auto", std::nullopt, std::nullopt, "");
+        const ps::CollectiveOptions o =
+            Options(worker, ranks, "auto", std::nullopt, std::nullopt, "");
         std::chrono::milliseconds limit(int64_t{1} << 36);  // no limit of our own: ~2 years
         if (timeout) {
           if (!(*timeout >= 0)) ThrowInvalid("timeout must be >= 0 seconds (or None)");
@@ -377,11 +475,12 @@ void BindCollectives(py::module_& m) {
         name,
         [rows_in, rows_out, what = std::string(name), fn = fn](
             py::handle worker, py::array ids, py::array values, size_t dim,
-            std::optional<std::vector<uint32_t>> ranks, std::optional<double> timeout,
+            std::optional<std::vector<int64_t>> ranks, std::optional<double> timeout,
             const std::string& cname) {
           rows_in(ids, values, dim, what.c_str());
           ps::Worker& w = WorkerOf(worker);
-          const ps::CollectiveOptions o = Options(ranks, "auto", std::nullopt, timeout, cname);
+          const ps::CollectiveOptions o =
+              Options(worker, ranks, "auto", std::nullopt, timeout, cname);
           ps::SparseRows out;
           ps::Status s;
           {
@@ -398,11 +497,13 @@ void BindCollectives(py::module_& m) {
   m.def(
       "rows_to_root",
       [rows_in, rows_out](py::handle worker, py::array ids, py::array values, size_t dim,
-                          uint32_t root, std::optional<std::vector<uint32_t>> ranks,
+                          int64_t root_arg, std::optional<std::vector<int64_t>> ranks,
                           std::optional<double> timeout, const std::string& cname) {
         rows_in(ids, values, dim, "rows_to_root");
+        const uint32_t root = RankArg(worker, root_arg, "rows_to_root: root");
         ps::Worker& w = WorkerOf(worker);
-        const ps::CollectiveOptions o = Options(ranks, "auto", std::nullopt, timeout, cname);
+        const ps::CollectiveOptions o =
+            Options(worker, ranks, "auto", std::nullopt, timeout, cname);
         ps::SparseRows out;
         ps::Status s;
         {
@@ -420,12 +521,14 @@ void BindCollectives(py::module_& m) {
   // called on root only, with the GIL held; what it raises fails every member (kAborted).
   m.def(
       "pull_rows_through_root",
-      [](py::handle worker, py::array ids, size_t dim, uint32_t root, py::object pull,
-         std::optional<std::vector<uint32_t>> ranks, std::optional<double> timeout,
+      [](py::handle worker, py::array ids, size_t dim, int64_t root_arg, py::object pull,
+         std::optional<std::vector<int64_t>> ranks, std::optional<double> timeout,
          const std::string& cname) {
         CheckArray(ids, ps::DataType::kInt64, "pull_rows_through_root ids", false);
+        const uint32_t root = RankArg(worker, root_arg, "pull_rows_through_root: root");
         ps::Worker& w = WorkerOf(worker);
-        const ps::CollectiveOptions o = Options(ranks, "auto", std::nullopt, timeout, cname);
+        const ps::CollectiveOptions o =
+            Options(worker, ranks, "auto", std::nullopt, timeout, cname);
         const size_t n = static_cast<size_t>(ids.size());
         py::array_t<float> out({static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(dim)});
         float* dst = out.mutable_data();
@@ -458,8 +561,9 @@ void BindCollectives(py::module_& m) {
         ThrowIfError(s);
         return out;
       },
-      py::arg("worker"), py::arg("ids"), py::arg("dim"), py::arg("root"), py::arg("pull") = py::none(),
-      py::arg("ranks") = py::none(), py::arg("timeout") = py::none(), py::arg("name") = "");
+      py::arg("worker"), py::arg("ids"), py::arg("dim"), py::arg("root"),
+      py::arg("pull") = py::none(), py::arg("ranks") = py::none(), py::arg("timeout") = py::none(),
+      py::arg("name") = "");
 }
 
 #undef LAYERPS_COLLECTIVE_ARGS
