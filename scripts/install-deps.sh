@@ -16,6 +16,7 @@ CORE=(build-essential cmake ninja-build pkg-config ccache
 TEST_TOOLS=(prometheus openssh-server openssh-client slurm-wlm munge)
 # PyTorch for Python, and LibTorch's headers for the C++ training example (examples/cpp).
 PYTHON=(python3-dev python3-venv python3-pip pybind11-dev python3-numpy python3-pytest
+        python3-pytest-xdist
         python3-torch python3-torchvision python3-sklearn python3-matplotlib libtorch-dev)
 
 case "${1:-all}" in

@@ -25,7 +25,7 @@ libdir=${libdir:-lib}
 # library through LD_LIBRARY_PATH.)
 LD_LIBRARY_PATH="$PWD/$dir/consumer_work/prefix/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
   cmake -DBUILD_DIR="$dir" -DSOURCE_DIR="$PWD/tests/consumer" -DWORK_DIR="$PWD/$dir/consumer_work" \
-  -DVERSION="$version" -DLIBDIR="$libdir" -P tests/consumer/run_consumer.cmake
+  -DVERSION="$version" -DLIBDIR="$libdir" -DWAY=pkg-config -P tests/consumer/run_consumer.cmake
 so=$(ls "$dir"/liblayerps.so.* | head -n 1)
 exports=$(nm -DC --defined-only "$so")
 fail=0

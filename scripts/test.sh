@@ -1,10 +1,31 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds everything (the CUDA target
-# too when nvcc is present), runs every CTest test (unit, in-process cluster,
-# multi-process, consumer project, CUDA CPU references) and the Python suite.
+# The test suite: installs what is missing, builds everything (the CUDA target too when
+# nvcc is present) and runs the tests in tiers (docs/testing.md):
+#
+#   scripts/test.sh           every tier: CTest (unit, in-process cluster, multi-process,
+#                             consumer project, CUDA CPU references) in parallel, the
+#                             shared library's exports, and the Python suite
+#   scripts/test.sh --fast    the unit tier only (C++ `ctest -L unit`, Python `-m unit`):
+#                             under 2 minutes once built, for a developer's loop
+#   scripts/test.sh --help
+#
+# LAYERPS_TEST_JOBS: how many CTest tests and Python test processes run at once (default:
+# the number of cores). Tests assert values, bytes and errors, never timings, so they hold
+# on a busy machine; the cluster tests' heartbeat timeouts leave room for that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=0
+case "${1:-}" in
+  "") ;;
+  --fast) fast=1 ;;
+  -h | --help)
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0 ;;
+  *) echo "usage: $0 [--fast]" >&2; exit 2 ;;
+esac
 start=$(date +%s)
+jobs=${LAYERPS_TEST_JOBS:-$(nproc)}
+tick() { echo "test.sh: $1 ($(( $(date +%s) - start )) s so far)"; }
 bash scripts/install-deps.sh all
 # The CUDA kernels are compiled whenever the toolkit is installed, even off PATH.
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
@@ -26,16 +47,23 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAYERPS_BUILD_CUDA=AUTO \
   -DLAYERPS_BUILD_TESTS=ON -DLAYERPS_BUILD_BENCHMARKS=ON -DLAYERPS_BUILD_PYTHON=OFF "${launcher[@]}"
 cmake --build build -j "$(nproc)"
-# Serial on purpose: the cluster tests use real heartbeat timeouts, and on a 2-core
-# machine parallel test processes starve each other's heartbeat threads.
-ctest --test-dir build --output-on-failure --timeout 900
-# The in-process cluster tests again with 4 streams per peer, the default of a 16-core
-# machine (docs/configuration.md, "Streams"), which this one would not pick.
-LAYERPS_TEST_STREAMS=4 ctest --test-dir build --output-on-failure --timeout 900 \
-  -L '^(cluster_test|parts_test|peer_test|allreduce_test|collectives_test|replacement_test|fault_test|curve_test|wire_dtype_test)$'
+tick "built"
+if [ "$fast" -eq 1 ]; then
+  ctest --test-dir build --output-on-failure --timeout 300 -j "$jobs" -L '^unit$'
+  tick "C++ unit tier passed"
+  LAYERPS_PYTEST_JOBS=1 LAYERPS_SKIP_WHEEL=1 bash scripts/test-python.sh -m unit
+  echo "test.sh: the fast tier passed in $(( $(date +%s) - start )) s"
+  exit 0
+fi
+# Every CTest test at once, `jobs` at a time: unit, cluster (the binaries of
+# tests/CMakeLists.txt's LAYERPS_FOUR_STREAM_TESTS with 4 streams per peer, the rest with
+# one) and multiprocess.
+ctest --test-dir build --output-on-failure --timeout 900 -j "$jobs"
+tick "CTest passed"
 # liblayerps.so with hidden visibility: the public API exported, the internals not.
 bash scripts/test-shared.sh
+tick "the shared library passed"
 if [ -f scripts/test-python.sh ]; then
-  bash scripts/test-python.sh
+  LAYERPS_PYTEST_JOBS="$jobs" bash scripts/test-python.sh
 fi
 echo "test.sh: everything passed in $(( $(date +%s) - start )) s"

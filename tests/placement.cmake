@@ -6,7 +6,8 @@ if(TARGET layerps_placement)
     placement/json_test.cc)
   target_link_libraries(placement_test PRIVATE layerps_placement GTest::gtest GTest::gtest_main)
   target_compile_options(placement_test PRIVATE -Wall -Wextra -Wno-unused-parameter)
-  gtest_discover_tests(placement_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS placement_test)
+  gtest_discover_tests(placement_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+  layerps_label_discovered(placement_test unit)
 endif()
 
 # layerps-plan from the outside: its choices, its files, and exit 2 on every bad input.
@@ -14,6 +15,7 @@ if(TARGET layerps-plan)
   add_test(NAME placement_plan_cli
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/placement/plan_cli_test.sh $<TARGET_FILE:layerps-plan>)
   set_tests_properties(placement_plan_cli PROPERTIES TIMEOUT 120)
+  layerps_tier_test(placement_plan_cli multiprocess)
 endif()
 
 # layerps-scheduler --plan: the plan put in force, and its bad inputs.
@@ -22,4 +24,5 @@ if(TARGET layerps-plan AND TARGET layerps-scheduler)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/placement/scheduler_plan_test.sh
             $<TARGET_FILE:layerps-plan> $<TARGET_FILE:layerps-scheduler>)
   set_tests_properties(scheduler_plan_cli PROPERTIES TIMEOUT 60)
+  layerps_tier_test(scheduler_plan_cli multiprocess)
 endif()

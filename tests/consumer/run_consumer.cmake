@@ -1,13 +1,19 @@
-# Installs the build into a fresh prefix, builds tests/consumer against it with
-# find_package(LayerPS) and again with pkg-config (layerps.pc), and runs both.
-# Arguments: -DBUILD_DIR= -DSOURCE_DIR= -DWORK_DIR= -DVERSION= (the version both must report)
-# -DLIBDIR= (CMAKE_INSTALL_LIBDIR)
+# Installs the build into a fresh prefix and builds tests/consumer against it once, the
+# way WAY says: find_package (find_package(LayerPS), the static library's test in CTest) or
+# pkg-config (the flags of the installed layerps.pc, scripts/test-shared.sh for the shared
+# library); runs it.
+# Arguments: -DBUILD_DIR= -DSOURCE_DIR= -DWORK_DIR= -DVERSION= (the version it must report)
+# -DLIBDIR= (CMAKE_INSTALL_LIBDIR) -DWAY=find_package|pkg-config
+if(NOT WAY STREQUAL "find_package" AND NOT WAY STREQUAL "pkg-config")
+  message(FATAL_ERROR "WAY must be find_package or pkg-config, not '${WAY}'")
+endif()
 file(REMOVE_RECURSE ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
                 RESULT_VARIABLE rc OUTPUT_QUIET)
 if(rc)
   message(FATAL_ERROR "install failed: ${rc}")
 endif()
+if(WAY STREQUAL "find_package")
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build
                 -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
                 RESULT_VARIABLE rc)
@@ -23,7 +29,10 @@ if(rc)
   message(FATAL_ERROR "the consumer failed: ${rc}")
 endif()
 
-# The same program built with the flags pkg-config gives for the installed layerps.pc.
+endif()
+
+if(WAY STREQUAL "pkg-config")
+# The program built with the flags pkg-config gives for the installed layerps.pc.
 set(pc_dir ${WORK_DIR}/prefix/${LIBDIR}/pkgconfig)
 if(NOT EXISTS ${pc_dir}/layerps.pc)
   message(FATAL_ERROR "the install has no ${LIBDIR}/pkgconfig/layerps.pc")
@@ -48,5 +57,6 @@ endif()
 execute_process(COMMAND ${WORK_DIR}/consumer_pc ${VERSION} RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "the pkg-config consumer failed: ${rc}")
+endif()
 endif()
 file(REMOVE_RECURSE ${WORK_DIR})

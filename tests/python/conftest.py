@@ -120,3 +120,37 @@ def worker():
     """One worker of a 2-server, 1-worker in-process cluster."""
     with layerps.LocalCluster(num_servers=2, num_workers=1, **FAST) as c:
         yield c.workers[0]
+
+
+# Test tiers (docs/testing.md), as the C++ suite's ctest labels: every test is marked with
+# its module's tier, and `slow` on top for the modules and tests listed. Run one tier with
+# `scripts/test-python.sh -m unit` (the fast tier) or `-m "not slow"`.
+TIERS = {
+    "unit": {"test_bench_plot", "test_docs", "test_package", "test_profile"},
+    "cluster": {"test_algorithms", "test_allreduce", "test_api", "test_horovod_api", "test_hybrid",
+                "test_join", "test_optimizers", "test_peer_placement", "test_sparse_bounds",
+                "test_split", "test_torch", "test_torch_optimizer", "test_wire_dtype"},
+    "multiprocess": {"test_checkpoint", "test_examples", "test_failure", "test_getting_started",
+                     "test_launch", "test_launchers", "test_observability", "test_replacement",
+                     "test_soak"},
+}
+SLOW_MODULES = {"test_examples", "test_getting_started", "test_replacement", "test_launchers"}
+SLOW_TESTS = {"test_short_soak_with_faults_keeps_every_acknowledged_update_and_flat_memory"}
+
+
+def pytest_configure(config):
+    for tier, what in (("unit", "no cluster"), ("cluster", "in-process clusters"),
+                       ("multiprocess", "real daemons and launchers"),
+                       ("slow", "a test of 20 s and more"), ("gpu", "needs a CUDA device")):
+        config.addinivalue_line("markers", f"{tier}: {what} (docs/testing.md)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        tier = next((t for t, mods in TIERS.items() if module in mods), None)
+        if tier is None:
+            raise pytest.UsageError(f"{module} is in no test tier: add it to TIERS in conftest.py")
+        item.add_marker(getattr(pytest.mark, tier))
+        if module in SLOW_MODULES or item.name.split("[")[0] in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
