@@ -61,6 +61,9 @@ enum class UpdateRule : int {
   kFtrl = 6,      // FTRL-proximal: alpha = learning_rate, beta = ftrl_beta, l1, l2
   kElastic = 7,   // EASGD's centre: the pushed values are a worker's parameters x_i;
                   // x += elastic_alpha * (x_i - x), and a pushpull returns x BEFORE it
+  // Sparse tables only (FBGEMM's exact row-wise Adagrad): one accumulator per row,
+  // s += mean_j(g_j^2); x_j -= learning_rate * g_j / (sqrt(s) + epsilon) for every j.
+  kRowwiseAdagrad = 8,
 };
 // The rule's name ("sum", "sgd", "momentum", ...); ParseUpdateRule is its inverse.
 const char* UpdateRuleName(UpdateRule rule);
@@ -115,7 +118,7 @@ struct TableSpec {
   float momentum = 0.9f;   // kMomentum, kNesterov: [0, 1)
   float beta1 = 0.9f;      // kAdam: [0, 1)
   float beta2 = 0.999f;    // kAdam: [0, 1)
-  float epsilon = 1e-8f;   // kAdam, kAdagrad: > 0 (torch's Adagrad uses 1e-10)
+  float epsilon = 1e-8f;   // kAdam, kAdagrad, kRowwiseAdagrad: > 0 (torch's Adagrad uses 1e-10)
   float l1 = 0.0f;         // kFtrl: >= 0
   float l2 = 0.0f;         // kFtrl: >= 0
   float ftrl_beta = 1.0f;  // kFtrl: >= 0

@@ -84,7 +84,7 @@ Status TableSpec::Validate() const {
     return InvalidArgument(where + ": only dtype float32 is supported");
   }
   if (static_cast<int>(rule) < 0 ||
-      static_cast<int>(rule) > static_cast<int>(UpdateRule::kElastic)) {
+      static_cast<int>(rule) > static_cast<int>(UpdateRule::kRowwiseAdagrad)) {
     return InvalidArgument(where + ": unknown update rule " +
                            std::to_string(static_cast<int>(rule)));
   }
@@ -100,7 +100,12 @@ Status TableSpec::Validate() const {
   if (rule == UpdateRule::kAdam && (!in_unit(beta1) || !in_unit(beta2))) {
     return InvalidArgument(where + ": beta1 and beta2 must be in [0, 1)" + r);
   }
-  if ((rule == UpdateRule::kAdam || rule == UpdateRule::kAdagrad) &&
+  if (rule == UpdateRule::kRowwiseAdagrad && kind == TableKind::kDense) {
+    return InvalidArgument(where + ": rule rowwise_adagrad is for sparse tables (one accumulator "
+                           "per row; a dense table has no rows: use adagrad)");
+  }
+  if ((rule == UpdateRule::kAdam || rule == UpdateRule::kAdagrad ||
+       rule == UpdateRule::kRowwiseAdagrad) &&
       !(std::isfinite(epsilon) && epsilon > 0)) {
     return InvalidArgument(where + ": epsilon must be finite and > 0" + r);
   }
@@ -320,6 +325,8 @@ const char* UpdateRuleName(UpdateRule rule) {
       return "ftrl";
     case UpdateRule::kElastic:
       return "elastic";
+    case UpdateRule::kRowwiseAdagrad:
+      return "rowwise_adagrad";
   }
   return "unknown";
 }
@@ -365,11 +372,12 @@ StatusOr<SyncMode> ParseSyncMode(const std::string& name) {
 }
 
 StatusOr<UpdateRule> ParseUpdateRule(const std::string& name) {
-  for (int r = 0; r <= static_cast<int>(UpdateRule::kElastic); ++r) {
+  for (int r = 0; r <= static_cast<int>(UpdateRule::kRowwiseAdagrad); ++r) {
     if (name == UpdateRuleName(static_cast<UpdateRule>(r))) return static_cast<UpdateRule>(r);
   }
   return InvalidArgument("unknown update rule '" + name +
-                         "' (sum, sgd, momentum, nesterov, adagrad, adam, ftrl, elastic)");
+                         "' (sum, sgd, momentum, nesterov, adagrad, adam, ftrl, elastic, "
+                         "rowwise_adagrad)");
 }
 
 std::string RandomHex(size_t bytes) {

@@ -182,6 +182,13 @@ std::string FileName(uint32_t rank) {
   return kFilePrefix + std::to_string(rank) + kFileSuffix;
 }
 
+// Floats per row of a sparse table's records: the entry's row_floats, or in a file
+// written before it, dim * (1 + state_width).
+uint64_t RowFloats(const layerps::pb::CheckpointTable& t) {
+  if (t.row_floats() != 0) return t.row_floats();
+  return uint64_t{t.spec().dim()} * (1 + uint64_t{t.state_width()});
+}
+
 // Writes one table's data; fills its footer entry (not the spec).
 Status WriteTable(TableId id, const TableSpec& spec, Store* store, Writer* w,
                   layerps::pb::CheckpointTable* entry) {
@@ -204,7 +211,9 @@ Status WriteTable(TableId id, const TableSpec& spec, Store* store, Writer* w,
       h->set_begin(r.first);
       h->set_end(r.second);
     }
-    const size_t row_bytes = size_t{spec.dim} * (1 + sw) * sizeof(float);
+    const uint32_t row_floats = store->RowWidth(id);
+    entry->set_row_floats(row_floats);
+    const size_t row_bytes = size_t{row_floats} * sizeof(float);
     uint64_t rows = 0;
     PS_RETURN_IF_ERROR(store->VisitRows(id, [&](Key key, const float* row) -> Status {
       ++rows;
@@ -372,7 +381,10 @@ struct CheckpointSet::File {
       } else {
         const uint64_t dim = t.spec().dim();
         if (dim == 0 || dim > (uint64_t{1} << 24)) return IoError(bad + "table '" + name + "': bad dim");
-        const uint64_t record = 8 + dim * planes * sizeof(float);
+        const uint64_t row_floats = RowFloats(t);
+        if (row_floats < dim || row_floats > dim * 65)
+          return IoError(bad + "table '" + name + "': bad row width");
+        const uint64_t record = 8 + row_floats * sizeof(float);
         if (t.rows() > t.bytes() / record || t.rows() * record != t.bytes())
           return IoError(bad + "table '" + name + "': bad row count");
       }
@@ -461,11 +473,13 @@ std::vector<TableSpec> CheckpointSet::Specs() const {
 
 namespace {
 
-std::string Layout(TableKind kind, uint64_t size, uint32_t dim, uint32_t rule, uint32_t sw) {
+// sw: dense, the state floats per element; sparse, per row.
+std::string Layout(TableKind kind, uint64_t size, uint32_t dim, uint32_t rule, uint64_t sw) {
   std::string s = kind == TableKind::kDense ? "dense, " + std::to_string(size) + " elements"
                                             : "sparse, dim " + std::to_string(dim);
   return s + ", rule " + UpdateRuleName(static_cast<UpdateRule>(rule)) + " (" +
-         std::to_string(sw) + " state floats per element)";
+         std::to_string(sw) + " state floats per " +
+         (kind == TableKind::kDense ? "element)" : "row)");
 }
 
 // Mixed-hash ranges [begin, end) with end 0 = 2^64, as [begin, end] inclusive.
@@ -480,8 +494,9 @@ Status CheckpointSet::Restore(TableId id, const TableSpec& spec, Store* store,
   *restored = false;
   const uint32_t sw = store->StateWidth(id);
   const bool dense = spec.kind == TableKind::kDense;
-  const std::string want =
-      Layout(spec.kind, spec.size, spec.dim, static_cast<uint32_t>(spec.rule), sw);
+  const uint32_t row_floats = store->RowWidth(id);  // sparse
+  const std::string want = Layout(spec.kind, spec.size, spec.dim, static_cast<uint32_t>(spec.rule),
+                                  dense ? sw : uint64_t{row_floats} - spec.dim);
   // The table's entry in each file (a server that held none of it has an empty one).
   std::vector<std::pair<const File*, const layerps::pb::CheckpointTable*>> parts;
   for (const auto& f : files_) {
@@ -489,7 +504,8 @@ Status CheckpointSet::Restore(TableId id, const TableSpec& spec, Store* store,
       if (t.spec().name() != spec.name) continue;
       const TableKind kind = static_cast<TableKind>(t.spec().kind());
       const std::string have =
-          Layout(kind, t.spec().size(), t.spec().dim(), t.spec().rule(), t.state_width());
+          Layout(kind, t.spec().size(), t.spec().dim(), t.spec().rule(),
+                 kind == TableKind::kDense ? t.state_width() : RowFloats(t) - t.spec().dim());
       if (have != want) {
         return FailedPrecondition("checkpoint " + path_ + " holds table '" + spec.name +
                                   "' as " + have + ", but it is declared as " + want);
@@ -562,8 +578,9 @@ Status CheckpointSet::Restore(TableId id, const TableSpec& spec, Store* store,
     }
     if (store->Spec(id) != nullptr && store->Spec(id)->cold_tier)
       PS_RETURN_IF_ERROR(store->ClearColdTier(id).WithContext(where));
-    const size_t record = 8 + size_t{spec.dim} * (1 + sw) * sizeof(float);
-    std::vector<float> row(size_t{spec.dim} * (1 + sw));
+    // The layouts agree: the files' rows are row_floats wide, as this store's.
+    const size_t record = 8 + size_t{row_floats} * sizeof(float);
+    std::vector<float> row(row_floats);
     for (const auto& part : parts) {
       const File& f = *part.first;
       const auto& t = *part.second;

@@ -22,6 +22,13 @@ StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TableSpec& spec) {
       return NewFtrlOptimizer(spec);
     case UpdateRule::kElastic:
       return NewElasticOptimizer(spec);
+    case UpdateRule::kRowwiseAdagrad:
+      if (spec.kind != TableKind::kSparse) {
+        return InvalidArgument("table '" + spec.name +
+                               "': rule rowwise_adagrad is for sparse tables (a dense table "
+                               "has no rows)");
+      }
+      return NewRowwiseAdagradOptimizer(spec);
   }
   return InvalidArgument("table '" + spec.name + "': unknown update rule " +
                          std::to_string(static_cast<int>(spec.rule)));

@@ -10,6 +10,11 @@
 // row of dim values is laid out [values | plane 0 | plane 1 | ...] with stride dim, so one
 // interface serves both.
 //
+// A sparse row's state is row_state_floats(dim) floats after its values: state_width() *
+// dim (the planes above) unless the rule keeps state per row instead (rowwise_adagrad: one
+// float). The store sizes rows by it, and a row's state goes wherever the row goes
+// (checkpoints, replica copies, the cold tier) because they all move whole rows.
+//
 // To add a rule: a file in server/optimizers/ with a class deriving from Optimizer, a
 // value in ps::UpdateRule (include/ps/types.h), and a case in MakeOptimizer.
 //
@@ -32,6 +37,8 @@ class Optimizer {
 
   // Floats of state per value element (0: stateless).
   virtual uint32_t state_width() const = 0;
+  // Floats of state after the dim values of a sparse row.
+  virtual uint32_t row_state_floats(uint32_t dim) const { return state_width() * dim; }
 
   // x[i] updated by gradient g[i] for i < n, in place; state as described above.
   virtual void Apply(float* x, float* state, size_t stride, const float* g, size_t n) const = 0;
@@ -41,14 +48,16 @@ class Optimizer {
   virtual void ApplyTo(float* out, const float* x, float* state, size_t stride, const float* g,
                        size_t n) const = 0;
 
-  // Sparse: rows[j] (dim values, followed by its state planes: stride dim) updated by
-  // grads[j], for j < count. One call per batch of rows, so a rule's row loop is a plain
+  // Sparse: rows[j] (dim values, followed by its row_state_floats(dim) floats of state:
+  // the planes with stride dim) updated by grads[j], for j < count, in order (a row may
+  // come more than once). One call per batch of rows, so a rule's row loop is a plain
   // inlined loop rather than a call per row.
   virtual void ApplyRows(float* const* rows, const float* const* grads, size_t count,
                          uint32_t dim) const = 0;
 };
 
-// The rule a table declares. kInvalidArgument for a rule this server does not know.
+// The rule a table declares. kInvalidArgument for a rule this server does not know, or a
+// sparse-only rule (rowwise_adagrad) on a dense table.
 StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const TableSpec& spec);
 
 // One factory per rule (server/optimizers/).
@@ -59,6 +68,7 @@ std::unique_ptr<Optimizer> NewAdagradOptimizer(const TableSpec& spec);
 std::unique_ptr<Optimizer> NewAdamOptimizer(const TableSpec& spec);
 std::unique_ptr<Optimizer> NewFtrlOptimizer(const TableSpec& spec);
 std::unique_ptr<Optimizer> NewElasticOptimizer(const TableSpec& spec);
+std::unique_ptr<Optimizer> NewRowwiseAdagradOptimizer(const TableSpec& spec);  // sparse only
 
 // A rule whose update of one element depends only on that element (and its state): its
 // out-of-place and row-wise forms follow from one element-wise update `Step`, called as

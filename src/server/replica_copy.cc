@@ -94,7 +94,7 @@ StatusOr<uint64_t> SendStoreCopy(Store& store, const ClusterMap& map, uint64_t c
       }
       continue;
     }
-    const uint64_t width = uint64_t{spec->dim} * (1 + sw);
+    const uint64_t width = store.RowWidth(id);  // values, then the rule's state
     const uint64_t per = std::max<uint64_t>(1, kCopyMessageBytes / (width * sizeof(float) + sizeof(Key)));
     std::vector<char> keys, rows;
     uint64_t n = 0;
@@ -181,7 +181,7 @@ Status ApplyCopyChunk(Store* replica, const Message& msg) {
   if (spec->kind != TableKind::kSparse || !h.sparse() || h.dim != spec->dim) {
     return ProtocolError("a sparse copy that does not match its table");
   }
-  const uint64_t width = uint64_t{spec->dim} * (1 + sw);
+  const uint64_t width = replica->RowWidth(h.table);  // values, then the rule's state
   const uint64_t n = h.count;
   if (n == 0 || n > (uint64_t{1} << 32) || msg.frames[0].size() != n * sizeof(Key) ||
       msg.frames[1].size() / sizeof(float) / width != n || msg.frames[1].size() != n * width * sizeof(float)) {

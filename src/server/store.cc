@@ -106,7 +106,9 @@ Status Store::UpdateLearningRate(const TableInfo& info) {
   spec.learning_rate = info.spec.learning_rate;
   StatusOr<std::unique_ptr<Optimizer>> opt = MakeOptimizer(spec);
   if (!opt.ok()) return opt.status();
-  if ((*opt)->state_width() != t.state_width) {
+  if ((*opt)->state_width() != t.state_width ||
+      (t.spec.kind == TableKind::kSparse &&
+       t.spec.dim + (*opt)->row_state_floats(t.spec.dim) != t.row_width)) {
     return Internal("table '" + spec.name + "': its rule's state changed with the learning rate");
   }
   t.optimizer = std::shared_ptr<const Optimizer>(std::move(*opt));
@@ -161,7 +163,7 @@ Status Store::InstallUnguarded(const TableInfo& info) {
   if (!info.dense()) {
     t.stripes.reset(new Stripe[kStripes]);
     // Blocks of about 64 KiB of rows (at least one row).
-    t.row_width = t.spec.dim * (1 + t.state_width);  // values, then the rule's state
+    t.row_width = t.spec.dim + t.optimizer->row_state_floats(t.spec.dim);  // values, state
     const uint64_t row_bytes = uint64_t{t.row_width} * sizeof(float);
     while (t.block_shift < 16 && (row_bytes << (t.block_shift + 1)) <= (uint64_t{64} << 10))
       ++t.block_shift;
@@ -169,7 +171,7 @@ Status Store::InstallUnguarded(const TableInfo& info) {
         t.hash_ranges.size() == 1 && t.hash_ranges[0].first == 0 && t.hash_ranges[0].second == 0;
     if (t.spec.capacity_bytes > 0) {  // in rows, from here on
       t.spec.capacity = std::max<uint64_t>(
-          1, t.spec.capacity_bytes / BoundedRowBytes(t.spec.dim, t.state_width));
+          1, t.spec.capacity_bytes / BoundedRowBytes(t.row_width));
     }
     if (t.spec.bounded()) PS_RETURN_IF_ERROR(InstallBounds(t));
     if (t.spec.cold_tier) {
@@ -485,6 +487,11 @@ uint32_t Store::StateWidth(TableId table) const {
   return it == tables_.end() ? 0 : it->second.state_width;
 }
 
+uint32_t Store::RowWidth(TableId table) const {
+  auto it = tables_.find(table);
+  return it == tables_.end() ? 0 : it->second.row_width;
+}
+
 std::vector<Store::DenseView> Store::DenseRanges(TableId table) {
   std::vector<DenseView> out;
   auto it = tables_.find(table);
@@ -527,8 +534,8 @@ Status Store::VisitRows(TableId table, const std::function<Status(Key, const flo
   });
 }
 
-uint64_t Store::BoundedRowBytes(uint32_t dim, uint32_t state_width) {
-  return uint64_t{dim} * (1 + state_width) * sizeof(float) + sizeof(RowMeta) + 2 * sizeof(RowIndex::Slot);
+uint64_t Store::BoundedRowBytes(uint32_t row_floats) {
+  return uint64_t{row_floats} * sizeof(float) + sizeof(RowMeta) + 2 * sizeof(RowIndex::Slot);
 }
 
 Status Store::Adopt(Store& from, TableId table) {
@@ -538,7 +545,8 @@ Status Store::Adopt(Store& from, TableId table) {
   if (dst == tables_.end()) return NotFound("table " + std::to_string(table) + " is not held here");
   Table& s = src->second;
   Table& d = dst->second;
-  if (s.spec.kind != d.spec.kind || s.state_width != d.state_width) {
+  if (s.spec.kind != d.spec.kind || s.state_width != d.state_width ||
+      s.row_width != d.row_width) {
     return FailedPrecondition("table '" + d.spec.name + "' differs from the copy to adopt");
   }
   if (d.spec.kind == TableKind::kDense) {

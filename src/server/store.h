@@ -120,9 +120,9 @@ class Store {
     uint64_t capacity = 0;  // rows held at most (TableSpec capacity or capacity_bytes); 0: none
   };
   // The bytes one row of a bounded sparse table takes on a server: values and rule state
-  // (dim * (1 + state_width) floats), its policy metadata and two index slots (the index
-  // is kept at most half full). What capacity_bytes is divided by.
-  static uint64_t BoundedRowBytes(uint32_t dim, uint32_t state_width);
+  // (row_floats: RowWidth), its policy metadata and two index slots (the index is kept at
+  // most half full). What capacity_bytes is divided by.
+  static uint64_t BoundedRowBytes(uint32_t row_floats);
   // Every sparse table this server holds, by id.
   std::map<TableId, SparseCounters> SparseStats() const;
 
@@ -130,8 +130,13 @@ class Store {
   // The caller holds no request on the store (the server's store lock, exclusive): nothing
   // changes while these run.
   std::vector<TableId> TableIds() const;
-  // The rule's state floats per element of a held table (0 for an unknown one).
+  // The rule's state floats per element of a held table (a dense range's state planes;
+  // a sparse row's size is RowWidth). 0 for an unknown table.
   uint32_t StateWidth(TableId table) const;
+  // Floats per row of a held sparse table: dim values, then the rule's state
+  // (Optimizer::row_state_floats(dim)); 0 for an unknown or dense table. Every copy of a
+  // row (VisitRows, RestoreRow, the cold tier) has this many.
+  uint32_t RowWidth(TableId table) const;
   // One dense range held: `size` values from element `first`, then state_width planes of
   // `size` floats each (plane k of element i at state[k * size + i]).
   struct DenseView {
@@ -146,7 +151,7 @@ class Store {
   // A sparse table's mixed-hash ranges held: [begin, end), end 0 = 2^64.
   std::vector<std::pair<uint64_t, uint64_t>> HashRanges(TableId table) const;
   // Calls fn(id, row) for every row of a sparse table (row: dim values then the rule's
-  // state, dim * (1 + state_width) floats): those in memory, and for a cold-tier table
+  // state, RowWidth floats): those in memory, and for a cold-tier table
   // those only on disk. Stops at fn's first error.
   Status VisitRows(TableId table, const std::function<Status(Key, const float*)>& fn);
   // Restore: sets the row of `id` (a whole row, as VisitRows gives it), created if absent
@@ -219,7 +224,7 @@ class Store {
     uint64_t name_hash = 0;
     std::shared_ptr<const Optimizer> optimizer;  // the table's update rule
     uint32_t state_width = 0;                    // the rule's state floats per element
-    uint32_t row_width = 0;                      // sparse: floats per row (values + state)
+    uint32_t row_width = 0;  // sparse: floats per row (dim values + row_state_floats(dim))
     std::vector<DenseRange> dense;               // ascending by first
     std::vector<std::pair<uint64_t, uint64_t>>
         hash_ranges;  // sparse: [begin, end) held; end 0 = 2^64

@@ -36,10 +36,11 @@ std::string TempDir(const std::string& name) {
 }
 
 // The tables every cluster of these tests declares: a dense one spread over servers
-// (Adam: two state planes), an unbounded sparse one (Adagrad) and a bounded one (LRU,
-// room for fewer ids than are pushed).
+// (Adam: two state planes), an unbounded sparse one (Adagrad), a bounded one (LRU, room
+// for fewer ids than are pushed) and a sparse one whose rule keeps its state per row
+// (rowwise_adagrad: one float after the row's values).
 struct Tables {
-  TableId dense = 0, sparse = 0, bounded = 0;
+  TableId dense = 0, sparse = 0, bounded = 0, rowwise = 0;
 };
 constexpr uint64_t kDenseSize = 2500;
 constexpr uint32_t kDim = 4;
@@ -57,6 +58,13 @@ TableSpec SparseSpec() {
   s.learning_rate = 0.1f;
   return s;
 }
+TableSpec RowwiseSpec() {
+  TableSpec s = TableSpec::Sparse("r", kDim, UpdateRule::kRowwiseAdagrad);
+  s.learning_rate = 0.1f;
+  s.init = Initializer::kNormal;
+  s.init_b = 0.5f;
+  return s;
+}
 TableSpec BoundedSpec() {
   TableSpec s = TableSpec::Sparse("b", kDim, UpdateRule::kSgd);
   s.learning_rate = 0.5f;
@@ -70,12 +78,15 @@ Tables Declare(Worker& w) {
   auto d = w.DeclareTable(DenseSpec());
   auto s = w.DeclareTable(SparseSpec());
   auto b = w.DeclareTable(BoundedSpec());
+  auto r = w.DeclareTable(RowwiseSpec());
   EXPECT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE(s.ok()) << s.status();
   EXPECT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(r.ok()) << r.status();
   if (d.ok()) t.dense = *d;
   if (s.ok()) t.sparse = *s;
   if (b.ok()) t.bounded = *b;
+  if (r.ok()) t.rowwise = *r;
   return t;
 }
 
@@ -95,13 +106,14 @@ void Step(Worker& w, const Tables& t, int round) {
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>((i + round) % 7) - 3.0f;
   ASSERT_TRUE(w.Wait(w.PushSparse(t.sparse, ids.data(), ids.size(), rows.data(), rows.size()), kWait).ok());
   ASSERT_TRUE(w.Wait(w.PushSparse(t.bounded, ids.data(), ids.size(), rows.data(), rows.size()), kWait).ok());
+  ASSERT_TRUE(w.Wait(w.PushSparse(t.rowwise, ids.data(), ids.size(), rows.data(), rows.size()), kWait).ok());
 }
 
 // Everything a test compares: the dense values, and the sparse rows of every id pushed.
 struct Values {
-  std::vector<float> dense, sparse, bounded;
+  std::vector<float> dense, sparse, bounded, rowwise;
   bool operator==(const Values& o) const {
-    return dense == o.dense && sparse == o.sparse && bounded == o.bounded;
+    return dense == o.dense && sparse == o.sparse && bounded == o.bounded && rowwise == o.rowwise;
   }
   bool operator!=(const Values& o) const { return !(*this == o); }
 };
@@ -116,6 +128,8 @@ Values Read(Worker& w, const Tables& t, int rounds) {
   }
   v.sparse.resize(ids.size() * kDim);
   EXPECT_TRUE(w.Wait(w.PullSparse(t.sparse, ids.data(), ids.size(), v.sparse.data(), v.sparse.size()), kWait).ok());
+  v.rowwise.resize(ids.size() * kDim);
+  EXPECT_TRUE(w.Wait(w.PullSparse(t.rowwise, ids.data(), ids.size(), v.rowwise.data(), v.rowwise.size()), kWait).ok());
   // The bounded table holds the last ids pushed (40 of them): those of the last round.
   const std::vector<Key> last = Ids(rounds - 1, 60);
   const std::vector<Key> held(last.end() - 40, last.end());
@@ -182,10 +196,13 @@ TEST(CheckpointTest, RestoredClusterContinuesExactly) {
   EXPECT_TRUE(second.at_checkpoint.dense == first.at_checkpoint.dense);
   EXPECT_TRUE(second.at_checkpoint.sparse == first.at_checkpoint.sparse);
   EXPECT_TRUE(second.at_checkpoint.bounded == first.at_checkpoint.bounded);
-  // The rules' state came back too: Adam's moments, Adagrad's accumulators.
+  EXPECT_TRUE(second.at_checkpoint.rowwise == first.at_checkpoint.rowwise);
+  // The rules' state came back too: Adam's moments, Adagrad's accumulators (per element
+  // and per row).
   EXPECT_TRUE(second.after_step.dense == first.after_step.dense);
   EXPECT_TRUE(second.after_step.sparse == first.after_step.sparse);
   EXPECT_TRUE(second.after_step.bounded == first.after_step.bounded);
+  EXPECT_TRUE(second.after_step.rowwise == first.after_step.rowwise);
   fs::remove_all(dir);
 }
 
@@ -201,6 +218,8 @@ TEST(CheckpointTest, RestoreIntoMoreOrFewerServers) {
     EXPECT_TRUE(again.at_checkpoint.sparse == first.at_checkpoint.sparse);
     EXPECT_TRUE(again.after_step.dense == first.after_step.dense);
     EXPECT_TRUE(again.after_step.sparse == first.after_step.sparse);
+    EXPECT_TRUE(again.at_checkpoint.rowwise == first.at_checkpoint.rowwise);
+    EXPECT_TRUE(again.after_step.rowwise == first.after_step.rowwise);
     // A bounded table's capacity is per server: one server has room for half the rows
     // two held, so only more servers are sure to get every row back.
     if (servers > 2) {
@@ -306,6 +325,16 @@ TEST(CheckpointTest, OtherLayoutRefusedUnknownTableFresh) {
   StatusOr<TableId> s = w.DeclareTable(other);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("rule adagrad"), std::string::npos) << s.status();
+  // Per-row state against per-element state: the same dim, another row width.
+  TableSpec per_element = RowwiseSpec();
+  per_element.rule = UpdateRule::kAdagrad;
+  StatusOr<TableId> r = w.DeclareTable(per_element);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rule rowwise_adagrad (1 state floats per row)"),
+            std::string::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("rule adagrad (4 state floats per row)"), std::string::npos)
+      << r.status();
   // A new name: fresh values from the initializer.
   auto fresh = w.DeclareTable(TableSpec::Dense("new", 10));
   ASSERT_TRUE(fresh.ok()) << fresh.status();

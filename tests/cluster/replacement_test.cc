@@ -398,9 +398,9 @@ TEST_F(ReplacementTest, ReplicationSurvivesASecondAndAThirdDeath) {
   }
 }
 
-// The copy to a new backup carries the rules' state: Adam on a dense table and Adagrad on
-// a sparse one, two servers of three cut off between pushes, end bit for bit where a
-// cluster without faults ends.
+// The copy to a new backup carries the rules' state: Adam on a dense table, Adagrad (per
+// element) and rowwise_adagrad (per row) on sparse ones, two servers of three cut off
+// between pushes, end bit for bit where a cluster without faults ends.
 TEST_F(ReplacementTest, ANewBackupGetsTheRulesState) {
   TableSpec adam = TableSpec::Dense("adam", kSize);
   adam.rule = UpdateRule::kAdam;
@@ -408,6 +408,8 @@ TEST_F(ReplacementTest, ANewBackupGetsTheRulesState) {
   TableSpec adagrad = TableSpec::Sparse("adagrad", 3);
   adagrad.rule = UpdateRule::kAdagrad;
   adagrad.learning_rate = 0.1f;
+  TableSpec rowwise = TableSpec::Sparse("rowwise", 3, UpdateRule::kRowwiseAdagrad);
+  rowwise.learning_rate = 0.1f;
   std::vector<Key> ids;
   for (Key k = 1; k <= 40; ++k) ids.push_back(k * 0x9E3779B97F4A7C15ull);
   const int pushes = 15;
@@ -419,7 +421,8 @@ TEST_F(ReplacementTest, ANewBackupGetsTheRulesState) {
     Worker& w = c.worker(0);
     auto d = w.DeclareTable(adam);
     auto sp = w.DeclareTable(adagrad);
-    ASSERT_TRUE(d.ok() && sp.ok());
+    auto rw = w.DeclareTable(rowwise);
+    ASSERT_TRUE(d.ok() && sp.ok() && rw.ok());
     std::mt19937 rng(7);
     std::vector<NodeId> cut;
     uint64_t copies_before = 0;
@@ -433,11 +436,14 @@ TEST_F(ReplacementTest, ANewBackupGetsTheRulesState) {
       for (auto& x : r) x = std::uniform_real_distribution<float>(-1, 1)(rng);
       ASSERT_TRUE(w.Wait(w.Push(*d, g.data(), kSize), kWait).ok());
       ASSERT_TRUE(w.Wait(w.PushSparse(*sp, ids.data(), ids.size(), r.data(), r.size()), kWait).ok());
+      ASSERT_TRUE(w.Wait(w.PushSparse(*rw, ids.data(), ids.size(), r.data(), r.size()), kWait).ok());
     }
     dense_out->assign(kSize, 0.0f);
-    rows_out->assign(ids.size() * 3, 0.0f);
+    const size_t n = ids.size() * 3;
+    rows_out->assign(2 * n, 0.0f);  // adagrad's rows, then rowwise_adagrad's
     ASSERT_TRUE(w.Wait(w.Pull(*d, dense_out->data(), kSize), kWait).ok());
-    ASSERT_TRUE(w.Wait(w.PullSparse(*sp, ids.data(), ids.size(), rows_out->data(), rows_out->size()), kWait).ok());
+    ASSERT_TRUE(w.Wait(w.PullSparse(*sp, ids.data(), ids.size(), rows_out->data(), n), kWait).ok());
+    ASSERT_TRUE(w.Wait(w.PullSparse(*rw, ids.data(), ids.size(), rows_out->data() + n, n), kWait).ok());
     if (faults) EXPECT_EQ(c.scheduler().stats().dead_nodes, 2u);
     w.Stop();
     EXPECT_TRUE(c.scheduler().Join(20s).ok());

@@ -55,6 +55,9 @@ def lazy_reference(rule, x_rows, key_steps, grad_steps, lr, **h):
             if rule == "adagrad":
                 s[0] += g * g
                 x[k] -= lr * g / (np.sqrt(s[0]) + h["epsilon"])
+            elif rule == "rowwise_adagrad":  # FBGEMM's: one accumulator per row
+                s[0, 0] += np.mean(g * g)
+                x[k] -= lr * g / (np.sqrt(s[0, 0]) + h.get("epsilon", h.get("eps")))
             elif rule == "adam":
                 b1, b2, eps = 0.9, 0.999, 1e-8
                 s[2] += 1
@@ -78,6 +81,7 @@ def lazy_reference(rule, x_rows, key_steps, grad_steps, lr, **h):
 
 @pytest.mark.parametrize("rule,hyper", [
     ("adagrad", {"epsilon": 1e-8}),
+    ("rowwise_adagrad", {"eps": 1e-8}),
     ("adam", {}),
     ("ftrl", {"l1": 0.01, "l2": 0.1, "ftrl_beta": 1.0}),
     ("momentum", {}),
@@ -119,6 +123,44 @@ def test_bad_hyperparameters_are_refused():
             w.declare_dense("e", 4, "adam", betas=0.5)
         with pytest.raises(layerps.InvalidArgumentError, match="rule must be one of"):
             w.declare_dense("f", 4, "rmsprop")
+        with pytest.raises(layerps.InvalidArgumentError, match="rule 'sgd' takes no 'momentum'"):
+            w.declare_sparse("g", 4, "sgd", momentum=0.5)
+        with pytest.raises(layerps.InvalidArgumentError, match="rule 'rowwise_adagrad' takes no 'beta1'"):
+            w.declare_sparse("h", 4, "rowwise_adagrad", beta1=0.5)
+        with pytest.raises(layerps.InvalidArgumentError, match="given twice"):
+            w.declare_sparse("i", 4, "adam", eps=1e-6, epsilon=1e-6)
+        with pytest.raises(layerps.InvalidArgumentError, match="rowwise_adagrad is for sparse tables"):
+            w.declare_dense("j", 4, "rowwise_adagrad")
+        with pytest.raises(layerps.InvalidArgumentError, match="epsilon"):
+            w.declare_sparse("k", 4, "rowwise_adagrad", eps=0)
+
+
+# Every rule a sparse table takes, with each of its hyper-parameters: what the servers hold
+# is what Python passed.
+SPARSE_RULES = [
+    ("sum", {}),
+    ("sgd", {"lr": 0.5}),
+    ("momentum", {"lr": 0.5, "momentum": 0.25}),
+    ("nesterov", {"lr": 0.5, "momentum": 0.75}),
+    ("adagrad", {"lr": 0.5, "eps": 1e-6}),
+    ("rowwise_adagrad", {"lr": 0.5, "epsilon": 1e-5}),
+    ("adam", {"lr": 0.5, "beta1": 0.5, "beta2": 0.75, "eps": 1e-4}),
+    ("ftrl", {"lr": 0.5, "l1": 0.125, "l2": 0.25, "ftrl_beta": 2.0}),
+    ("elastic", {"elastic_alpha": 0.125}),
+]
+
+
+def test_every_sparse_rule_and_its_hyperparameters_from_python():
+    with layerps.LocalCluster(num_servers=1, num_workers=1, **FAST) as c:
+        w = c.workers[0]
+        for rule, hyper in SPARSE_RULES:
+            t = w.declare_sparse(f"t_{rule}", 4, rule, **hyper)
+            assert t.spec.rule == getattr(layerps._core.UpdateRule, rule.upper())
+            for k, v in hyper.items():
+                field = {"lr": "learning_rate", "eps": "epsilon"}.get(k, k)
+                assert getattr(t.spec, field) == pytest.approx(v, rel=1e-7), (rule, k)
+            w.push_sparse(t, np.array([3], np.int64), np.ones((1, 4), np.float32)).wait()
+            assert w.pull_sparse(t, np.array([3], np.int64)).wait().shape == (1, 4)
 
 
 def test_sync_modes_and_the_elastic_rule():

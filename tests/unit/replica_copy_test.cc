@@ -184,6 +184,55 @@ TEST_F(ReplicaCopyTest, AMessageThatDoesNotFitIsAnError) {
   EXPECT_FALSE(CopyHeldUpdates(end).ok());
 }
 
+// A rule whose state is per row (rowwise_adagrad: one float after the row's dim values):
+// the copy's rows are that wide, and carry the accumulator.
+TEST(ReplicaCopyRowStateTest, APerRowStateTravelsWithItsRow) {
+  ClusterMap map = TwoServers();
+  map.tables.erase(0);
+  TableInfo& t = map.tables[1];
+  t.spec.rule = UpdateRule::kRowwiseAdagrad;
+  t.spec.learning_rate = 0.25f;
+  Store primary(1);
+  ASSERT_TRUE(primary.Install(t).ok());
+  ASSERT_EQ(primary.RowWidth(1), 6u);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<Key> keys;
+  for (int i = 0; keys.size() < 300; ++i) {
+    const Key k = rng();
+    if (MixKey(k) < (Key{1} << 63)) keys.push_back(k);
+  }
+  for (int step = 0; step < 2; ++step) {
+    std::vector<float> rows(keys.size() * 5);
+    for (auto& x : rows) x = u(rng);
+    ASSERT_TRUE(primary.ApplySparse(1, keys.data(), keys.size(), 5, rows.data(), ApplyOp::kRule).ok());
+  }
+  std::vector<Message> msgs;
+  ASSERT_TRUE(SendStoreCopy(primary, map, 1, {}, [&](Message&& m) {
+                msgs.push_back(std::move(m));
+                return Status::OK();
+              }).ok());
+  StatusOr<ReplicaStart> start = BeginReplica(1, msgs.front());
+  ASSERT_TRUE(start.ok()) << start.status();
+  for (size_t i = 1; i + 1 < msgs.size(); ++i) {
+    ASSERT_EQ(msgs[i].frames[1].size(), msgs[i].header.count * 6 * sizeof(float));
+    ASSERT_TRUE(ApplyCopyChunk(start->store.get(), msgs[i]).ok()) << i;
+  }
+  std::unordered_map<Key, std::vector<float>> copied;
+  ASSERT_TRUE(start->store->VisitRows(1, [&](Key id, const float* row) -> Status {
+    copied[id].assign(row, row + 6);
+    return Status::OK();
+  }).ok());
+  ASSERT_EQ(copied.size(), keys.size());
+  ASSERT_TRUE(primary.VisitRows(1, [&](Key id, const float* row) -> Status {
+    auto it = copied.find(id);
+    if (it == copied.end()) return NotFound("row " + std::to_string(id) + " not copied");
+    EXPECT_EQ(std::memcmp(row, it->second.data(), 6 * sizeof(float)), 0) << id;
+    EXPECT_GT(row[5], 0.0f) << id;  // the accumulator
+    return Status::OK();
+  }).ok());
+}
+
 TEST(RangeSetTest, ChangedOnlyWhereATableOfBothDiffers) {
   ClusterMap map = TwoServers();
   RangeSet one = RangesOf(map, 1);

@@ -71,11 +71,21 @@ TEST(StoreBoundedTest, CapacityNeverExceededOverManyKeys) {
 }
 
 // capacity_bytes: converted to rows at install, by the row's values and rule state
-// (Adagrad: one state float per value), metadata and index share.
+// (Adagrad: one state float per value; rowwise_adagrad: one per row), metadata and index
+// share.
 TEST(StoreBoundedTest, CapacityInBytes) {
-  const uint64_t row = Store::BoundedRowBytes(4, 1);
-  EXPECT_EQ(row, 4u * 2 * sizeof(float) + Store::BoundedRowBytes(0, 0));
-  EXPECT_GT(Store::BoundedRowBytes(0, 0), 0u);
+  const uint64_t row = Store::BoundedRowBytes(4 * 2);
+  EXPECT_EQ(row, 4u * 2 * sizeof(float) + Store::BoundedRowBytes(0));
+  EXPECT_GT(Store::BoundedRowBytes(0), 0u);
+  {
+    TableInfo rw = Bounded(4, UpdateRule::kRowwiseAdagrad, 0, Eviction::kLru);
+    const uint64_t rw_row = Store::BoundedRowBytes(4 + 1);
+    rw.spec.capacity_bytes = 300 * rw_row + rw_row / 2;
+    Store s(1);
+    ASSERT_TRUE(s.Install(rw).ok());
+    EXPECT_EQ(s.RowWidth(0), 5u);
+    EXPECT_EQ(Counters(s).capacity, 300u);
+  }
   TableInfo t = Bounded(4, UpdateRule::kAdagrad, 0, Eviction::kLru);
   t.spec.capacity_bytes = 300 * row + row / 2;  // room for 300 rows, not 301
   ASSERT_TRUE(t.spec.Validate().ok()) << t.spec.Validate();

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,11 @@ std::string FreshDir(const std::string& name) {
   return p.string();
 }
 
-TableInfo Cold(uint32_t dim, uint64_t capacity, bool cold = true) {
+TableInfo Cold(uint32_t dim, uint64_t capacity, bool cold = true,
+               UpdateRule rule = UpdateRule::kAdagrad) {
   TableInfo t;
   t.id = 0;
-  t.spec = TableSpec::Sparse("emb", dim, UpdateRule::kAdagrad);
+  t.spec = TableSpec::Sparse("emb", dim, rule);
   t.spec.learning_rate = 0.5f;
   t.spec.capacity = capacity;
   t.spec.eviction = capacity ? Eviction::kLru : Eviction::kNone;
@@ -52,13 +54,29 @@ void PushRound(Store& s, int r, uint32_t dim = 2) {
   }
 }
 
-TEST(StoreColdTest, EvictedRowsComeBackExactlyWithTheirState) {
-  const std::string dir = FreshDir("exact");
+// Every row of a table as VisitRows gives it (values and the rule's state), by id.
+std::map<Key, std::vector<float>> WholeRows(Store& s) {
+  std::map<Key, std::vector<float>> rows;
+  const uint32_t width = s.RowWidth(0);
+  EXPECT_TRUE(s.VisitRows(0, [&](Key k, const float* row) {
+                 rows[k].assign(row, row + width);
+                 return Status::OK();
+               }).ok());
+  return rows;
+}
+
+// Per element (adagrad: 2 state floats per row of 2) and per row (rowwise_adagrad: 1).
+class StoreColdRuleTest : public ::testing::TestWithParam<UpdateRule> {};
+
+TEST_P(StoreColdRuleTest, EvictedRowsComeBackExactlyWithTheirState) {
+  const UpdateRule rule = GetParam();
+  const std::string dir = FreshDir(std::string("exact_") + UpdateRuleName(rule));
   Store cold(1, dir);
-  ASSERT_TRUE(cold.Install(Cold(2, 4)).ok());
+  ASSERT_TRUE(cold.Install(Cold(2, 4, true, rule)).ok());
+  EXPECT_EQ(cold.RowWidth(0), rule == UpdateRule::kRowwiseAdagrad ? 3u : 4u);
   // The reference: the same pushes on a table that never evicts.
   Store ref(1);
-  ASSERT_TRUE(ref.Install(Cold(2, 0, false)).ok());
+  ASSERT_TRUE(ref.Install(Cold(2, 0, false, rule)).ok());
   for (int r = 0; r < 2; ++r) {
     PushRound(cold, r);
     PushRound(ref, r);
@@ -85,6 +103,11 @@ TEST(StoreColdTest, EvictedRowsComeBackExactlyWithTheirState) {
   EXPECT_EQ(c.reloaded, 40u);
   EXPECT_EQ(c.spilled, 56u);
   EXPECT_EQ(c.rows_live, 4u);
+  // And the state itself, bit for bit: the rows on disk and in memory are the reference's.
+  const std::map<Key, std::vector<float>> got = WholeRows(cold), want = WholeRows(ref);
+  EXPECT_EQ(got.size(), 20u);
+  EXPECT_EQ(got, want);
+  EXPECT_NE(want.at(3).back(), 0.0f);  // an accumulator the pushes grew
 }
 
 TEST(StoreColdTest, MemoryOnlyBoundedTableForgetsWhatTheColdTierKeeps) {
@@ -106,18 +129,19 @@ TEST(StoreColdTest, MemoryOnlyBoundedTableForgetsWhatTheColdTierKeeps) {
   EXPECT_EQ(hot.SparseStats().at(0).spilled, 0u);
 }
 
-TEST(StoreColdTest, ARestartedStoreFindsTheRows) {
-  const std::string dir = FreshDir("restart");
+TEST_P(StoreColdRuleTest, ARestartedStoreFindsTheRows) {
+  const UpdateRule rule = GetParam();
+  const std::string dir = FreshDir(std::string("restart_") + UpdateRuleName(rule));
   std::vector<std::vector<float>> want(20, std::vector<float>(2));
   {
     Store s(1, dir);
-    ASSERT_TRUE(s.Install(Cold(2, 4)).ok());
+    ASSERT_TRUE(s.Install(Cold(2, 4, true, rule)).ok());
     PushRound(s, 0);
     PushRound(s, 1);
     for (Key k = 0; k < 20; ++k) ASSERT_TRUE(s.ReadSparse(0, &k, 1, 2, want[k].data()).ok());
   }  // destroyed: the 4 rows in memory are written too
   Store s(1, dir);
-  ASSERT_TRUE(s.Install(Cold(2, 4)).ok());
+  ASSERT_TRUE(s.Install(Cold(2, 4, true, rule)).ok());
   for (Key k = 0; k < 20; ++k) {
     float v[2];
     ASSERT_TRUE(s.ReadSparse(0, &k, 1, 2, v).ok());
@@ -130,7 +154,7 @@ TEST(StoreColdTest, ARestartedStoreFindsTheRows) {
   // And the optimizer state: one more round on both sides matches a reference that saw
   // all three rounds.
   Store ref(1);
-  ASSERT_TRUE(ref.Install(Cold(2, 0, false)).ok());
+  ASSERT_TRUE(ref.Install(Cold(2, 0, false, rule)).ok());
   for (int r = 0; r < 3; ++r) PushRound(ref, r);
   PushRound(s, 2);
   for (Key k = 0; k < 20; ++k) {
@@ -141,6 +165,12 @@ TEST(StoreColdTest, ARestartedStoreFindsTheRows) {
     EXPECT_EQ(a[1], b[1]) << k;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Rules, StoreColdRuleTest,
+                         ::testing::Values(UpdateRule::kAdagrad, UpdateRule::kRowwiseAdagrad),
+                         [](const ::testing::TestParamInfo<UpdateRule>& info) {
+                           return std::string(UpdateRuleName(info.param));
+                         });
 
 TEST(StoreColdTest, UnusableDirectoryIsAnErrorAtInstall) {
   // A regular file where the directory should be (root can write anywhere, so not a mode).

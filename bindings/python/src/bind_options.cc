@@ -51,7 +51,8 @@ void BindOptions(py::module_& m) {
       .value("ADAGRAD", ps::UpdateRule::kAdagrad)
       .value("ADAM", ps::UpdateRule::kAdam)
       .value("FTRL", ps::UpdateRule::kFtrl)
-      .value("ELASTIC", ps::UpdateRule::kElastic);
+      .value("ELASTIC", ps::UpdateRule::kElastic)
+      .value("ROWWISE_ADAGRAD", ps::UpdateRule::kRowwiseAdagrad);
   py::enum_<ps::SyncMode>(m, "SyncMode")
       .value("ASYNC", ps::SyncMode::kAsync)
       .value("BSP", ps::SyncMode::kBsp)
