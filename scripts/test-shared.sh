@@ -29,7 +29,7 @@ LD_LIBRARY_PATH="$PWD/$dir/consumer_work/prefix/$libdir${LD_LIBRARY_PATH:+:$LD_L
 so=$(ls "$dir"/liblayerps.so.* | head -n 1)
 exports=$(nm -DC --defined-only "$so")
 fail=0
-for want in 'ps::Worker::Push' 'ps::Server::Start' 'ps::Scheduler::Join' 'ps::Trainer::Create'; do
+for want in 'ps::Worker::Push' 'ps::Communicator::AllReduce' 'ps::Server::Start' 'ps::Scheduler::Join' 'ps::Trainer::Create'; do
   if ! grep -qF "$want" <<<"$exports"; then
     echo "test-shared.sh: $so does not export $want" >&2
     fail=1

@@ -337,8 +337,8 @@ int main(int argc, char** argv) {
       label_counts[to] = labels_out.size();
     }
     ps::GatherResult acts, labels;
-    s = w.AllToAllV(act_out.data(), counts, ps::DataType::kFloat32, &acts, all);
-    if (s.ok()) s = w.AllToAllV(labels_out.data(), label_counts, ps::DataType::kInt64, &labels, all);
+    s = w.communicator().AllToAllV(act_out.data(), counts, ps::DataType::kFloat32, &acts, all);
+    if (s.ok()) s = w.communicator().AllToAllV(labels_out.data(), label_counts, ps::DataType::kInt64, &labels, all);
     if (!s.ok()) return Fail("send the activations", s);
 
     // 2. The FC nodes train the head and return the activations' gradients.
@@ -363,7 +363,7 @@ int main(int argc, char** argv) {
                            static_cast<size_t>(p.grad().numel()), ps::DataType::kFloat32});
         }
         grads.push_back({total.data(), total.data(), 1, ps::DataType::kFloat32});
-        s = w.GroupedAllReduce(grads, among_fc);
+        s = w.communicator().GroupedAllReduce(grads, among_fc);
         if (!s.ok()) return Fail("all-reduce the head's gradients", s);
       }
       head_sgd.step();
@@ -379,7 +379,7 @@ int main(int argc, char** argv) {
       }
     }
     ps::GatherResult grads;
-    s = w.AllToAllV(grad_out.data(), grad_counts, ps::DataType::kFloat32, &grads, all);
+    s = w.communicator().AllToAllV(grad_out.data(), grad_counts, ps::DataType::kFloat32, &grads, all);
     if (!s.ok()) return Fail("return the gradients", s);
 
     // 3. The conv workers' backward and pushes.

@@ -1,9 +1,10 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// Collectives among workers (docs/collectives.md): the element types and reduction ops
-// they take, and their options. The calls themselves are Worker members (ps/worker.h):
-// AllReduce, GroupedAllReduce, AllGather, AllGatherV, Broadcast, AllToAll, AllToAllV,
-// ReduceScatter and CollectiveBarrier, each blocking or asynchronous (a Ticket).
+// Collectives among workers (docs/collectives.md): their options and results. The element
+// types and reduction ops they take are in ps/element_types.h; the calls themselves are
+// Communicator members (ps/communicator.h, a worker's `communicator()`): AllReduce,
+// GroupedAllReduce, AllGather, AllGatherV, Broadcast, AllToAll, AllToAllV, ReduceScatter
+// and CollectiveBarrier, each blocking or asynchronous (a Ticket).
 //
 // Every collective runs among a process set: the worker ranks of
 // CollectiveOptions::ranks (empty: every worker), in ascending order. Every member calls
@@ -20,45 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "ps/element_types.h"
 #include "ps/status.h"
 #include "ps/types.h"
 
 namespace ps {
-
-// Element types of collective buffers. The values of the first three are those of
-// WireDType (float32 travels as it is, or narrowed to fp16/bf16).
-enum class DataType : uint8_t {
-  kFloat32 = 0,
-  kFloat16 = 1,   // IEEE half, as uint16_t bits
-  kBFloat16 = 2,  // bfloat16, as uint16_t bits
-  kFloat64 = 3,
-  kInt32 = 4,
-  kInt64 = 5,
-  kUInt8 = 6,
-};
-constexpr int kNumDataTypes = 7;
-// Bytes per element (0 for a value outside the enum).
-size_t DataTypeSize(DataType type);
-// "float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8"; "?" otherwise.
-const char* DataTypeName(DataType type);
-// The inverse of DataTypeName; also "fp32", "fp16", "bf16", "half", "double", "float".
-StatusOr<DataType> ParseDataType(const std::string& name);
-
-// How an all-reduce (or reduce-scatter) combines the members' values, element-wise.
-// Sums of integers wrap around (two's complement); float16/bfloat16 values are combined
-// in float32 and rounded back (to nearest, ties to even) at every step.
-enum class ReduceOp : uint8_t {
-  kSum = 0,
-  // The sum divided by the number of members (integers: truncated toward zero), as
-  // Horovod's Average. With Join, by the full size of the set, joined members included.
-  kAverage = 1,
-  kMin = 2,
-  kMax = 3,
-  kProduct = 4,
-};
-constexpr int kNumReduceOps = 5;
-const char* ReduceOpName(ReduceOp op);  // "sum", "average", "min", "max", "product"
-StatusOr<ReduceOp> ParseReduceOp(const std::string& name);
 
 // How an all-reduce (and a broadcast) moves the buffer (docs/collectives.md). Both
 // all-reduce algorithms send and receive 2(W-1)/W of the buffer per worker; they differ

@@ -7,6 +7,8 @@
 #include "ps/algorithm.h"
 #include "ps/cluster_key.h"
 #include "ps/collectives.h"
+#include "ps/communicator.h"
+#include "ps/element_types.h"
 #include "ps/launcher.h"
 #include "ps/logging.h"
 #include "ps/options.h"

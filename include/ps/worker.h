@@ -1,7 +1,9 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // Worker: the user's training process's handle on the cluster. Declares tables, pushes
-// gradients and pulls values, dense and sparse, asynchronously.
+// gradients and pulls values, dense and sparse, asynchronously. Its collectives and peer
+// messages (the Horovod half) are those of its Communicator (`communicator()`,
+// ps/communicator.h).
 //
 // Lifecycle: construct, Start() (registers and waits until the cluster is complete),
 // use, Stop() (leaves; the cluster shuts down when every worker has left).
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "ps/collectives.h"
+#include "ps/communicator.h"
 #include "ps/export.h"
 #include "ps/options.h"
 #include "ps/status.h"
@@ -170,133 +173,12 @@ class LAYERPS_EXPORT Worker {
   // True when this build has the CUDA path and a GPU is usable by this process.
   static bool DeviceSupport();
 
-  // --- Worker to worker ---------------------------------------------------------------------
-  // A tensor of n floats sent to the worker of rank `to` under `tag`, and received from
-  // the worker of rank `from` under a tag into a caller buffer of exactly n floats (a
-  // different size fails the receive with kInvalidArgument). Tensors of one sender and
-  // tag match receives in the order both were issued; different tags never mix. A send
-  // goes without a copy and completes when the receiver holds the values (delivered, or
-  // kept for a receive not posted yet, within a budget of 1 GiB of such tensors per
-  // receiver: past it the send fails with kResourceExhausted). Either side fails with
-  // kUnavailable when the other dies, or when nothing came within request_timeout_ms.
-  // The rank is a worker rank (0..num_workers()-1), not this worker's own. Tags with the
-  // top bit set (>= 2^63) are reserved for collectives: SendTo refuses them.
-  Ticket SendTo(uint32_t to, uint64_t tag, const float* data, size_t n, Callback cb = nullptr);
-  Ticket RecvFrom(uint32_t from, uint64_t tag, float* out, size_t n, Callback cb = nullptr);
-  // A receive from whichever worker sends first: completes with the first tensor sent to
-  // this worker under `tag` by any worker, and writes its sender's rank to *from (when
-  // `from` is not null) before the request completes. The size rule, the per-sender order
-  // and the buffering budget are RecvFrom's. RecvFrom and RecvFromAny may share a tag: an
-  // arriving tensor goes to the oldest RecvFrom naming its sender if one is posted, else
-  // to the oldest RecvFromAny of its tag, else it is kept; a RecvFromAny takes the tensor
-  // kept first under its tag, whoever sent it. Either way one sender's tensors under one
-  // tag are received in the order they were sent (a gossip protocol can end with a marker
-  // on the same tag: every tensor sent before it was received before it). No single
-  // worker's death fails it (it waits for anyone); it fails with kUnavailable when nothing
-  // came within request_timeout_ms or the scheduler is lost, and kAborted on Stop().
-  // Tags >= 2^63 are refused (kInvalidArgument).
-  Ticket RecvFromAny(uint64_t tag, float* out, size_t n, uint32_t* from, Callback cb = nullptr);
-
-  // --- Collectives (docs/collectives.md) ----------------------------------------------------
-  // Ring all-reduce: on return, data[0..n) holds the element-wise sum of every
-  // participant's data[0..n) (in place; reduce-scatter then all-gather, each worker sending
-  // 2(W-1)/W of the buffer). A collective: every participant calls it with the same n and
-  // options, and the collectives of one group in the same order (a per-group sequence
-  // number pairs them up); a wrong n shows up as kInvalidArgument on some participants and
-  // kTimeout/kUnavailable on the others. One participant (W = 1) returns at once.
-  // Blocks until done; the buffer must stay valid until the call returns, and must not be
-  // touched meanwhile. Errors: kInvalidArgument (null buffer with n > 0, a rank list with a
-  // duplicate, an unknown rank or without this worker, bad segment_bytes);
-  // kUnavailable (a participant is or becomes dead: every survivor fails as soon as the
-  // scheduler declares it dead, within heartbeat_timeout_ms, or request_timeout_ms
-  // passed); kTimeout (`timeout`, when shorter than request_timeout_ms, passed);
-  // kFailedPrecondition (not started); kAborted (Stop() meanwhile). After an error the
-  // buffer's contents are unspecified, but nothing of the collective touches it any more.
-  Status AllReduce(float* data, size_t n, std::chrono::milliseconds timeout);
-  Status AllReduce(float* data, size_t n, const AllReduceOptions& options,
-                   std::chrono::milliseconds timeout);
-
-  // --- Typed collectives (ps/collectives.h, docs/collectives.md) ----------------------------
-  // Each runs among options.ranks (empty: every worker) and has a blocking form and an
-  // asynchronous one (a Ticket for Wait, or a callback). Every member calls the same
-  // collectives in the same order with matching arguments; a member whose call differs
-  // (kind, type, op, count, root, scale factors, name...) makes the collective fail on
-  // every member with the same kInvalidArgument naming it and what differed. Buffers are
-  // used in place (sent without a copy, received straight into place) and must stay
-  // valid and untouched until the collective completed. Errors, on every member alike:
-  // kInvalidArgument (bad arguments, found before anything is sent: a null buffer with
-  // n > 0, a count whose byte size overflows, an unknown type or op, a rank outside the
-  // set, a bad segment_bytes or timeout; or a mismatch), kFailedPrecondition (not
-  // started), kUnavailable (a member is or becomes dead, or the scheduler is lost: within
-  // heartbeat_timeout_ms), kTimeout (options.timeout, or request_timeout_ms, passed: the
-  // message names the members never heard from), kAborted (Stop()). After an error the
-  // output buffers' contents are unspecified, but nothing of the collective touches them.
-  //
-  // AllReduce: out[i] = op over the members of in[i] (in == out is fine), prescaled and
-  // postscaled as options say; float32 may travel compressed (options.wire_dtype).
-  Ticket AllReduceAsync(const void* in, void* out, size_t n, DataType type,
-                        const AllReduceOptions& options, Callback cb = nullptr);
-  Status AllReduce(const void* in, void* out, size_t n, DataType type,
-                   const AllReduceOptions& options);
-  // Many tensors in one collective: those of one type are packed into one buffer and
-  // all-reduced together (few messages, one copy in and out).
-  Ticket GroupedAllReduceAsync(const std::vector<CollectiveTensor>& tensors,
-                               const AllReduceOptions& options, Callback cb = nullptr);
-  Status GroupedAllReduce(const std::vector<CollectiveTensor>& tensors,
-                          const AllReduceOptions& options);
-  // AllGather: out (W * n elements) holds every member's n elements, in rank order.
-  Ticket AllGatherAsync(const void* in, size_t n, DataType type, void* out,
-                        const CollectiveOptions& options, Callback cb = nullptr);
-  Status AllGather(const void* in, size_t n, DataType type, void* out,
-                   const CollectiveOptions& options);
-  // AllGatherV: each member its own n (0 allowed); *out gets every member's elements in
-  // rank order and their counts.
-  Ticket AllGatherVAsync(const void* in, size_t n, DataType type, GatherResult* out,
-                         const CollectiveOptions& options, Callback cb = nullptr);
-  Status AllGatherV(const void* in, size_t n, DataType type, GatherResult* out,
-                    const CollectiveOptions& options);
-  // Broadcast: every member's data[0..n) becomes the root's (a worker rank of the set).
-  Ticket BroadcastAsync(void* data, size_t n, DataType type, uint32_t root,
-                        const CollectiveOptions& options, Callback cb = nullptr);
-  Status Broadcast(void* data, size_t n, DataType type, uint32_t root,
-                   const CollectiveOptions& options);
-  // AllToAll: in and out hold W blocks of n elements; block q of in goes to the member
-  // of the q-th smallest rank, and block q of out comes from it. in != out.
-  Ticket AllToAllAsync(const void* in, size_t n, DataType type, void* out,
-                       const CollectiveOptions& options, Callback cb = nullptr);
-  Status AllToAll(const void* in, size_t n, DataType type, void* out,
-                  const CollectiveOptions& options);
-  // AllToAllV: send_counts[q] elements of in (in order) go to the q-th member; *out gets
-  // what each member sent to this one, in rank order, and the counts.
-  Ticket AllToAllVAsync(const void* in, const std::vector<size_t>& send_counts, DataType type,
-                        GatherResult* out, const CollectiveOptions& options, Callback cb = nullptr);
-  Status AllToAllV(const void* in, const std::vector<size_t>& send_counts, DataType type,
-                   GatherResult* out, const CollectiveOptions& options);
-  // ReduceScatter: the all-reduce of in[0..n), of which each member keeps its block:
-  // out gets ReduceScatterBlock(n, W, p) elements, from ReduceScatterOffset(n, W, p) on,
-  // for the member at position p (the p-th smallest rank of the set).
-  Ticket ReduceScatterAsync(const void* in, size_t n, DataType type, void* out,
-                            const AllReduceOptions& options, Callback cb = nullptr);
-  Status ReduceScatter(const void* in, size_t n, DataType type, void* out,
-                       const AllReduceOptions& options);
-  static size_t ReduceScatterBlock(size_t n, size_t members, size_t position);
-  static size_t ReduceScatterOffset(size_t n, size_t members, size_t position);
-  // A barrier among the set's members (worker to worker; Barrier(Group) goes through the
-  // scheduler). kTimeout names the members that did not arrive.
-  Ticket CollectiveBarrierAsync(const CollectiveOptions& options, Callback cb = nullptr);
-  Status CollectiveBarrier(const CollectiveOptions& options);
-  // Horovod's join for the collectives of options.ranks' set: this member ran out of data.
-  // Until every member of the set joined, it takes part in every AllReduce (and
-  // GroupedAllReduce) the others start, contributing the op's identity (zeros for sum
-  // and average, whose division stays by the full set size; +inf/-inf or the type's
-  // extremes for min/max; ones for product) and dropping the result; any other
-  // collective started meanwhile fails on every member (kInvalidArgument naming the
-  // joined ranks). Returns OK once every member joined, with *last_rank the rank that
-  // joined last (ties: the highest rank); kTimeout after `timeout`; kUnavailable when a
-  // member dies. Scheduler barriers and bsp/ssp tables are Join(timeout)'s (below): a
-  // worker that uses both calls both (layerps.torch.join does, concurrently).
-  Status JoinCollectives(const CollectiveOptions& options, std::chrono::milliseconds timeout,
-                         uint32_t* last_rank = nullptr);
+  // --- Collectives and peer messages --------------------------------------------------------
+  // The worker's communicator (ps/communicator.h): sends and receives between workers and
+  // the collectives among them. It lives as long as this Worker; its tickets may be waited
+  // for with Wait below as well as with its own.
+  Communicator& communicator();
+  const Communicator& communicator() const;
 
   // The request's Status; kTimeout if it is still in flight after timeout (Wait again),
   // kNotFound for an unknown or already-waited ticket.

@@ -21,7 +21,7 @@ class ArsgdTrainer : public ModelTrainer {
   Status Step(const float* grad) override {
     if (finished_) return FailedPrecondition("Trainer: Step after Finish");
     std::copy(grad, grad + n_, sum_.begin());
-    Status st = worker_->AllReduce(sum_.data(), n_, options().timeout);
+    Status st = worker_->communicator().AllReduce(sum_.data(), n_, options().timeout);
     if (!st.ok()) return st;
     MutexLock lock(&mu_);
     sgd_.Apply(params_, sum_.data(), 1.0f / static_cast<float>(worker_->num_workers()));

@@ -94,7 +94,7 @@ void PeerTrainer::CheckWorkersAlive() {
 void PeerTrainer::ReceiveAny(uint64_t tag, Buffer data) {
   auto from = std::make_shared<uint32_t>(0);
   std::shared_ptr<Link> link = link_;
-  worker_->RecvFromAny(tag, data->data(), data->size(), from.get(),
+  worker_->communicator().RecvFromAny(tag, data->data(), data->size(), from.get(),
                        [link, from, data, tag](const Status& s) {
                          MutexLock lock(&link->mu);
                          link->arrivals.push_back(Arrival{s, tag, *from, data});
@@ -104,7 +104,7 @@ void PeerTrainer::ReceiveAny(uint64_t tag, Buffer data) {
 
 void PeerTrainer::ReceiveFrom(uint32_t from, uint64_t tag, Buffer data) {
   std::shared_ptr<Link> link = link_;
-  worker_->RecvFrom(from, tag, data->data(), data->size(),
+  worker_->communicator().RecvFrom(from, tag, data->data(), data->size(),
                     [link, from, data, tag](const Status& s) {
                       MutexLock lock(&link->mu);
                       link->arrivals.push_back(Arrival{s, tag, from, data});
@@ -119,7 +119,7 @@ void PeerTrainer::Send(uint32_t to, uint64_t tag, Buffer data) {
     ++link->sends;
   }
   // The callback may run before SendTo returns (a send refused at once).
-  worker_->SendTo(to, tag, data->data(), data->size(), [link, to, data](const Status& s) {
+  worker_->communicator().SendTo(to, tag, data->data(), data->size(), [link, to, data](const Status& s) {
     MutexLock lock(&link->mu);
     --link->sends;
     if (!s.ok() && link->error.ok())

@@ -45,7 +45,7 @@ Status BroadcastFromRankZero(Worker* worker, float* params, size_t n,
                              std::chrono::milliseconds timeout) {
   if (worker->num_workers() == 1) return Status::OK();
   if (worker->rank() != 0) std::fill(params, params + n, 0.0f);
-  return worker->AllReduce(params, n, timeout);
+  return worker->communicator().AllReduce(params, n, timeout);
 }
 
 }  // namespace algorithms

@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "common/wire_type.h"
-#include "ps/collectives.h"
+#include "ps/element_types.h"
 
 namespace ps {
 namespace reduce {

@@ -13,7 +13,7 @@
 #include <mutex>
 
 #include "layerps.pb.h"
-#include "ps/collectives.h"
+#include "ps/element_types.h"
 
 namespace ps {
 

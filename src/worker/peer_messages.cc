@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ps/collectives.h"
+#include "ps/element_types.h"
 
 namespace ps {
 

@@ -12,7 +12,7 @@
 
 #include "common/status_wire.h"
 #include "common/wire_type.h"
-#include "ps/collectives.h"
+#include "ps/element_types.h"
 #include "worker/timeline.h"
 
 namespace ps {
@@ -403,7 +403,8 @@ void RequestTracker::Cancel(Ticket ticket, const Status& why) {
   }
 }
 
-Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
+Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout, bool* in_flight) {
+  if (in_flight != nullptr) *in_flight = false;
   std::shared_ptr<Request> req;
   {
     MutexLock lock(&state_->mu);
@@ -418,6 +419,7 @@ Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   {
     MutexLock lock(&req->mu);
     if (!req->cv.WaitFor(&req->mu, timeout, [&]() REQUIRES(req->mu) { return req->done; })) {
+      if (in_flight != nullptr) *in_flight = true;
       return Timeout("request " + std::to_string(ticket) + " still in flight after " +
                      std::to_string(timeout.count()) + " ms");
     }

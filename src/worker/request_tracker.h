@@ -211,7 +211,11 @@ class RequestTracker {
   // The request completes once its borrowed frames, if any, are released too.
   void Cancel(Ticket ticket, const Status& why);
 
-  Status Wait(Ticket ticket, std::chrono::milliseconds timeout);
+  // The request's status once it completed. When `timeout` passes first: kTimeout
+  // ("still in flight") and, if `in_flight` is given, *in_flight = true (a request that
+  // itself failed with kTimeout sets it false: the two are told apart without reading
+  // the message).
+  Status Wait(Ticket ticket, std::chrono::milliseconds timeout, bool* in_flight = nullptr);
   // Waits until every push, pull, push-pull and assign registered before the call has
   // completed, waited for or not (their tickets stay valid for Wait, which reports each
   // one's status). Peer sends and receives are not waited for. kTimeout, saying how many

@@ -10,17 +10,17 @@
 #include <numeric>
 #include <string>
 
-#include "ps/worker.h"
+#include "ps/communicator.h"
 
 namespace ps {
 namespace {
 
 // The set's ranks, ascending (empty options.ranks: every worker); the collectives
 // themselves check them, so a bad list fails there with its reason.
-std::vector<uint32_t> Members(const Worker& w, const CollectiveOptions& options) {
+std::vector<uint32_t> Members(const Communicator& w, const CollectiveOptions& options) {
   std::vector<uint32_t> ranks = options.ranks;
   if (ranks.empty()) {
-    for (int r = 0; r < w.num_workers(); ++r) ranks.push_back(static_cast<uint32_t>(r));
+    for (int r = 0; r < w.size(); ++r) ranks.push_back(static_cast<uint32_t>(r));
   }
   std::sort(ranks.begin(), ranks.end());
   return ranks;
@@ -49,7 +49,7 @@ CollectiveOptions Named(const CollectiveOptions& options, const char* what, cons
 // Sends rows by destination (dest[i]: the member position of row i) with one AllToAllV
 // for the ids and one for the values; *got_ids and *got_values receive what every member
 // sent this one.
-Status ExchangeRows(Worker& w, const int64_t* ids, const float* values, size_t n, size_t dim,
+Status ExchangeRows(Communicator& w, const int64_t* ids, const float* values, size_t n, size_t dim,
                     const std::vector<size_t>& dest, size_t members, const CollectiveOptions& options,
                     const char* what, GatherResult* got_ids, GatherResult* got_values) {
   std::vector<size_t> counts(members, 0);
@@ -108,7 +108,7 @@ SparseRows CoalesceRows(const int64_t* ids, const float* values, size_t n, size_
   return out;
 }
 
-Status AllGatherRows(Worker& w, const int64_t* ids, const float* values, size_t n, size_t dim,
+Status AllGatherRows(Communicator& w, const int64_t* ids, const float* values, size_t n, size_t dim,
                      const CollectiveOptions& options, SparseRows* out) {
   PS_RETURN_IF_ERROR(CheckRows(ids, values, n, dim, "AllGatherRows"));
   GatherResult got_ids, got_values;
@@ -131,7 +131,7 @@ Status AllGatherRows(Worker& w, const int64_t* ids, const float* values, size_t 
   return Status::OK();
 }
 
-Status RowsToOwners(Worker& w, const int64_t* ids, const float* values, size_t n, size_t dim,
+Status RowsToOwners(Communicator& w, const int64_t* ids, const float* values, size_t n, size_t dim,
                     const CollectiveOptions& options, SparseRows* out) {
   PS_RETURN_IF_ERROR(CheckRows(ids, values, n, dim, "RowsToOwners"));
   const size_t members = Members(w, options).size();
@@ -151,7 +151,7 @@ Status RowsToOwners(Worker& w, const int64_t* ids, const float* values, size_t n
   return Status::OK();
 }
 
-Status RowsToRoot(Worker& w, const int64_t* ids, const float* values, size_t n, size_t dim,
+Status RowsToRoot(Communicator& w, const int64_t* ids, const float* values, size_t n, size_t dim,
                   uint32_t root, const CollectiveOptions& options, SparseRows* out) {
   PS_RETURN_IF_ERROR(CheckRows(ids, values, n, dim, "RowsToRoot"));
   const std::vector<uint32_t> members = Members(w, options);
@@ -171,7 +171,7 @@ Status RowsToRoot(Worker& w, const int64_t* ids, const float* values, size_t n, 
   return Status::OK();
 }
 
-Status PullRowsThroughRoot(Worker& w, const int64_t* ids, size_t n, size_t dim, uint32_t root,
+Status PullRowsThroughRoot(Communicator& w, const int64_t* ids, size_t n, size_t dim, uint32_t root,
                            const RowSource& pull, float* out, const CollectiveOptions& options) {
   PS_RETURN_IF_ERROR(CheckRows(ids, out, n, dim, "PullRowsThroughRoot"));
   const std::vector<uint32_t> members = Members(w, options);

@@ -15,6 +15,7 @@
 #include "common/mutex.h"
 #include "node/node_runtime.h"
 #include "worker/collectives.h"
+#include "worker/communicator_impl.h"
 #include "worker/peer_messages.h"
 #include "worker/ps_requests.h"
 #include "worker/request_tracker.h"
@@ -40,7 +41,21 @@ class Worker::Impl {
             [this]() -> std::shared_ptr<const ClusterMap> {
               return started_ ? runtime_->map() : nullptr;
             },
-            [this]() { return started_ ? runtime_->id() : kUnassignedId; }) {}
+            [this]() { return started_ ? runtime_->id() : kUnassignedId; }),
+        communicator_(std::make_unique<Communicator::Impl>(
+            Communicator::Impl::Host{
+                [this]() -> std::shared_ptr<const ClusterMap> {
+                  return started_ ? runtime_->map() : nullptr;
+                },
+                [this]() { return started_ ? runtime_->id() : kUnassignedId; },
+                [this](NodeId id) {
+                  MutexLock lock(&gone_mu_);
+                  return gone_.count(id) != 0;
+                },
+                [this]() {
+                  return failed_.load(std::memory_order_acquire) ? failure_ : Status::OK();
+                }},
+            &tracker_, &peers_, &collectives_)) {}
 
   Status Start() {
     if (ever_started_) return FailedPrecondition("worker already started (a Worker starts once)");
@@ -237,93 +252,9 @@ class Worker::Impl {
 
   TrafficStats traffic() const { return ever_started_ ? runtime_->traffic() : TrafficStats{}; }
 
-  Status AllReduce(float* data, size_t n, const AllReduceOptions& options,
-                   std::chrono::milliseconds timeout) {
-    if (timeout.count() < 0) return InvalidArgument("AllReduce: negative timeout");
-    AllReduceOptions o = options;
-    o.timeout = std::max(timeout, std::chrono::milliseconds(1));  // 0 here: at once
-    return Blocking(collectives_.AllReduce(data, data, n, DataType::kFloat32, o, nullptr), o);
-  }
-
-  // A collective's ticket, waited for: it completes by its deadline (plus the grace of its
-  // messages), so the wait ends.
-  Status Blocking(Ticket ticket, const CollectiveOptions& o) {
-    const auto limit = collectives_.WaitLimit(o);
-    Status s = tracker_.Wait(ticket, limit);
-    for (int i = 0; i < 3 && s.code() == StatusCode::kTimeout &&
-                    s.message().find("still in flight") != std::string::npos;
-         ++i) {
-      s = tracker_.Wait(ticket, limit);  // not reached: the op ends itself first
-    }
-    return s;
-  }
-
-  Collectives& collectives() { return collectives_; }
-  // The cluster failed: collectives refuse to start, with the reason.
-  Status Failure() const {
-    return failed_.load(std::memory_order_acquire) ? failure_ : Status::OK();
-  }
-
   RequestTracker& tracker() { return tracker_; }
   PsRequests& ps() { return ps_; }
-
-  // Worker to worker: the peer's node id from its rank, checked.
-  Ticket PeerRequest(uint32_t rank, bool send, uint64_t tag, const float* in, float* out, size_t n,
-                     Callback cb) {
-    auto m = started_ ? runtime_->map() : nullptr;
-    if (!m) return tracker_.Failed(FailedPrecondition("the worker is not started"), std::move(cb));
-    const NodeInfo* peer = nullptr;
-    for (const auto& node : m->nodes) {
-      if (node.role == Role::kWorker && node.rank == rank) peer = &node;
-    }
-    if (peer == nullptr) {
-      return tracker_.Failed(NotFound("no worker of rank " + std::to_string(rank) + " (there are " +
-                                      std::to_string(m->CountRole(Role::kWorker)) + ")"),
-                             std::move(cb));
-    }
-    if (peer->id == runtime_->id()) {
-      return tracker_.Failed(InvalidArgument("a worker cannot send to or receive from itself"),
-                             std::move(cb));
-    }
-    bool gone = !peer->alive;
-    if (!gone) {
-      MutexLock lock(&gone_mu_);
-      gone = gone_.count(peer->id) != 0;  // it left: no map says so
-    }
-    if (gone) {
-      return tracker_.Failed(Unavailable("worker " + std::to_string(rank) + " is dead or has left"),
-                             std::move(cb));
-    }
-    if (failed_.load(std::memory_order_acquire)) return tracker_.Failed(failure_, std::move(cb));
-    if (tag & kCollectiveTagBit) {
-      return tracker_.Failed(InvalidArgument("tags >= 2^63 are reserved for collectives"),
-                             std::move(cb));
-    }
-    return send ? peers_.Send(peer->id, tag, in, n, m->epoch, std::move(cb))
-                : peers_.Recv(peer->id, tag, out, n, std::move(cb));
-  }
-
-  // Worker to worker, from whoever sends first: the sender's rank is written to *from
-  // once its tensor is in `out`.
-  Ticket RecvFromAny(uint64_t tag, float* out, size_t n, uint32_t* from, Callback cb) {
-    if (!started_) {
-      return tracker_.Failed(FailedPrecondition("the worker is not started"), std::move(cb));
-    }
-    if (tag & kCollectiveTagBit) {
-      return tracker_.Failed(InvalidArgument("tags >= 2^63 are reserved for collectives"),
-                             std::move(cb));
-    }
-    auto on_source = [this, from](NodeId sender) -> Status {
-      auto m = runtime_->map();
-      const NodeInfo* node = m ? m->FindNode(sender) : nullptr;
-      if (node == nullptr || node->role != Role::kWorker) {
-        return Internal("a tensor from node " + std::to_string(sender) + ", not a known worker");
-      }
-      if (from != nullptr) *from = node->rank;
-      return Status::OK();
-    };
-    return peers_.RecvAny(tag, out, n, std::move(on_source), std::move(cb));
-  }
+  Communicator& communicator() { return communicator_; }
 
  private:
   // Every data message (requests, peer tensors) leaves through here: once the cluster
@@ -426,6 +357,7 @@ class Worker::Impl {
   PsRequests ps_;
   PeerMessages peers_;
   Collectives collectives_;
+  Communicator communicator_;  // over peers_, collectives_ and tracker_
   std::shared_ptr<Timeline> timeline_;  // set in Start when options_.timeline is given
   // Last: its HTTP threads read the members above, so it stops first.
   std::unique_ptr<metrics::Exporter> metrics_;
@@ -545,124 +477,8 @@ Ticket Worker::PullSparseDevice(TableId table, const Key* keys, size_t num_keys,
   return impl_->ps().SparseDevice(MsgType::kPull, table, keys, num_keys, nullptr, rows, rows_len,
                                   stream, std::move(cb));
 }
-Ticket Worker::SendTo(uint32_t to, uint64_t tag, const float* data, size_t n, Callback cb) {
-  return impl_->PeerRequest(to, /*send=*/true, tag, data, nullptr, n, std::move(cb));
-}
-Ticket Worker::RecvFrom(uint32_t from, uint64_t tag, float* out, size_t n, Callback cb) {
-  return impl_->PeerRequest(from, /*send=*/false, tag, nullptr, out, n, std::move(cb));
-}
-Ticket Worker::RecvFromAny(uint64_t tag, float* out, size_t n, uint32_t* from, Callback cb) {
-  return impl_->RecvFromAny(tag, out, n, from, std::move(cb));
-}
-Status Worker::AllReduce(float* data, size_t n, std::chrono::milliseconds timeout) {
-  return impl_->AllReduce(data, n, AllReduceOptions{}, timeout);
-}
-Status Worker::AllReduce(float* data, size_t n, const AllReduceOptions& options,
-                         std::chrono::milliseconds timeout) {
-  return impl_->AllReduce(data, n, options, timeout);
-}
-// --- Typed collectives: each checks the cluster's state, then the collectives engine. ---
-
-#define PS_COLLECTIVE_GUARD(cb)                                        \
-  do {                                                                 \
-    Status failure = impl_->Failure();                                 \
-    if (!failure.ok()) return impl_->tracker().Failed(failure, std::move(cb)); \
-  } while (0)
-
-Ticket Worker::AllReduceAsync(const void* in, void* out, size_t n, DataType type,
-                              const AllReduceOptions& options, Callback cb) {
-  PS_COLLECTIVE_GUARD(cb);
-  return impl_->collectives().AllReduce(in, out, n, type, options, std::move(cb));
-}
-Status Worker::AllReduce(const void* in, void* out, size_t n, DataType type,
-                         const AllReduceOptions& options) {
-  return impl_->Blocking(AllReduceAsync(in, out, n, type, options), options);
-}
-Ticket Worker::GroupedAllReduceAsync(const std::vector<CollectiveTensor>& tensors,
-                                     const AllReduceOptions& options, Callback cb) {
-  PS_COLLECTIVE_GUARD(cb);
-  return impl_->collectives().GroupedAllReduce(tensors, options, std::move(cb));
-}
-Status Worker::GroupedAllReduce(const std::vector<CollectiveTensor>& tensors,
-                                const AllReduceOptions& options) {
-  return impl_->Blocking(GroupedAllReduceAsync(tensors, options), options);
-}
-Ticket Worker::AllGatherAsync(const void* in, size_t n, DataType type, void* out,
-                              const CollectiveOptions& options, Callback cb) {
-  PS_COLLECTIVE_GUARD(cb);
-  return impl_->collectives().AllGather(in, n, type, out, options, std::move(cb));
-}
-Status Worker::AllGather(const void* in, size_t n, DataType type, void* out,
-                         const CollectiveOptions& options) {
-  return impl_->Blocking(AllGatherAsync(in, n, type, out, options), options);
-}
-Ticket Worker::AllGatherVAsync(const void* in, size_t n, DataType type, GatherResult* out,
-                               const CollectiveOptions& options, Callback cb) {
-  PS_COLLECTIVE_GUARD(cb);
-  return impl_->collectives().AllGatherV(in, n, type, out, options, std::move(cb));
-}
-Status Worker::AllGatherV(const void* in, size_t n, DataType type, GatherResult* out,
-                          const CollectiveOptions& options) {
-  return impl_->Blocking(AllGatherVAsync(in, n, type, out, options), options);
-}
-Ticket Worker::BroadcastAsync(void* data, size_t n, DataType type, uint32_t root,
-                              const CollectiveOptions& options, Callback cb) {
-  PS_COLLECTIVE_GUARD(cb);
-  return impl_->collectives().Broadcast(data, n, type, root, options, std::move(cb));
-}
-Status Worker::Broadcast(void* data, size_t n, DataType type, uint32_t root,
-                         const CollectiveOptions& options) {
-  return impl_->Blocking(BroadcastAsync(data, n, type, root, options), options);
-}
-Ticket Worker::AllToAllAsync(const void* in, size_t n, DataType type, void* out,
-                             const CollectiveOptions& options, Callback cb) {
-  PS_COLLECTIVE_GUARD(cb);
-  return impl_->collectives().AllToAll(in, n, type, out, options, std::move(cb));
-}
-Status Worker::AllToAll(const void* in, size_t n, DataType type, void* out,
-                        const CollectiveOptions& options) {
-  return impl_->Blocking(AllToAllAsync(in, n, type, out, options), options);
-}
-Ticket Worker::AllToAllVAsync(const void* in, const std::vector<size_t>& send_counts, DataType type,
-                              GatherResult* out, const CollectiveOptions& options, Callback cb) {
-  PS_COLLECTIVE_GUARD(cb);
-  return impl_->collectives().AllToAllV(in, send_counts, type, out, options, std::move(cb));
-}
-Status Worker::AllToAllV(const void* in, const std::vector<size_t>& send_counts, DataType type,
-                         GatherResult* out, const CollectiveOptions& options) {
-  return impl_->Blocking(AllToAllVAsync(in, send_counts, type, out, options), options);
-}
-Ticket Worker::ReduceScatterAsync(const void* in, size_t n, DataType type, void* out,
-                                  const AllReduceOptions& options, Callback cb) {
-  PS_COLLECTIVE_GUARD(cb);
-  return impl_->collectives().ReduceScatter(in, n, type, out, options, std::move(cb));
-}
-Status Worker::ReduceScatter(const void* in, size_t n, DataType type, void* out,
-                             const AllReduceOptions& options) {
-  return impl_->Blocking(ReduceScatterAsync(in, n, type, out, options), options);
-}
-size_t Worker::ReduceScatterBlock(size_t n, size_t members, size_t position) {
-  return RingPlan::Make(n, members, 1, 1).ChunkSize(position);
-}
-size_t Worker::ReduceScatterOffset(size_t n, size_t members, size_t position) {
-  return RingPlan::Make(n, members, 1, 1).ChunkOffset(position);
-}
-Ticket Worker::CollectiveBarrierAsync(const CollectiveOptions& options, Callback cb) {
-  PS_COLLECTIVE_GUARD(cb);
-  return impl_->collectives().Barrier(options, std::move(cb));
-}
-Status Worker::CollectiveBarrier(const CollectiveOptions& options) {
-  return impl_->Blocking(CollectiveBarrierAsync(options), options);
-}
-
-Status Worker::JoinCollectives(const CollectiveOptions& options, std::chrono::milliseconds timeout,
-                              uint32_t* last_rank) {
-  Status failure = impl_->Failure();
-  if (!failure.ok()) return failure;
-  return impl_->collectives().Join(options, timeout, last_rank);
-}
-
-#undef PS_COLLECTIVE_GUARD
+Communicator& Worker::communicator() { return impl_->communicator(); }
+const Communicator& Worker::communicator() const { return impl_->communicator(); }
 
 Status Worker::Wait(Ticket ticket, std::chrono::milliseconds timeout) {
   return impl_->tracker().Wait(ticket, timeout);

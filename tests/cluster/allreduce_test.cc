@@ -80,7 +80,7 @@ TEST_P(AllReduceTest, ExactSumsAtEverySize) {
       std::vector<std::vector<float>> bufs(w);
       std::vector<Status> st(w);
       for (int r = 0; r < w; ++r) bufs[r] = Input(n, r);
-      c.OnEveryWorker([&](int r) { st[r] = c.worker(r).AllReduce(bufs[r].data(), n, opt, kWait); });
+      c.OnEveryWorker([&](int r) { st[r] = c.worker(r).communicator().AllReduce(bufs[r].data(), n, opt, kWait); });
       const std::vector<float> want = Expected(n, all);
       for (int r = 0; r < w; ++r) {
         ASSERT_TRUE(st[r].ok()) << "n=" << n << " seg=" << seg << " rank " << r << ": " << st[r];
@@ -107,7 +107,7 @@ TEST_P(AllReduceTest, BackToBackCollectivesNeverMix) {
     opt.algorithm = algorithm();
     for (int k = 0; k < kRounds && st[r].ok(); ++k) {
       bufs[r][k] = Input(n, r, k);
-      st[r] = c.worker(r).AllReduce(bufs[r][k].data(), n, opt, kWait);
+      st[r] = c.worker(r).communicator().AllReduce(bufs[r][k].data(), n, opt, kWait);
     }
   });
   for (int r = 0; r < w; ++r) {
@@ -131,7 +131,7 @@ TEST(AllReduceGroupTest, OneWorkerIsANoOp) {
   LocalCluster c(1, 1, "inproc");
   ASSERT_TRUE(c.Start().ok());
   std::vector<float> x = Input(10, 0);
-  ASSERT_TRUE(c.worker(0).AllReduce(x.data(), x.size(), kWait).ok());
+  ASSERT_TRUE(c.worker(0).communicator().AllReduce(x.data(), x.size(), kWait).ok());
   EXPECT_EQ(x, Input(10, 0));
   EXPECT_TRUE(c.Finish().ok());
 }
@@ -147,7 +147,7 @@ TEST(AllReduceGroupTest, SubsetsOfTheWorkers) {
     AllReduceOptions opt;
     opt.ranks = r % 2 == 0 ? std::vector<uint32_t>{2, 0} : std::vector<uint32_t>{1, 3};
     bufs[r] = Input(n, r);
-    st[r] = c.worker(r).AllReduce(bufs[r].data(), n, opt, kWait);
+    st[r] = c.worker(r).communicator().AllReduce(bufs[r].data(), n, opt, kWait);
   });
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(st[r].ok()) << st[r];
@@ -161,7 +161,7 @@ TEST(AllReduceGroupTest, SubsetsOfTheWorkers) {
     opt.ranks = {3, 1, 0};
     opt.segment_bytes = 4096;
     bufs[r] = Input(n, r, 1);
-    st[r] = c.worker(r).AllReduce(bufs[r].data(), n, opt, kWait);
+    st[r] = c.worker(r).communicator().AllReduce(bufs[r].data(), n, opt, kWait);
   });
   for (int r : {0, 1, 3}) {
     ASSERT_TRUE(st[r].ok()) << st[r];
@@ -170,7 +170,7 @@ TEST(AllReduceGroupTest, SubsetsOfTheWorkers) {
   // The whole cluster again afterwards: the group sequence numbers stayed paired.
   c.OnEveryWorker([&](int r) {
     bufs[r] = Input(n, r, 2);
-    st[r] = c.worker(r).AllReduce(bufs[r].data(), n, kWait);
+    st[r] = c.worker(r).communicator().AllReduce(bufs[r].data(), n, kWait);
   });
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(st[r].ok()) << st[r];
@@ -190,35 +190,35 @@ TEST(AllReduceGroupTest, BadArgumentsAreRefusedBeforeAnythingIsSent) {
     o.segment_bytes = seg;
     return o;
   };
-  EXPECT_EQ(w.AllReduce(nullptr, 16, kWait).code(), StatusCode::kInvalidArgument);
-  Status s = w.AllReduce(x.data(), 16, with({1, 2}), kWait);
+  EXPECT_EQ(w.communicator().AllReduce(nullptr, 16, kWait).code(), StatusCode::kInvalidArgument);
+  Status s = w.communicator().AllReduce(x.data(), 16, with({1, 2}), kWait);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("does not include this worker"), std::string::npos) << s;
-  s = w.AllReduce(x.data(), 16, with({0, 1, 1}), kWait);
+  s = w.communicator().AllReduce(x.data(), 16, with({0, 1, 1}), kWait);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("twice"), std::string::npos) << s;
-  s = w.AllReduce(x.data(), 16, with({0, 7}), kWait);
+  s = w.communicator().AllReduce(x.data(), 16, with({0, 7}), kWait);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("rank 7"), std::string::npos) << s;
-  EXPECT_EQ(w.AllReduce(x.data(), 16, with({}, 0), kWait).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(w.AllReduce(x.data(), 16, milliseconds(-1)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(w.communicator().AllReduce(x.data(), 16, with({}, 0), kWait).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(w.communicator().AllReduce(x.data(), 16, milliseconds(-1)).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(x, std::vector<float>(16, 1.0f));  // untouched
   // The reserved tags stay out of the users' reach.
-  EXPECT_EQ(w.Wait(w.SendTo(1, kCollectiveTagBit | 5, x.data(), 16), kWait).code(),
+  EXPECT_EQ(w.Wait(w.communicator().SendTo(1, kCollectiveTagBit | 5, x.data(), 16), kWait).code(),
             StatusCode::kInvalidArgument);
   // Nothing was sent: the group's sequence numbers are still paired.
   std::vector<std::vector<float>> bufs(3);
   std::vector<Status> st(3);
   c.OnEveryWorker([&](int r) {
     bufs[r] = Input(1000, r);
-    st[r] = c.worker(r).AllReduce(bufs[r].data(), 1000, kWait);
+    st[r] = c.worker(r).communicator().AllReduce(bufs[r].data(), 1000, kWait);
   });
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(st[r].ok()) << st[r];
     EXPECT_EQ(FirstDiff(bufs[r], Expected(1000, {0, 1, 2})), -1);
   }
   Worker stopped(c.options());
-  EXPECT_EQ(stopped.AllReduce(x.data(), 16, kWait).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(stopped.communicator().AllReduce(x.data(), 16, kWait).code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(c.Finish().ok());
 }
 
@@ -240,7 +240,7 @@ TEST(AllReduceGroupTest, AMissingParticipantTimesOut) {
     if (r == 2) return;
     bufs[r] = Input(5000, r);
     const auto start = std::chrono::steady_clock::now();
-    st[r] = c.worker(r).AllReduce(bufs[r].data(), 5000, kTimeout);
+    st[r] = c.worker(r).communicator().AllReduce(bufs[r].data(), 5000, kTimeout);
     took[r] = std::chrono::steady_clock::now() - start;
   });
   for (int r = 0; r < 2; ++r) {
@@ -275,7 +275,7 @@ TEST(AllReduceDirectTest, ContributionsArrivingTogetherAreAllSummed) {
       std::vector<float> buf = Input(n, r, k);
       // One worker a round starts late: the others' contributions wait for its receives.
       if (k % kW == r) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      st[r] = c.worker(r).AllReduce(buf.data(), n, opt, kWait);
+      st[r] = c.worker(r).communicator().AllReduce(buf.data(), n, opt, kWait);
       // A lost update loses a whole segment's contribution: every 61st element shows it.
       auto bad = [&](size_t i) {
         float want = 0;
@@ -313,7 +313,7 @@ TEST(AllReduceDirectTest, SumsInOneOrderWhoeverArrivesLast) {
       std::vector<float> buf(n, value[r]);
       // One member a round starts late, so its contribution reaches every chunk last.
       if (k % kW == r) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      st[r] = c.worker(r).AllReduce(buf.data(), n, opt, kWait);
+      st[r] = c.worker(r).communicator().AllReduce(buf.data(), n, opt, kWait);
       got[r][k] = std::move(buf);
     }
   });
@@ -357,7 +357,7 @@ TEST_P(AllReduceFaultTest, APeerCutOffMidCollectiveFailsEveryone) {
     opt.segment_bytes = 16 << 10;
     opt.algorithm = GetParam();
     bufs[r] = Input(n, r);
-    st[r] = c.worker(r).AllReduce(bufs[r].data(), n, opt, milliseconds(120000));
+    st[r] = c.worker(r).communicator().AllReduce(bufs[r].data(), n, opt, milliseconds(120000));
   });
   cut.join();
   // Every survivor says the same, naming the dead member.

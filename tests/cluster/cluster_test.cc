@@ -344,7 +344,7 @@ TEST(FlushTest, WaitsForEveryRequestStartedBeforeIt) {
   });
   // A receive nobody sends to: Flush does not wait for it.
   std::vector<float> never(4);
-  const Ticket recv = w0.RecvFrom(1, 77, never.data(), never.size());
+  const Ticket recv = w0.communicator().RecvFrom(1, 77, never.data(), never.size());
   ASSERT_TRUE(w0.Flush(kWait).ok());
   for (Ticket t : tickets) {
     EXPECT_TRUE(w0.Wait(t, 0ms).ok()) << "ticket " << t << " not complete after Flush";
@@ -368,7 +368,7 @@ TEST(FlushTest, WaitsForEveryRequestStartedBeforeIt) {
   EXPECT_EQ(step[7], 2.0f);
   EXPECT_TRUE(w1.Wait(other, kWait).ok());
   std::vector<float> hello(4, 5.0f);
-  ASSERT_TRUE(w1.Wait(w1.SendTo(0, 77, hello.data(), hello.size()), kWait).ok());
+  ASSERT_TRUE(w1.Wait(w1.communicator().SendTo(0, 77, hello.data(), hello.size()), kWait).ok());
   ASSERT_TRUE(w0.Wait(recv, kWait).ok());
   EXPECT_EQ(never[3], 5.0f);
   EXPECT_TRUE(c.Finish().ok());

@@ -159,7 +159,7 @@ TEST_P(TypedCollectiveTest, AllReduceEveryTypeOpAndAlgorithm) {
         }
         c.OnEveryWorker([&](int r) {
           void* dst = out_of_place ? out[r].data() : in[r].data();
-          st[r] = c.worker(r).AllReduce(in[r].data(), dst, n, t, o);
+          st[r] = c.worker(r).communicator().AllReduce(in[r].data(), dst, n, t, o);
         });
         for (int r = 0; r < w; ++r) {
           ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
@@ -183,7 +183,7 @@ TEST_P(TypedCollectiveTest, AllReduceEveryTypeOpAndAlgorithm) {
   std::vector<Status> st(w);
   for (int r = 0; r < w; ++r) buf[r] = Input(DataType::kInt64, ReduceOp::kSum, n, r);
   c.OnEveryWorker([&](int r) {
-    st[r] = c.worker(r).AllReduce(buf[r].data(), buf[r].data(), n, DataType::kInt64, o);
+    st[r] = c.worker(r).communicator().AllReduce(buf[r].data(), buf[r].data(), n, DataType::kInt64, o);
   });
   for (int r = 0; r < w; ++r) {
     ASSERT_TRUE(st[r].ok()) << st[r];
@@ -222,7 +222,7 @@ TEST_P(TypedCollectiveTest, CompressedAllReduceAgreesEverywhere) {
         }
         std::vector<Status> st(w);
         c.OnEveryWorker([&](int r) {
-          st[r] = c.worker(r).AllReduce(buf[r].data(), buf[r].data(), n, DataType::kFloat32, o);
+          st[r] = c.worker(r).communicator().AllReduce(buf[r].data(), buf[r].data(), n, DataType::kFloat32, o);
         });
         const double tol = wire == WireDType::kFloat16 ? 4e-3 : 3e-2;
         for (int r = 0; r < w; ++r) {
@@ -258,7 +258,7 @@ TEST_P(TypedCollectiveTest, GathersBroadcastsAllToAllAndReduceScatter) {
       for (size_t i = 0; i < n; ++i) in[r].push_back(r * 1000 + static_cast<int64_t>(i));
     std::vector<Status> st(w);
     c.OnEveryWorker([&](int r) {
-      st[r] = c.worker(r).AllGather(in[r].data(), n, DataType::kInt64, out[r].data(), o);
+      st[r] = c.worker(r).communicator().AllGather(in[r].data(), n, DataType::kInt64, out[r].data(), o);
     });
     for (int r = 0; r < w; ++r) {
       ASSERT_TRUE(st[r].ok()) << st[r];
@@ -274,7 +274,7 @@ TEST_P(TypedCollectiveTest, GathersBroadcastsAllToAllAndReduceScatter) {
     std::vector<GatherResult> res(w);
     std::vector<Status> st(w);
     c.OnEveryWorker([&](int r) {
-      st[r] = c.worker(r).AllGatherV(in[r].data(), in[r].size(), DataType::kFloat64, &res[r], o);
+      st[r] = c.worker(r).communicator().AllGatherV(in[r].data(), in[r].size(), DataType::kFloat64, &res[r], o);
     });
     for (int r = 0; r < w; ++r) {
       ASSERT_TRUE(st[r].ok()) << st[r];
@@ -300,7 +300,7 @@ TEST_P(TypedCollectiveTest, GathersBroadcastsAllToAllAndReduceScatter) {
       b.algorithm = alg;
       std::vector<Status> st(w);
       c.OnEveryWorker([&](int r) {
-        st[r] = c.worker(r).Broadcast(buf[r].data(), n, DataType::kInt32, root, b);
+        st[r] = c.worker(r).communicator().Broadcast(buf[r].data(), n, DataType::kInt32, root, b);
       });
       for (int r = 0; r < w; ++r) {
         ASSERT_TRUE(st[r].ok()) << st[r];
@@ -318,7 +318,7 @@ TEST_P(TypedCollectiveTest, GathersBroadcastsAllToAllAndReduceScatter) {
         for (size_t i = 0; i < n; ++i) in[r][q * n + i] = static_cast<uint8_t>(r * 16 + q + i);
     std::vector<Status> st(w);
     c.OnEveryWorker([&](int r) {
-      st[r] = c.worker(r).AllToAll(in[r].data(), n, DataType::kUInt8, out[r].data(), o);
+      st[r] = c.worker(r).communicator().AllToAll(in[r].data(), n, DataType::kUInt8, out[r].data(), o);
     });
     for (int r = 0; r < w; ++r) {
       ASSERT_TRUE(st[r].ok()) << st[r];
@@ -338,7 +338,7 @@ TEST_P(TypedCollectiveTest, GathersBroadcastsAllToAllAndReduceScatter) {
     std::vector<GatherResult> res(w);
     std::vector<Status> st(w);
     c.OnEveryWorker([&](int r) {
-      st[r] = c.worker(r).AllToAllV(in[r].data(), counts[r], DataType::kInt32, &res[r], o);
+      st[r] = c.worker(r).communicator().AllToAllV(in[r].data(), counts[r], DataType::kInt32, &res[r], o);
     });
     for (int r = 0; r < w; ++r) {
       ASSERT_TRUE(st[r].ok()) << st[r];
@@ -361,16 +361,16 @@ TEST_P(TypedCollectiveTest, GathersBroadcastsAllToAllAndReduceScatter) {
     std::vector<std::vector<uint8_t>> in(w), out(w);
     for (int r = 0; r < w; ++r) {
       in[r] = Input(DataType::kFloat32, op, n, r);
-      out[r].resize(Worker::ReduceScatterBlock(n, w, r) * 4);
+      out[r].resize(Communicator::ReduceScatterBlock(n, w, r) * 4);
     }
     std::vector<Status> st(w);
     c.OnEveryWorker([&](int r) {
-      st[r] = c.worker(r).ReduceScatter(in[r].data(), n, DataType::kFloat32, out[r].data(), ro);
+      st[r] = c.worker(r).communicator().ReduceScatter(in[r].data(), n, DataType::kFloat32, out[r].data(), ro);
     });
     size_t covered = 0;
     for (int r = 0; r < w; ++r) {
       ASSERT_TRUE(st[r].ok()) << st[r];
-      const size_t first = Worker::ReduceScatterOffset(n, w, r);
+      const size_t first = Communicator::ReduceScatterOffset(n, w, r);
       for (size_t i = 0; i < out[r].size() / 4; ++i) {
         const double want = Reference(DataType::kFloat32, op, first + i, AllRanks(w));
         ASSERT_NEAR(Get(DataType::kFloat32, out[r].data() + i * 4), want, Tolerance(DataType::kFloat32, want));
@@ -382,7 +382,7 @@ TEST_P(TypedCollectiveTest, GathersBroadcastsAllToAllAndReduceScatter) {
   // A barrier.
   {
     std::vector<Status> st(w);
-    c.OnEveryWorker([&](int r) { st[r] = c.worker(r).CollectiveBarrier(o); });
+    c.OnEveryWorker([&](int r) { st[r] = c.worker(r).communicator().CollectiveBarrier(o); });
     for (int r = 0; r < w; ++r) EXPECT_TRUE(st[r].ok()) << st[r];
   }
   EXPECT_TRUE(c.Finish().ok());
@@ -419,9 +419,9 @@ TEST_P(TypedCollectiveTest, GroupedAndAsyncBesidePushesAndPulls) {
     std::vector<float> g(1000, 1.0f), pulled(1000);
     // Pushes and pulls in flight while two collectives run.
     const Ticket p1 = wk.Push(table[r], g.data(), g.size());
-    const Ticket grouped = wk.GroupedAllReduceAsync(group, o);
+    const Ticket grouped = wk.communicator().GroupedAllReduceAsync(group, o);
     std::vector<int64_t> ranks(4, r), gathered(4 * w);
-    const Ticket gather = wk.AllGatherAsync(ranks.data(), 4, DataType::kInt64, gathered.data(), o);
+    const Ticket gather = wk.communicator().AllGatherAsync(ranks.data(), 4, DataType::kInt64, gathered.data(), o);
     const Ticket p2 = wk.Push(table[r], g.data(), g.size());
     Status s = wk.Wait(grouped, milliseconds(30000));
     if (s.ok()) s = wk.Wait(gather, milliseconds(30000));
@@ -467,7 +467,7 @@ TEST(CollectiveMismatchTest, EveryMemberGetsTheSameError) {
   const std::vector<Case> cases = {
       {"count",
        [&](Worker& wk, int r) {
-         return wk.AllReduce(bufs[r].data(), bufs[r].data(), r == 2 ? 50 : 55, DataType::kFloat32,
+         return wk.communicator().AllReduce(bufs[r].data(), bufs[r].data(), r == 2 ? 50 : 55, DataType::kFloat32,
                              AllReduceOptions{});
        },
        "count differs"},
@@ -475,12 +475,12 @@ TEST(CollectiveMismatchTest, EveryMemberGetsTheSameError) {
        [&](Worker& wk, int r) {
          AllReduceOptions o;
          o.op = r == 1 ? ReduceOp::kMax : ReduceOp::kSum;
-         return wk.AllReduce(bufs[r].data(), bufs[r].data(), 8, DataType::kFloat32, o);
+         return wk.communicator().AllReduce(bufs[r].data(), bufs[r].data(), 8, DataType::kFloat32, o);
        },
        "op differs"},
       {"type",
        [&](Worker& wk, int r) {
-         return wk.AllReduce(bufs[r].data(), bufs[r].data(), 8,
+         return wk.communicator().AllReduce(bufs[r].data(), bufs[r].data(), 8,
                              r == 0 ? DataType::kInt32 : DataType::kFloat32, AllReduceOptions{});
        },
        "type differs"},
@@ -488,14 +488,14 @@ TEST(CollectiveMismatchTest, EveryMemberGetsTheSameError) {
        [&](Worker& wk, int r) {
          if (r == 2) {
            std::vector<float> out(8 * w);
-           return wk.AllGather(bufs[r].data(), 8, DataType::kFloat32, out.data(), CollectiveOptions{});
+           return wk.communicator().AllGather(bufs[r].data(), 8, DataType::kFloat32, out.data(), CollectiveOptions{});
          }
-         return wk.AllReduce(bufs[r].data(), bufs[r].data(), 8, DataType::kFloat32, AllReduceOptions{});
+         return wk.communicator().AllReduce(bufs[r].data(), bufs[r].data(), 8, DataType::kFloat32, AllReduceOptions{});
        },
        "kind differs"},
       {"root",
        [&](Worker& wk, int r) {
-         return wk.Broadcast(bufs[r].data(), 8, DataType::kFloat32, r == 1 ? 1 : 0, CollectiveOptions{});
+         return wk.communicator().Broadcast(bufs[r].data(), 8, DataType::kFloat32, r == 1 ? 1 : 0, CollectiveOptions{});
        },
        "root differs"},
   };
@@ -513,7 +513,7 @@ TEST(CollectiveMismatchTest, EveryMemberGetsTheSameError) {
     // The set goes on: the next collective works.
     c.OnEveryWorker([&](int r) {
       std::vector<int32_t> one(4, 1);
-      st[r] = c.worker(r).AllReduce(one.data(), one.data(), 4, DataType::kInt32, AllReduceOptions{});
+      st[r] = c.worker(r).communicator().AllReduce(one.data(), one.data(), 4, DataType::kInt32, AllReduceOptions{});
       if (st[r].ok() && one[3] != w) st[r] = Internal("sum " + std::to_string(one[3]));
     });
     for (int r = 0; r < w; ++r) EXPECT_TRUE(st[r].ok()) << "after the mismatch, rank " << r << ": " << st[r];
@@ -537,7 +537,7 @@ TEST(CollectiveMismatchTest, GroupedMismatchReadsTheSameOnEveryMember) {
       // Rank 0: float32 [4] and int32 [4]; rank 1: float32 [4] and int32 [6].
       std::vector<CollectiveTensor> group = {{f.data(), f.data(), f.size(), DataType::kFloat32},
                                              {i.data(), i.data(), i.size(), DataType::kInt32}};
-      st[r] = c.worker(r).GroupedAllReduce(group, AllReduceOptions{});
+      st[r] = c.worker(r).communicator().GroupedAllReduce(group, AllReduceOptions{});
     });
     for (int r = 0; r < w; ++r) {
       EXPECT_EQ(st[r].code(), StatusCode::kInvalidArgument) << "rank " << r << ": " << st[r];
@@ -571,13 +571,13 @@ TEST(CollectiveDeathTest, EverySurvivorGetsTheSameMessage) {
   CollectiveOptions opts;
   opts.name = "ids";
   std::thread first([&] {  // in flight when the victim dies
-    st[0] = c.worker(0).AllGather(in[0].data(), 4, DataType::kInt64, out[0].data(), opts);
+    st[0] = c.worker(0).communicator().AllGather(in[0].data(), 4, DataType::kInt64, out[0].data(), opts);
   });
   std::this_thread::sleep_for(milliseconds(200));
   injector->Isolate(victim);  // the victim never calls: silent from here on
   first.join();
   std::this_thread::sleep_for(milliseconds(300));  // the notice reached rank 1 too
-  st[1] = c.worker(1).AllGather(in[1].data(), 4, DataType::kInt64, out[1].data(), opts);
+  st[1] = c.worker(1).communicator().AllGather(in[1].data(), 4, DataType::kInt64, out[1].data(), opts);
   std::printf("survivor 0: %s\nsurvivor 1: %s\n", st[0].ToString().c_str(),
               st[1].ToString().c_str());
   const std::string want =
@@ -592,7 +592,7 @@ TEST(CollectiveDeathTest, EverySurvivorGetsTheSameMessage) {
     AllReduceOptions pair;
     pair.ranks = {0, 1};
     int32_t one = 1;
-    st[r] = c.worker(r).AllReduce(&one, &one, 1, DataType::kInt32, pair);
+    st[r] = c.worker(r).communicator().AllReduce(&one, &one, 1, DataType::kInt32, pair);
     if (st[r].ok() && one != 2) st[r] = Internal("sum " + std::to_string(one));
   });
   for (int r : {0, 1}) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
@@ -607,36 +607,36 @@ TEST(CollectiveBadInputTest, RefusedBeforeAnythingIsSent) {
   Worker& a = c.worker(0);
   std::vector<float> buf(8, 1.0f);
   AllReduceOptions o;
-  EXPECT_EQ(a.AllReduce(nullptr, buf.data(), 8, DataType::kFloat32, o).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(a.AllReduce(buf.data(), buf.data(), 8, static_cast<DataType>(42), o).code(),
+  EXPECT_EQ(a.communicator().AllReduce(nullptr, buf.data(), 8, DataType::kFloat32, o).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.communicator().AllReduce(buf.data(), buf.data(), 8, static_cast<DataType>(42), o).code(),
             StatusCode::kInvalidArgument);
   AllReduceOptions bad_op;
   bad_op.op = static_cast<ReduceOp>(9);
-  EXPECT_EQ(a.AllReduce(buf.data(), buf.data(), 8, DataType::kFloat32, bad_op).code(),
+  EXPECT_EQ(a.communicator().AllReduce(buf.data(), buf.data(), 8, DataType::kFloat32, bad_op).code(),
             StatusCode::kInvalidArgument);
-  Status overflow = a.AllReduce(buf.data(), buf.data(), ~size_t{0} / 2, DataType::kFloat64, o);
+  Status overflow = a.communicator().AllReduce(buf.data(), buf.data(), ~size_t{0} / 2, DataType::kFloat64, o);
   EXPECT_EQ(overflow.code(), StatusCode::kInvalidArgument) << overflow;
   AllReduceOptions outside;
   outside.ranks = {0, 7};
-  Status s = a.AllReduce(buf.data(), buf.data(), 8, DataType::kFloat32, outside);
+  Status s = a.communicator().AllReduce(buf.data(), buf.data(), 8, DataType::kFloat32, outside);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("no worker of rank 7"), std::string::npos) << s;
   AllReduceOptions compress_int;
   compress_int.wire_dtype = WireDType::kFloat16;
-  EXPECT_EQ(a.AllReduce(buf.data(), buf.data(), 8, DataType::kInt32, compress_int).code(),
+  EXPECT_EQ(a.communicator().AllReduce(buf.data(), buf.data(), 8, DataType::kInt32, compress_int).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(a.Broadcast(buf.data(), 8, DataType::kFloat32, 5, CollectiveOptions{}).code(),
+  EXPECT_EQ(a.communicator().Broadcast(buf.data(), 8, DataType::kFloat32, 5, CollectiveOptions{}).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(a.AllToAllV(buf.data(), {1}, DataType::kFloat32, nullptr, CollectiveOptions{}).code(),
+  EXPECT_EQ(a.communicator().AllToAllV(buf.data(), {1}, DataType::kFloat32, nullptr, CollectiveOptions{}).code(),
             StatusCode::kInvalidArgument);
   Worker never_started(c.options());
-  EXPECT_EQ(never_started.AllReduce(buf.data(), buf.data(), 8, DataType::kFloat32, o).code(),
+  EXPECT_EQ(never_started.communicator().AllReduce(buf.data(), buf.data(), 8, DataType::kFloat32, o).code(),
             StatusCode::kFailedPrecondition);
   // Nothing was consumed: the next collective pairs up.
   std::vector<Status> st(w);
   std::vector<std::vector<float>> bufs(w, std::vector<float>(8, 2.0f));
   c.OnEveryWorker([&](int r) {
-    st[r] = c.worker(r).AllReduce(bufs[r].data(), bufs[r].data(), 8, DataType::kFloat32, o);
+    st[r] = c.worker(r).communicator().AllReduce(bufs[r].data(), bufs[r].data(), 8, DataType::kFloat32, o);
   });
   for (int r = 0; r < w; ++r) {
     ASSERT_TRUE(st[r].ok()) << st[r];
@@ -657,7 +657,7 @@ TEST(CollectiveTimeoutTest, AMissingMemberIsNamed) {
   std::vector<std::vector<int64_t>> in(w, std::vector<int64_t>(2, 1)), out(w, std::vector<int64_t>(2 * w));
   c.OnEveryWorker([&](int r) {
     if (r == 1) return;  // never calls
-    st[r] = c.worker(r).AllGather(in[r].data(), 2, DataType::kInt64, out[r].data(), o);
+    st[r] = c.worker(r).communicator().AllGather(in[r].data(), 2, DataType::kInt64, out[r].data(), o);
   });
   for (int r : {0, 2}) {
     EXPECT_EQ(st[r].code(), StatusCode::kTimeout) << st[r];
@@ -681,7 +681,7 @@ TEST(CollectiveSubsetTest, ProcessSetsAreIndependent) {
     AllReduceOptions o;
     o.ranks = r == 1 ? std::vector<uint32_t>{1} : std::vector<uint32_t>{0, 2};
     o.op = ReduceOp::kProduct;
-    st[r] = c.worker(r).AllReduce(buf[r].data(), buf[r].data(), 5, DataType::kInt32, o);
+    st[r] = c.worker(r).communicator().AllReduce(buf[r].data(), buf[r].data(), 5, DataType::kInt32, o);
   });
   for (int r = 0; r < w; ++r) ASSERT_TRUE(st[r].ok()) << st[r];
   EXPECT_EQ(buf[0][4], 3);
@@ -712,15 +712,15 @@ TEST(CollectiveJoinTest, UnevenStepsEqualHorovodsJoin) {
       avg.op = ReduceOp::kAverage;
       avg.algorithm = k % 2 == 0 ? AllReduceAlgorithm::kRing : AllReduceAlgorithm::kDirect;
       avg.segment_bytes = 512;
-      st[r] = c.worker(r).AllReduce(v.data(), v.data(), n, DataType::kFloat32, avg);
+      st[r] = c.worker(r).communicator().AllReduce(v.data(), v.data(), n, DataType::kFloat32, avg);
       got[r].push_back(v);
       AllReduceOptions mx;
       mx.op = ReduceOp::kMax;
       int64_t m = -5 * (r + 1) - k;
-      if (st[r].ok()) st[r] = c.worker(r).AllReduce(&m, &m, 1, DataType::kInt64, mx);
+      if (st[r].ok()) st[r] = c.worker(r).communicator().AllReduce(&m, &m, 1, DataType::kInt64, mx);
       maxes[r].push_back(m);
     }
-    joined[r] = c.worker(r).JoinCollectives(CollectiveOptions{}, milliseconds(30000), &last[r]);
+    joined[r] = c.worker(r).communicator().JoinCollectives(CollectiveOptions{}, milliseconds(30000), &last[r]);
   });
   for (int r = 0; r < w; ++r) {
     ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
@@ -746,14 +746,14 @@ TEST(CollectiveJoinTest, UnevenStepsEqualHorovodsJoin) {
   std::vector<Status> bc(w);
   c.OnEveryWorker([&](int r) {
     if (r == 2) {
-      bc[r] = c.worker(r).JoinCollectives(CollectiveOptions{}, milliseconds(30000), &last[r]);
+      bc[r] = c.worker(r).communicator().JoinCollectives(CollectiveOptions{}, milliseconds(30000), &last[r]);
       return;
     }
     std::vector<float> v(4, static_cast<float>(r));
-    bc[r] = c.worker(r).Broadcast(v.data(), 4, DataType::kFloat32, 0, CollectiveOptions{});
+    bc[r] = c.worker(r).communicator().Broadcast(v.data(), 4, DataType::kFloat32, 0, CollectiveOptions{});
     EXPECT_EQ(bc[r].code(), StatusCode::kInvalidArgument) << bc[r];
     EXPECT_NE(bc[r].message().find("while rank(s) [2] joined"), std::string::npos) << bc[r];
-    bc[r] = c.worker(r).JoinCollectives(CollectiveOptions{}, milliseconds(30000), &last[r]);
+    bc[r] = c.worker(r).communicator().JoinCollectives(CollectiveOptions{}, milliseconds(30000), &last[r]);
   });
   for (int r = 0; r < w; ++r) EXPECT_TRUE(bc[r].ok()) << "rank " << r << ": " << bc[r];
   EXPECT_TRUE(c.Finish().ok());
@@ -782,7 +782,7 @@ TEST(CollectiveJoinTest, AMemberLeavingAfterTheLastRoundChangesNothing) {
   std::vector<Status> st(w);
   std::vector<uint32_t> last(w, 99);
   c.OnEveryWorker([&](int r) {
-    st[r] = c.worker(r).JoinCollectives(CollectiveOptions{}, milliseconds(20000), &last[r]);
+    st[r] = c.worker(r).communicator().JoinCollectives(CollectiveOptions{}, milliseconds(20000), &last[r]);
     if (r == 1) c.worker(1).Stop();  // leaves while rank 2 still waits for rank 0's word
   });
   for (int r = 0; r < w; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];

@@ -125,7 +125,7 @@ TEST(CurveTest, LargeFramesTravelInChunksExactly) {
         for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 2 * g[i]) << i;
         // The same tensor summed among the workers over the peer channel.
         std::vector<float> sum = g;
-        ASSERT_TRUE(w.AllReduce(sum.data(), n, kWait).ok());
+        ASSERT_TRUE(w.communicator().AllReduce(sum.data(), n, kWait).ok());
         for (size_t i = 0; i < n; ++i) ASSERT_EQ(sum[i], 2 * g[i]) << i;
       }
       auto s = w.DeclareTable(TableSpec::Sparse("rows", 64));

@@ -41,9 +41,9 @@ TEST_P(PeerTest, TensorsArriveWhicheverSideComesFirstInOrderPerTag) {
   Worker& b = c.worker(1);
   // Receive posted first.
   std::vector<float> got(1000);
-  Ticket r = b.RecvFrom(0, /*tag=*/7, got.data(), got.size());
+  Ticket r = b.communicator().RecvFrom(0, /*tag=*/7, got.data(), got.size());
   const std::vector<float> x = Iota(1000, 1.0f);
-  ASSERT_TRUE(a.Wait(a.SendTo(1, 7, x.data(), x.size()), kWait).ok());
+  ASSERT_TRUE(a.Wait(a.communicator().SendTo(1, 7, x.data(), x.size()), kWait).ok());
   ASSERT_TRUE(b.Wait(r, kWait).ok());
   EXPECT_EQ(got, x);
   // Sends first, three under one tag and one under another: order kept, tags apart.
@@ -51,22 +51,22 @@ TEST_P(PeerTest, TensorsArriveWhicheverSideComesFirstInOrderPerTag) {
   for (int i = 0; i < 3; ++i) sent.push_back(Iota(64 << 10, 100.0f * i));  // 256 KiB each
   const std::vector<float> other = Iota(5, -5.0f);
   std::vector<Ticket> sends;
-  for (const auto& s : sent) sends.push_back(a.SendTo(1, 1, s.data(), s.size()));
-  sends.push_back(a.SendTo(1, 2, other.data(), other.size()));
+  for (const auto& s : sent) sends.push_back(a.communicator().SendTo(1, 1, s.data(), s.size()));
+  sends.push_back(a.communicator().SendTo(1, 2, other.data(), other.size()));
   for (Ticket t : sends) ASSERT_TRUE(a.Wait(t, kWait).ok());
   std::vector<float> o(5);
-  ASSERT_TRUE(b.Wait(b.RecvFrom(0, 2, o.data(), o.size()), kWait).ok());
+  ASSERT_TRUE(b.Wait(b.communicator().RecvFrom(0, 2, o.data(), o.size()), kWait).ok());
   EXPECT_EQ(o, other);
   for (int i = 0; i < 3; ++i) {
     std::vector<float> g(64 << 10);
-    ASSERT_TRUE(b.Wait(b.RecvFrom(0, 1, g.data(), g.size()), kWait).ok());
+    ASSERT_TRUE(b.Wait(b.communicator().RecvFrom(0, 1, g.data(), g.size()), kWait).ok());
     EXPECT_EQ(g, sent[i]) << "tensor " << i;
   }
   // Both directions at once.
   std::vector<float> back(3);
   const std::vector<float> y = {9, 8, 7};
-  Ticket rb = a.RecvFrom(1, 3, back.data(), 3);
-  ASSERT_TRUE(b.Wait(b.SendTo(0, 3, y.data(), 3), kWait).ok());
+  Ticket rb = a.communicator().RecvFrom(1, 3, back.data(), 3);
+  ASSERT_TRUE(b.Wait(b.communicator().SendTo(0, 3, y.data(), 3), kWait).ok());
   ASSERT_TRUE(a.Wait(rb, kWait).ok());
   EXPECT_EQ(back, y);
   EXPECT_TRUE(c.Finish().ok());
@@ -78,12 +78,12 @@ TEST_P(PeerTest, BadRanksAndSizesAreClearErrors) {
   Worker& a = c.worker(0);
   Worker& b = c.worker(1);
   const std::vector<float> x = Iota(4, 0.0f);
-  EXPECT_EQ(a.Wait(a.SendTo(5, 0, x.data(), 4), kWait).code(), StatusCode::kNotFound);
-  EXPECT_EQ(a.Wait(a.SendTo(0, 0, x.data(), 4), kWait).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(a.Wait(a.SendTo(1, 0, nullptr, 4), kWait).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.Wait(a.communicator().SendTo(5, 0, x.data(), 4), kWait).code(), StatusCode::kNotFound);
+  EXPECT_EQ(a.Wait(a.communicator().SendTo(0, 0, x.data(), 4), kWait).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.Wait(a.communicator().SendTo(1, 0, nullptr, 4), kWait).code(), StatusCode::kInvalidArgument);
   std::vector<float> small(3);
-  Ticket r = b.RecvFrom(0, 9, small.data(), small.size());
-  EXPECT_TRUE(a.Wait(a.SendTo(1, 9, x.data(), 4), kWait).ok());
+  Ticket r = b.communicator().RecvFrom(0, 9, small.data(), small.size());
+  EXPECT_TRUE(a.Wait(a.communicator().SendTo(1, 9, x.data(), 4), kWait).ok());
   Status s = b.Wait(r, kWait);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("4 values where 3"), std::string::npos) << s;
@@ -106,11 +106,11 @@ TEST_P(PeerTest, ReceivesPostedWhileTheirTensorsArriveAllMatch) {
   std::thread sender([&] {
     for (int i = 0; i < kTensors; ++i) {
       while (posted.load() < i - 1) std::this_thread::yield();
-      sends[i] = a.SendTo(1, 1000 + i, x.data(), x.size());
+      sends[i] = a.communicator().SendTo(1, 1000 + i, x.data(), x.size());
     }
   });
   for (int i = 0; i < kTensors; ++i) {
-    recvs[i] = b.RecvFrom(0, 1000 + i, got[i].data(), 16);
+    recvs[i] = b.communicator().RecvFrom(0, 1000 + i, got[i].data(), 16);
     posted.store(i);
   }
   sender.join();
@@ -131,9 +131,9 @@ TEST_P(PeerTest, ReceiveFromAnyNamesTheSenderAndKeepsEachSendersOrder) {
   // Posted first: the first tensor of either sender completes it.
   std::vector<float> got(4);
   uint32_t from = 99;
-  Ticket t = r.RecvFromAny(5, got.data(), got.size(), &from);
+  Ticket t = r.communicator().RecvFromAny(5, got.data(), got.size(), &from);
   const std::vector<float> x2 = Iota(4, 20.0f);
-  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).SendTo(0, 5, x2.data(), 4), kWait).ok());
+  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).communicator().SendTo(0, 5, x2.data(), 4), kWait).ok());
   ASSERT_TRUE(r.Wait(t, kWait).ok());
   EXPECT_EQ(from, 2u);
   EXPECT_EQ(got, x2);
@@ -146,13 +146,13 @@ TEST_P(PeerTest, ReceiveFromAnyNamesTheSenderAndKeepsEachSendersOrder) {
     std::vector<std::vector<float>> bufs;
     std::vector<Ticket> sends;
     for (int k = 0; k < kEach; ++k) bufs.push_back(std::vector<float>(4, rank * 1000.0f + k));
-    for (int k = 0; k < kEach; ++k) sends.push_back(w.SendTo(0, 6, bufs[k].data(), 4));
+    for (int k = 0; k < kEach; ++k) sends.push_back(w.communicator().SendTo(0, 6, bufs[k].data(), 4));
     for (Ticket s : sends) EXPECT_TRUE(w.Wait(s, kWait).ok());
   });
   std::vector<int> next(3, 0);
   for (int i = 0; i < 2 * kEach; ++i) {
     uint32_t sender = 99;
-    ASSERT_TRUE(r.Wait(r.RecvFromAny(6, got.data(), 4, &sender), kWait).ok()) << i;
+    ASSERT_TRUE(r.Wait(r.communicator().RecvFromAny(6, got.data(), 4, &sender), kWait).ok()) << i;
     ASSERT_TRUE(sender == 1 || sender == 2) << sender;
     EXPECT_EQ(got[0], sender * 1000.0f + next[sender]) << "tensor " << i;
     ++next[sender];
@@ -161,11 +161,11 @@ TEST_P(PeerTest, ReceiveFromAnyNamesTheSenderAndKeepsEachSendersOrder) {
   EXPECT_EQ(next[2], kEach);
   // Kept tensors go to RecvFromAny in arrival order across senders.
   const std::vector<float> a1(4, 1.0f), a2(4, 2.0f);
-  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).SendTo(0, 7, a2.data(), 4), kWait).ok());
-  ASSERT_TRUE(c.worker(1).Wait(c.worker(1).SendTo(0, 7, a1.data(), 4), kWait).ok());
-  ASSERT_TRUE(r.Wait(r.RecvFromAny(7, got.data(), 4, &from), kWait).ok());
+  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).communicator().SendTo(0, 7, a2.data(), 4), kWait).ok());
+  ASSERT_TRUE(c.worker(1).Wait(c.worker(1).communicator().SendTo(0, 7, a1.data(), 4), kWait).ok());
+  ASSERT_TRUE(r.Wait(r.communicator().RecvFromAny(7, got.data(), 4, &from), kWait).ok());
   EXPECT_EQ(from, 2u);
-  ASSERT_TRUE(r.Wait(r.RecvFromAny(7, got.data(), 4, nullptr), kWait).ok());  // from may be null
+  ASSERT_TRUE(r.Wait(r.communicator().RecvFromAny(7, got.data(), 4, nullptr), kWait).ok());  // from may be null
   EXPECT_EQ(got, a1);
   EXPECT_TRUE(c.Finish().ok());
 }
@@ -177,14 +177,14 @@ TEST_P(PeerTest, ReceiveNamingTheSenderComesBeforeReceiveFromAny) {
   Worker& r = c.worker(0);
   std::vector<float> any(2), named(2);
   uint32_t from = 99;
-  Ticket ta = r.RecvFromAny(3, any.data(), 2, &from);
-  Ticket tn = r.RecvFrom(2, 3, named.data(), 2);
+  Ticket ta = r.communicator().RecvFromAny(3, any.data(), 2, &from);
+  Ticket tn = r.communicator().RecvFrom(2, 3, named.data(), 2);
   const std::vector<float> x2 = {2, 2}, x1 = {1, 1};
-  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).SendTo(0, 3, x2.data(), 2), kWait).ok());
+  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).communicator().SendTo(0, 3, x2.data(), 2), kWait).ok());
   ASSERT_TRUE(r.Wait(tn, kWait).ok());
   EXPECT_EQ(named, x2);
   EXPECT_EQ(r.Wait(ta, milliseconds(100)).code(), StatusCode::kTimeout);  // still waiting
-  ASSERT_TRUE(c.worker(1).Wait(c.worker(1).SendTo(0, 3, x1.data(), 2), kWait).ok());
+  ASSERT_TRUE(c.worker(1).Wait(c.worker(1).communicator().SendTo(0, 3, x1.data(), 2), kWait).ok());
   ASSERT_TRUE(r.Wait(ta, kWait).ok());
   EXPECT_EQ(from, 1u);
   EXPECT_EQ(any, x1);
@@ -225,8 +225,8 @@ TEST(TrafficTest, CountsEveryByteToEachPeerAndTable) {
       4000u);
   // A peer tensor: one message each way (the tensor, its acknowledgement).
   std::vector<float> got(10);
-  Ticket r = b.RecvFrom(0, 1, got.data(), 10);
-  ASSERT_TRUE(a.Wait(a.SendTo(1, 1, g.data(), 10), kWait).ok());
+  Ticket r = b.communicator().RecvFrom(0, 1, got.data(), 10);
+  ASSERT_TRUE(a.Wait(a.communicator().SendTo(1, 1, g.data(), 10), kWait).ok());
   ASSERT_TRUE(b.Wait(r, kWait).ok());
   const PeerTraffic to_b = a.traffic().peers.at(b.id());
   EXPECT_EQ(to_b.messages_sent, 1u);
@@ -243,16 +243,16 @@ TEST(PeerLeaveTest, ReceiveFromAWorkerThatLeftFailsUnavailable) {
   ASSERT_TRUE(c.Start().ok());
   std::vector<float> got(8);
   const auto start = std::chrono::steady_clock::now();
-  Ticket r = c.worker(1).RecvFrom(0, 1, got.data(), got.size());
+  Ticket r = c.worker(1).communicator().RecvFrom(0, 1, got.data(), got.size());
   c.worker(0).Stop();
   Status s = c.worker(1).Wait(r, milliseconds(20000));
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find("left"), std::string::npos) << s;
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(15000));  // deadline: 60 s
   // And sending to it or receiving from it is refused at once; Nodes() shows it gone.
-  EXPECT_EQ(c.worker(1).Wait(c.worker(1).SendTo(0, 1, got.data(), 8), kWait).code(),
+  EXPECT_EQ(c.worker(1).Wait(c.worker(1).communicator().SendTo(0, 1, got.data(), 8), kWait).code(),
             StatusCode::kUnavailable);
-  EXPECT_EQ(c.worker(1).Wait(c.worker(1).RecvFrom(0, 1, got.data(), 8), kWait).code(),
+  EXPECT_EQ(c.worker(1).Wait(c.worker(1).communicator().RecvFrom(0, 1, got.data(), 8), kWait).code(),
             StatusCode::kUnavailable);
   int alive = 0;
   for (const NodeInfo& n : c.worker(1).Nodes()) {
@@ -275,7 +275,7 @@ TEST(PeerFaultTest, ReceiveFromADeadWorkerFailsUnavailable) {
   ASSERT_TRUE(c.Start().ok());
   std::vector<float> got(8);
   const auto start = std::chrono::steady_clock::now();
-  Ticket r = c.worker(1).RecvFrom(0, 1, got.data(), got.size());
+  Ticket r = c.worker(1).communicator().RecvFrom(0, 1, got.data(), got.size());
   injector->Isolate(c.worker(0).id());
   Status s = c.worker(1).Wait(r, milliseconds(20000));
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
@@ -298,13 +298,13 @@ TEST(PeerAnyTest, ReceiveFromAnyErrors) {
   Worker& r = c.worker(0);
   std::vector<float> got(3);
   uint32_t from = 99;
-  EXPECT_EQ(r.Wait(r.RecvFromAny(uint64_t{1} << 63, got.data(), 3, &from), kWait).code(),
+  EXPECT_EQ(r.Wait(r.communicator().RecvFromAny(uint64_t{1} << 63, got.data(), 3, &from), kWait).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.Wait(r.RecvFromAny(1, nullptr, 3, &from), kWait).code(),
+  EXPECT_EQ(r.Wait(r.communicator().RecvFromAny(1, nullptr, 3, &from), kWait).code(),
             StatusCode::kInvalidArgument);
-  Ticket small = r.RecvFromAny(1, got.data(), 3, &from);
+  Ticket small = r.communicator().RecvFromAny(1, got.data(), 3, &from);
   const std::vector<float> x = Iota(4, 0.0f);
-  ASSERT_TRUE(c.worker(1).Wait(c.worker(1).SendTo(0, 1, x.data(), 4), kWait).ok());
+  ASSERT_TRUE(c.worker(1).Wait(c.worker(1).communicator().SendTo(0, 1, x.data(), 4), kWait).ok());
   Status s = r.Wait(small, kWait);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   // Nothing comes: kUnavailable at request_timeout_ms, naming the tag (a cluster of its
@@ -316,7 +316,7 @@ TEST(PeerAnyTest, ReceiveFromAnyErrors) {
     ASSERT_TRUE(d.Start().ok());
     Worker& dr = d.worker(0);
     const auto start = std::chrono::steady_clock::now();
-    s = dr.Wait(dr.RecvFromAny(2, got.data(), 3, &from), kWait);
+    s = dr.Wait(dr.communicator().RecvFromAny(2, got.data(), 3, &from), kWait);
     EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
     EXPECT_NE(s.message().find("tag 2 from any worker"), std::string::npos) << s;
     EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(1400));
@@ -324,18 +324,18 @@ TEST(PeerAnyTest, ReceiveFromAnyErrors) {
   }
   // Worker 1 leaves while a receive waits: it keeps waiting, and worker 2's tensor ends it.
   std::vector<float> g3(3);
-  Ticket t = r.RecvFromAny(4, g3.data(), 3, &from);
+  Ticket t = r.communicator().RecvFromAny(4, g3.data(), 3, &from);
   c.worker(1).Stop();
   std::this_thread::sleep_for(milliseconds(300));
   EXPECT_EQ(r.Wait(t, milliseconds(10)).code(), StatusCode::kTimeout);
-  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).SendTo(0, 4, x.data(), 3), kWait).ok());
+  ASSERT_TRUE(c.worker(2).Wait(c.worker(2).communicator().SendTo(0, 4, x.data(), 3), kWait).ok());
   ASSERT_TRUE(r.Wait(t, kWait).ok());
   EXPECT_EQ(from, 2u);
   // Stop aborts a waiting receive.
-  Ticket last = r.RecvFromAny(4, g3.data(), 3, &from);
+  Ticket last = r.communicator().RecvFromAny(4, g3.data(), 3, &from);
   r.Stop();
   EXPECT_EQ(r.Wait(last, kWait).code(), StatusCode::kAborted);
-  EXPECT_EQ(r.Wait(r.RecvFromAny(4, g3.data(), 3, &from), kWait).code(),
+  EXPECT_EQ(r.Wait(r.communicator().RecvFromAny(4, g3.data(), 3, &from), kWait).code(),
             StatusCode::kFailedPrecondition);
 }
 

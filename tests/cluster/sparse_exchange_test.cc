@@ -91,10 +91,10 @@ TEST(SparseExchangeTest, AllGatherOwnersAndRootAgreeWithTheReference) {
       std::vector<float> values;
       RowsOf(r, W, &ids, &values);
       SparseRows all;
-      ASSERT_TRUE(AllGatherRows(w, ids.data(), values.data(), ids.size(), kDim, {}, &all).ok());
+      ASSERT_TRUE(AllGatherRows(w.communicator(), ids.data(), values.data(), ids.size(), kDim, {}, &all).ok());
       ExpectRows(all, Reference(AllRanks(W), W));
       SparseRows owned;
-      ASSERT_TRUE(RowsToOwners(w, ids.data(), values.data(), ids.size(), kDim, {}, &owned).ok());
+      ASSERT_TRUE(RowsToOwners(w.communicator(), ids.data(), values.data(), ids.size(), kDim, {}, &owned).ok());
       auto want = Reference(AllRanks(W), W);
       for (auto it = want.begin(); it != want.end();) {
         it = Abs(it->first) % W == static_cast<uint64_t>(r) ? std::next(it) : want.erase(it);
@@ -103,7 +103,7 @@ TEST(SparseExchangeTest, AllGatherOwnersAndRootAgreeWithTheReference) {
       const uint32_t root = static_cast<uint32_t>(W - 1);
       SparseRows at_root;
       ASSERT_TRUE(
-          RowsToRoot(w, ids.data(), values.data(), ids.size(), kDim, root, {}, &at_root).ok());
+          RowsToRoot(w.communicator(), ids.data(), values.data(), ids.size(), kDim, root, {}, &at_root).ok());
       if (static_cast<uint32_t>(r) == root) {
         ExpectRows(at_root, Reference(AllRanks(W), W));
       } else {
@@ -127,7 +127,7 @@ TEST(SparseExchangeTest, RowsToRootInTwoProcessSetsAtOnce) {
     o.ranks = r % 2 == 0 ? std::vector<uint32_t>{0, 2} : std::vector<uint32_t>{1, 3};
     const uint32_t leader = o.ranks[0];
     SparseRows got;
-    ASSERT_TRUE(RowsToRoot(w, ids.data(), values.data(), ids.size(), kDim, leader, o, &got).ok());
+    ASSERT_TRUE(RowsToRoot(w.communicator(), ids.data(), values.data(), ids.size(), kDim, leader, o, &got).ok());
     if (static_cast<uint32_t>(r) == leader) {
       ExpectRows(got, Reference({static_cast<int>(o.ranks[0]), static_cast<int>(o.ranks[1])}, 4));
     } else {
@@ -158,7 +158,7 @@ TEST(SparseExchangeTest, LookupsThroughARootPullTheUnionOnce) {
         return Status::OK();
       };
       std::vector<float> out(ids.size() * kDim, -1.0f);
-      ASSERT_TRUE(PullRowsThroughRoot(w, ids.data(), ids.size(), kDim, 0, r == 0 ? source : RowSource(),
+      ASSERT_TRUE(PullRowsThroughRoot(w.communicator(), ids.data(), ids.size(), kDim, 0, r == 0 ? source : RowSource(),
                                       out.data(), {})
                       .ok());
       for (size_t i = 0; i < ids.size(); ++i) {
@@ -181,7 +181,7 @@ TEST(SparseExchangeTest, AFailedPullFailsEveryMember) {
     const std::vector<int64_t> ids = {1, 2, static_cast<int64_t>(r)};
     std::vector<float> out(ids.size() * kDim);
     RowSource broken = [](const std::vector<int64_t>&, float*) { return Unavailable("servers gone"); };
-    Status s = PullRowsThroughRoot(w, ids.data(), ids.size(), kDim, 1, broken, out.data(), {});
+    Status s = PullRowsThroughRoot(w.communicator(), ids.data(), ids.size(), kDim, 1, broken, out.data(), {});
     if (r == 1) {
       EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
     } else {
@@ -190,7 +190,7 @@ TEST(SparseExchangeTest, AFailedPullFailsEveryMember) {
     }
     // The members still agree on what comes next.
     SparseRows all;
-    EXPECT_TRUE(AllGatherRows(w, ids.data(), out.data(), ids.size(), kDim, {}, &all).ok());
+    EXPECT_TRUE(AllGatherRows(w.communicator(), ids.data(), out.data(), ids.size(), kDim, {}, &all).ok());
   });
   EXPECT_TRUE(c.Finish().ok());
 }
@@ -202,20 +202,20 @@ TEST(SparseExchangeTest, BadInputIsRefusedBeforeAnythingIsSent) {
   SparseRows out;
   const float values[3] = {1, 2, 3};
   const int64_t id = 1;
-  EXPECT_EQ(AllGatherRows(w, nullptr, values, 1, 3, {}, &out).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(RowsToOwners(w, &id, nullptr, 1, 3, {}, &out).code(), StatusCode::kInvalidArgument);
-  Status s = RowsToRoot(w, &id, values, 1, 3, 7, {}, &out);
+  EXPECT_EQ(AllGatherRows(w.communicator(), nullptr, values, 1, 3, {}, &out).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(RowsToOwners(w.communicator(), &id, nullptr, 1, 3, {}, &out).code(), StatusCode::kInvalidArgument);
+  Status s = RowsToRoot(w.communicator(), &id, values, 1, 3, 7, {}, &out);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("root 7"), std::string::npos) << s;
   std::vector<float> rows(3);
-  EXPECT_EQ(PullRowsThroughRoot(w, &id, 1, 3, 0, RowSource(), rows.data(), {}).code(),
+  EXPECT_EQ(PullRowsThroughRoot(w.communicator(), &id, 1, 3, 0, RowSource(), rows.data(), {}).code(),
             StatusCode::kInvalidArgument)
       << "the root needs a row source";
   // Nothing was sent: both workers still run the same collectives in order.
   c.OnEveryWorker([&](int r) {
     SparseRows all;
     const int64_t mine = r;
-    EXPECT_TRUE(AllGatherRows(c.worker(r), &mine, values, 1, 3, {}, &all).ok());
+    EXPECT_TRUE(AllGatherRows(c.worker(r).communicator(), &mine, values, 1, 3, {}, &all).ok());
     EXPECT_EQ(all.ids, (std::vector<int64_t>{0, 1}));
   });
   EXPECT_TRUE(c.Finish().ok());

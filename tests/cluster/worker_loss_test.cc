@@ -106,7 +106,7 @@ TEST(WorkerLossTest, ATolerantJobTrainsOnAndSucceeds) {
   // Receives from the dead worker still fail.
   std::vector<float> got(4);
   Status recv =
-      c.worker(0).Wait(c.worker(0).RecvFrom(2, 1, got.data(), got.size()), milliseconds(20000));
+      c.worker(0).Wait(c.worker(0).communicator().RecvFrom(2, 1, got.data(), got.size()), milliseconds(20000));
   EXPECT_EQ(recv.code(), StatusCode::kUnavailable) << recv;
   // Workers 0 and 1 finish: the job succeeds.
   c.worker(0).Stop();

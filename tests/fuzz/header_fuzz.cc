@@ -4,7 +4,7 @@
 // ValidateDataFrames, FusedElements): no input may crash them, and what they accept must
 // agree with the header (the sizes the handlers then rely on).
 #include "fuzz_util.h"
-#include "ps/collectives.h"
+#include "ps/element_types.h"
 
 namespace {
 constexpr uint64_t kMaxElems = uint64_t{1} << 20;

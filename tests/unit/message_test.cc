@@ -8,7 +8,7 @@
 
 #include "layerps.pb.h"
 
-#include "ps/collectives.h"
+#include "ps/element_types.h"
 
 namespace ps {
 namespace {

@@ -205,9 +205,9 @@ void BindCollectives(py::module_& m) {
                                {static_cast<py::ssize_t>(r.data.size())}, {1});
       });
 
-  m.def("reduce_scatter_block", &ps::Worker::ReduceScatterBlock, py::arg("n"), py::arg("members"),
+  m.def("reduce_scatter_block", &ps::Communicator::ReduceScatterBlock, py::arg("n"), py::arg("members"),
         py::arg("position"));
-  m.def("reduce_scatter_offset", &ps::Worker::ReduceScatterOffset, py::arg("n"),
+  m.def("reduce_scatter_offset", &ps::Communicator::ReduceScatterOffset, py::arg("n"),
         py::arg("members"), py::arg("position"));
 
   m.def(
@@ -228,7 +228,7 @@ void BindCollectives(py::module_& m) {
         void* dst = out.mutable_data();
         const size_t n = out.size();
         return SubmitOn(worker, "allreduce", py::make_tuple(in, out), out, [&](ps::Worker& w) {
-          return w.AllReduceAsync(src, dst, n, t, o);
+          return w.communicator().AllReduceAsync(src, dst, n, t, o);
         });
       },
       py::arg("worker"), py::arg("input"), py::arg("output"), py::arg("dtype"),
@@ -260,7 +260,7 @@ void BindCollectives(py::module_& m) {
         py::list result;
         for (auto& a : outs) result.append(a);
         return SubmitOn(worker, "grouped_allreduce", py::make_tuple(py::cast(ins), result), result,
-                        [&](ps::Worker& w) { return w.GroupedAllReduceAsync(tensors, o); });
+                        [&](ps::Worker& w) { return w.communicator().GroupedAllReduceAsync(tensors, o); });
       },
       py::arg("worker"), py::arg("inputs"), py::arg("outputs"), py::arg("dtypes"),
       py::arg("op") = "sum", py::arg("prescale") = 1.0, py::arg("postscale") = 1.0,
@@ -286,7 +286,7 @@ void BindCollectives(py::module_& m) {
                        ") x " + std::to_string(n) + " elements, not " + std::to_string(out.size()));
         }
         return SubmitOn(worker, "allgather", py::make_tuple(in, out), out,
-                        [&](ps::Worker& w) { return w.AllGatherAsync(src, n, t, dst, o); });
+                        [&](ps::Worker& w) { return w.communicator().AllGatherAsync(src, n, t, dst, o); });
       },
       py::arg("worker"), py::arg("input"), py::arg("output"), py::arg("dtype"),
       LAYERPS_COLLECTIVE_ARGS);
@@ -306,7 +306,7 @@ void BindCollectives(py::module_& m) {
         const void* src = in.data();
         const size_t n = in.size();
         return SubmitOn(worker, "allgather", py::make_tuple(in), py::cast(result),
-                        [&](ps::Worker& w) { return w.AllGatherVAsync(src, n, t, r, o); });
+                        [&](ps::Worker& w) { return w.communicator().AllGatherVAsync(src, n, t, r, o); });
       },
       py::arg("worker"), py::arg("input"), py::arg("dtype"), LAYERPS_COLLECTIVE_ARGS);
 
@@ -324,7 +324,7 @@ void BindCollectives(py::module_& m) {
         void* d = data.mutable_data();
         const size_t n = data.size();
         return SubmitOn(worker, "broadcast", py::make_tuple(data), data,
-                        [&](ps::Worker& w) { return w.BroadcastAsync(d, n, t, root, o); });
+                        [&](ps::Worker& w) { return w.communicator().BroadcastAsync(d, n, t, root, o); });
       },
       py::arg("worker"), py::arg("data"), py::arg("dtype"), py::arg("root"),
       LAYERPS_COLLECTIVE_ARGS);
@@ -351,7 +351,7 @@ void BindCollectives(py::module_& m) {
         void* dst = out.mutable_data();
         const size_t n = in.size() / members;
         return SubmitOn(worker, "alltoall", py::make_tuple(in, out), out,
-                        [&](ps::Worker& w) { return w.AllToAllAsync(src, n, t, dst, o); });
+                        [&](ps::Worker& w) { return w.communicator().AllToAllAsync(src, n, t, dst, o); });
       },
       py::arg("worker"), py::arg("input"), py::arg("output"), py::arg("dtype"),
       LAYERPS_COLLECTIVE_ARGS);
@@ -376,7 +376,7 @@ void BindCollectives(py::module_& m) {
         ps::GatherResult* r = result.get();
         const void* src = in.data();
         return SubmitOn(worker, "alltoall", py::make_tuple(in), py::cast(result), [&](ps::Worker& w) {
-          return w.AllToAllVAsync(src, send_counts, t, r, o);
+          return w.communicator().AllToAllVAsync(src, send_counts, t, r, o);
         });
       },
       py::arg("worker"), py::arg("input"), py::arg("send_counts"), py::arg("dtype"),
@@ -399,7 +399,7 @@ void BindCollectives(py::module_& m) {
         void* dst = out.mutable_data();
         const size_t n = in.size();
         return SubmitOn(worker, "reducescatter", py::make_tuple(in, out), out, [&](ps::Worker& w) {
-          return w.ReduceScatterAsync(src, n, t, dst, o);
+          return w.communicator().ReduceScatterAsync(src, n, t, dst, o);
         });
       },
       py::arg("worker"), py::arg("input"), py::arg("output"), py::arg("dtype"),
@@ -415,7 +415,7 @@ void BindCollectives(py::module_& m) {
         ps::Status s;
         {
           py::gil_scoped_release release;
-          s = w.CollectiveBarrier(o);
+          s = w.communicator().CollectiveBarrier(o);
         }
         ThrowIfError(s);
       },
@@ -438,7 +438,7 @@ void BindCollectives(py::module_& m) {
         ps::Status s;
         {
           py::gil_scoped_release release;
-          s = w.JoinCollectives(o, limit, &last);
+          s = w.communicator().JoinCollectives(o, limit, &last);
         }
         ThrowIfError(s);
         return last;
@@ -466,7 +466,7 @@ void BindCollectives(py::module_& m) {
     }
     return py::make_tuple(ids, values);
   };
-  using Exchange = ps::Status (*)(ps::Worker&, const int64_t*, const float*, size_t, size_t,
+  using Exchange = ps::Status (*)(ps::Communicator&, const int64_t*, const float*, size_t, size_t,
                                   const ps::CollectiveOptions&, ps::SparseRows*);
   const std::pair<const char*, Exchange> exchanges[] = {{"allgather_rows", &ps::AllGatherRows},
                                                         {"rows_to_owners", &ps::RowsToOwners}};
@@ -478,7 +478,7 @@ void BindCollectives(py::module_& m) {
             std::optional<std::vector<int64_t>> ranks, std::optional<double> timeout,
             const std::string& cname) {
           rows_in(ids, values, dim, what.c_str());
-          ps::Worker& w = WorkerOf(worker);
+          ps::Communicator& w = WorkerOf(worker).communicator();
           const ps::CollectiveOptions o =
               Options(worker, ranks, "auto", std::nullopt, timeout, cname);
           ps::SparseRows out;
@@ -501,7 +501,7 @@ void BindCollectives(py::module_& m) {
                           std::optional<double> timeout, const std::string& cname) {
         rows_in(ids, values, dim, "rows_to_root");
         const uint32_t root = RankArg(worker, root_arg, "rows_to_root: root");
-        ps::Worker& w = WorkerOf(worker);
+        ps::Communicator& w = WorkerOf(worker).communicator();
         const ps::CollectiveOptions o =
             Options(worker, ranks, "auto", std::nullopt, timeout, cname);
         ps::SparseRows out;
@@ -526,7 +526,7 @@ void BindCollectives(py::module_& m) {
          const std::string& cname) {
         CheckArray(ids, ps::DataType::kInt64, "pull_rows_through_root ids", false);
         const uint32_t root = RankArg(worker, root_arg, "pull_rows_through_root: root");
-        ps::Worker& w = WorkerOf(worker);
+        ps::Communicator& w = WorkerOf(worker).communicator();
         const ps::CollectiveOptions o =
             Options(worker, ranks, "auto", std::nullopt, timeout, cname);
         const size_t n = static_cast<size_t>(ids.size());

@@ -322,7 +322,7 @@ Handle* PyWorker::SendTo(uint32_t to, uint64_t tag, const py::array& values) {
   const float* v = Data(values);
   const size_t n = values.size();
   return Submit("send to worker " + std::to_string(to), py::make_tuple(values), py::none(),
-                [&] { return w().SendTo(to, tag, v, n); });
+                [&] { return w().communicator().SendTo(to, tag, v, n); });
 }
 
 Handle* PyWorker::RecvFrom(uint32_t from, uint64_t tag, const py::array& out) {
@@ -334,7 +334,7 @@ Handle* PyWorker::RecvFrom(uint32_t from, uint64_t tag, const py::array& out) {
   float* dst = MutableData(o);
   const size_t n = o.size();
   return Submit("receive from worker " + std::to_string(from), py::make_tuple(o), o,
-                [&] { return w().RecvFrom(from, tag, dst, n); });
+                [&] { return w().communicator().RecvFrom(from, tag, dst, n); });
 }
 
 void PyWorker::AllReduce(py::array& data, std::optional<double> timeout_s,
@@ -360,7 +360,7 @@ void PyWorker::AllReduce(py::array& data, std::optional<double> timeout_s,
   ps::Status s;
   {
     py::gil_scoped_release release;
-    s = w().AllReduce(d, n, options, t);
+    s = w().communicator().AllReduce(d, n, options, t);
   }
   ThrowIfError(s);
 }
