@@ -38,3 +38,69 @@ def test_the_build_tree_package_lists_every_python_file():
         listed = re.search(r"set\(LAYERPS_PY_FILES\s+([^)]*)\)", f.read()).group(1).split()
     present = sorted(f for f in os.listdir(os.path.join(src, "layerps")) if f.endswith(".py"))
     assert sorted(listed) == present
+
+
+def test_the_build_tree_package_lists_every_file_of_layerps_torch():
+    """layerps.torch is a package (layerps/torch/): CMakeLists.txt lists its files apart."""
+    src = os.path.join(ROOT, "bindings", "python")
+    with open(os.path.join(src, "CMakeLists.txt")) as f:
+        listed = re.search(r"set\(LAYERPS_PY_TORCH_FILES\s+([^)]*)\)", f.read()).group(1).split()
+    present = sorted(f for f in os.listdir(os.path.join(src, "layerps", "torch")) if f.endswith(".py"))
+    assert sorted(listed) == present
+
+
+# The public names layerps.torch had as one module (torch.py, before it became a package),
+# less the modules it imported (io, itertools, np, pickle, threading, torch).
+TORCH_PUBLIC_NAMES = [
+    "Average", "Compression", "DistributedOptimizer", "Embedding", "EmbeddingBag",
+    "FailedPreconditionError", "InvalidArgumentError", "Max", "Min", "ProcessSet", "Product", "Sum",
+    "add_process_set", "allgather", "allgather_async", "allgather_object", "allreduce", "allreduce_",
+    "allreduce_async", "allreduce_async_", "alltoall", "alltoall_async", "barrier", "broadcast",
+    "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object", "broadcast_optimizer_state",
+    "broadcast_parameters", "cross_rank", "cross_size", "default_worker", "global_process_set",
+    "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
+    "init", "is_initialized", "join", "local_rank", "local_size", "poll", "rank", "remove_process_set",
+    "shutdown", "size", "synchronize",
+]
+TORCH_SUBMODULES = ["embedding", "ops", "optimizer"]
+
+
+def test_layerps_torch_keeps_its_public_names():
+    """Splitting layerps.torch into ops, optimizer and embedding changed no public name:
+    ``import layerps.torch as hvd`` sees what it saw, plus the three modules."""
+    import types
+
+    import layerps.torch as lt
+
+    names = [n for n in dir(lt) if not n.startswith("_")]
+    public = sorted(n for n in names if not isinstance(getattr(lt, n), types.ModuleType))
+    assert public == sorted(TORCH_PUBLIC_NAMES)
+    modules = sorted(n for n in names if isinstance(getattr(lt, n), types.ModuleType))
+    assert modules == TORCH_SUBMODULES
+    for m in TORCH_SUBMODULES:
+        assert getattr(lt, m).__name__ == f"layerps.torch.{m}"
+    # __all__ (``from layerps.torch import *``) is as before too: these four were never in it.
+    assert sorted(lt.__all__) == sorted(set(TORCH_PUBLIC_NAMES) - {"EmbeddingBag", "FailedPreconditionError",
+                                                                   "InvalidArgumentError", "default_worker"})
+    # One object under both names (the package re-exports, it does not copy).
+    assert lt.DistributedOptimizer is lt.optimizer.DistributedOptimizer
+    assert lt.Embedding is lt.embedding.Embedding and lt.EmbeddingBag is lt.embedding.EmbeddingBag
+    assert lt.init is lt.ops.init and lt.Compression is lt.ops.Compression
+    assert lt.broadcast_parameters is lt.ops.broadcast_parameters
+
+
+def test_layerps_cluster_keeps_its_public_names():
+    """cluster.py's node classes moved to _nodes.py; layerps.cluster's names stayed."""
+    import types
+
+    import layerps.cluster as c
+
+    public = sorted(n for n in dir(c)
+                    if not n.startswith("_") and not isinstance(getattr(c, n), types.ModuleType))
+    assert public == sorted([
+        "FailedPreconditionError", "Handle", "InvalidArgumentError", "LocalCluster", "OPTION_FIELDS", "Options",
+        "Scheduler", "Server", "Table", "Worker", "as_input", "as_keys", "as_output", "bin_dir", "default_worker",
+        "init", "is_tensor", "launcher", "make_options", "shutdown", "tool_path"])
+    assert sorted(c.__all__) == sorted([
+        "Options", "make_options", "Handle", "Table", "Scheduler", "Server", "Worker", "LocalCluster", "bin_dir",
+        "tool_path", "init", "shutdown", "default_worker"])
