@@ -218,6 +218,26 @@ struct DenseOut {
   size_t size = 0;
 };
 
+// One sparse table's share of a multi-table request (Worker::PushSparseMany): num_keys ids
+// at `keys` and their rows at `rows` (num_keys x the table's dim floats, row-major;
+// rows_len must be num_keys * dim). SparseOut is the same for a pull
+// (Worker::PullSparseMany): row i of `rows` receives the value of keys[i]. Borrowed: the
+// memory must stay valid until the request completes.
+struct SparseRef {
+  TableId table = kInvalidTable;
+  const Key* keys = nullptr;
+  size_t num_keys = 0;
+  const float* rows = nullptr;
+  size_t rows_len = 0;
+};
+struct SparseOut {
+  TableId table = kInvalidTable;
+  const Key* keys = nullptr;
+  size_t num_keys = 0;
+  float* rows = nullptr;
+  size_t rows_len = 0;
+};
+
 // A placement directive: the tables of `layer` (TableSpec::layer) live on these server
 // ranks only. Layers without one are spread over every server. A placement plan
 // (ps/placement.h, TablePlacementOf) gives one per layer.

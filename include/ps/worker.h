@@ -151,6 +151,31 @@ class LAYERPS_EXPORT Worker {
   Ticket PushPullMany(const std::vector<DenseRef>& grads, const std::vector<DenseOut>& outs,
                       Callback cb = nullptr);
 
+  // --- Many sparse tables of one step in one request ------------------------------------
+  // Each entry as PushSparse/PullSparse would do it, but for every table at once: entries
+  // naming the same table are merged first (a push sums the rows of a key repeated across
+  // them; a pull asks for each unique key once and gives every entry its rows), and the
+  // unique keys of every table bound for one server travel in one fused message
+  // (docs/wire-format.md, "Fused sparse messages"), or several when that server's share
+  // is above Options::part_bytes: one message per server per call instead of one per
+  // table and server. One ticket; the request succeeds only if every part does (a failed
+  // request may have been applied on the servers that answered OK). Every entry is
+  // checked before anything is sent: an unknown or dense table, rows_len != num_keys *
+  // dim or a null pointer with num_keys > 0 fail the whole call with kInvalidArgument
+  // naming the entry's index and its table, and nothing is sent.
+  // Entries travel as PushSparse/PullSparse parts of their own, inside the same request,
+  // for tables whose values are narrowed on the wire (wire_dtype fp16/bf16) or that the
+  // servers synchronize (sync bsp/ssp: their clocks count this call as one step); tables
+  // with a worker cache (cache_rows) are served through it as by PullSparse (only the ids
+  // it cannot answer are pulled; a push ticks its clock). Host memory only: there is no
+  // device variant (PushSparseDevice/PullSparseDevice take one table each).
+  // Order: with Options::streams > 1 fused messages take the first connection and a
+  // single-table sparse request its table's, so a PushSparse followed by a PullSparseMany
+  // of the same table (or the reverse) without a Wait between them may be served in
+  // either order; with one stream, or between *Many calls, requests keep their order.
+  Ticket PushSparseMany(const std::vector<SparseRef>& entries, Callback cb = nullptr);
+  Ticket PullSparseMany(const std::vector<SparseOut>& entries, Callback cb = nullptr);
+
   // --- GPU memory (builds with CUDA; see docs/cuda.md) -------------------------------------
   // The same requests with the caller's data in GPU memory. `stream` is the cudaStream_t
   // (as void*; nullptr = the default stream) on which the data is produced or consumed.

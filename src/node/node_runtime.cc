@@ -222,6 +222,21 @@ void NodeRuntime::Count(NodeId peer, const Message& msg, bool sent) {
   (sent ? p.bytes_sent : p.bytes_received) += sizeof(Header) + payload;
   ++(sent ? p.messages_sent : p.messages_received);
   if (type == MsgType::kControl || type == MsgType::kPeerTensor) return;
+  if (h.fused() && h.sparse()) {
+    // A fused sparse request lists its segments in frame 0, then the keys (and a push's
+    // rows): each table counts its keys' and rows' bytes. Replies are not attributed.
+    if (type == MsgType::kReply || msg.frames.size() < 2) return;
+    const bool rows = msg.frames.size() >= 3;
+    const Frame& segs = msg.frames[0];
+    for (size_t i = 0; i < segs.size() / sizeof(FusedSparseSegment); ++i) {
+      FusedSparseSegment seg;
+      std::memcpy(&seg, segs.data() + i * sizeof(seg), sizeof(seg));
+      TableTraffic& t = traffic_.tables[seg.table];
+      (sent ? t.bytes_sent : t.bytes_received) +=
+          seg.keys * sizeof(Key) + (rows ? seg.keys * seg.dim * sizeof(float) : 0);
+    }
+    return;
+  }
   if (h.fused()) {
     // A fused push lists its segments in frame 0 and their values in frame 1; a fused
     // reply carries values only, so it is not attributed to tables.

@@ -18,6 +18,10 @@ class ApplyOnArrival final : public SyncPolicy {
  public:
   void Handle(DataRequest&& req, Store& store, const ReplyFn& reply) override {
     const Header& h = req.header;
+    if (h.fused() && h.sparse()) {
+      HandleFusedSparse(req, store, reply);
+      return;
+    }
     if (h.fused()) {
       HandleFused(req, store, reply);
       return;
@@ -60,6 +64,39 @@ class ApplyOnArrival final : public SyncPolicy {
   static bool Elastic(const Store& store, TableId table) {
     const TableSpec* spec = store.Spec(table);
     return spec != nullptr && spec->rule == UpdateRule::kElastic;
+  }
+
+  // A fused sparse push or pull (CheckRequest checked every segment, and aligned the
+  // frames): each segment goes through the store exactly as a single-table request of its
+  // keys would (bounded tables, admission, expiry and the cold tier included), in segment
+  // order; a pull reply carries every segment's rows concatenated in that order.
+  static void HandleFusedSparse(const DataRequest& req, Store& store, const ReplyFn& reply) {
+    Status s;
+    const Key* keys = reinterpret_cast<const Key*>(req.frames[1].data());
+    std::vector<Frame> out;
+    if (req.pushes) {
+      const float* rows = reinterpret_cast<const float*>(req.frames[2].data());
+      for (const FusedSparseSegment& seg : req.sparse_segments) {
+        s = store.ApplySparse(seg.table, keys, seg.keys, seg.dim, rows, req.op);
+        if (!s.ok()) break;
+        keys += seg.keys;
+        rows += seg.keys * seg.dim;
+      }
+    } else {
+      std::shared_ptr<float[]> values(new float[req.fused_elements == 0 ? 1 : req.fused_elements]);
+      float* at = values.get();
+      for (const FusedSparseSegment& seg : req.sparse_segments) {
+        s = store.ReadSparse(seg.table, keys, seg.keys, seg.dim, at);
+        if (!s.ok()) break;
+        keys += seg.keys;
+        at += seg.keys * seg.dim;
+      }
+      if (s.ok()) {
+        out.push_back(Frame::Borrow(values.get(), req.fused_elements * sizeof(float),
+                                    std::shared_ptr<const void>(values, values.get())));
+      }
+    }
+    reply(req.header, s, std::move(out));
   }
 
   // Every segment was checked by CheckRequest before anything is applied. Segments of

@@ -1,6 +1,7 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 #include "server/request.h"
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -20,6 +21,51 @@ Status NotYet(const Store& store, TableId table, uint64_t request_epoch, uint64_
   return why;
 }
 
+// A frame whose bytes start at a multiple of `align`: itself, or an aligned copy. The
+// transports hand frames over aligned; this keeps the store's typed reads defined whatever
+// the frame's origin.
+Frame Aligned(Frame f, size_t align) {
+  if (reinterpret_cast<uintptr_t>(f.data()) % align == 0) return f;
+  std::shared_ptr<uint64_t[]> copy(new uint64_t[f.size() / sizeof(uint64_t) + 1]);
+  std::memcpy(copy.get(), f.data(), f.size());
+  return Frame::Borrow(copy.get(), f.size(), std::shared_ptr<const void>(copy, copy.get()));
+}
+
+// Every segment of a fused sparse request: a sparse table this server holds, float32 on
+// the wire, its dim, every key in a range held. Keys need not be unique within a segment
+// (as in a single-table request, duplicates apply in order); a worker sends them unique.
+Status CheckFusedSparse(const Message& msg, const Store& store, uint64_t epoch, uint64_t max_elems,
+                        DataRequest* out) {
+  const Header& h = msg.header;
+  StatusOr<FusedSparseTotals> total = FusedSparseSizes(msg, max_elems);
+  if (!total.ok()) return total.status();
+  out->sparse_segments.resize(h.count);
+  std::memcpy(out->sparse_segments.data(), msg.frames[0].data(),
+              out->sparse_segments.size() * sizeof(FusedSparseSegment));
+  out->fused_elements = total->row_floats;
+  const Key* keys = reinterpret_cast<const Key*>(msg.frames[1].data());
+  for (size_t i = 0; i < out->sparse_segments.size(); ++i) {
+    const FusedSparseSegment& seg = out->sparse_segments[i];
+    const std::string where = "fused sparse segment " + std::to_string(i);
+    const TableSpec* spec = store.Spec(seg.table);
+    if (spec == nullptr) {
+      return NotYet(store, seg.table, h.epoch, epoch,
+                    NotFound(where + ": table " + std::to_string(seg.table) +
+                             " is not held by this server (nothing applied)"));
+    }
+    if (spec->wire_dtype != WireDType::kFloat32) {
+      return InvalidArgument(
+          where + ": table '" + spec->name + "' declares wire dtype " +
+          WireDTypeName(spec->wire_dtype) +
+          ": its rows cannot travel in a fused float32 message (nothing applied)");
+    }
+    Status c = store.CheckSparse(seg.table, keys, seg.keys, seg.dim);
+    if (!c.ok()) return c.WithContext(where + " (nothing applied)");
+    keys += seg.keys;
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status CheckRequest(Message&& msg, const Store& store, uint64_t epoch, uint64_t max_elems,
@@ -35,7 +81,11 @@ Status CheckRequest(Message&& msg, const Store& store, uint64_t epoch, uint64_t 
   out->pushes = t == MsgType::kPush || t == MsgType::kPushPull || t == MsgType::kAssign;
   out->pulls = t == MsgType::kPull || t == MsgType::kPushPull;
   out->op = t == MsgType::kAssign ? ApplyOp::kAssign : ApplyOp::kRule;
-  if (h.fused()) {
+  if (h.fused() && h.sparse()) {
+    msg.frames[1] = Aligned(std::move(msg.frames[1]), alignof(Key));
+    if (out->pushes) msg.frames[2] = Aligned(std::move(msg.frames[2]), alignof(float));
+    PS_RETURN_IF_ERROR(CheckFusedSparse(msg, store, epoch, max_elems, out));
+  } else if (h.fused()) {
     out->segments.resize(h.count);
     std::memcpy(out->segments.data(), msg.frames[0].data(),
                 out->segments.size() * sizeof(FusedSegment));

@@ -1,9 +1,10 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // A data request as a server sees it after the checks every request passes, single or
-// fused (CheckRequest): frames agree with the header, the tables are installed, and every
-// fused segment is a dense range this server holds. Nothing is applied before all of a
-// request's checks passed, so a bad fused request changes nothing.
+// fused (CheckRequest): frames agree with the header, the tables are installed, every
+// fused dense segment is a range this server holds, and every fused sparse segment names
+// a sparse table of its dim whose keys all route to ranges this server holds. Nothing is
+// applied before all of a request's checks passed, so a bad fused request changes nothing.
 #ifndef PS_SERVER_REQUEST_H_
 #define PS_SERVER_REQUEST_H_
 
@@ -19,7 +20,10 @@ struct DataRequest {
   Header header;
   std::vector<Frame> frames;
   std::vector<FusedSegment> segments;  // fused requests: copied out (frames need not be aligned)
-  uint64_t fused_elements = 0;         // fused requests: the segments' total
+  uint64_t fused_elements = 0;         // fused requests: the segments' total (sparse: row floats)
+  // Fused sparse requests: the segments, copied out. Their keys (frame 1) and rows
+  // (frame 2) frames are aligned for u64 and float access by CheckRequest.
+  std::vector<FusedSparseSegment> sparse_segments;
   bool pushes = false;                 // push, pushpull, assign
   bool pulls = false;                  // pull, pushpull
   ApplyOp op = ApplyOp::kRule;

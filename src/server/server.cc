@@ -331,8 +331,11 @@ class Server::Impl {
   // send those alone, with their clock): one that does is refused.
   SyncPolicy* PolicyFor(const DataRequest& req, Status* error) REQUIRES_SHARED(store_mu_) {
     if (req.header.fused()) {
-      for (const FusedSegment& seg : req.segments) {
-        const TableSpec* spec = store_->Spec(seg.table);
+      std::vector<TableId> tables;
+      for (const FusedSegment& seg : req.segments) tables.push_back(seg.table);
+      for (const FusedSparseSegment& seg : req.sparse_segments) tables.push_back(seg.table);
+      for (TableId table : tables) {
+        const TableSpec* spec = store_->Spec(table);
         if (spec != nullptr && spec->sync != SyncMode::kAsync) {
           *error = InvalidArgument("table '" + spec->name + "' is synchronized (" +
                                    SyncModeName(spec->sync) +

@@ -137,7 +137,65 @@ StatusOr<uint64_t> FusedElements(const Message& msg, uint64_t max_elems) {
   return total;
 }
 
+StatusOr<FusedSparseTotals> FusedSparseSizes(const Message& msg, uint64_t max_elems) {
+  const Header& h = msg.header;
+  if (h.count == 0 || h.count > kMaxFusedSegments) return ProtocolError("bad fused segment count");
+  if (msg.frames.empty() || msg.frames[0].size() != h.count * sizeof(FusedSparseSegment)) {
+    return ProtocolError("fused sparse message without its segment frame");
+  }
+  FusedSparseTotals total;
+  for (uint64_t i = 0; i < h.count; ++i) {
+    FusedSparseSegment seg;
+    std::memcpy(&seg, msg.frames[0].data() + i * sizeof(seg), sizeof(seg));
+    if (seg.dim == 0) {
+      return ProtocolError("fused sparse segment " + std::to_string(i) + " has dim 0");
+    }
+    // keys <= max_elems - total.keys, and keys * dim <= max_elems - total.row_floats,
+    // without overflow.
+    if (seg.keys > max_elems - total.keys ||
+        (seg.keys > 0 && seg.dim > (max_elems - total.row_floats) / seg.keys)) {
+      return ProtocolError("fused sparse segments exceed the size limit");
+    }
+    total.keys += seg.keys;
+    total.row_floats += seg.keys * seg.dim;
+  }
+  return total;
+}
+
 namespace {
+
+// A fused sparse message: push or pull requests (frames: segments, keys, and for a push
+// rows), or a reply (at most one frame; the requester checks the rows it asked for).
+Status ValidateFusedSparseFrames(const Message& msg, uint64_t max_elems) {
+  const Header& h = msg.header;
+  const MsgType t = h.msg_type();
+  if (h.dim != 0) return ProtocolError("fused sparse message with dim != 0");
+  if (t == MsgType::kReply) {
+    if (msg.frames.size() > 1) return ProtocolError("fused reply with more than one frame");
+    return Status::OK();
+  }
+  if (t != MsgType::kPush && t != MsgType::kPull) {
+    return ProtocolError(std::string("a fused sparse ") + MsgTypeName(t) +
+                         " message (only pushes and pulls are fused)");
+  }
+  const bool carries_rows = t == MsgType::kPush;
+  if (msg.frames.size() != (carries_rows ? 3u : 2u)) {
+    return ProtocolError(std::string("fused sparse ") + MsgTypeName(t) + " message with " +
+                         std::to_string(msg.frames.size()) + " frames");
+  }
+  StatusOr<FusedSparseTotals> total = FusedSparseSizes(msg, max_elems);
+  if (!total.ok()) return total.status();
+  if (msg.frames[1].size() != total->keys * sizeof(Key)) {
+    return ProtocolError("fused sparse keys frame is " + std::to_string(msg.frames[1].size()) +
+                         " bytes, the segments say " + std::to_string(total->keys * sizeof(Key)));
+  }
+  if (carries_rows && msg.frames[2].size() != total->row_floats * sizeof(float)) {
+    return ProtocolError("fused sparse rows frame is " + std::to_string(msg.frames[2].size()) +
+                         " bytes, the segments say " +
+                         std::to_string(total->row_floats * sizeof(float)));
+  }
+  return Status::OK();
+}
 
 Status ValidateFusedFrames(const Message& msg, uint64_t max_elems) {
   const Header& h = msg.header;
@@ -173,7 +231,9 @@ Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
     if ((h.flags & ~(kFlagSparse | kFlagFused | kFlagWireMask)) != 0)
       return ProtocolError("unknown header flags");
     if (h.wire() > 2) return ProtocolError("unknown wire element type 3");
-    if (h.sparse() && (h.dim == 0 || h.fused())) return ProtocolError("sparse ack with dim 0 or fused");
+    // A fused sparse ack has dim 0 as its replicate had; any other sparse ack a dim.
+    if (h.sparse() && (h.fused() ? h.dim != 0 : h.dim == 0))
+      return ProtocolError(h.fused() ? "fused sparse ack with dim != 0" : "sparse ack with dim 0");
     if (!h.sparse() && h.dim != 0) return ProtocolError("dense ack with dim != 0");
     if (!msg.frames.empty()) return ProtocolError("replicate ack with frames");
     return Status::OK();
@@ -203,7 +263,7 @@ Status ValidateDataFrames(const Message& msg, uint64_t max_elems) {
   }
   if (h.fused()) {
     if (wire != 0) return ProtocolError("fused messages carry float32 only");
-    return ValidateFusedFrames(msg, max_elems);
+    return sparse ? ValidateFusedSparseFrames(msg, max_elems) : ValidateFusedFrames(msg, max_elems);
   }
   if (t == MsgType::kPeerTensor) {
     // A peer tensor: `count` elements of the DataType `dim`, in one frame.

@@ -54,6 +54,7 @@ constexpr uint32_t kFlagSparse = 1u << 0;
 // message. count is the number of segments; frame 0 holds them (FusedSegment each);
 // pushes carry all their values, concatenated in segment order, in frame 1, and pull
 // replies return them the same way. header.table and header.offset are unused (0).
+// With kFlagSparse as well: a fused sparse message (FusedSparseSegment below).
 constexpr uint32_t kFlagFused = 1u << 1;
 
 // Bits 2-3: the element type of the message's values (pack::WireType: 0 float32,
@@ -74,6 +75,20 @@ struct FusedSegment {
 };
 static_assert(sizeof(FusedSegment) == 24, "a fused segment is 24 bytes on the wire");
 constexpr uint64_t kMaxFusedSegments = 1u << 20;
+
+// A fused sparse message (kFlagSparse | kFlagFused; Worker::PushSparseMany/PullSparseMany):
+// the keys of several sparse tables for one server in one message. count is the number
+// of segments (1..kMaxFusedSegments); table, offset and dim are 0. Frame 0 holds the
+// segments (FusedSparseSegment each), frame 1 every segment's keys concatenated in
+// segment order (u64 each), frame 2 (pushes) their rows, keys x dim float32 per segment,
+// concatenated the same way; a pull reply returns the rows that way. Pushes and pulls
+// only, float32 only.
+struct FusedSparseSegment {
+  uint32_t table = 0;
+  uint32_t dim = 0;   // the table's row width (> 0)
+  uint64_t keys = 0;  // keys of this table in frame 1
+};
+static_assert(sizeof(FusedSparseSegment) == 16, "a fused sparse segment is 16 bytes on the wire");
 
 // Fixed-layout header (little-endian hosts only; checked at build time).
 struct Header {
@@ -158,6 +173,15 @@ Status ValidateDataFrames(const Message& msg, uint64_t max_elems);
 // The total elements of a fused message's segments (frame 0), overflow-checked against
 // max_elems. Call after ValidateDataFrames.
 StatusOr<uint64_t> FusedElements(const Message& msg, uint64_t max_elems);
+
+// A fused sparse message's totals: its segments' keys and their rows' floats (keys x dim
+// summed), each overflow-checked against max_elems. Checks frame 0's size and every
+// segment's dim (> 0); call on a request, before or after ValidateDataFrames.
+struct FusedSparseTotals {
+  uint64_t keys = 0;
+  uint64_t row_floats = 0;
+};
+StatusOr<FusedSparseTotals> FusedSparseSizes(const Message& msg, uint64_t max_elems);
 
 }  // namespace ps
 

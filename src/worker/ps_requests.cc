@@ -296,6 +296,25 @@ Ticket PsRequests::CachedPull(const std::shared_ptr<const ClusterMap>& map, cons
                               const Key* keys, size_t num_keys, float* out,
                               const std::shared_ptr<RowCache>& cache, Callback cb) {
   const uint32_t dim = t.spec.dim;
+  CachedPullPlan plan = PlanCachedPull(t, keys, num_keys, cache);
+  if (plan.send.offsets.back() == 0) {
+    pack::ScatterRows(plan.inverse.data(), plan.inverse.size(), plan.unique_rows(nullptr), dim,
+                      out);
+    return tracker_->Failed(Status::OK(), std::move(cb));  // complete at once, nothing sent
+  }
+  auto finish = [inverse = std::move(plan.inverse), unique_rows = std::move(plan.unique_rows),
+                 dim](Request& r) {
+    pack::ScatterRows(inverse.data(), inverse.size(), unique_rows(r.staging.data()), dim, r.out);
+    return Status::OK();
+  };
+  return SendSparse(MsgType::kPull, map, t, std::move(plan.send), out, std::move(finish),
+                    std::move(cb));
+}
+
+PsRequests::CachedPullPlan PsRequests::PlanCachedPull(
+    const TableInfo& t, const Key* keys, size_t num_keys,
+    const std::shared_ptr<RowCache>& cache) const {
+  const uint32_t dim = t.spec.dim;
   // The unique ids, grouped by range; the rows of those the cache has are filled in here.
   SparseBatch all = PrepareSparse(MsgType::kPull, t, keys, num_keys, nullptr);
   const size_t m = all.offsets.back();
@@ -305,38 +324,36 @@ Ticket PsRequests::CachedPull(const std::shared_ptr<const ClusterMap>& map, cons
   const size_t hits = cache->Get(all.keys, m, unique_rows->data(), &hit);
   tracker_->stats().cache_hits += hits;
   tracker_->stats().cache_misses += m - hits;
-  if (hits == m) {
-    pack::ScatterRows(all.inverse.data(), all.inverse.size(), unique_rows->data(), dim, out);
-    return tracker_->Failed(Status::OK(), std::move(cb));  // complete at once, nothing sent
-  }
   // The misses, still grouped by range, go to the servers.
   auto miss_keys = std::make_shared<std::vector<Key>>();
   miss_keys->reserve(m - hits);
   std::vector<uint32_t> miss_pos;
   miss_pos.reserve(m - hits);
-  SparseBatch miss;
-  miss.offsets.assign(all.offsets.size(), 0);
+  CachedPullPlan plan;
+  plan.send.offsets.assign(all.offsets.size(), 0);
   for (size_t b = 0; b + 1 < all.offsets.size(); ++b) {
     for (size_t u = all.offsets[b]; u < all.offsets[b + 1]; ++u) {
       if (hit[u]) continue;
       miss_keys->push_back(all.keys[u]);
       miss_pos.push_back(static_cast<uint32_t>(u));
     }
-    miss.offsets[b + 1] = miss_keys->size();
+    plan.send.offsets[b + 1] = miss_keys->size();
   }
-  miss.keys = miss_keys->data();
-  miss.owner = miss_keys;
-  auto finish = [unique_rows, miss_keys, miss_pos = std::move(miss_pos),
-                 inverse = std::move(all.inverse), cache, clock, dim](Request& r) {
-    for (size_t j = 0; j < miss_pos.size(); ++j) {
-      std::memcpy(unique_rows->data() + size_t{miss_pos[j]} * dim, r.staging.data() + j * dim,
-                  dim * sizeof(float));
+  plan.send.keys = miss_keys->data();
+  plan.send.owner = miss_keys;
+  plan.inverse = std::move(all.inverse);
+  plan.unique_rows = [unique_rows, miss_keys, miss_pos = std::move(miss_pos), cache, clock,
+                      dim](const float* pulled) -> const float* {
+    if (!miss_pos.empty()) {
+      for (size_t j = 0; j < miss_pos.size(); ++j) {
+        std::memcpy(unique_rows->data() + size_t{miss_pos[j]} * dim, pulled + j * dim,
+                    dim * sizeof(float));
+      }
+      cache->Put(miss_keys->data(), miss_keys->size(), pulled, clock);
     }
-    cache->Put(miss_keys->data(), miss_keys->size(), r.staging.data(), clock);
-    pack::ScatterRows(inverse.data(), inverse.size(), unique_rows->data(), dim, r.out);
-    return Status::OK();
+    return unique_rows->data();
   };
-  return SendSparse(MsgType::kPull, map, t, std::move(miss), out, std::move(finish), std::move(cb));
+  return plan;
 }
 
 Status PsRequests::CheckSparseArgs(const TableInfo& t, const Key* keys, size_t num_keys,
@@ -408,9 +425,40 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
       req->staging.Reset(sparse_pool_, batch.offsets.back() * size_t{dim});
     }
   }
+  AddSparseParts(&req->parts, t, batch, pushes, req->pulls() ? req->staging.data() : nullptr,
+                 TakeClock(t, type));
+  // The batch owns its buffers (no borrowed caller memory): nothing to wait for after send.
+  return tracker_->Submit(req, map->epoch, /*borrows=*/false,
+                          [&](size_t i, const std::shared_ptr<const void>&) {
+                            return SparsePartFrames(req->parts[i], t, batch, pushes);
+                          });
+}
+
+std::vector<Frame> PsRequests::SparsePartFrames(const Part& p, const TableInfo& t,
+                                                const SparseBatch& batch, bool pushes) {
+  const uint32_t dim = t.spec.dim;
+  std::vector<Frame> frames;
+  frames.push_back(Frame::Borrow(batch.keys + p.offset, p.count * sizeof(Key), batch.owner));
+  if (pushes && batch.rows_in_wire) {
+    frames.push_back(Frame::Borrow(
+        reinterpret_cast<const uint8_t*>(batch.rows) + p.offset * dim * t.spec.WireElementBytes(),
+        p.count * dim * t.spec.WireElementBytes(), batch.owner));
+  } else if (pushes && p.wire != 0) {
+    frames.push_back(Narrowed(batch.rows + p.offset * dim, p.count * dim, p.wire));
+  } else if (pushes) {
+    frames.push_back(
+        Frame::Borrow(batch.rows + p.offset * dim, p.count * dim * sizeof(float), batch.owner));
+  }
+  return frames;
+}
+
+size_t PsRequests::AddSparseParts(std::vector<Part>* parts, const TableInfo& t,
+                                  const SparseBatch& batch, bool pushes, float* staging,
+                                  uint32_t clock) const {
+  const uint32_t dim = t.spec.dim;
+  const size_t before = parts->size();
   // A bsp/ssp server counts every worker's pushes: each range gets one, empty or not.
   const bool every_range = pushes && t.spec.sync != SyncMode::kAsync;
-  const uint32_t clock = TakeClock(t, type);
   // A server's share above part_bytes_ on the wire (keys and rows, either direction) goes
   // as several parts of equal key counts, on async tables (a bsp/ssp server counts one
   // push per worker, clock and range).
@@ -429,37 +477,21 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
       p.table = t.id;
       p.offset = batch.offsets[b] + first;
       p.count = std::min(per, count - first);
+      p.dim = dim;
       p.wire = WireOf(t);
       p.split = n > 1;
       // Parts of different requests may share keys: the whole table keeps one lane.
       p.lane = DataLane(t.id, 0);
-      if (req->pulls()) {
-        p.dst = req->staging.data() + p.offset * dim;
+      if (staging != nullptr) {
+        p.dst = staging + p.offset * dim;
         p.value_count = p.count * dim;
       }
       p.clock = clock;
-      req->parts.push_back(std::move(p));
+      parts->push_back(std::move(p));
       if (count == 0) break;
     }
   }
-  // The batch owns its buffers (no borrowed caller memory): nothing to wait for after send.
-  return tracker_->Submit(
-      req, map->epoch, /*borrows=*/false, [&](size_t i, const std::shared_ptr<const void>&) {
-        const Part& p = req->parts[i];
-        std::vector<Frame> frames;
-        frames.push_back(Frame::Borrow(batch.keys + p.offset, p.count * sizeof(Key), batch.owner));
-        if (pushes && batch.rows_in_wire) {
-          frames.push_back(Frame::Borrow(reinterpret_cast<const uint8_t*>(batch.rows) +
-                                             p.offset * dim * t.spec.WireElementBytes(),
-                                         p.count * dim * t.spec.WireElementBytes(), batch.owner));
-        } else if (pushes && p.wire != 0) {
-          frames.push_back(Narrowed(batch.rows + p.offset * dim, p.count * dim, p.wire));
-        } else if (pushes) {
-          frames.push_back(Frame::Borrow(batch.rows + p.offset * dim, p.count * dim * sizeof(float),
-                                         batch.owner));
-        }
-        return frames;
-      });
+  return parts->size() - before;
 }
 
 uint32_t PsRequests::TakeClock(const TableInfo& t, MsgType type) {

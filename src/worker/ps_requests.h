@@ -10,6 +10,11 @@
 // Sparse tables with a worker cache (TableSpec::cache_rows): pulls go through the
 // table's RowCache (only the ids it cannot answer are sent), pushes tick its clock.
 //
+// Several sparse tables in one request (SparseMany, sparse_many.cc): each table's entries
+// merged and coalesced as one request's keys, then the unique keys of every async float32
+// table bound for one server packed into fused sparse messages (docs/wire-format.md);
+// the other tables' parts travel as single-table parts of the same request.
+//
 // Tables synchronized by the servers (TableSpec::sync bsp or ssp): every request carries
 // this worker's clock for the table (TakeClock); their tensors are never fused, and a
 // sparse push sends a part to every range, empty or not, so that every server counts it.
@@ -70,6 +75,17 @@ class PsRequests {
               const std::vector<size_t>& sizes, Callback cb);
   Ticket Sparse(MsgType type, TableId table, const Key* keys, size_t num_keys, const float* rows,
                 float* out, size_t rows_len, Callback cb);
+  // Several sparse tables in one request (PushSparseMany/PullSparseMany): type kPush or
+  // kPull; an entry's `rows` (push) or `out` (pull) holds rows_len floats.
+  struct SparseEntry {
+    TableId table = kInvalidTable;
+    const Key* keys = nullptr;
+    size_t num_keys = 0;
+    const float* rows = nullptr;
+    float* out = nullptr;
+    size_t rows_len = 0;
+  };
+  Ticket SparseMany(MsgType type, const std::vector<SparseEntry>& entries, Callback cb);
 
   // GPU memory (device_path.cc); without CUDA they fail with FailedPrecondition.
   Ticket PushDevice(TableId table, const float* grad, size_t n, void* stream, Callback cb);
@@ -92,6 +108,17 @@ class PsRequests {
   Ticket SendSparse(MsgType type, const std::shared_ptr<const ClusterMap>& map, const TableInfo& t,
                     SparseBatch batch, float* out, std::function<Status(Request&)> finish,
                     Callback cb);
+  // The frames of single-table sparse part p of `batch`: its keys, and a push's rows (in
+  // the table's wire type), lent from the batch.
+  static std::vector<Frame> SparsePartFrames(const Part& p, const TableInfo& t,
+                                             const SparseBatch& batch, bool pushes);
+  // Appends the parts that move `batch` of table t, all carrying `clock`: one per range
+  // with keys (every range for a bsp/ssp push), or several of at most part_bytes_ on the
+  // wire each for an async table's larger share. Part i's keys are batch.keys +
+  // parts[i].offset; a pull's rows land at staging + offset * dim (staging null: pushes).
+  // Returns how many were added.
+  size_t AddSparseParts(std::vector<Part>* parts, const TableInfo& t, const SparseBatch& batch,
+                        bool pushes, float* staging, uint32_t clock) const;
 
   // The clock a request on table t carries (header.clock): on a bsp/ssp table the number
   // of pushes (push, pushpull) this worker made to it before; a push or pushpull counts
@@ -113,6 +140,18 @@ class PsRequests {
   Ticket CachedPull(const std::shared_ptr<const ClusterMap>& map, const TableInfo& t,
                     const Key* keys, size_t num_keys, float* out,
                     const std::shared_ptr<RowCache>& cache, Callback cb);
+  // What a pull through a cache sends, and how its answer becomes rows: `send` holds the
+  // unique ids the cache could not answer (grouped by range), `inverse` maps every caller
+  // position to its unique id, and unique_rows(pulled), given send's rows as pulled (in
+  // send's order; null when nothing was sent), caches them and returns every unique id's
+  // row, which ScatterRows through `inverse` delivers.
+  struct CachedPullPlan {
+    SparseBatch send;
+    std::vector<uint32_t> inverse;
+    std::function<const float*(const float* pulled)> unique_rows;
+  };
+  CachedPullPlan PlanCachedPull(const TableInfo& t, const Key* keys, size_t num_keys,
+                                const std::shared_ptr<RowCache>& cache) const;
 
   RequestTracker* const tracker_;
   const MapSource map_;

@@ -172,7 +172,8 @@ Message PartMessage(const Request& req, const Part& p, size_t i, uint64_t epoch)
   m.header.offset = p.offset;
   m.header.count = p.count;
   // Peer tensors carry their element type in `dim` (docs/wire-format.md).
-  m.header.dim = req.sparse ? req.dim : (req.type == MsgType::kPeerTensor ? p.dtype : 0);
+  m.header.dim = req.sparse ? (req.dim != 0 ? req.dim : p.dim)
+                            : (req.type == MsgType::kPeerTensor ? p.dtype : 0);
   m.header.flags = (req.sparse ? kFlagSparse : 0) | (p.fused ? kFlagFused : 0) | WireFlags(p.wire);
   m.header.part = static_cast<uint32_t>(i);
   m.lane = p.lane;
@@ -475,7 +476,8 @@ void RequestTracker::OnReply(Message&& msg) {
     if (p == nullptr || p->claimed || p->server != h.sender || p->table != h.table ||
         p->offset != h.offset || p->count != h.count || p->fused != h.fused())
       valid = NotFound("reply matches no outstanding part");
-    else if (h.sparse() != req->sparse || (req->sparse && h.dim != req->dim))
+    else if (h.sparse() != req->sparse ||
+             (req->sparse && h.dim != (req->dim != 0 ? req->dim : p->dim)))
       valid = ProtocolError("reply shape differs from request");
     else if (h.wire() != p->wire)
       valid = ProtocolError("reply's wire element type differs from the request's");

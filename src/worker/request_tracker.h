@@ -45,6 +45,9 @@ struct Part {
   TableId table = kInvalidTable;  // 0 for fused parts
   uint64_t offset = 0;            // dense: element offset; sparse: position in the unique keys
   uint64_t count = 0;             // elements, keys, or (fused) segments
+  // Sparse parts of a request over several tables (Request::dim 0: SparseMany): the row
+  // width of this part's table, 0 for a fused part. Other requests say it in Request::dim.
+  uint32_t dim = 0;
   bool fused = false;
   bool claimed = false;
   // How values travel (pack::WireType's value: 0 float32, 1 float16, 2 bfloat16; fused
@@ -112,9 +115,9 @@ class PooledFloats {
 struct Request {
   Ticket ticket = 0;
   MsgType type = MsgType::kPush;
-  TableId table = kInvalidTable;
+  TableId table = kInvalidTable;  // kInvalidTable: a request over several tables
   bool sparse = false;
-  uint32_t dim = 0;
+  uint32_t dim = 0;  // sparse: the row width; 0 when the parts say theirs (Part::dim)
   int64_t deadline_ms = 0;
   // When it was created and when its messages were handed to the transport (latency
   // histograms, the timeline).

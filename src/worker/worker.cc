@@ -461,6 +461,20 @@ Ticket Worker::PushPullMany(const std::vector<DenseRef>& grads, const std::vecto
   }
   return impl_->ps().Many(MsgType::kPushPull, tables, ins, out_ptrs, sizes, std::move(cb));
 }
+Ticket Worker::PushSparseMany(const std::vector<SparseRef>& entries, Callback cb) {
+  std::vector<PsRequests::SparseEntry> e;
+  e.reserve(entries.size());
+  for (const auto& r : entries)
+    e.push_back({r.table, r.keys, r.num_keys, r.rows, nullptr, r.rows_len});
+  return impl_->ps().SparseMany(MsgType::kPush, e, std::move(cb));
+}
+Ticket Worker::PullSparseMany(const std::vector<SparseOut>& entries, Callback cb) {
+  std::vector<PsRequests::SparseEntry> e;
+  e.reserve(entries.size());
+  for (const auto& o : entries)
+    e.push_back({o.table, o.keys, o.num_keys, nullptr, o.rows, o.rows_len});
+  return impl_->ps().SparseMany(MsgType::kPull, e, std::move(cb));
+}
 Ticket Worker::PushDevice(TableId table, const float* grad, size_t n, void* stream, Callback cb) {
   return impl_->ps().PushDevice(table, grad, n, stream, std::move(cb));
 }

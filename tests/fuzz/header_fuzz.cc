@@ -1,8 +1,8 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // The data header and frame validation every receiver runs first (ParseHeader,
-// ValidateDataFrames, FusedElements): no input may crash them, and what they accept must
-// agree with the header (the sizes the handlers then rely on).
+// ValidateDataFrames, FusedElements, FusedSparseSizes): no input may crash them, and what
+// they accept must agree with the header (the sizes the handlers then rely on).
 #include "fuzz_util.h"
 #include "ps/element_types.h"
 
@@ -25,12 +25,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Status valid = ValidateDataFrames(msg, kMaxElems);
   if (h.msg_type() == MsgType::kControl) FUZZ_ASSERT(!valid.ok());
   if (!valid.ok()) return 0;
-  FUZZ_ASSERT(msg.frames.size() <= 2);
+  FUZZ_ASSERT(msg.frames.size() <= (h.fused() && h.sparse() ? 3u : 2u));
   if (h.msg_type() == MsgType::kReplicateAck) {  // a replicate's echo: no frames
-    FUZZ_ASSERT(msg.frames.empty() && h.wire() <= 2 && (h.sparse() ? h.dim >= 1 : h.dim == 0));
+    FUZZ_ASSERT(msg.frames.empty() && h.wire() <= 2 &&
+                (h.sparse() && !h.fused() ? h.dim >= 1 : h.dim == 0));
     return 0;
   }
   if (h.msg_type() == MsgType::kReply && h.status != 0) return 0;
+  if (h.fused() && h.sparse()) {
+    // Segments, keys, and a push's rows, whose sizes the segments give.
+    FUZZ_ASSERT(h.wire() == 0 && h.dim == 0);
+    if (h.msg_type() == MsgType::kReply) {
+      FUZZ_ASSERT(msg.frames.size() <= 1);
+      return 0;
+    }
+    FUZZ_ASSERT(h.msg_type() == MsgType::kPush || h.msg_type() == MsgType::kPull);
+    StatusOr<FusedSparseTotals> total = FusedSparseSizes(msg, kMaxElems);
+    FUZZ_ASSERT(total.ok() && total->keys <= kMaxElems && total->row_floats <= kMaxElems);
+    FUZZ_ASSERT(msg.frames[0].size() == h.count * sizeof(FusedSparseSegment));
+    FUZZ_ASSERT(msg.frames[1].size() == total->keys * sizeof(Key));
+    FUZZ_ASSERT(msg.frames.size() == (h.msg_type() == MsgType::kPush ? 3u : 2u));
+    if (h.msg_type() == MsgType::kPush) {
+      FUZZ_ASSERT(msg.frames[2].size() == total->row_floats * sizeof(float));
+    }
+    return 0;
+  }
   if (h.fused()) {
     if (h.msg_type() == MsgType::kReply) return 0;
     StatusOr<uint64_t> total = FusedElements(msg, kMaxElems);

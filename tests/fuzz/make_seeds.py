@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(HERE, "corpus")
 
-MAGIC, VERSION = 0x3153504C, 1
+MAGIC, VERSION = 0x3153504C, 2
 CONTROL, PUSH, PULL, PUSHPULL, ASSIGN, REPLY, PEER = 1, 2, 3, 4, 5, 6, 7
 SPARSE, FUSED = 1, 2
 
@@ -42,6 +42,11 @@ def segments(segs):
     return b"".join(struct.pack("<IIQQ", t, 0, off, n) for t, off, n in segs)
 
 
+def sparse_segments(segs):
+    """Fused sparse segments: (table, dim, keys)."""
+    return b"".join(struct.pack("<IIQ", t, d, n) for t, d, n in segs)
+
+
 def data_messages():
     k = [1, 2, 3, 10, 99]
     return {
@@ -55,6 +60,13 @@ def data_messages():
         "fused_push": header(PUSH, 0, 2, flags=FUSED)
         + frames(segments([(0, 256, 10), (2, 0, 100)]), floats(110)),
         "fused_pull": header(PULL, 0, 2, flags=FUSED) + frames(segments([(0, 300, 5), (2, 90, 10)])),
+        # request_fuzz's sparse table 1 (dim 4; keys 3, 10, 99 route to its half) and
+        # bounded table 3 (dim 2, all keys).
+        "fused_sparse_push": header(PUSH, 0, 2, flags=SPARSE | FUSED)
+        + frames(sparse_segments([(1, 4, 3), (3, 2, 2)]), keys([3, 10, 99, 1, 2]),
+                 floats(3 * 4 + 2 * 2)),
+        "fused_sparse_pull": header(PULL, 0, 2, flags=SPARSE | FUSED)
+        + frames(sparse_segments([(3, 2, 3), (1, 4, 2)]), keys([5, 6, 5, 3, 10])),
         "reply_values": header(REPLY, 0, 4) + frames(floats(4)),
         "reply_error": header(REPLY, 0, 4, status=5) + frames(b"table 0 is not held"),
         "peer_tensor": header(PEER, 0xFFFFFFFF, 6, offset=42) + frames(floats(6)),

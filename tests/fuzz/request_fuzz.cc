@@ -1,12 +1,14 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
 // What a server does with a data message from a member: the checks every request passes
-// (CheckRequest: frames against the header, tables held, fused segments in range) and
-// then the sync policy, which applies it to the store and answers: dense, sparse and
-// fused pushes, pulls, assigns. The store is fresh for every input: this server (node 1)
-// holds elements [256, 768) of dense table 0 (1000 elements, chunks of 256), half of the
-// hash space of sparse table 1 (dim 4, adagrad) and all of dense table 2 (100 elements,
-// adam). Input: as SplitMessage (a header, then length-prefixed frames).
+// (CheckRequest: frames against the header, tables held, fused segments in range, fused
+// sparse segments' tables, dims and keys) and then the sync policy, which applies it to
+// the store and answers: dense, sparse, fused and fused sparse pushes, pulls, assigns.
+// The store is fresh for every input: this server (node 1) holds elements [256, 768) of
+// dense table 0 (1000 elements, chunks of 256), half of the hash space of sparse table 1
+// (dim 4, adagrad), all of dense table 2 (100 elements, adam) and all of sparse table 3
+// (dim 2, sum, bounded: 16 rows, LRU). Input: as SplitMessage (a header, then
+// length-prefixed frames).
 #include <memory>
 
 #include "fuzz_util.h"
@@ -36,7 +38,13 @@ std::unique_ptr<ps::Store> NewStore() {
   adam.spec = TableSpec::Dense("a", 100, UpdateRule::kAdam);
   adam.chunk_elems = 256;
   adam.ranges = {{0, 1, kSelf}};
-  for (const TableInfo* t : {&dense, &sparse, &adam}) {
+  TableInfo bounded;
+  bounded.id = 3;
+  bounded.spec = TableSpec::Sparse("b", 2);
+  bounded.spec.capacity = 16;
+  bounded.spec.eviction = Eviction::kLru;
+  bounded.ranges = {{0, 0, kSelf}};
+  for (const TableInfo* t : {&dense, &sparse, &adam, &bounded}) {
     FUZZ_ASSERT(t->spec.Validate().ok());
     FUZZ_ASSERT(store->Install(*t).ok());
   }

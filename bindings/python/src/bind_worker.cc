@@ -44,6 +44,10 @@ void BindWorker(py::module_& m) {
       .def("pull_sparse", &PyWorker::PullSparse, py::arg("table"), py::arg("keys"),
            py::arg("out") = py::none(), py::return_value_policy::take_ownership)
       .def("assign_sparse", &PyWorker::AssignSparse, py::return_value_policy::take_ownership)
+      .def("push_sparse_many", &PyWorker::PushSparseMany, py::arg("entries"),
+           py::return_value_policy::take_ownership)
+      .def("pull_sparse_many", &PyWorker::PullSparseMany, py::arg("entries"),
+           py::return_value_policy::take_ownership)
       .def_property_readonly("id", &PyWorker::id)
       .def_property_readonly("rank", &PyWorker::rank)
       .def_property_readonly("num_workers", &PyWorker::num_workers)

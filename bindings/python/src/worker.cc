@@ -94,6 +94,49 @@ void CheckSparse(const ps::TableSpec& spec, const py::array& keys, const py::arr
   }
 }
 
+// Entry i of a *_sparse_many call: a tuple (or list) of min_items..max_items items whose
+// first is a table id. Sets *table and returns the items.
+py::sequence ManyEntry(const py::handle& entry, const std::string& ctx, size_t min_items,
+                       size_t max_items, uint32_t* table) {
+  if (!py::isinstance<py::tuple>(entry) && !py::isinstance<py::list>(entry)) {
+    ThrowInvalid(ctx + ": expected a tuple (table, keys" + (max_items == 3 ? ", rows)" : ")") +
+                 ", got " + py::str(py::type::of(entry)).cast<std::string>());
+  }
+  py::sequence items = py::reinterpret_borrow<py::sequence>(entry);
+  if (items.size() < min_items || items.size() > max_items) {
+    ThrowInvalid(ctx + ": expected " + std::to_string(min_items) +
+                 (min_items == max_items ? "" : " or " + std::to_string(max_items)) +
+                 " items, got " + std::to_string(items.size()));
+  }
+  try {
+    *table = items[0].cast<uint32_t>();
+  } catch (const py::cast_error&) {
+    ThrowInvalid(ctx + ": the table must be a table id (int)");
+  }
+  return items;
+}
+
+// The spec of entry i's table, which must be a declared sparse table.
+ps::TableSpec ManySpec(const ps::Worker& w, uint32_t table, const std::string& ctx) {
+  ps::StatusOr<ps::TableSpec> spec = w.GetTableSpec(table);
+  if (!spec.ok()) {
+    ThrowInvalid(ctx + " (table id " + std::to_string(table) +
+                 "): unknown table (declare it first)");
+  }
+  if (spec->kind != ps::TableKind::kSparse) {
+    ThrowInvalid(ctx + " (table '" + spec->name + "'): the table is dense");
+  }
+  return *spec;
+}
+
+py::array ManyArray(const py::handle& item, const std::string& what) {
+  if (!py::isinstance<py::array>(item)) {
+    ThrowInvalid(what + ": expected a numpy array, got " +
+                 py::str(py::type::of(item)).cast<std::string>());
+  }
+  return py::reinterpret_borrow<py::array>(item);
+}
+
 py::array NewFloat(std::vector<py::ssize_t> shape) { return py::array_t<float>(shape); }
 const float* Data(const py::array& a) { return static_cast<const float*>(a.data()); }
 float* MutableData(py::array& a) { return static_cast<float*>(a.mutable_data()); }
@@ -311,6 +354,51 @@ Handle* PyWorker::AssignSparse(uint32_t table, const py::array& keys, const py::
   const size_t nr = rows.size();
   return Submit("assign_sparse to '" + spec.name + "'", py::make_tuple(keys, rows), py::none(),
                 [&] { return w().AssignSparse(table, k, nk, r, nr); });
+}
+
+Handle* PyWorker::PushSparseMany(const py::sequence& entries) {
+  std::vector<ps::SparseRef> refs;
+  py::list keep;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string ctx = "push_sparse_many entry " + std::to_string(i);
+    uint32_t table = 0;
+    py::sequence e = ManyEntry(entries[i], ctx, 3, 3, &table);
+    const ps::TableSpec spec = ManySpec(w(), table, ctx);
+    py::array keys = ManyArray(e[1], ctx + " keys");
+    py::array rows = ManyArray(e[2], ctx + " rows");
+    CheckSparse(spec, keys, rows, ctx.c_str(), "rows", false);
+    refs.push_back({table, Keys(keys), static_cast<size_t>(keys.size()), Data(rows),
+                    static_cast<size_t>(rows.size())});
+    keep.append(keys);
+    keep.append(rows);
+  }
+  return Submit("push_sparse_many of " + std::to_string(refs.size()) + " entries", keep, py::none(),
+                [&] { return w().PushSparseMany(refs); });
+}
+
+Handle* PyWorker::PullSparseMany(const py::sequence& entries) {
+  std::vector<ps::SparseOut> outs;
+  py::list keep, results;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string ctx = "pull_sparse_many entry " + std::to_string(i);
+    uint32_t table = 0;
+    py::sequence e = ManyEntry(entries[i], ctx, 2, 3, &table);
+    const ps::TableSpec spec = ManySpec(w(), table, ctx);
+    py::array keys = ManyArray(e[1], ctx + " keys");
+    CheckKeyArray(keys);
+    py::array o =
+        e.size() == 3 && !e[2].is_none()
+            ? ManyArray(e[2], ctx + " output")
+            : NewFloat({static_cast<py::ssize_t>(keys.size()), static_cast<py::ssize_t>(spec.dim)});
+    CheckSparse(spec, keys, o, ctx.c_str(), "output", true);
+    outs.push_back({table, Keys(keys), static_cast<size_t>(keys.size()), MutableData(o),
+                    static_cast<size_t>(o.size())});
+    keep.append(keys);
+    keep.append(o);
+    results.append(o);
+  }
+  return Submit("pull_sparse_many of " + std::to_string(outs.size()) + " entries", keep, results,
+                [&] { return w().PullSparseMany(outs); });
 }
 
 // --- Worker to worker ---------------------------------------------------------------

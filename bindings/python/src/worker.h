@@ -59,6 +59,13 @@ class PyWorker {
   Handle* PullSparse(uint32_t table, const pybind11::array& keys,
                      std::optional<pybind11::array> out);
   Handle* AssignSparse(uint32_t table, const pybind11::array& keys, const pybind11::array& rows);
+  // Several sparse tables in one request (Worker::PushSparseMany/PullSparseMany): one
+  // fused message per server. Pushes take (table id, keys, rows) tuples; pulls take
+  // (table id, keys) or (table id, keys, out) and their Handle's wait() returns the list
+  // of outputs, one (len(keys), dim) array per entry. Checked as push_sparse/pull_sparse
+  // check, each error naming its entry.
+  Handle* PushSparseMany(const pybind11::sequence& entries);
+  Handle* PullSparseMany(const pybind11::sequence& entries);
 
   // --- Worker to worker ---------------------------------------------------------------
   Handle* SendTo(uint32_t to, uint64_t tag, const pybind11::array& values);
