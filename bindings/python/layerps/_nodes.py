@@ -555,6 +555,51 @@ class Worker(_Node):
             return Handle(h, convert=torch.from_numpy)
         return Handle(h)
 
+    def push_sparse_many(self, entries):
+        """Pushes gradient rows to several sparse tables in one request:
+        ``entries`` is a list of ``(table, keys, rows)``; entries of one table are merged
+        (duplicate keys summed across them). One message per server for all of them
+        (docs/sparse.md, "Many tables in one request"); one handle."""
+        args = []
+        for i, e in enumerate(entries):
+            if len(e) != 3:
+                raise InvalidArgumentError(f"push_sparse_many entry {i}: (table, keys, rows), got {len(e)} items")
+            args.append((self._id(e[0]), as_keys(e[1]), as_input(e[2], f"push_sparse_many entry {i} rows")))
+        return Handle(self._node.push_sparse_many(args))
+
+    def pull_sparse_many(self, entries):
+        """Pulls the rows of several sparse tables in one request: ``entries`` is a list of
+        ``(table, keys)`` or ``(table, keys, out)``; each key of a table is pulled once
+        however many entries name it. ``wait()`` returns the list of outputs (``out`` where
+        given; else new arrays, tensors for tensor keys)."""
+        args, outs = [], []
+        for i, e in enumerate(entries):
+            if len(e) not in (2, 3):
+                raise InvalidArgumentError(f"pull_sparse_many entry {i}: (table, keys) or (table, keys, out), "
+                                           f"got {len(e)} items")
+            out = e[2] if len(e) == 3 else None
+            k = as_keys(e[1])
+            if out is not None:
+                args.append((self._id(e[0]), k, as_output(out, f"pull_sparse_many entry {i} output")))
+            else:
+                args.append((self._id(e[0]), k))
+            outs.append((out, is_tensor(e[1])))
+        h = self._node.pull_sparse_many(args)
+
+        def convert(arrays):
+            result = []
+            for (out, tensor_keys), a in zip(outs, arrays):
+                if out is not None:
+                    result.append(out)
+                elif tensor_keys:
+                    import torch
+                    result.append(torch.from_numpy(a))
+                else:
+                    result.append(a)
+            return result
+
+        return Handle(h, convert=convert)
+
     def assign_sparse(self, table, keys, rows):
         """Overwrites rows (for duplicate keys the last row wins)."""
         return Handle(self._node.assign_sparse(self._id(table), as_keys(keys),

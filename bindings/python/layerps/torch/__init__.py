@@ -19,6 +19,10 @@ server-held embeddings.
 * :class:`Embedding` and :class:`EmbeddingBag` (:mod:`layerps.torch.embedding`) are
   embedding tables whose rows live on the servers: forward pulls only the batch's unique
   rows, backward pushes only their gradient rows.
+* Recommendation models (:mod:`layerps.torch.collection`, TorchRec's vocabulary):
+  :class:`KeyedJaggedTensor` (many sparse features of a batch), :class:`EmbeddingBagConfig`,
+  :class:`EmbeddingBagCollection` and :class:`EmbeddingCollection` (many tables, one fused
+  pull and one fused push per server and step), returning a :class:`KeyedTensor`.
 
 Every function here is collective where it says so: all workers must call it, in the same
 order, with tensors of the same shapes. The process's state (its default worker) is
@@ -28,7 +32,11 @@ layerps.cluster's: this package keeps none.
 from ..cluster import default_worker  # noqa: F401
 from ..collectives import ProcessSet, global_process_set  # noqa: F401
 from ..errors import FailedPreconditionError, InvalidArgumentError  # noqa: F401
-from . import embedding, ops, optimizer  # noqa: F401
+from . import collection, embedding, ops, optimizer  # noqa: F401
+from .collection import (  # noqa: F401
+    EmbeddingBagCollection, EmbeddingBagConfig, EmbeddingCollection, EmbeddingConfig, JaggedTensor,
+    KeyedJaggedTensor, KeyedTensor,
+)
 from .embedding import Embedding, EmbeddingBag  # noqa: F401
 from .ops import (  # noqa: F401
     Average, Compression, Max, Min, Product, Sum, add_process_set, allgather, allgather_async,
@@ -48,4 +56,5 @@ __all__ = ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_
            "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async", "synchronize", "poll",
            "join", "barrier", "broadcast_object", "allgather_object", "Compression", "Average",
            "Sum", "Min", "Max", "Product", "ProcessSet", "global_process_set", "add_process_set",
-           "remove_process_set"]
+           "remove_process_set", "EmbeddingBag", "EmbeddingBagCollection", "EmbeddingBagConfig",
+           "EmbeddingCollection", "EmbeddingConfig", "JaggedTensor", "KeyedJaggedTensor", "KeyedTensor"]

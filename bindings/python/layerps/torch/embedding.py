@@ -27,13 +27,21 @@ _embedding_counter = itertools.count()
 
 
 class Embedding(torch.nn.Module):
-    """An embedding table held by the servers (a sparse table with rule 'sgd').
+    """An embedding table held by the servers (a sparse table; rule 'sgd' unless ``rule``
+    names another).
 
     ``forward(ids)`` takes integer ids of any shape and returns ``ids.shape + (dim,)``
     float32 rows. It pulls only the batch's unique ids; backward pushes the summed
-    gradient of each unique row (times ``grad_scale``), and the servers apply
-    ``row -= lr * grad``: the rows are trained by the servers, not by a local optimizer
-    (the module has no local parameters). Pushes are asynchronous; the next forward (or
+    gradient of each unique row (times ``grad_scale``), and the servers apply the rule
+    (``row -= lr * grad`` for 'sgd'): the rows are trained by the servers, not by a local
+    optimizer (the module has no local parameters). ``rule`` is any sparse rule of
+    docs/sparse.md ('sgd', 'adagrad', 'rowwise_adagrad', 'adam', 'ftrl', 'momentum',
+    'nesterov', 'sum') and its hyper-parameters are keyword arguments (``eps=``,
+    ``beta1=``, ``l1=``, ...), checked by name. The pushed gradient is summed on the
+    servers over the workers: with W workers each averaging its loss over its own batch,
+    ``grad_scale=1/W`` makes the servers apply the global batch's mean gradient, as an
+    averaged all-reduce does for the dense part (``EmbeddingBagCollection`` does so by
+    default). Pushes are asynchronous; the next forward (or
     ``flush()``) waits for them, so a worker always sees its own updates.
 
     ``num_embeddings``: ids must lie in [0, num_embeddings); None for hashed ids (any
@@ -53,10 +61,10 @@ class Embedding(torch.nn.Module):
     window the worker does not see the updates of its own (or others') pushes to it.
     """
 
-    def __init__(self, num_embeddings, embedding_dim, *, worker=None, name=None, lr=0.01,
+    def __init__(self, num_embeddings, embedding_dim, *, worker=None, name=None, rule="sgd", lr=0.01,
                  init="uniform", init_a=-0.05, init_b=0.05, seed=0, grad_scale=1.0, timeout=None,
                  capacity=0, eviction=None, expiry_steps=0, admit_after=0, admit_probability=1.0,
-                 cache_rows=0, cache_staleness=0):
+                 cache_rows=0, cache_staleness=0, **hyper):
         super().__init__()
         if num_embeddings is not None and int(num_embeddings) < 1:
             raise InvalidArgumentError("num_embeddings must be >= 1 (or None for hashed ids)")
@@ -68,19 +76,22 @@ class Embedding(torch.nn.Module):
         self.name = name if name is not None else f"layerps.embedding.{next(_embedding_counter)}"
         self.grad_scale = float(grad_scale)
         self.timeout = timeout
-        self.table = self.worker.declare_sparse(self.name, self.embedding_dim, "sgd", lr=lr, init=init,
+        self.rule = rule
+        self.table = self.worker.declare_sparse(self.name, self.embedding_dim, rule, lr=lr, init=init,
                                                 init_a=init_a, init_b=init_b, seed=seed,
                                                 capacity=capacity, eviction=eviction,
                                                 expiry_steps=expiry_steps, admit_after=admit_after,
                                                 admit_probability=admit_probability,
-                                                cache_rows=cache_rows, cache_staleness=cache_staleness)
+                                                cache_rows=cache_rows, cache_staleness=cache_staleness,
+                                                **hyper)
         self._pending = []
         self.rows_pulled = 0
         self.rows_pushed = 0
 
     def extra_repr(self):
         n = "hashed" if self.num_embeddings is None else self.num_embeddings
-        return f"{n}, {self.embedding_dim}, table='{self.name}', lr={self.table.spec.learning_rate:g}"
+        return (f"{n}, {self.embedding_dim}, table='{self.name}', rule='{self.rule}', "
+                f"lr={self.table.spec.learning_rate:g}")
 
     def _ids(self, ids):
         ids = torch.as_tensor(ids)
@@ -175,7 +186,7 @@ class EmbeddingBag(Embedding):
     row a bag of equal length) or a 1-D ``input`` and ``offsets`` (bag i is
     input[offsets[i]:offsets[i+1]]); returns (bags, dim). ``mode`` 'sum' or 'mean' (an empty
     bag gives zeros). Only the batch's unique ids are pulled; backward pushes each unique
-    row's summed gradient; the servers apply ``row -= lr * grad``. Other arguments, and
+    row's summed gradient; the servers apply the rule. Other arguments, and
     ``state_dict()``/``load_state_dict()``, as for :class:`Embedding`."""
 
     def __init__(self, num_embeddings, embedding_dim, *, mode="mean", **kwargs):
