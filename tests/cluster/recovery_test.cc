@@ -399,9 +399,9 @@ TEST_F(RecoveryTest, ASchedulerNotStartedForRecoveryRefusesRejoinsAndFormsItsOwn
 TEST_F(RecoveryTest, ASchedulerFormingAJobRefusesRejoinsOfAnother) {
   Options base = Base();
   base.scheduler_recovery_ms = 20000;
+  std::atomic<bool> hold{true};  // outlives the cluster, whose nodes' sends read it
   LocalCluster c(1, 1, "inproc", base);
   ASSERT_TRUE(c.Start().ok());
-  std::atomic<bool> hold{true};
   HoldRejoins(&hold);
   KillScheduler(c);
   std::this_thread::sleep_for(2500ms);
