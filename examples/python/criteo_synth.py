@@ -41,11 +41,13 @@ def _mix(x):
 
 
 class CriteoSynth:
-    """The generator. ``max_rows`` caps every feature's cardinality (None: Criteo's);
+    """The generator. ``max_rows`` caps every feature's cardinality (None: Criteo's;
+    ``uniform_rows`` gives every feature that cardinality instead);
     ``zipf`` is the power law's exponent (ids ranked by popularity: P(rank k) ~ k^-zipf);
     ``click_rate`` the mean of the labels, roughly (Criteo's is about 0.26)."""
 
-    def __init__(self, seed=0, max_rows=None, zipf=1.2, click_rate=0.26, hidden_scale=1.0):
+    def __init__(self, seed=0, max_rows=None, zipf=1.2, click_rate=0.26, hidden_scale=1.0,
+                 uniform_rows=None):
         if max_rows is not None and int(max_rows) < 1:
             raise ValueError("max_rows must be >= 1 (or None)")
         if zipf <= 1.0:
@@ -54,8 +56,11 @@ class CriteoSynth:
             raise ValueError("click_rate must lie in (0, 1)")
         self.seed = int(seed)
         self.zipf = float(zipf)
-        self.cardinalities = tuple(c if max_rows is None else min(c, int(max_rows))
-                                   for c in CRITEO_CARDINALITIES)
+        if uniform_rows is not None and int(uniform_rows) < 1:
+            raise ValueError("uniform_rows must be >= 1 (or None)")
+        # uniform_rows: every feature has that many ids (a table-size sweep), else Criteo's.
+        base = CRITEO_CARDINALITIES if uniform_rows is None else (int(uniform_rows),) * NUM_SPARSE
+        self.cardinalities = tuple(c if max_rows is None else min(c, int(max_rows)) for c in base)
         hidden = np.random.default_rng([self.seed, 1])
         self._dense_w = hidden.normal(0.0, 0.35, NUM_DENSE)
         # How much each feature's ids move the click: a few features matter a lot.

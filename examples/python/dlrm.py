@@ -53,15 +53,22 @@ class DLRM(nn.Module):
     """DLRM's dot interaction over an EmbeddingBagCollection held by the servers."""
 
     def __init__(self, worker, dim=16, bottom=(512, 256, 64), top=(512, 256), max_rows=None,
-                 rule="rowwise_adagrad", lr=0.05, sync="bsp", bounds=None, prefix="dlrm"):
+                 rule="rowwise_adagrad", lr=0.05, sync="bsp", bounds=None, prefix="dlrm", hyper=None,
+                 fused=True):
         super().__init__()
         self.bottom = mlp((NUM_DENSE,) + tuple(bottom) + (dim,), last_activation=True)
         tables = [lt.EmbeddingBagConfig(f"{prefix}.t_{f}", dim, num_embeddings=None, feature_names=[f],
-                                        pooling="sum", rule=rule, lr=lr, init="uniform",
-                                        init_a=-0.05, init_b=0.05, seed=7, sync=sync,
+                                        pooling="sum", rule=rule, lr=lr, hyper=dict(hyper or {}),
+                                        init="uniform", init_a=-0.05, init_b=0.05, seed=7, sync=sync,
                                         bounds=dict(bounds or {}))
                   for f in FEATURES]
-        self.embeddings = lt.EmbeddingBagCollection(tables, worker=worker)
+        self.fused = fused
+        if fused:
+            self.embeddings = lt.EmbeddingBagCollection(tables, worker=worker)
+        else:
+            # One module (and one table, one request per server) per feature: the path a
+            # model had before the collection, for comparison.
+            self.embeddings = _Separate(tables, worker)
         n = len(FEATURES) + 1
         self._pairs = torch.triu_indices(n, n, offset=1)
         self.top = mlp((dim + n * (n - 1) // 2,) + tuple(top) + (1,), last_activation=False)
@@ -73,6 +80,32 @@ class DLRM(nn.Module):
         vectors = torch.cat([x[:, None, :], pooled.values().reshape(b, len(FEATURES), -1)], dim=1)
         dots = torch.bmm(vectors, vectors.transpose(1, 2))[:, self._pairs[0], self._pairs[1]]
         return self.top(torch.cat([x, dots], dim=1)).squeeze(1)
+
+
+class _Separate(nn.Module):
+    """26 lt.EmbeddingBag modules looked up one by one (their requests one per table)."""
+
+    def __init__(self, tables, worker):
+        super().__init__()
+        scale = 1.0 / max(1, worker.num_workers)
+        self.bags = nn.ModuleList(lt.EmbeddingBag(None, t.embedding_dim, worker=worker, name=t.name,
+                                                  mode=t.pooling, rule=t.rule, lr=t.lr, init=t.init,
+                                                  init_a=t.init_a, init_b=t.init_b, seed=t.seed,
+                                                  grad_scale=scale, sync=t.sync, **t.hyper, **t.bounds)
+                                  for t in tables)
+        self.features = [t.feature_names[0] for t in tables]
+        self.requests = 0
+
+    def forward(self, kjt):
+        blocks = []
+        for bag, f in zip(self.bags, self.features):
+            jt = kjt[f]
+            blocks.append(bag(jt.values(), jt.offsets()[:-1]))
+        return lt.KeyedTensor(self.features, [b.shape[1] for b in blocks], torch.cat(blocks, 1))
+
+    def flush(self):
+        for bag in self.bags:
+            bag.flush()
 
 
 def features_of(sparse):
@@ -113,9 +146,16 @@ def lo_tx_bytes():
     return 0
 
 
+def messages_to_servers(worker):
+    """Data messages this worker sent to the servers so far (the traffic counters)."""
+    servers = {n.id for n in worker.nodes() if n.role == layerps._core.Role.SERVER}
+    return sum(p["messages_sent"] for i, p in worker.traffic()["peers"].items() if i in servers)
+
+
 def train(worker, steps, batch, *, seed=0, max_rows=100000, dim=16, bottom=(512, 256, 64),
           top=(512, 256), rule="rowwise_adagrad", lr=0.05, eps=1e-8, dense_lr=0.05, sync="bsp",
-          eval_samples=4096, prefix="dlrm", bounds=None, log_every=0, warmup=1):
+          eval_samples=4096, prefix="dlrm", bounds=None, log_every=0, warmup=1, fused=True,
+          uniform_rows=None):
     """Trains on this worker's shard of each global batch (batch samples per worker) and
     evaluates on held-out samples. The first `warmup` steps are not timed (declares, the
     first pulls); the batches are generated before the timed steps. Returns a dict:
@@ -123,8 +163,9 @@ def train(worker, steps, batch, *, seed=0, max_rows=100000, dim=16, bottom=(512,
     timed steps, the loopback bytes sent meanwhile (every process's when the job runs in a
     network namespace of its own), the fused requests made, the model."""
     rank, world = worker.rank, worker.num_workers
-    gen = CriteoSynth(seed, max_rows=max_rows)
-    model = DLRM(worker, dim, bottom, top, max_rows, rule, lr, sync, bounds, prefix)
+    gen = CriteoSynth(seed, max_rows=max_rows, uniform_rows=uniform_rows)
+    hyper = {"eps": eps} if rule in ("adagrad", "rowwise_adagrad", "adam") else {}
+    model = DLRM(worker, dim, bottom, top, max_rows, rule, lr, sync, bounds, prefix, hyper, fused)
     # The MLPs' initial values from a generator of their own (torch's default one is shared
     # by the threads of an in-process cluster): the same on every worker and in every run.
     g = torch.Generator().manual_seed(seed)
@@ -134,9 +175,6 @@ def train(worker, steps, batch, *, seed=0, max_rows=100000, dim=16, bottom=(512,
                 bound = 1.0 / m.in_features ** 0.5
                 m.weight.uniform_(-bound, bound, generator=g)
                 m.bias.uniform_(-bound, bound, generator=g)
-    if rule in ("adagrad", "rowwise_adagrad", "adam"):
-        for t in model.embeddings.configs:
-            t.hyper.setdefault("eps", eps)
     dense_params = [(n, p) for n, p in model.named_parameters()]
     opt = lt.DistributedOptimizer(torch.optim.Adagrad([p for _, p in dense_params], lr=dense_lr),
                                   named_parameters=dense_params, worker=worker, mode="horovod",
@@ -150,7 +188,7 @@ def train(worker, steps, batch, *, seed=0, max_rows=100000, dim=16, bottom=(512,
         if step == min(warmup, steps - 1):
             model.embeddings.flush()
             worker.barrier("workers", timeout=600)
-            start, tx0 = time.perf_counter(), lo_tx_bytes()
+            start, tx0, msg0 = time.perf_counter(), lo_tx_bytes(), messages_to_servers(worker)
         opt.zero_grad()
         loss = loss_fn(model(torch.from_numpy(dense), features_of(sparse)), torch.from_numpy(labels))
         loss.backward()
@@ -163,6 +201,7 @@ def train(worker, steps, batch, *, seed=0, max_rows=100000, dim=16, bottom=(512,
     elapsed = time.perf_counter() - start
     timed = steps - min(warmup, steps - 1)
     tx = lo_tx_bytes() - tx0
+    messages = messages_to_servers(worker) - msg0
     # Held out: samples of a step no training batch used, the same on every worker.
     model.eval()
     with torch.no_grad():
@@ -174,7 +213,8 @@ def train(worker, steps, batch, *, seed=0, max_rows=100000, dim=16, bottom=(512,
     opt.finish()
     return {"losses": losses, "logloss": logloss, "auc": auc(labels, scores),
             "samples_per_s": timed * batch * world / elapsed, "timed_steps": timed,
-            "lo_tx_bytes_per_step": tx / timed, "requests": model.embeddings.requests,
+            "lo_tx_bytes_per_step": tx / timed, "messages_to_servers_per_step": messages / timed,
+            "requests": model.embeddings.requests,
             "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "model": model}
 
 
@@ -191,23 +231,34 @@ def main():
     ap.add_argument("--dense_lr", type=float, default=0.05, help="the MLPs' Adagrad learning rate")
     ap.add_argument("--sync", choices=("bsp", "async"), default="bsp")
     ap.add_argument("--eps", type=float, default=1e-8, help="the tables' rule's epsilon")
+    ap.add_argument("--tables", choices=("fused", "separate"), default="fused",
+                    help="one EmbeddingBagCollection (default) or one EmbeddingBag per table")
+    ap.add_argument("--capacity", type=int, default=0,
+                    help="bound every table to this many rows per server (LRU; default 0: none)")
+    ap.add_argument("--uniform_rows", type=int, default=0,
+                    help="give every feature this many ids instead of Criteo's cardinalities")
     ap.add_argument("--eval_samples", type=int, default=4096)
     ap.add_argument("--warmup", type=int, default=1, help="untimed first steps (default 1)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per worker (default 1)")
     ap.add_argument("--quiet", action="store_true", help="no loss lines")
     ap.add_argument("--json", help="write the results (rank 0) to this file")
     args = ap.parse_args()
     if args.steps < 1 or args.batch < 1 or args.warmup < 0:
         ap.error("--steps and --batch must be >= 1, --warmup >= 0")
+    torch.set_num_threads(args.threads)
     w = layerps.init()
     out = train(w, args.steps, args.batch, seed=args.seed, max_rows=args.max_rows or None, dim=args.dim,
                 rule=args.rule, lr=args.lr, eps=args.eps, dense_lr=args.dense_lr, sync=args.sync,
-                eval_samples=args.eval_samples, log_every=0 if args.quiet else 10, warmup=args.warmup)
+                eval_samples=args.eval_samples, log_every=0 if args.quiet else 10, warmup=args.warmup,
+                fused=args.tables == "fused", uniform_rows=args.uniform_rows or None,
+                bounds={"capacity": args.capacity} if args.capacity else None)
     from layerps.collectives import allgather
     rss = allgather(np.array([out["maxrss_kib"]], dtype=np.int64), worker=w).tolist()
     if w.rank == 0:
         print(f"held out: log loss {out['logloss']:.4f}, AUC {out['auc']:.4f}; "
               f"{out['samples_per_s']:.0f} samples/s with {w.num_workers} worker(s); "
-              f"{out['lo_tx_bytes_per_step'] / 1e6:.2f} MB on the loopback per step", flush=True)
+              f"{out['lo_tx_bytes_per_step'] / 1e6:.2f} MB on the loopback and "
+              f"{out['messages_to_servers_per_step']:.0f} messages to the servers per step (rank 0)", flush=True)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({k: v for k, v in out.items() if k != "model"} |
