@@ -193,7 +193,7 @@ def train(worker, steps, batch, *, seed=0, max_rows=100000, dim=16, bottom=(512,
         loss = loss_fn(model(torch.from_numpy(dense), features_of(sparse)), torch.from_numpy(labels))
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if log_every and rank == 0 and (step % log_every == 0 or step == steps - 1):
             print(f"step {step:4d}  loss {losses[-1]:.4f}", flush=True)
     model.embeddings.flush()
@@ -254,6 +254,9 @@ def main():
                 bounds={"capacity": args.capacity} if args.capacity else None)
     from layerps.collectives import allgather
     rss = allgather(np.array([out["maxrss_kib"]], dtype=np.int64), worker=w).tolist()
+    # Nobody leaves before every worker's all-gather completed (a member that leaves at once
+    # can fail another's collective while its last acknowledgements are in flight).
+    w.barrier("workers", timeout=600)
     if w.rank == 0:
         print(f"held out: log loss {out['logloss']:.4f}, AUC {out['auc']:.4f}; "
               f"{out['samples_per_s']:.0f} samples/s with {w.num_workers} worker(s); "
