@@ -208,25 +208,27 @@ void Scheduler::Impl::HandleRejoin(const layerps::pb::Rejoin& r, const std::stri
     BadMessage("a rejoin with the wrong cluster token");
     return;
   }
+  // One job per scheduler: a cluster forming from registrations takes no rejoins (checked
+  // first: such a node's id or rank may well clash with a registered one), and a takeover
+  // in progress takes the nodes of the job it started with only.
+  const auto refuse_other_job = [&](const std::string& why) {
+    LOG_EVERY_N(WARNING, 20) << "refused a rejoin of node " << r.id() << " of job "
+                             << r.map().job().substr(0, 64) << ": " << why;
+    Count([](SchedulerStats& st) { ++st.rejected_rejoins; });
+  };
+  if (!recovery_.active() && map_.nodes.size() > 1) {
+    refuse_other_job("this scheduler is forming job " + map_.job + " from " +
+                     std::to_string(map_.nodes.size() - 1) + " registered node(s)");
+    return;
+  }
+  if (recovery_.active() && r.map().job() != recovery_.job()) {
+    refuse_other_job("this scheduler is taking job " + recovery_.job() + " over");
+    return;
+  }
   StatusOr<Recovery::Rejoiner> rejoiner = Recovery::Check(
       r, identity, options_.num_servers, options_.num_workers, kRefusedIdBase, map_);
   if (!rejoiner.ok()) {
     BadMessage(rejoiner.status().message());
-    return;
-  }
-  // One job per scheduler: a cluster forming from registrations takes no rejoins, and a
-  // takeover in progress takes the nodes of the job it started with only.
-  std::string other_job;
-  if (!recovery_.active() && map_.nodes.size() > 1) {
-    other_job = "this scheduler is forming job " + map_.job + " from " +
-                std::to_string(map_.nodes.size() - 1) + " registered node(s)";
-  } else if (recovery_.active() && rejoiner->map->job != recovery_.job()) {
-    other_job = "this scheduler is taking job " + recovery_.job() + " over";
-  }
-  if (!other_job.empty()) {
-    LOG_EVERY_N(WARNING, 20) << "refused a rejoin of node " << r.id() << " of job "
-                             << rejoiner->map->job << ": " << other_job;
-    Count([](SchedulerStats& st) { ++st.rejected_rejoins; });
     return;
   }
   const NodeInfo& info = rejoiner->node;
