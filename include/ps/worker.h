@@ -167,8 +167,8 @@ class LAYERPS_EXPORT Worker {
   // for tables whose values are narrowed on the wire (wire_dtype fp16/bf16) or that the
   // servers synchronize (sync bsp/ssp: their clocks count this call as one step); tables
   // with a worker cache (cache_rows) are served through it as by PullSparse (only the ids
-  // it cannot answer are pulled; a push ticks its clock). Host memory only: there is no
-  // device variant (PushSparseDevice/PullSparseDevice take one table each).
+  // it cannot answer are pulled; a push ticks its clock). Host memory; the device
+  // variants are PushSparseManyDevice/PullSparseManyDevice below.
   // Order: with Options::streams > 1 fused messages take the first connection and a
   // single-table sparse request its table's, so a PushSparse followed by a PullSparseMany
   // of the same table (or the reverse) without a Wait between them may be served in
@@ -195,6 +195,16 @@ class LAYERPS_EXPORT Worker {
                           size_t rows_len, void* stream, Callback cb = nullptr);
   Ticket PullSparseDevice(TableId table, const Key* keys, size_t num_keys, float* rows,
                           size_t rows_len, void* stream, Callback cb = nullptr);
+  // PushSparseMany/PullSparseMany with every entry's keys and rows in GPU memory: the
+  // keys (and a push's rows) are copied to pinned host memory on `stream`, which the call
+  // waits for; the fused messages are then built on the CPU as by the host calls (the
+  // coalescing of several tables runs there, not on the GPU as for one table); a pull's
+  // rows are copied up to every entry's output on `stream` when the request completes OK.
+  // Every entry is checked as by the host calls before anything is copied.
+  Ticket PushSparseManyDevice(const std::vector<SparseRef>& entries, void* stream,
+                              Callback cb = nullptr);
+  Ticket PullSparseManyDevice(const std::vector<SparseOut>& entries, void* stream,
+                              Callback cb = nullptr);
   // True when this build has the CUDA path and a GPU is usable by this process.
   static bool DeviceSupport();
 

@@ -534,7 +534,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
         dead_.insert(dead);
       }
       transport_->Disconnect(dead);
-      if (handlers_.on_node_dead) handlers_.on_node_dead(dead, why);
+      if (handlers_.on_node_dead) handlers_.on_node_dead(dead, why, c.node_dead().left());
       break;
     }
     case layerps::pb::Control::kShutdown: {

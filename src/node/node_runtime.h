@@ -46,7 +46,8 @@ class NodeRuntime {
     std::function<std::vector<std::pair<TableId, Status>>(const std::shared_ptr<const ClusterMap>&)>
         on_map;
     // A peer was declared dead by the scheduler, or the scheduler is lost (kSchedulerId).
-    std::function<void(NodeId, const Status&)> on_node_dead;
+    // `left`: the peer left the cluster itself (a worker's Stop), not a crash.
+    std::function<void(NodeId, const Status&, bool left)> on_node_dead;
     // A server died and a replacement may take its place (the scheduler's
     // replace_servers_ms): called before sends to it are refused and before
     // on_node_dead, so the owner can hold what it would send there. Receive thread.

@@ -33,7 +33,7 @@ void NodeRuntime::HeartbeatLoop() {
       Status lost = Unavailable("lost the scheduler: silent for more than " +
                                 std::to_string(options_.heartbeat_timeout_ms) + " ms");
       LOG(ERROR) << lost;
-      if (handlers_.on_node_dead) handlers_.on_node_dead(kSchedulerId, lost);
+      if (handlers_.on_node_dead) handlers_.on_node_dead(kSchedulerId, lost, false);
       // Nothing queued may wait for a cluster that is gone: discard it, so that buffers
       // lent to the transport are released and the requests complete.
       if (auto m = map()) {
@@ -75,7 +75,7 @@ bool NodeRuntime::AwaitScheduler() {
                                 "scheduler_recovery_ms=" +
                                 std::to_string(options_.scheduler_recovery_ms));
       LOG(ERROR) << lost;
-      if (handlers_.on_node_dead) handlers_.on_node_dead(kSchedulerId, lost);
+      if (handlers_.on_node_dead) handlers_.on_node_dead(kSchedulerId, lost, false);
       if (auto m = map()) {
         for (const auto& n : m->nodes) transport_->Disconnect(n.id);
       }

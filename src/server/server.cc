@@ -56,7 +56,7 @@ class Server::Impl {
     ssp_->SetStallWarning(options_.stall_warning_ms);
     NodeRuntime::Handlers h;
     h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { return InstallMap(*map); };
-    h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
+    h.on_node_dead = [this](NodeId id, const Status& why, bool) { OnNodeDead(id, why); };
     // A joined worker's clock no longer counts (it may still pull): as if it were gone.
     h.on_worker_joined = [this](NodeId id) {
       OnNodeDead(id, FailedPrecondition("the worker joined (ran out of data)"));

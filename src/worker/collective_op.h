@@ -389,6 +389,21 @@ struct Collectives::Op {
     if (cancel_now) owner->tracker_->Cancel(t, why);
   }
 
+  // A receive from member `q` was posted: as Posted, and failed at once if `q` left
+  // cleanly (what it sent before leaving was kept and taken by now: this one never
+  // comes). A ticket delivered meanwhile ignores the cancel.
+  void PostedFrom(Ticket t, size_t q, bool descriptor) {
+    Posted(t, descriptor);
+    if (owner->HasLeft(members[q])) owner->tracker_->Cancel(t, MemberDied(q));
+  }
+
+  // The status a send to member `q` counts with: delivered if it failed because `q`
+  // left cleanly (Collectives::OnNodeDead), or because a Join round outlived it.
+  Status Sent(size_t q, const Status& s) {
+    if (s.ok() || owner->HasLeft(members[q]) || Outlived(q)) return Status::OK();
+    return s;
+  }
+
   // The error every survivor reports when the member at position `q` died (or left):
   // built from what every member knows alike (the collective, its number in the set, the
   // member), so that the text is the same on every survivor whichever way the death
@@ -470,7 +485,7 @@ struct Collectives::Op {
   void SendData(const std::shared_ptr<Op>& self, size_t to, uint64_t index, const uint8_t* src,
                 size_t len) {
     if (!Begin()) return;
-    auto cb = [self](const Status& s) { self->Done(self, s); };
+    auto cb = [self, to](const Status& s) { self->Done(self, self->Sent(to, s)); };
     const int64_t deadline = deadline_ms + kRequestGraceMs;
     if (compressed()) {
       std::shared_ptr<uint8_t> buf = RawBuffer(len * wsize);
@@ -495,7 +510,7 @@ struct Collectives::Op {
     const uint8_t dtype = compressed() ? static_cast<uint8_t>(wire) : static_cast<uint8_t>(type);
     const Ticket t = owner->peers_->RecvTyped(members[from], Tag(index), dtype, len * wsize,
                                               std::move(sink), cb, deadline_ms + kRequestGraceMs);
-    Posted(t, false);
+    PostedFrom(t, from, false);
   }
 
   // Sinks: combine into, or copy into, `dst` (the op's type; wire elements arrive).

@@ -197,7 +197,7 @@ void Collectives::Launch(const std::shared_ptr<Op>& op, bool descriptors) {
     const Ticket t = peers_->RecvTyped(op->members[q], op->Tag(kDescriptorIndex),
                                        static_cast<uint8_t>(DataType::kUInt8), sizeof(Descriptor),
                                        sink, done, op->deadline_ms + kRequestGraceMs);
-    op->Posted(t, true);
+    op->PostedFrom(t, q, true);
   }
   for (size_t q = 0; q < op->world() && descriptors; ++q) {
     if (q == op->pos) continue;
@@ -209,7 +209,7 @@ void Collectives::Launch(const std::shared_ptr<Op>& op, bool descriptors) {
     peers_->SendTyped(
         op->members[q], op->Tag(kDescriptorIndex), d.get(), sizeof(Descriptor),
         static_cast<uint8_t>(DataType::kUInt8), d, op->epoch,
-        [op, q](const Status& s) { op->Done(op, s.ok() || op->Outlived(q) ? Status::OK() : s); },
+        [op, q](const Status& s) { op->Done(op, op->Sent(q, s)); },
         op->deadline_ms + kRequestGraceMs);
   }
   op->Done(op, Status::OK());  // the posting hold
@@ -255,11 +255,17 @@ void Collectives::Complete(const std::shared_ptr<Op>& op) {
   }
 }
 
-void Collectives::OnNodeDead(NodeId id, const Status& why) {
+void Collectives::OnNodeDead(NodeId id, const Status& why, bool left) {
   std::vector<std::shared_ptr<Op>> hit;
   {
     MutexLock lock(&mu_);
     if (id != kSchedulerId) dead_.insert(id);
+    if (id != kSchedulerId && left) {
+      // Its receives fail as they are withdrawn (the tracker's parts for it) or posted
+      // (Op::PostedFrom); its sends complete (Op::Sent).
+      left_.insert(id);
+      return;
+    }
     for (const auto& op : running_) {
       if (id == kSchedulerId ||
           std::find(op->members.begin(), op->members.end(), id) != op->members.end()) {

@@ -132,7 +132,15 @@ class Collectives {
   // A node died (kSchedulerId: the scheduler is lost): fails every running collective
   // that includes it (every one, for the scheduler), and remembers a member's death for
   // the collectives started later.
-  void OnNodeDead(NodeId id, const Status& why);
+  //
+  // `left`: the member left cleanly (its Stop). That fails no collective by itself: a
+  // member leaves only after its own collectives completed, and each of them completed
+  // only once every message it sent was acknowledged, i.e. received here (matched or
+  // kept). So what it sent is in, and what we sent it that is still unacknowledged was
+  // received there (its acknowledgement was lost with its connection): such sends count
+  // as delivered. Only a receive from it that is still waiting, or posted later with
+  // nothing kept, fails (it never sent that: it left without this collective).
+  void OnNodeDead(NodeId id, const Status& why, bool left = false);
   // Fails the running collectives past their deadline with kTimeout.
   void Tick();
 
@@ -183,6 +191,13 @@ class Collectives {
   std::set<std::shared_ptr<Op>> running_ GUARDED_BY(mu_);
   // Nodes OnNodeDead declared dead (at most one entry per node the cluster ever had).
   std::set<NodeId> dead_ GUARDED_BY(mu_);
+  // The subset of dead_ that left cleanly (OnNodeDead's `left`).
+  std::set<NodeId> left_ GUARDED_BY(mu_);
+  // Whether `id` left cleanly.
+  bool HasLeft(NodeId id) const {
+    MutexLock lock(&mu_);
+    return left_.count(id) != 0;
+  }
 };
 
 }  // namespace ps

@@ -296,6 +296,77 @@ Ticket PsRequests::SparseDevice(MsgType type, TableId table, const Key* keys, si
   return SendSparse(MsgType::kPush, map, *t, std::move(batch), nullptr, nullptr, std::move(cb));
 }
 
+// Several tables: every entry's keys (and a push's rows) come down to one pinned block in
+// stream order, then the host's fused path (SparseMany) coalesces, buckets and fuses them;
+// a pull's rows land in the same block and go up to every entry's output on the stream.
+// Unlike the single-table calls, the coalescing runs on the CPU: the fused messages are
+// built there from every table at once.
+Ticket PsRequests::SparseManyDevice(MsgType type, const std::vector<SparseEntry>& entries,
+                                    void* stream, Callback cb) {
+  if (!Worker::DeviceSupport())
+    return tracker_->Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+  const bool pushes = type == MsgType::kPush;
+  std::shared_ptr<const ClusterMap> map = map_();
+  if (!map) {
+    return tracker_->Failed(FailedPrecondition("the worker is not started (call Start first)"),
+                            std::move(cb));
+  }
+  size_t key_total = 0, row_total = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TableInfo* t = nullptr;
+    const Status err = CheckSparseEntry(*map, entries[i], i, pushes, &t);
+    if (!err.ok()) return tracker_->Failed(err, std::move(cb));
+    key_total += entries[i].num_keys;
+    row_total += entries[i].rows_len;
+  }
+  auto s = static_cast<cudaStream_t>(stream);
+  auto pinned = NewPinned(key_total * sizeof(Key) + row_total * sizeof(float));
+  if (!pinned.ok()) return tracker_->Failed(pinned.status(), std::move(cb));
+  std::shared_ptr<const void> owner = *pinned;
+  Key* key_at = reinterpret_cast<Key*>(pinned->get());
+  float* row_at = reinterpret_cast<float*>(key_at + key_total);
+  std::vector<SparseEntry> host = entries;
+  pack::gpu::Error e = pack::gpu::kOk;
+  for (SparseEntry& h : host) {
+    if (h.num_keys > 0 && e == pack::gpu::kOk) {
+      e = pack::gpu::CopyAsync(key_at, h.keys, h.num_keys * sizeof(Key), s);
+      h.keys = key_at;
+      key_at += h.num_keys;
+    }
+    if (h.rows_len > 0 && e == pack::gpu::kOk) {
+      if (pushes) {
+        e = pack::gpu::CopyAsync(row_at, h.rows, h.rows_len * sizeof(float), s);
+        h.rows = row_at;
+      } else {
+        h.out = row_at;
+      }
+      row_at += h.rows_len;
+    }
+  }
+  if (e == pack::gpu::kOk) e = cudaStreamSynchronize(s);
+  if (e != pack::gpu::kOk)
+    return tracker_->Failed(Internal(CudaError("device-to-host copy", e)), std::move(cb));
+  // The block outlives the request (a push's frames are copies, but nothing relies on it).
+  Callback done = [owner, cb = std::move(cb)](const Status& st) {
+    if (cb) cb(st);
+  };
+  if (pushes) return SparseMany(MsgType::kPush, host, std::move(done));
+  auto outs = std::make_shared<std::vector<std::pair<float*, SparseEntry>>>();
+  for (size_t i = 0; i < host.size(); ++i) {
+    if (host[i].rows_len > 0) outs->emplace_back(entries[i].out, host[i]);
+  }
+  return SparseMany(
+      MsgType::kPull, host, std::move(done), [outs, owner, s](Request&) -> Status {
+        for (const auto& o : *outs) {
+          const pack::gpu::Error err =
+              pack::gpu::CopyAsync(o.first, o.second.out, o.second.rows_len * sizeof(float), s);
+          if (err != pack::gpu::kOk) return Internal(CudaError("host-to-device copy", err));
+        }
+        ReleaseAfter(s, owner);  // the pinned rows stay until the copies have read them
+        return Status::OK();
+      });
+}
+
 bool Worker::DeviceSupport() {
   static const bool available = pack::gpu::DeviceAvailable();
   return available;
@@ -311,6 +382,9 @@ Ticket PsRequests::PullDevice(TableId, float*, size_t, void*, Callback cb) {
 }
 Ticket PsRequests::SparseDevice(MsgType, TableId, const Key*, size_t, const float*, float*, size_t,
                                 void*, Callback cb) {
+  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
+}
+Ticket PsRequests::SparseManyDevice(MsgType, const std::vector<SparseEntry>&, void*, Callback cb) {
   return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
 }
 bool Worker::DeviceSupport() { return false; }

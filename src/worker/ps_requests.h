@@ -85,7 +85,17 @@ class PsRequests {
     float* out = nullptr;
     size_t rows_len = 0;
   };
-  Ticket SparseMany(MsgType type, const std::vector<SparseEntry>& entries, Callback cb);
+  // `after` (pulls): runs once every entry's rows are in its `out`, before the request
+  // completes; its error becomes the request's.
+  Ticket SparseMany(MsgType type, const std::vector<SparseEntry>& entries, Callback cb,
+                    std::function<Status(Request&)> after = nullptr);
+  // The checks SparseMany makes of entry `i` before anything is touched (the table known
+  // and sparse, rows_len == num_keys * dim, no null pointer with keys); `*table` is its
+  // table when they pass.
+  Status CheckSparseEntry(const ClusterMap& map, const SparseEntry& e, size_t i, bool pushes,
+                          const TableInfo** table) const;
+  Ticket SparseManyDevice(MsgType type, const std::vector<SparseEntry>& entries, void* stream,
+                          Callback cb);
 
   // GPU memory (device_path.cc); without CUDA they fail with FailedPrecondition.
   Ticket PushDevice(TableId table, const float* grad, size_t n, void* stream, Callback cb);

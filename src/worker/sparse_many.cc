@@ -61,7 +61,23 @@ struct Delivery {
 
 }  // namespace
 
-Ticket PsRequests::SparseMany(MsgType type, const std::vector<SparseEntry>& entries, Callback cb) {
+Status PsRequests::CheckSparseEntry(const ClusterMap& map, const SparseEntry& e, size_t i,
+                                    bool pushes, const TableInfo** table) const {
+  const TableInfo* t = map.FindTable(e.table);
+  const std::string what =
+      "entry " + std::to_string(i) + " (table " +
+      (t != nullptr ? "'" + t->spec.name + "'" : "id " + std::to_string(e.table)) + ")";
+  if (t == nullptr) return InvalidArgument(what + ": unknown table (declare it first)");
+  if (t->spec.kind != TableKind::kSparse) {
+    return InvalidArgument(what + ": the table is dense (PushMany/PullMany take dense tables)");
+  }
+  *table = t;
+  return CheckSparseArgs(*t, e.keys, e.num_keys, pushes ? e.rows : e.out, e.rows_len)
+      .WithContext(what);
+}
+
+Ticket PsRequests::SparseMany(MsgType type, const std::vector<SparseEntry>& entries, Callback cb,
+                              std::function<Status(Request&)> after) {
   const bool pushes = type == MsgType::kPush;
   if (type != MsgType::kPush && type != MsgType::kPull) {
     return tracker_->Failed(InvalidArgument("only pushes and pulls take several sparse tables"),
@@ -77,19 +93,8 @@ Ticket PsRequests::SparseMany(MsgType type, const std::vector<SparseEntry>& entr
   std::map<TableId, size_t> group_of;
   for (size_t i = 0; i < entries.size(); ++i) {
     const SparseEntry& e = entries[i];
-    const TableInfo* t = map->FindTable(e.table);
-    const std::string what =
-        "entry " + std::to_string(i) + " (table " +
-        (t != nullptr ? "'" + t->spec.name + "'" : "id " + std::to_string(e.table)) + ")";
-    Status err;
-    if (t == nullptr) {
-      err = InvalidArgument(what + ": unknown table (declare it first)");
-    } else if (t->spec.kind != TableKind::kSparse) {
-      err = InvalidArgument(what + ": the table is dense (PushMany/PullMany take dense tables)");
-    } else {
-      err = CheckSparseArgs(*t, e.keys, e.num_keys, pushes ? e.rows : e.out, e.rows_len)
-                .WithContext(what);
-    }
+    const TableInfo* t = nullptr;
+    const Status err = CheckSparseEntry(*map, e, i, pushes, &t);
     if (!err.ok()) return tracker_->Failed(err, std::move(cb));
     auto at = group_of.emplace(t->id, groups.size());
     if (at.second) {
@@ -101,7 +106,8 @@ Ticket PsRequests::SparseMany(MsgType type, const std::vector<SparseEntry>& entr
     g.keys += e.num_keys;
     if (g.keys > 0xFFFFFFFFull) {
       return tracker_->Failed(
-          InvalidArgument(what + ": more than 2^32 keys of one table in one request"),
+          InvalidArgument("entry " + std::to_string(i) + " (table '" + t->spec.name +
+                          "'): more than 2^32 keys of one table in one request"),
           std::move(cb));
     }
   }
@@ -244,7 +250,7 @@ Ticket PsRequests::SparseMany(MsgType type, const std::vector<SparseEntry>& entr
       for (size_t i : g.entries) d.outs.emplace_back(entries[i].out, entries[i].num_keys);
       deliveries->push_back(std::move(d));
     }
-    req->finish = [deliveries](Request& r) {
+    req->finish = [deliveries, after = std::move(after)](Request& r) {
       for (const Delivery& d : *deliveries) {
         const float* pulled = r.staging.data() + d.staged;
         const float* unique = d.unique_rows ? d.unique_rows(pulled) : pulled;
@@ -254,7 +260,7 @@ Ticket PsRequests::SparseMany(MsgType type, const std::vector<SparseEntry>& entr
           inverse += out.second;
         }
       }
-      return Status::OK();
+      return after ? after(r) : Status::OK();
     };
   } else {
     ++tracker_->stats().copies;

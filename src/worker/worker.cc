@@ -60,7 +60,9 @@ class Worker::Impl {
   Status Start() {
     if (ever_started_) return FailedPrecondition("worker already started (a Worker starts once)");
     NodeRuntime::Handlers h;
-    h.on_node_dead = [this](NodeId id, const Status& why) { OnNodeDead(id, why); };
+    h.on_node_dead = [this](NodeId id, const Status& why, bool left) {
+      OnNodeDead(id, why, left);
+    };
     h.on_server_replaceable = [this](NodeId id, NodeId successor) {
       OnServerReplaceable(id, successor);
     };
@@ -317,8 +319,10 @@ class Worker::Impl {
     }
   }
 
-  void OnNodeDead(NodeId id, const Status& why) {
-    collectives_.OnNodeDead(id, why);  // every collective including it, not only its neighbours
+  void OnNodeDead(NodeId id, const Status& why, bool left) {
+    // Every collective including it, not only its neighbours. First: a collective must
+    // know the member left before its sends there fail below.
+    collectives_.OnNodeDead(id, why, left);
     if (id == kSchedulerId) {
       tracker_.FailMatching([](const Part&) { return true; }, why);
       return;
@@ -474,6 +478,22 @@ Ticket Worker::PullSparseMany(const std::vector<SparseOut>& entries, Callback cb
   for (const auto& o : entries)
     e.push_back({o.table, o.keys, o.num_keys, nullptr, o.rows, o.rows_len});
   return impl_->ps().SparseMany(MsgType::kPull, e, std::move(cb));
+}
+Ticket Worker::PushSparseManyDevice(const std::vector<SparseRef>& entries, void* stream,
+                                    Callback cb) {
+  std::vector<PsRequests::SparseEntry> e;
+  e.reserve(entries.size());
+  for (const auto& r : entries)
+    e.push_back({r.table, r.keys, r.num_keys, r.rows, nullptr, r.rows_len});
+  return impl_->ps().SparseManyDevice(MsgType::kPush, e, stream, std::move(cb));
+}
+Ticket Worker::PullSparseManyDevice(const std::vector<SparseOut>& entries, void* stream,
+                                    Callback cb) {
+  std::vector<PsRequests::SparseEntry> e;
+  e.reserve(entries.size());
+  for (const auto& o : entries)
+    e.push_back({o.table, o.keys, o.num_keys, nullptr, o.rows, o.rows_len});
+  return impl_->ps().SparseManyDevice(MsgType::kPull, e, stream, std::move(cb));
 }
 Ticket Worker::PushDevice(TableId table, const float* grad, size_t n, void* stream, Callback cb) {
   return impl_->ps().PushDevice(table, grad, n, stream, std::move(cb));

@@ -788,6 +788,90 @@ TEST(CollectiveJoinTest, AMemberLeavingAfterTheLastRoundChangesNothing) {
   for (int r = 0; r < w; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
 }
 
+// A member that leaves (Stop) right after its collective completed fails nobody, even
+// when the scheduler's notice of its leaving arrives before the acknowledgements of what
+// the others sent it (held back here): it received all of that, or its collective would
+// not have completed.
+TEST(CollectiveLeaveTest, AMemberThatLeavesRightAfterACollectiveFailsNobody) {
+  auto injector = std::make_shared<FaultInjector>(std::make_shared<InProcessNetwork>());
+  Options o = testing::FastOptions();
+  o.tolerate_worker_loss = true;
+  o.request_timeout_ms = 120000;  // a failure must come from the leave, not a deadline
+  SetTransportFactory(&o, injector);
+  const int w = 3;
+  LocalCluster c(1, w, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  const NodeId leaver = c.worker(1).id(), held = c.worker(0).id();
+  FaultRule late_acks;  // the leaver's acknowledgements to rank 0
+  late_acks.match = [leaver, held](NodeId peer, const Message& m) {
+    return m.header.sender == leaver && peer == held && m.header.msg_type() == MsgType::kReply &&
+           (m.header.offset & kCollectiveTagBit) != 0;
+  };
+  late_acks.action = FaultAction::kDelay;
+  late_acks.delay_ms = 3000;
+  injector->AddRule(late_acks);
+  std::vector<Status> st(w);
+  std::vector<std::vector<int64_t>> in(w), out(w, std::vector<int64_t>(2 * w));
+  for (int r = 0; r < w; ++r) in[r] = {r, 10 * r};
+  CollectiveOptions opts;
+  opts.name = "leave";
+  c.OnEveryWorker([&](int r) {
+    st[r] = c.worker(r).communicator().AllGather(in[r].data(), 2, DataType::kInt64,
+                                                 out[r].data(), opts);
+    if (r == 1) c.worker(1).Stop();
+  });
+  for (int r = 0; r < w; ++r) {
+    ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+    EXPECT_EQ(out[r], (std::vector<int64_t>{0, 0, 1, 10, 2, 20})) << "rank " << r;
+  }
+  // The survivors go on among themselves, and one including the leaver is refused.
+  c.OnEveryWorker([&](int r) {
+    if (r == 1) return;
+    AllReduceOptions pair;
+    pair.ranks = {0, 2};
+    int32_t one = 1;
+    st[r] = c.worker(r).communicator().AllReduce(&one, &one, 1, DataType::kInt32, pair);
+    if (st[r].ok() && one != 2) st[r] = Internal("sum " + std::to_string(one));
+  });
+  for (int r : {0, 2}) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+  int32_t x = 1;
+  const Status all = c.worker(0).communicator().AllReduce(&x, &x, 1, DataType::kInt32, {});
+  EXPECT_EQ(all.code(), StatusCode::kUnavailable) << all;
+}
+
+// A member that leaves without calling the collective the others are in: they fail at
+// once (not at their deadline), each naming it.
+TEST(CollectiveLeaveTest, AMemberThatLeavesWithoutCallingIsNamed) {
+  Options o = testing::FastOptions();
+  o.tolerate_worker_loss = true;
+  o.request_timeout_ms = 120000;  // a failure must come from the leave, not a deadline
+  const int w = 3;
+  LocalCluster c(1, w, "inproc", o);
+  ASSERT_TRUE(c.Start().ok());
+  const NodeId leaver = c.worker(1).id();
+  std::vector<Status> st(w);
+  std::vector<std::vector<int64_t>> in(w, std::vector<int64_t>(2, 1)),
+      out(w, std::vector<int64_t>(2 * w));
+  CollectiveOptions opts;
+  opts.name = "gone";
+  c.OnEveryWorker([&](int r) {
+    if (r == 1) {
+      // Before or after the others posted theirs: the outcome is the same either way.
+      std::this_thread::sleep_for(milliseconds(100));
+      c.worker(1).Stop();
+      return;
+    }
+    st[r] = c.worker(r).communicator().AllGather(in[r].data(), 2, DataType::kInt64,
+                                                 out[r].data(), opts);
+  });
+  const std::string want =
+      "AllGather 'gone' #0 failed: member rank 1 (node " + std::to_string(leaver) + ") died";
+  for (int r : {0, 2}) {
+    EXPECT_EQ(st[r].code(), StatusCode::kUnavailable) << "rank " << r << ": " << st[r];
+    EXPECT_EQ(st[r].message(), want) << "rank " << r;
+  }
+}
+
 TEST(ReduceKernelTest, IntegersWrapAndAveragesTruncate) {
   int32_t a[3] = {2147483647, -7, 7}, b[3] = {1, 0, 0};
   reduce::Combine(DataType::kInt32, ReduceOp::kSum, a, b, 3);

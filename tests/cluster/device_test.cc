@@ -38,6 +38,10 @@ TEST(DeviceTest, WithoutAGpuTheCallsFailCleanly) {
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(w.Wait(w.PullSparseDevice(*s, k, 2, v.data(), 4, nullptr), 5s).code(),
             StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.Wait(w.PushSparseManyDevice({{*s, k, 2, v.data(), 4}}, nullptr), 5s).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w.Wait(w.PullSparseManyDevice({{*s, k, 2, v.data(), 4}}, nullptr), 5s).code(),
+            StatusCode::kFailedPrecondition);
   std::vector<float> out(8, -1.0f);
   ASSERT_TRUE(w.Wait(w.Pull(*d, out.data(), 8), 5s).ok());
   for (float x : out) EXPECT_EQ(x, 0.0f);  // nothing was pushed
@@ -132,6 +136,82 @@ TEST(DeviceTest, SparsePushPullThroughGpuMemory) {
     cudaFree(dout);
     cudaStreamDestroy(stream);
   }
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+// Several tables in one request from GPU memory: the same rows as the host calls, one
+// fused message per server, and a bad entry refused before anything is copied.
+TEST(DeviceTest, SparseManyThroughGpuMemory) {
+  if (!Worker::DeviceSupport()) GTEST_SKIP() << "no CUDA device on this machine: GPU test skipped";
+  LocalCluster c(2, 1, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  const std::vector<uint32_t> dims = {4, 16, 1};
+  std::vector<TableId> tables;
+  for (uint32_t dim : dims) {
+    auto s = w.DeclareTable(TableSpec::Sparse("many_s" + std::to_string(dim), dim));
+    ASSERT_TRUE(s.ok());
+    tables.push_back(*s);
+  }
+  std::mt19937_64 rng(7);
+  const size_t n = 3001;
+  std::vector<std::vector<Key>> keys(dims.size());
+  std::vector<std::vector<float>> rows(dims.size());
+  std::vector<std::map<Key, std::vector<float>>> want(dims.size());
+  std::vector<Key*> dkeys;
+  std::vector<float*> drows, douts;
+  std::vector<SparseRef> push;
+  std::vector<SparseOut> pull;
+  for (size_t t = 0; t < dims.size(); ++t) {
+    const uint32_t dim = dims[t];
+    keys[t].resize(n);
+    rows[t].resize(n * dim);
+    for (size_t i = 0; i < n; ++i) {
+      keys[t][i] = rng() % 500;  // duplicates
+      auto& acc = want[t][keys[t][i]];
+      acc.resize(dim);
+      for (uint32_t j = 0; j < dim; ++j) {
+        rows[t][i * dim + j] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+        acc[j] += rows[t][i * dim + j];
+      }
+    }
+    dkeys.push_back(ToDevice(keys[t]));
+    drows.push_back(ToDevice(rows[t]));
+    douts.push_back(ToDevice(std::vector<float>(n * dim, std::nanf(""))));
+    push.push_back({tables[t], dkeys[t], n, drows[t], n * dim});
+    pull.push_back({tables[t], dkeys[t], n, douts[t], n * dim});
+  }
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const auto sent_to = [&w](NodeId peer) {
+    const TrafficStats t = w.traffic();
+    auto it = t.peers.find(peer);
+    return it == t.peers.end() ? uint64_t{0} : it->second.messages_sent;
+  };
+  std::map<NodeId, uint64_t> before;
+  for (int i = 0; i < c.num_servers(); ++i) before[c.server(i).id()] = sent_to(c.server(i).id());
+  ASSERT_TRUE(w.Wait(w.PushSparseManyDevice(push, stream), 30s).ok());
+  for (const auto& kv : before)
+    EXPECT_EQ(sent_to(kv.first) - kv.second, 1u) << "one fused message to server " << kv.first;
+  ASSERT_TRUE(w.Wait(w.PullSparseManyDevice(pull, stream), 30s).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (size_t t = 0; t < dims.size(); ++t) {
+    std::vector<float> out = ToHost(douts[t], n * dims[t]);
+    for (size_t i = 0; i < n; ++i) {
+      for (uint32_t j = 0; j < dims[t]; ++j)
+        ASSERT_EQ(out[i * dims[t] + j], want[t][keys[t][i]][j]) << "table " << t << " key " << keys[t][i];
+    }
+  }
+  push[1].rows_len -= 1;
+  const Status bad = w.Wait(w.PushSparseManyDevice(push, stream), 30s);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << bad;
+  EXPECT_NE(bad.message().find("entry 1"), std::string::npos) << bad;
+  for (size_t t = 0; t < dims.size(); ++t) {
+    cudaFree(dkeys[t]);
+    cudaFree(drows[t]);
+    cudaFree(douts[t]);
+  }
+  cudaStreamDestroy(stream);
   EXPECT_TRUE(c.Finish().ok());
 }
 
