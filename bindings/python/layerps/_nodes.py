@@ -255,6 +255,8 @@ class Worker(_Node):
     _role = "worker"
 
     def __init__(self, scheduler=None, *, options=None, start=True, from_env=False, **fields):
+        if scheduler is None:  # also accepted as the option's own name
+            scheduler = fields.pop("scheduler_address", None)
         super().__init__(make_options(options, from_env=from_env, scheduler_address=_address(scheduler),
                                       **fields))
         self._tables = {}

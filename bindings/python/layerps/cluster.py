@@ -131,19 +131,30 @@ def init(**fields):
                 "`python -m layerps.launch -s M -w N -- ...` (or torchrun, srun, mpirun), "
                 "or pass scheduler_address=")
     if env is not None and env["rank"] == 0:
-        servers = int(os.environ.get("LAYERPS_NUM_SERVERS", "1"))
-        node_fields = {k: v for k, v in fields.items() if k not in ("num_servers", "num_workers", "rank")}
-        sched = Scheduler(f"tcp://0.0.0.0:{env['scheduler_port']}", servers, env["size"], **node_fields)
-        _hosted.append(sched)
-        for _ in range(servers):
-            s = Server(f"tcp://127.0.0.1:{env['scheduler_port']}", start=False, **node_fields)
-            _hosted.append(s)
-            _hosted_starts.append(s.start_async())
+        host_cluster("127.0.0.1", env["scheduler_port"], env["size"],
+                     int(os.environ.get("LAYERPS_NUM_SERVERS", "1")), **fields)
     _default_worker = Worker.from_env(**fields)
     for f in _hosted_starts:
         f.result()
     _hosted_starts.clear()
     return _default_worker
+
+
+def host_cluster(host, port, workers, servers, **fields):
+    """Starts a scheduler (bound to every interface on ``port``, 0: any free one) and
+    ``servers`` servers in this process for a job of ``workers`` workers; shutdown() stops
+    them once every worker left. Returns the scheduler's address as the workers reach it
+    (``host`` and the bound port). The servers finish starting in init()."""
+    node_fields = {k: v for k, v in fields.items()
+                   if k not in ("num_servers", "num_workers", "rank", "scheduler_address")}
+    sched = Scheduler(f"tcp://0.0.0.0:{int(port)}", servers, workers, **node_fields)
+    _hosted.append(sched)
+    bound = int(sched.address.rsplit(":", 1)[1])
+    for _ in range(servers):
+        s = Server(f"tcp://127.0.0.1:{bound}", start=False, **node_fields)
+        _hosted.append(s)
+        _hosted_starts.append(s.start_async())
+    return f"tcp://{host}:{bound}"
 
 
 def default_worker():

@@ -24,6 +24,11 @@ server-held embeddings.
   :class:`EmbeddingBagCollection` and :class:`EmbeddingCollection` (many tables, one fused
   pull and one fused push per server and step), returning a :class:`KeyedTensor`.
 
+* ``torch.distributed.init_process_group(backend="layerps")`` (:mod:`layerps.torch.backend`,
+  registered on import) and DDP communication hooks (:mod:`layerps.torch.hooks`): a DDP
+  script runs on LayerPS unchanged, or keeps its backend and hands its gradients to
+  LayerPS's all-reduce or to the servers.
+
 Every function here is collective where it says so: all workers must call it, in the same
 order, with tensors of the same shapes. The process's state (its default worker) is
 layerps.cluster's: this package keeps none.
@@ -32,7 +37,7 @@ layerps.cluster's: this package keeps none.
 from ..cluster import default_worker  # noqa: F401
 from ..collectives import ProcessSet, global_process_set  # noqa: F401
 from ..errors import FailedPreconditionError, InvalidArgumentError  # noqa: F401
-from . import collection, embedding, ops, optimizer  # noqa: F401
+from . import backend, collection, embedding, hooks, ops, optimizer  # noqa: F401
 from .collection import (  # noqa: F401
     EmbeddingBagCollection, EmbeddingBagConfig, EmbeddingCollection, EmbeddingConfig, JaggedTensor,
     KeyedJaggedTensor, KeyedTensor,
@@ -47,6 +52,8 @@ from .ops import (  # noqa: F401
     local_rank, local_size, poll, rank, remove_process_set, shutdown, size, synchronize,
 )
 from .optimizer import DistributedOptimizer  # noqa: F401
+
+backend.register()  # torch.distributed.init_process_group(backend="layerps")
 
 __all__ = ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state", "Embedding",
            "rank", "size", "local_rank", "local_size", "cross_rank", "cross_size", "init", "shutdown",
