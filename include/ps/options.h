@@ -90,7 +90,7 @@ struct CommonOptions {
 
 // --- What only the scheduler reads: the shape of the cluster and its policies ------------
 struct SchedulerFields {
-  // How many servers and workers make up the cluster (1..4096 each). Defaults 1 and 1.
+  // Servers (0..4096; 0: collectives only, no tables) and workers (1..4096). Defaults 1, 1.
   // Env: LAYERPS_NUM_SERVERS, LAYERPS_NUM_WORKERS.
   int num_servers = 1;
   int num_workers = 1;

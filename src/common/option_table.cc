@@ -159,8 +159,9 @@ const std::vector<Row>& Rows() {
                   "Wait this long (ms) for a new server to take a dead server's place "
                   "(0: a dead server fails the job; 0..86400000)"),
              &Options::replace_servers_ms, 0, 86400000),
-      IntRow(Info("num_servers", "num_servers", "LAYERPS_NUM_SERVERS", "S", "Servers in the cluster, 1..4096"),
-             &Options::num_servers, 1, 4096),
+      IntRow(Info("num_servers", "num_servers", "LAYERPS_NUM_SERVERS", "S",
+                  "Servers in the cluster, 0..4096 (0: collectives only, no tables)"),
+             &Options::num_servers, 0, 4096),
       IntRow(Info("num_workers", "num_workers", "LAYERPS_NUM_WORKERS", "S", "Workers in the cluster, 1..4096"),
              &Options::num_workers, 1, 4096),
       IntRow(Info("rank", "rank", "LAYERPS_RANK", "sw",

@@ -85,8 +85,10 @@ Status CommonOptions::Validate() const {
 }
 
 Status SchedulerFields::Validate() const {
-  if (num_servers < 1 || num_servers > 4096) {
-    return InvalidArgument("num_servers=" + std::to_string(num_servers) + " is outside [1, 4096]");
+  // 0: a job of collectives and peer messages only (Horovod's way); declaring a table
+  // then fails (TableDirectory).
+  if (num_servers < 0 || num_servers > 4096) {
+    return InvalidArgument("num_servers=" + std::to_string(num_servers) + " is outside [0, 4096]");
   }
   if (num_workers < 1 || num_workers > 4096) {
     return InvalidArgument("num_workers=" + std::to_string(num_workers) + " is outside [1, 4096]");

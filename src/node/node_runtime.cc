@@ -16,6 +16,7 @@
 #include "common/host.h"
 #include "common/status_wire.h"
 #include "layerps.pb.h"
+#include "node/scheduler_probe.h"
 #include "transport/map_codec.h"
 
 namespace ps {
@@ -55,6 +56,8 @@ Status NodeRuntime::Start() {
         " (port 0); set LAYERPS_SCHEDULER=tcp://HOST:PORT (daemons: --scheduler=...), or start "
         "the program under layerps-launch, which sets it");
   }
+  // A host name that does not resolve will not resolve in 30 s either: say so now.
+  PS_RETURN_IF_ERROR(probe::ResolveHost(sched));
   RouteProtobufLogs();
   transport_ = NewTransport(TransportOptionsOf(options_));
   StatusOr<std::string> bound =
@@ -104,20 +107,42 @@ Status NodeRuntime::Start() {
     // every second until the map arrives (a scheduler that has it answers again with the
     // same registration); and every 10 s a registered node says at INFO what
     // the cluster still lacks (a daemon started by hand is not silent while it waits).
+    // Until the scheduler answers, its port is probed every second: refused for
+    // kRefusedWarn says at WARNING that nothing listens there (the wait goes on: a
+    // scheduler may be slow to start), and the final error says so too.
     constexpr auto kWaitReport = std::chrono::milliseconds(10000);
+    constexpr auto kRefusedWarn = std::chrono::milliseconds(2000);
     auto next_report = std::chrono::steady_clock::now() + kWaitReport;
+    std::chrono::steady_clock::time_point refused_since{};
+    bool refused = false, warned = false;
     bool ready = false;
     while (!(ready = ready_now()) && std::chrono::steady_clock::now() < deadline) {
       auto until = std::min(deadline, next_report);
-      if (options_.scheduler_recovery_ms > 0) {
+      if (options_.scheduler_recovery_ms > 0 || !registered_) {
         until = std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(1));
       }
       cv_.WaitUntil(&mu_, until, ready_now);
       const auto now = std::chrono::steady_clock::now();
       if (ready_now() || now >= deadline) continue;
       const bool report = registered_ && now >= next_report;
+      const bool unanswered = !registered_;
       if (now >= next_report) next_report = now + kWaitReport;
       lock.Unlock();
+      if (unanswered && probe::Refused(sched, 300)) {
+        if (!refused) refused_since = now;
+        refused = true;
+        if (!warned && now - refused_since >= kRefusedWarn) {
+          warned = true;
+          LOG(WARNING) << RoleName(role_) << ": nothing accepts connections at " << sched
+                       << " (refused for "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(now - refused_since)
+                              .count()
+                       << " ms): is the scheduler running there? Still waiting up to "
+                       << options_.connect_timeout_ms << " ms in all";
+        }
+      } else if (unanswered) {
+        refused = false;
+      }
       if (options_.scheduler_recovery_ms > 0) {
         SendToScheduler(MakeControl(kUnassignedId, c), kControlSendTimeoutMs);
       }
@@ -143,7 +168,10 @@ Status NodeRuntime::Start() {
     } else if (!ready) {
       result = registered_ ? Timeout("registered, but the cluster did not complete within " +
                                      std::to_string(options_.connect_timeout_ms) + " ms")
-                           : Timeout(no_answer);
+                           : Timeout(no_answer + (refused ? "; nothing accepted connections "
+                                                            "there (connection refused): is the "
+                                                            "scheduler running at that address?"
+                                                          : ""));
     }
     was_registered = registered_;
   }

@@ -234,6 +234,14 @@ void TableDirectory::HandleDeclare(NodeId from, const layerps::pb::DeclareTable&
   }
   // The placement in force pins a layer's tables to its servers; others go everywhere.
   std::vector<NodeId> servers = state_->map().ServersForLayer(spec.layer);
+  if (state_->map().CountRole(Role::kServer) == 0) {
+    ReplyDeclare(from, d.request_id(),
+                 FailedPrecondition("table '" + spec.name +
+                                    "': the job has no servers (num_servers=0): tables need "
+                                    "servers; collectives and peer messages run without"),
+                 kInvalidTable);
+    return;
+  }
   if (servers.empty()) {
     ReplyDeclare(from, d.request_id(),
                  Unavailable(state_->map().placement.count(spec.layer)

@@ -485,6 +485,30 @@ TEST(LifecycleTest, NoSchedulerAddressFailsAtOnceSayingWhatToSet) {
   EXPECT_EQ(sv.Start().code(), StatusCode::kFailedPrecondition);
 }
 
+// A scheduler host that does not resolve is said at once (not after connect_timeout_ms).
+TEST(LifecycleTest, ASchedulerHostThatDoesNotResolveIsSaidAtOnce) {
+  Options o = FastOptions();
+  o.scheduler_address = "tcp://no-such-host.invalid:5000";  // .invalid never resolves
+  o.connect_timeout_ms = 60000;
+  Worker w(o);
+  Status s = w.Start();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("'no-such-host.invalid'"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("does not resolve"), std::string::npos) << s;
+}
+
+// A port where nothing listens: the wait goes on to connect_timeout_ms (a scheduler may be
+// slow to start), and the error then says that the connections were refused.
+TEST(LifecycleTest, ARefusedSchedulerPortIsNamed) {
+  Options o = FastOptions();
+  o.scheduler_address = "tcp://127.0.0.1:1";  // reserved port, nobody listens
+  o.connect_timeout_ms = 2500;                // the port is probed every second
+  Worker w(o);
+  Status s = w.Start();
+  EXPECT_EQ(s.code(), StatusCode::kTimeout) << s;
+  EXPECT_NE(s.message().find("connection refused"), std::string::npos) << s;
+}
+
 TEST(LifecycleTest, NobodyListensAtTheSchedulerAddress) {
   Options o = FastOptions();
   o.scheduler_address = "tcp://127.0.0.1:1";  // reserved port, nobody listens
@@ -1020,6 +1044,34 @@ TEST(BoundedSparseTest, CapacityHeldOnEveryServer) {
   auto refused = w.DeclareTable(dense);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("capacity"), std::string::npos);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+}  // namespace
+}  // namespace ps
+
+namespace ps {
+namespace {
+
+// A job of collectives only (Horovod's way) runs without servers; a table then is refused
+// with the reason.
+TEST(ZeroServersTest, CollectivesRunAndTablesAreRefused) {
+  LocalCluster c(0, 2, "inproc");
+  ASSERT_TRUE(c.Start().ok());
+  std::vector<Status> st(2);
+  std::vector<float> v(2);
+  c.OnEveryWorker([&](int r) {
+    float x = static_cast<float>(r + 1);
+    st[r] = c.worker(r).communicator().AllReduce(&x, &x, 1, DataType::kFloat32, AllReduceOptions{});
+    v[r] = x;
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(st[r].ok()) << st[r];
+    EXPECT_EQ(v[r], 3.0f);
+  }
+  auto t = c.worker(0).DeclareTable(TableSpec::Dense("w", 4));
+  EXPECT_EQ(t.status().code(), StatusCode::kFailedPrecondition) << t.status();
+  EXPECT_NE(t.status().message().find("no servers (num_servers=0)"), std::string::npos) << t.status();
   EXPECT_TRUE(c.Finish().ok());
 }
 
