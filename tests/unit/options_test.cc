@@ -42,8 +42,10 @@ TEST(OptionsTest, RejectsBadFields) {
   o.scheduler_address = "http://x";
   EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
   o = Options();
-  o.num_servers = 0;
+  o.num_servers = -1;
   EXPECT_NE(o.Validate().message().find("num_servers"), std::string::npos);
+  o.num_servers = 0;  // a job of collectives only
+  EXPECT_TRUE(o.Validate().ok()) << o.Validate();
   o = Options();
   o.heartbeat_timeout_ms = o.heartbeat_interval_ms;  // must exceed 2x
   EXPECT_FALSE(o.Validate().ok());
