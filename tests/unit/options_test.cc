@@ -185,6 +185,132 @@ TEST(LauncherEnvTest, AnIncompleteEnvironmentNamesTheMissingVariable) {
   EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
 }
 
+// Pods (docs/kubernetes.md): LAYERPS_ROLE and LAYERPS_RANK, a Kubernetes Indexed Job's
+// JOB_COMPLETION_INDEX, a Kubeflow PyTorchJob's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT.
+TEST(LauncherEnvTest, PodsSayTheirRoleAndRank) {
+  auto sched = Detect({{"LAYERPS_ROLE", "scheduler"}, {"LAYERPS_NUM_WORKERS", "4"},
+                       {"LAYERPS_SCHEDULER_HOST", "layerps-scheduler"}});
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  EXPECT_EQ(sched->launcher, "role");
+  EXPECT_EQ(sched->role, "scheduler");
+  EXPECT_EQ(sched->size, 4);
+  EXPECT_EQ(sched->scheduler_address(), "tcp://0.0.0.0:29501");  // binds every interface
+
+  auto server = Detect({{"LAYERPS_ROLE", "server"}, {"LAYERPS_RANK", "1"}, {"LAYERPS_NUM_SERVERS", "2"},
+                        {"LAYERPS_SCHEDULER_HOST", "layerps-scheduler"}, {"LAYERPS_PORT", "7000"},
+                        {"RANK", "5"}, {"WORLD_SIZE", "8"}, {"JOB_COMPLETION_INDEX", "3"}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(server->launcher, "role");  // the role wins over the workers' variables
+  EXPECT_EQ(server->role, "server");
+  EXPECT_EQ(server->rank, 1);
+  EXPECT_EQ(server->scheduler_address(), "tcp://layerps-scheduler:7000");
+  auto any_server = Detect({{"LAYERPS_ROLE", "server"}, {"MASTER_ADDR", "m"}});
+  ASSERT_TRUE(any_server.ok()) << any_server.status();
+  EXPECT_EQ(any_server->rank, -1);  // the lowest free rank
+  EXPECT_EQ(any_server->scheduler_address(), "tcp://m:29501");
+
+  auto job = Detect({{"JOB_COMPLETION_INDEX", "2"}, {"LAYERPS_NUM_WORKERS", "3"},
+                     {"LAYERPS_SCHEDULER_HOST", "layerps-scheduler"}});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->launcher, "indexed-job");
+  EXPECT_EQ(job->role, "worker");
+  EXPECT_EQ(job->rank, 2);
+  EXPECT_EQ(job->size, 3);
+  EXPECT_EQ(job->local_rank, 0);
+  EXPECT_EQ(job->scheduler_address(), "tcp://layerps-scheduler:29501");
+  auto job_rank = Detect({{"JOB_COMPLETION_INDEX", "2"}, {"LAYERPS_RANK", "0"}, {"LAYERPS_ROLE", "worker"},
+                          {"LAYERPS_NUM_WORKERS", "3"}, {"LAYERPS_SCHEDULER_HOST", "s"}});
+  ASSERT_TRUE(job_rank.ok()) << job_rank.status();
+  EXPECT_EQ(job_rank->rank, 0);  // LAYERPS_RANK wins
+
+  auto pj = Detect({{"RANK", "1"}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", "job-master-0"},
+                    {"MASTER_PORT", "23456"}, {"PYTHONUNBUFFERED", "1"}});
+  ASSERT_TRUE(pj.ok()) << pj.status();
+  EXPECT_EQ(pj->launcher, "pytorchjob");
+  EXPECT_EQ(pj->role, "worker");
+  EXPECT_EQ(pj->rank, 1);
+  EXPECT_EQ(pj->size, 3);
+  EXPECT_EQ(pj->scheduler_address(), "tcp://job-master-0:23457");  // MASTER_PORT + 1
+  auto pj_sched = Detect({{"RANK", "0"}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", "job-master-0"},
+                          {"MASTER_PORT", "23456"}, {"LAYERPS_SCHEDULER_HOST", "layerps-scheduler"},
+                          {"LAYERPS_PORT", "29501"}});
+  ASSERT_TRUE(pj_sched.ok()) << pj_sched.status();
+  EXPECT_EQ(pj_sched->scheduler_address(), "tcp://layerps-scheduler:29501");
+  // torchrun inside a PyTorchJob's pod (LOCAL_RANK set) is torchrun.
+  auto tr = Detect({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "m"},
+                    {"MASTER_PORT", "1000"}, {"JOB_COMPLETION_INDEX", "0"}});
+  ASSERT_TRUE(tr.ok()) << tr.status();
+  EXPECT_EQ(tr->launcher, "torchrun");
+
+  auto worker = Detect({{"LAYERPS_ROLE", "worker"}, {"LAYERPS_NUM_WORKERS", "2"}, {"MASTER_ADDR", "m"}});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  EXPECT_EQ(worker->launcher, "role");
+  EXPECT_EQ(worker->rank, -1);
+  auto unset = Detect({{"LAYERPS_ROLE", ""}});
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_TRUE(unset->launcher.empty());
+}
+
+// Options::FromEnv of a pod: the scheduler binds every interface, a worker of an Indexed
+// Job takes its index as rank and reaches the scheduler's Service.
+TEST(LauncherEnvTest, FromEnvOfPods) {
+  {
+    EnvGuard role("LAYERPS_ROLE", "scheduler");
+    EnvGuard workers("LAYERPS_NUM_WORKERS", "3");
+    StatusOr<Options> o = Options::FromEnv();
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->scheduler_address, "tcp://0.0.0.0:29501");
+    EXPECT_EQ(o->num_workers, 3);
+  }
+  {
+    EnvGuard index("JOB_COMPLETION_INDEX", "2");
+    EnvGuard workers("LAYERPS_NUM_WORKERS", "3");
+    EnvGuard host("LAYERPS_SCHEDULER_HOST", "layerps-scheduler");
+    StatusOr<Options> o = Options::FromEnv();
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->scheduler_address, "tcp://layerps-scheduler:29501");
+    EXPECT_EQ(o->rank, 2);
+    EnvGuard bad_role("LAYERPS_ROLE", "ps");
+    StatusOr<Options> bad = Options::FromEnv();
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find("LAYERPS_ROLE"), std::string::npos) << bad.status();
+  }
+}
+
+TEST(LauncherEnvTest, ABadPodEnvironmentNamesTheVariableAndTheRank) {
+  auto role = Detect({{"LAYERPS_ROLE", "master"}});
+  EXPECT_EQ(role.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(role.status().message().find("LAYERPS_ROLE='master'"), std::string::npos) << role.status();
+  EXPECT_NE(role.status().message().find("scheduler, server or worker"), std::string::npos) << role.status();
+
+  auto job = Detect({{"JOB_COMPLETION_INDEX", "3"}, {"LAYERPS_NUM_WORKERS", "3"}, {"LAYERPS_SCHEDULER_HOST", "s"}});
+  EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(job.status().message().find("rank 3 (JOB_COMPLETION_INDEX)"), std::string::npos) << job.status();
+  EXPECT_NE(job.status().message().find("3 (LAYERPS_NUM_WORKERS)"), std::string::npos) << job.status();
+  auto pj = Detect({{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "1"}});
+  EXPECT_EQ(pj.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(pj.status().message().find("rank 4 (RANK)"), std::string::npos) << pj.status();
+  EXPECT_NE(pj.status().message().find("(WORLD_SIZE)"), std::string::npos) << pj.status();
+  auto lr = Detect({{"LAYERPS_ROLE", "worker"}, {"LAYERPS_RANK", "2"}, {"LAYERPS_NUM_WORKERS", "2"},
+                    {"LAYERPS_SCHEDULER_HOST", "s"}});
+  EXPECT_NE(lr.status().message().find("rank 2 (LAYERPS_RANK)"), std::string::npos) << lr.status();
+  auto server = Detect({{"LAYERPS_ROLE", "server"}, {"LAYERPS_RANK", "2"}, {"LAYERPS_NUM_SERVERS", "2"},
+                        {"LAYERPS_SCHEDULER_HOST", "s"}});
+  EXPECT_NE(server.status().message().find("rank 2 (LAYERPS_RANK)"), std::string::npos) << server.status();
+  EXPECT_NE(server.status().message().find("LAYERPS_NUM_SERVERS"), std::string::npos) << server.status();
+  auto negative = Detect({{"JOB_COMPLETION_INDEX", "-1"}, {"LAYERPS_NUM_WORKERS", "2"}, {"LAYERPS_SCHEDULER_HOST", "s"}});
+  EXPECT_NE(negative.status().message().find("JOB_COMPLETION_INDEX='-1'"), std::string::npos) << negative.status();
+
+  auto no_size = Detect({{"JOB_COMPLETION_INDEX", "0"}, {"LAYERPS_SCHEDULER_HOST", "s"}});
+  EXPECT_NE(no_size.status().message().find("LAYERPS_NUM_WORKERS is not set"), std::string::npos) << no_size.status();
+  auto no_host = Detect({{"JOB_COMPLETION_INDEX", "0"}, {"LAYERPS_NUM_WORKERS", "1"}});
+  EXPECT_NE(no_host.status().message().find("LAYERPS_SCHEDULER_HOST"), std::string::npos) << no_host.status();
+  auto no_sched = Detect({{"LAYERPS_ROLE", "server"}});
+  EXPECT_NE(no_sched.status().message().find("LAYERPS_SCHEDULER_HOST"), std::string::npos) << no_sched.status();
+  auto no_port = Detect({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}});
+  EXPECT_NE(no_port.status().message().find("MASTER_PORT is not set"), std::string::npos) << no_port.status();
+}
+
 TEST(TableSpecTest, Validate) {
   EXPECT_TRUE(TableSpec::Dense("w", 10).Validate().ok());
   EXPECT_TRUE(TableSpec::Sparse("e", 16).Validate().ok());
