@@ -80,6 +80,18 @@ class StreamBuffer {
   cudaError_t error_;
 };
 
+// Why the device calls cannot run here: what the CUDA runtime says of the devices.
+Status NoUsableDevice() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  (void)cudaGetLastError();  // clear a non-sticky error
+  const std::string why = e != cudaSuccess ? std::string(cudaGetErrorString(e))
+                                           : std::string("the CUDA runtime sees 0 devices");
+  return FailedPrecondition("no usable CUDA device in this process (" + why +
+                            "; LayerPS was built with CUDA " + std::to_string(CUDART_VERSION / 1000) +
+                            "." + std::to_string(CUDART_VERSION % 1000 / 10) + ")");
+}
+
 // Keeps `owner` alive until `stream` reaches this point, then drops it.
 void ReleaseAfter(cudaStream_t stream, std::shared_ptr<const void> owner) {
   auto* held = new std::shared_ptr<const void>(std::move(owner));
@@ -96,7 +108,7 @@ void ReleaseAfter(cudaStream_t stream, std::shared_ptr<const void> owner) {
 Ticket PsRequests::PushDevice(TableId table, const float* grad, size_t n, void* stream,
                               Callback cb) {
   if (!Worker::DeviceSupport())
-    return tracker_->Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+    return tracker_->Failed(NoUsableDevice(), std::move(cb));
   auto s = static_cast<cudaStream_t>(stream);
   // A table whose values travel narrowed (TableSpec::wire_dtype): the GPU kernel writes
   // the wire values straight into mapped pinned memory, which goes out as it is.
@@ -128,7 +140,7 @@ Ticket PsRequests::PushDevice(TableId table, const float* grad, size_t n, void* 
 
 Ticket PsRequests::PullDevice(TableId table, float* out, size_t n, void* stream, Callback cb) {
   if (!Worker::DeviceSupport())
-    return tracker_->Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+    return tracker_->Failed(NoUsableDevice(), std::move(cb));
   auto s = static_cast<cudaStream_t>(stream);
   auto pinned = NewPinned(n * sizeof(float));
   if (!pinned.ok()) return tracker_->Failed(pinned.status(), std::move(cb));
@@ -147,7 +159,7 @@ Ticket PsRequests::SparseDevice(MsgType type, TableId table, const Key* keys, si
                                 const float* rows, float* out, size_t rows_len, void* stream,
                                 Callback cb) {
   if (!Worker::DeviceSupport())
-    return tracker_->Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+    return tracker_->Failed(NoUsableDevice(), std::move(cb));
   std::shared_ptr<const ClusterMap> map;
   Status err;
   const TableInfo* t = Lookup(table, TableKind::kSparse, &map, &err);
@@ -304,7 +316,7 @@ Ticket PsRequests::SparseDevice(MsgType type, TableId table, const Key* keys, si
 Ticket PsRequests::SparseManyDevice(MsgType type, const std::vector<SparseEntry>& entries,
                                     void* stream, Callback cb) {
   if (!Worker::DeviceSupport())
-    return tracker_->Failed(FailedPrecondition("no usable CUDA device"), std::move(cb));
+    return tracker_->Failed(NoUsableDevice(), std::move(cb));
   const bool pushes = type == MsgType::kPush;
   std::shared_ptr<const ClusterMap> map = map_();
   if (!map) {
@@ -375,17 +387,17 @@ bool Worker::DeviceSupport() {
 #else  // !LAYERPS_HAVE_CUDA
 
 Ticket PsRequests::PushDevice(TableId, const float*, size_t, void*, Callback cb) {
-  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
+  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA (LAYERPS_BUILD_CUDA=OFF): no device calls"), std::move(cb));
 }
 Ticket PsRequests::PullDevice(TableId, float*, size_t, void*, Callback cb) {
-  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
+  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA (LAYERPS_BUILD_CUDA=OFF): no device calls"), std::move(cb));
 }
 Ticket PsRequests::SparseDevice(MsgType, TableId, const Key*, size_t, const float*, float*, size_t,
                                 void*, Callback cb) {
-  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
+  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA (LAYERPS_BUILD_CUDA=OFF): no device calls"), std::move(cb));
 }
 Ticket PsRequests::SparseManyDevice(MsgType, const std::vector<SparseEntry>&, void*, Callback cb) {
-  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA"), std::move(cb));
+  return tracker_->Failed(FailedPrecondition("LayerPS was built without CUDA (LAYERPS_BUILD_CUDA=OFF): no device calls"), std::move(cb));
 }
 bool Worker::DeviceSupport() { return false; }
 

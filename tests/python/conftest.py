@@ -133,6 +133,8 @@ TIERS = {
     "multiprocess": {"test_checkpoint", "test_examples", "test_failure", "test_getting_started",
                      "test_ddp", "test_launch", "test_launchers", "test_observability", "test_replacement",
                      "test_soak"},
+    # Without a GPU its GPU cases skip with the reason; its no-GPU case runs everywhere.
+    "gpu": {"test_gpu"},
 }
 SLOW_MODULES = {"test_examples", "test_getting_started", "test_replacement", "test_launchers", "test_ddp"}
 SLOW_TESTS = {"test_short_soak_with_faults_keeps_every_acknowledged_update_and_flat_memory",

@@ -2,8 +2,10 @@
 
 Values must be float32. A C-contiguous float32 numpy array or CPU torch tensor is passed
 as it is (no copy: the C++ worker reads or writes its memory). Inputs (pushed gradients,
-assigned values) that are float32 but not contiguous, or on a GPU, are copied once;
-outputs (pull targets) must be usable in place, or the call fails. A wrong dtype is always
+assigned values) that are float32 but not contiguous are copied once; outputs (pull
+targets) must be usable in place, or the call fails. CUDA tensors take the device route
+where a call has one (device_args: the core's device calls, on torch's current stream);
+elsewhere they are copied to the host once. A wrong dtype is always
 an error, never a silent conversion.
 
 Keys may be uint64 or int64 (passed without a copy; int64 ids are reinterpreted as
@@ -24,6 +26,29 @@ def _torch():
 def is_tensor(x):
     t = _torch()
     return t is not None and isinstance(x, t.Tensor)
+
+
+def is_cuda(x):
+    """True for a torch tensor in GPU memory (the device route: no copy to the host)."""
+    return is_tensor(x) and x.device.type == "cuda"
+
+
+def device_args(x, what, *, dtype="float32", writable=False):
+    """(data_ptr, numel, stream) of a CUDA tensor for the core's device calls: float32 (or
+    a 64-bit integer type for keys), contiguous; the stream is torch's current stream on
+    the tensor's device, so the core's copies and kernels are ordered after the caller's
+    work on it."""
+    t = _torch()
+    if dtype == "float32" and x.dtype != t.float32:
+        raise InvalidArgumentError(f"{what}: expected a float32 tensor, got {x.dtype}")
+    if dtype == "keys" and x.dtype not in (t.int64, getattr(t, "uint64", t.int64)):
+        raise InvalidArgumentError(f"{what}: expected int64 keys on the GPU, got {x.dtype}")
+    if not x.is_contiguous():
+        if writable:
+            raise InvalidArgumentError(f"{what}: the output tensor must be contiguous")
+        x = x.contiguous()
+    stream = t.cuda.current_stream(x.device).cuda_stream
+    return x, x.data_ptr(), x.numel(), stream
 
 
 def as_input(x, what):

@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from . import _core
-from ._arrays import as_input, as_keys, as_output, is_tensor
+from ._arrays import as_input, as_keys, as_output, device_args, is_cuda, is_tensor
 from ._rules import set_rule
 from .errors import InvalidArgumentError
 
@@ -269,6 +269,12 @@ class Worker(_Node):
         """A worker configured by the LAYERPS_* variables (``fields`` override them)."""
         return cls(from_env=True, start=start, **fields)
 
+    @staticmethod
+    def device_support():
+        """True when this build has the CUDA path and a GPU is usable by this process (the
+        device route of push/pull/push_sparse/pull_sparse for CUDA tensors)."""
+        return _core.Worker.device_support()
+
     # --- membership ----------------------------------------------------------------------
     @property
     def rank(self):
@@ -519,12 +525,21 @@ class Worker(_Node):
     # --- dense ---------------------------------------------------------------------------
     def push(self, table, grad):
         """Pushes a dense gradient (numpy array or tensor, float32, as many elements as the
-        table, any shape). Returns a Handle."""
+        table, any shape). A CUDA tensor is packed on its device and sent from pinned
+        memory (docs/cuda.md), ordered after torch's current stream. Returns a Handle."""
+        if is_cuda(grad):
+            g, ptr, n, stream = device_args(grad, "push gradient")
+            return Handle(self._node.push_device(self._id(table), ptr, n, stream, g))
         return Handle(self._node.push(self._id(table), as_input(grad, "push gradient")))
 
     def pull(self, table, out=None):
         """Pulls a dense table into ``out`` (float32, contiguous, written in place) or a new
-        1-D numpy array. ``wait()`` returns ``out`` (the tensor, if a tensor was given)."""
+        1-D numpy array. ``wait()`` returns ``out`` (the tensor, if a tensor was given). A
+        CUDA ``out`` is filled by a copy enqueued on torch's current stream when the pull
+        completes (work queued on that stream afterwards sees the values)."""
+        if is_cuda(out):
+            o, ptr, n, stream = device_args(out, "pull output", writable=True)
+            return Handle(self._node.pull_device(self._id(table), ptr, n, stream, o), out)
         o = None if out is None else as_output(out, "pull output")
         return Handle(self._node.pull(self._id(table), o), out if is_tensor(out) else None)
 
@@ -539,14 +554,40 @@ class Worker(_Node):
         return Handle(self._node.assign(self._id(table), as_input(values, "assign values")))
 
     # --- sparse --------------------------------------------------------------------------
+    def _device_keys(self, keys, like):
+        """Keys for a device call: an int64 tensor on `like`'s device (CPU keys go there)."""
+        import torch
+        if not is_tensor(keys):
+            keys = torch.as_tensor(np.asarray(as_keys(keys)).view(np.int64))
+        if keys.dtype != torch.int64:
+            keys = keys.to(torch.int64)
+        return keys.to(like.device)
+
     def push_sparse(self, table, keys, rows):
-        """Pushes gradient rows (len(keys) x dim) for integer ``keys``; duplicates are summed."""
+        """Pushes gradient rows (len(keys) x dim) for integer ``keys``; duplicates are summed.
+        CUDA ``rows`` are coalesced and bucketed on their device (keys moved there if they
+        are not), ordered after torch's current stream."""
+        if is_cuda(rows):
+            r, rptr, nr, stream = device_args(rows, "push_sparse rows")
+            k, kptr, nk, _ = device_args(self._device_keys(keys, rows), "push_sparse keys", dtype="keys")
+            return Handle(self._node.push_sparse_device(self._id(table), kptr, nk, rptr, nr, stream, (k, r)))
         return Handle(self._node.push_sparse(self._id(table), as_keys(keys),
                                              as_input(rows, "push_sparse rows")))
 
     def pull_sparse(self, table, keys, out=None):
         """Pulls the rows of ``keys`` into ``out`` (len(keys) x dim) or a new array (a
-        tensor when ``keys`` is a tensor)."""
+        tensor when ``keys`` is a tensor). CUDA keys (or a CUDA ``out``) take the device
+        route: the rows are scattered on the device by work enqueued on torch's current
+        stream; without ``out`` the result is a new tensor on the keys' device."""
+        if is_cuda(out) or (out is None and is_cuda(keys)):
+            import torch
+            like = out if out is not None else keys
+            k, kptr, nk, _ = device_args(self._device_keys(keys, like), "pull_sparse keys", dtype="keys")
+            if out is None:
+                dim = int(self._node.table_spec(self._id(table)).dim)
+                out = torch.empty((nk, dim), dtype=torch.float32, device=keys.device)
+            o, optr, no, stream = device_args(out, "pull_sparse output", writable=True)
+            return Handle(self._node.pull_sparse_device(self._id(table), kptr, nk, optr, no, stream, (k, o)), out)
         k = as_keys(keys)
         if out is not None:
             h = self._node.pull_sparse(self._id(table), k, as_output(out, "pull_sparse output"))

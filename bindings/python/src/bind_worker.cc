@@ -44,6 +44,18 @@ void BindWorker(py::module_& m) {
       .def("pull_sparse", &PyWorker::PullSparse, py::arg("table"), py::arg("keys"),
            py::arg("out") = py::none(), py::return_value_policy::take_ownership)
       .def("assign_sparse", &PyWorker::AssignSparse, py::return_value_policy::take_ownership)
+      .def("push_device", &PyWorker::PushDevice, py::arg("table"), py::arg("grad"), py::arg("n"),
+           py::arg("stream"), py::arg("keep"), py::return_value_policy::take_ownership)
+      .def("pull_device", &PyWorker::PullDevice, py::arg("table"), py::arg("out"), py::arg("n"),
+           py::arg("stream"), py::arg("keep"), py::return_value_policy::take_ownership)
+      .def("push_sparse_device", &PyWorker::PushSparseDevice, py::arg("table"), py::arg("keys"),
+           py::arg("num_keys"), py::arg("rows"), py::arg("rows_len"), py::arg("stream"),
+           py::arg("keep"), py::return_value_policy::take_ownership)
+      .def("pull_sparse_device", &PyWorker::PullSparseDevice, py::arg("table"), py::arg("keys"),
+           py::arg("num_keys"), py::arg("out"), py::arg("rows_len"), py::arg("stream"),
+           py::arg("keep"), py::return_value_policy::take_ownership)
+      .def_static("device_support", &ps::Worker::DeviceSupport,
+                  "True when this build has the CUDA path and a GPU is usable here")
       .def("push_sparse_many", &PyWorker::PushSparseMany, py::arg("entries"),
            py::return_value_policy::take_ownership)
       .def("pull_sparse_many", &PyWorker::PullSparseMany, py::arg("entries"),

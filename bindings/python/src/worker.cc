@@ -317,6 +317,48 @@ Handle* PyWorker::Assign(uint32_t table, const py::array& values) {
                 [&] { return w().Assign(table, v, n); });
 }
 
+// --- GPU memory ----------------------------------------------------------------------
+Handle* PyWorker::PushDevice(uint32_t table, uintptr_t grad, size_t n, uintptr_t stream,
+                             py::object keep) {
+  const ps::TableSpec spec = Dense(table, "push");
+  return Submit("push to '" + spec.name + "' from GPU memory", std::move(keep), py::none(), [&] {
+    return w().PushDevice(table, reinterpret_cast<const float*>(grad), n,
+                          reinterpret_cast<void*>(stream));
+  });
+}
+
+Handle* PyWorker::PullDevice(uint32_t table, uintptr_t out, size_t n, uintptr_t stream,
+                             py::object keep) {
+  const ps::TableSpec spec = Dense(table, "pull");
+  return Submit("pull from '" + spec.name + "' into GPU memory", std::move(keep), py::none(),
+                [&] {
+                  return w().PullDevice(table, reinterpret_cast<float*>(out), n,
+                                        reinterpret_cast<void*>(stream));
+                });
+}
+
+Handle* PyWorker::PushSparseDevice(uint32_t table, uintptr_t keys, size_t num_keys, uintptr_t rows,
+                                   size_t rows_len, uintptr_t stream, py::object keep) {
+  const ps::TableSpec spec = Sparse(table, "push_sparse");
+  return Submit("push_sparse to '" + spec.name + "' from GPU memory", std::move(keep), py::none(),
+                [&] {
+                  return w().PushSparseDevice(table, reinterpret_cast<const ps::Key*>(keys),
+                                              num_keys, reinterpret_cast<const float*>(rows),
+                                              rows_len, reinterpret_cast<void*>(stream));
+                });
+}
+
+Handle* PyWorker::PullSparseDevice(uint32_t table, uintptr_t keys, size_t num_keys, uintptr_t out,
+                                   size_t rows_len, uintptr_t stream, py::object keep) {
+  const ps::TableSpec spec = Sparse(table, "pull_sparse");
+  return Submit("pull_sparse from '" + spec.name + "' into GPU memory", std::move(keep),
+                py::none(), [&] {
+                  return w().PullSparseDevice(table, reinterpret_cast<const ps::Key*>(keys),
+                                              num_keys, reinterpret_cast<float*>(out), rows_len,
+                                              reinterpret_cast<void*>(stream));
+                });
+}
+
 // --- Sparse --------------------------------------------------------------------------
 Handle* PyWorker::PushSparse(uint32_t table, const py::array& keys, const py::array& rows) {
   const ps::TableSpec spec = Sparse(table, "push_sparse");

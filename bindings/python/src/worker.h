@@ -67,6 +67,20 @@ class PyWorker {
   Handle* PushSparseMany(const pybind11::sequence& entries);
   Handle* PullSparseMany(const pybind11::sequence& entries);
 
+  // --- GPU memory (Worker::PushDevice...; docs/cuda.md) ----------------------------------
+  // Device pointers and a cudaStream_t as integers (torch: tensor.data_ptr(),
+  // torch.cuda.current_stream().cuda_stream); `keep` holds the tensors until the request
+  // completed. Sizes are element counts, checked against the table as by the host calls.
+  // Without CUDA support every call fails with FailedPreconditionError naming why.
+  Handle* PushDevice(uint32_t table, uintptr_t grad, size_t n, uintptr_t stream,
+                     pybind11::object keep);
+  Handle* PullDevice(uint32_t table, uintptr_t out, size_t n, uintptr_t stream,
+                     pybind11::object keep);
+  Handle* PushSparseDevice(uint32_t table, uintptr_t keys, size_t num_keys, uintptr_t rows,
+                           size_t rows_len, uintptr_t stream, pybind11::object keep);
+  Handle* PullSparseDevice(uint32_t table, uintptr_t keys, size_t num_keys, uintptr_t out,
+                           size_t rows_len, uintptr_t stream, pybind11::object keep);
+
   // --- Worker to worker ---------------------------------------------------------------
   Handle* SendTo(uint32_t to, uint64_t tag, const pybind11::array& values);
   Handle* RecvFrom(uint32_t from, uint64_t tag, const pybind11::array& out);
