@@ -982,7 +982,7 @@ TEST(CommandLineTest, BadFlagsExitWithCode2AndOneLine) {
   const std::vector<std::vector<std::string>> bad = {
       {kTools + "/layerps-scheduler", "--bogus=1"},
       {kTools + "/layerps-scheduler", "--num_servers=abc"},
-      {kTools + "/layerps-scheduler", "--num_servers=0"},
+      {kTools + "/layerps-scheduler", "--num_servers=-1"},
       {kTools + "/layerps-server", "--scheduler=http://x"},
       {kTools + "/layerps-server", "--heartbeat_timeout_ms=10"},
       {kTools + "/layerps-server", "stray"},

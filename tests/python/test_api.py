@@ -218,7 +218,7 @@ def test_options_are_validated():
     with pytest.raises(layerps.InvalidArgumentError, match="heartbeat_timeout_ms"):
         layerps.make_options(heartbeat_interval_ms=1000, heartbeat_timeout_ms=1500)
     with pytest.raises(layerps.InvalidArgumentError):
-        layerps.Scheduler(num_servers=0)
+        layerps.Scheduler(num_servers=-1)
     o = layerps.make_options(num_workers=3, token="s3cret")
     assert o.num_workers == 3 and o.token == "s3cret"
     assert layerps.make_options(o, num_servers=2).num_workers == 3
