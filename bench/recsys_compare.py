@@ -85,12 +85,12 @@ def netns(cmd):
     return ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"] + cmd
 
 
-def run_layerps(args, world, kind, out_json, rows=None):
+def run_layerps(args, world, kind, out_json, rows=None, capacity=0):
     sync = "bsp" if kind == "layerps" else "async"
     tables = "separate" if kind == "layerps-separate" else "fused"
     extra = []
     if rows:
-        extra = [f"--uniform_rows={rows}", f"--capacity={args.capacity}"]
+        extra = [f"--uniform_rows={rows}", f"--capacity={capacity}"]
     cmd = netns([PY, "-m", "layerps.launch", "-s", str(args.servers), "-w", str(world), "--",
                  PY, os.path.join(ROOT, "examples", "python", "dlrm.py"),
                  f"--steps={args.steps + args.warmup}", f"--warmup={args.warmup}", f"--batch={args.batch}",
@@ -151,11 +151,17 @@ def main():
     ap.add_argument("--eval_samples", type=int, default=8192)
     ap.add_argument("--sweep", default="", help="instead: LayerPS (async, W=2) with every feature "
                     "given each of these many ids, tables bounded by --capacity")
-    ap.add_argument("--capacity", type=int, default=20000, help="--sweep: rows per table per server")
+    ap.add_argument("--capacity", default="20000",
+                    help="--sweep: rows per table per server, or several (comma-separated; 0: unbounded)")
     ap.add_argument("--out", required=True, help="directory for the raw JSON and the table")
+    ap.add_argument("--python", default=PY,
+                    help="the interpreter that runs both systems (default .venv-torchrec's; --sweep runs "
+                         "LayerPS only, so any venv with the layerps package will do)")
     args = ap.parse_args()
+    global PY
+    PY = args.python
     if not os.path.exists(PY):
-        sys.exit("recsys_compare.py: no .venv-torchrec: run bench/torchrec_env.sh first")
+        sys.exit(f"recsys_compare.py: no {PY}: run bench/torchrec_env.sh first (or pass --python)")
     if os.geteuid() != 0 or not shutil.which("unshare"):
         sys.exit("recsys_compare.py: needs root and unshare (a network namespace per run)")
     os.makedirs(args.out, exist_ok=True)
@@ -172,10 +178,15 @@ def main():
               flush=True)
 
     if args.sweep:
+        # Every size with every bound (0: unbounded), interleaved.
         for rows in [int(x) for x in args.sweep.split(",")]:
-            n += 1
-            path = os.path.join(args.out, f"{n:02d}-sweep-{rows}.json")
-            record(run_layerps(args, 2, "layerps-async", path, rows=rows), path)
+            for cap in [int(c) for c in str(args.capacity).split(",")]:
+                n += 1
+                path = os.path.join(args.out, f"{n:02d}-sweep-{rows}-cap{cap}.json")
+                r = run_layerps(args, 2, "layerps-async", path, rows=rows, capacity=cap)
+                r["capacity"] = cap
+                r["system"] = f"layerps-async, {cap} rows/table/server" if cap else "layerps-async, unbounded"
+                record(r, path)
     else:
         systems = args.systems.split(",")
         for rep in range(args.repeats):
