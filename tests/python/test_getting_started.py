@@ -42,6 +42,7 @@ def test_demo(tmp_path):
     out = run_block("demo", tmp_path)
     acc = accuracies(out, r"done: test accuracy ([0-9.]+)")
     assert len(acc) == 2 and min(acc) >= 0.8, out[-3000:]
+    assert re.search(r"^demo: PASSED: .* test accuracy >= 0\.8 ", out, re.M), out[-3000:]
 
 
 def test_pytorch_script_on_two_workers(tmp_path):
