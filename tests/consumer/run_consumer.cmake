@@ -1,7 +1,8 @@
 # Installs the build into a fresh prefix and builds tests/consumer against it once, the
 # way WAY says: find_package (find_package(LayerPS), the static library's test in CTest) or
 # pkg-config (the flags of the installed layerps.pc, scripts/test-shared.sh for the shared
-# library); runs it.
+# library); runs it. With find_package it also builds and runs docs/cpp.md's walkthrough
+# (first_worker/) under the installed layerps-launch.
 # Arguments: -DBUILD_DIR= -DSOURCE_DIR= -DWORK_DIR= -DVERSION= (the version it must report)
 # -DLIBDIR= (CMAKE_INSTALL_LIBDIR) -DWAY=find_package|pkg-config
 if(NOT WAY STREQUAL "find_package" AND NOT WAY STREQUAL "pkg-config")
@@ -27,6 +28,45 @@ endif()
 execute_process(COMMAND ${WORK_DIR}/build/consumer ${VERSION} RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "the consumer failed: ${rc}")
+endif()
+
+# docs/cpp.md's walkthrough ("A first program: build, link, run"): its two files are
+# first_worker/ here, word for word (checked), built against the same install and run
+# under the installed layerps-launch with 2 servers and 2 workers, as the page says.
+get_filename_component(doc ${SOURCE_DIR}/../../docs/cpp.md ABSOLUTE)
+file(READ ${doc} doc_text)
+foreach(f CMakeLists.txt first_worker.cc)
+  file(READ ${SOURCE_DIR}/first_worker/${f} f_text)
+  string(FIND "${doc_text}" "${f_text}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "docs/cpp.md does not show tests/consumer/first_worker/${f} as it is: "
+                        "update the page's walkthrough (or the file) so that they agree")
+  endif()
+endforeach()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/first_worker -B ${WORK_DIR}/first_worker
+                -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+                RESULT_VARIABLE rc OUTPUT_QUIET)
+if(rc)
+  message(FATAL_ERROR "configuring first_worker failed: ${rc}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/first_worker RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building first_worker failed: ${rc}")
+endif()
+if(EXISTS ${WORK_DIR}/prefix/bin/layerps-launch)
+  execute_process(COMMAND ${WORK_DIR}/prefix/bin/layerps-launch --num_servers=2 --num_workers=2
+                          --timeout_s=120 -- ${WORK_DIR}/first_worker/first_worker
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  string(REGEX MATCHALL "as expected" seen "${out}")
+  list(LENGTH seen n)
+  if(rc OR NOT n EQUAL 2)
+    message(FATAL_ERROR "first_worker under layerps-launch: exit ${rc}, ${n} of 2 workers as "
+                        "expected:\n${out}")
+  endif()
+  message(STATUS "${out}")
+else()
+  message(STATUS "first_worker built; not run: the install has no bin/layerps-launch "
+                 "(LAYERPS_BUILD_TOOLS=OFF)")
 endif()
 
 endif()
