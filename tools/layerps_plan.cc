@@ -252,9 +252,18 @@ void PrintLayers(const pl::ModelProfile& m, const pl::Plan& plan) {
   }
 }
 
+// Whether any layer of the plan keeps tables on the servers (allreduce, and a hybrid
+// without embeddings, use none).
+bool UsesServers(const pl::Plan& p) {
+  for (const pl::LayerPlacement& l : p.layers) {
+    if (!l.servers.empty()) return true;
+  }
+  return false;
+}
+
 // `uniform` is the baseline of the "PS/uni" column, the strategy's PS bytes as a fraction
 // of uniform's (0.11: 89% fewer; computed even when the uniform strategy is not among
-// those compared).
+// those compared). A strategy that uses no server has "-" in the PS and server columns.
 void PrintComparison(const pl::Comparison& cmp, const pl::Plan& uniform_plan) {
   const pl::Plan* uniform = &uniform_plan;
   std::printf("\nStrategies (per step; MB = 10^6 bytes):\n");
@@ -267,19 +276,20 @@ void PrintComparison(const pl::Comparison& cmp, const pl::Plan& uniform_plan) {
     const pl::NodeLoad& busy = d.nodes[d.busiest];
     const std::string nic =
         std::string(busy.is_server ? "server " : "worker ") + std::to_string(busy.rank);
+    const bool servers = UsesServers(p);
     const std::string ratio =
-        uniform
+        uniform && servers
             ? Fixed(static_cast<double>(d.worker_bytes) / uniform->prediction.worker_bytes, 3)
             : "-";
     std::printf("%s %-9s %-16s %-13s %10s %12s %9s %10s %9s %9s %10s %10s%s\n",
                 static_cast<int>(i) == cmp.chosen ? "*" : " ", p.strategy.c_str(),
                 p.cut < 0 ? "none" : p.cut_layer.c_str(), nic.c_str(),
                 Mb(static_cast<double>(d.busiest_nic_bytes)).c_str(),
-                Mb(static_cast<double>(d.worker_bytes)).c_str(), ratio.c_str(),
+                servers ? Mb(static_cast<double>(d.worker_bytes)).c_str() : "-", ratio.c_str(),
                 Ms(d.step_s).c_str(), Ms(d.comm_s).c_str(),
                 Ms(d.worker_compute_s + d.server_compute_s).c_str(),
                 Mb(static_cast<double>(d.max_worker_memory)).c_str(),
-                Mb(static_cast<double>(d.max_server_memory)).c_str(),
+                servers ? Mb(static_cast<double>(d.max_server_memory)).c_str() : "-",
                 d.fits_memory ? "" : "  (does not fit)");
   }
   for (const pl::Plan& p : cmp.plans)

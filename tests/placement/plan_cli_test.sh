@@ -44,6 +44,9 @@ expect_ok "resnet50 picks no cut" "^Chosen: (uniform|balanced|allreduce)" --mode
 expect_ok "resnet50 park row has no cut" "^ +park +none" --model=resnet50 --nolayers
 expect_ok "forced cut ratio" "park +fc +.* 0\.9[12][0-9] " --model=resnet50 --cut=fc --strategy=park --nolayers
 expect_ok "the ratio column says what it divides" "PS/uni" --model=vgg16 --nolayers
+# allreduce uses no server: "-" in the PS MB, PS/uni and server MB columns, numbers elsewhere.
+expect_ok "allreduce has no PS columns" "^ +allreduce +none +worker [0-9]+ +[0-9.]+ +- +- +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +-$" --model=vgg16 --nolayers
+expect_ok "uniform keeps its PS columns" "^[ *] uniform +none +server [0-9]+ +[0-9.]+ +[0-9.]+ +1\.000 .* [0-9.]+$" --model=vgg16 --nolayers
 expect_ok "help prints doubles short" "min_cut_gain \(double, default 0\.1\)" --help
 expect_ok "help points at the strategies above" "strategies listed above" --help
 expect_ok "conv suffixes on request" "^[ *] park +layer" --model=resnet50 --bandwidth=1Gbit --park_conv_suffix --nolayers
