@@ -74,8 +74,9 @@ KINDS = ("worker", "server", "scheduler", "scheduler+worker", "scheduler+server"
 Fault = collections.namedtuple("Fault", "at kind victim kill_after_s restart_after_s")
 
 # The lines the scheduler writes when it declares a node dead (src/scheduler/membership.cc
-# MarkDead: "worker node 7 is dead: ..."; src/scheduler/failover.cc: "server rank 1 (node 3)
-# is dead: ..."). Checkpoint rounds write "... is dead; ...", which this does not match.
+# MarkDead: "worker rank 2 (node 7) is dead: ..."; src/scheduler/failover.cc: "server rank 1
+# (node 3) is dead: ..."; schedulers before 2026-12 wrote "worker node 7 is dead: ...").
+# Checkpoint rounds write "... is dead; ...", which this does not match.
 DEAD_LINE = re.compile(r"\b(server|worker) (?:rank (\d+) \(node (\d+)\)|node (\d+)) is dead: ")
 
 

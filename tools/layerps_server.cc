@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     std::cerr << "layerps-server: " << s << std::endl;
     return 1;
   }
-  std::cout << "layerps-server node " << server.id() << " (rank " << server.rank()
+  std::cout << "layerps-server: server rank " << server.rank() << " (node " << server.id()
             << ") serving at " << server.endpoint() << std::endl;
   s = ps::daemon::JoinUntilDone([&](auto timeout) { return server.Join(timeout); }, 0, "");
   const ps::ServerStats st = server.stats();

@@ -29,6 +29,15 @@ int64_t SteadyMillis() {
 
 namespace {
 constexpr int kRecvPollMs = 50;
+
+// A node as a reader names it: "worker rank 2 (node 4)", or "node 4" when the map does
+// not know it.
+std::string NodeName(const ClusterMap* map, NodeId id) {
+  const NodeInfo* n = map ? map->FindNode(id) : nullptr;
+  if (n == nullptr) return "node " + std::to_string(id);
+  return std::string(RoleName(n->role)) + " rank " + std::to_string(n->rank) + " (node " +
+         std::to_string(id) + ")";
+}
 }  // namespace
 
 NodeRuntime::NodeRuntime(const MemberOptions& options, Role role, Handlers handlers,
@@ -546,8 +555,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
       break;
     case layerps::pb::Control::kNodeDead: {
       const NodeId dead = c.node_dead().id();
-      Status why =
-          Unavailable("node " + std::to_string(dead) + " is dead: " + c.node_dead().reason());
+      Status why = Unavailable(NodeName(map().get(), dead) + " is dead: " + c.node_dead().reason());
       if (c.node_dead().left()) {
         VLOG(1) << why;  // a normal end: not worth a line in every run
       } else {

@@ -15,9 +15,11 @@ bool Failover::OnTakeoverDead(NodeInfo* n, const std::string& reason) {
   if (promoting_ == 0 || n->id != promoting_) return false;
   promoting_ = 0;
   n->alive = false;
-  host_->FailJob(Unavailable("server node " + std::to_string(promoted_dead_) + " died (" +
-                             promoted_reason_ + ") and its backup, node " + std::to_string(n->id) +
-                             ", died while taking over its ranges: " + reason));
+  host_->FailJob(Unavailable("server rank " + std::to_string(promoted_dead_rank_) + " (node " +
+                             std::to_string(promoted_dead_) + ") died (" + promoted_reason_ +
+                             ") and its backup, server rank " + std::to_string(n->rank) +
+                             " (node " + std::to_string(n->id) +
+                             "), died while taking over its ranges: " + reason));
   return true;
 }
 
@@ -80,6 +82,7 @@ bool Failover::PromoteBackup(NodeInfo* n, const std::string& reason) {
   host_->Release(id);
   promoting_ = backup->id;
   promoted_dead_ = id;
+  promoted_dead_rank_ = n->rank;
   promoted_reason_ = reason;
   promoting_epoch_ = host_->SendNewMapTo(backup->id);
   return true;
@@ -118,11 +121,13 @@ bool Failover::TakeoverAcked(NodeId from, const layerps::pb::MapAck& ack, const 
 // then copy their ranges to their new backup.
 void Failover::OnPromoted(NodeId from, const layerps::pb::MapAck& ack) {
   promoting_ = 0;
-  if (!TakeoverAcked(from, ack, "the backup of dead server node " + std::to_string(promoted_dead_))) {
-    return;
-  }
+  const std::string dead = "server rank " + std::to_string(promoted_dead_rank_) + " (node " +
+                           std::to_string(promoted_dead_) + ")";
+  if (!TakeoverAcked(from, ack, "the backup of dead " + dead)) return;
   AnnounceDeath(promoted_dead_, promoted_reason_, from);
-  LOG(INFO) << "server node " << from << " took over the ranges of dead node " << promoted_dead_
+  const NodeInfo* backup = host_->map().FindNode(from);
+  LOG(INFO) << "server rank " << (backup ? std::to_string(backup->rank) : std::string("?"))
+            << " (node " << from << ") took over the ranges of dead " << dead
             << "; the servers whose backup changed copy their ranges to the new one";
   host_->BroadcastMap();
   tables_->Resolve();
@@ -151,8 +156,8 @@ void Failover::AcceptReplacement(const NodeInfo& info, const Vacancy& vacancy, b
   vacancies_.erase(std::remove_if(vacancies_.begin(), vacancies_.end(),
                                   [&](const Vacancy& x) { return x.dead == v.dead; }),
                    vacancies_.end());
-  LOG(INFO) << "server node " << info.id << " at " << info.endpoint << " replaces rank "
-            << info.rank << " (node " << v.dead << ")";
+  LOG(INFO) << "server rank " << info.rank << " (node " << info.id << ") at " << info.endpoint
+            << " replaces the rank's dead node " << v.dead;
   if (!restores) {
     LOG(WARNING) << "the replacement of server rank " << info.rank
                  << " has no --restore: the values of its ranges start from their tables' "

@@ -103,6 +103,7 @@ class Failover {
   NodeId promoting_ = 0;  // the backup taking over, until its MapAck
   uint64_t promoting_epoch_ = 0;
   NodeId promoted_dead_ = 0;
+  uint32_t promoted_dead_rank_ = 0;
   std::string promoted_reason_;
 };
 

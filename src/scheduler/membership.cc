@@ -312,7 +312,7 @@ void Scheduler::Impl::HandleLeave(NodeId from) {
   NodeInfo* n = FindNode(from);
   members_[from].left = true;
   n->alive = false;
-  LOG(INFO) << RoleName(n->role) << " node " << from << " left";
+  LOG(INFO) << RoleName(n->role) << " rank " << n->rank << " (node " << from << ") left";
   if (n->role == Role::kServer) {
     MarkDead(from, "the server left the cluster");
     return;
@@ -377,14 +377,15 @@ void Scheduler::Impl::MarkDead(NodeId id, const std::string& reason) {
   const bool lost_worker = n->role == Role::kWorker;
   if (lost_worker) ++dead_workers_;
   if (first_failure_.ok() && !(lost_worker && options_.tolerate_worker_loss)) {
-    first_failure_ = Unavailable(std::string(RoleName(n->role)) + " node " + std::to_string(id) +
-                                 (lost_worker ? " (rank " + std::to_string(n->rank) + ")" : "") +
+    first_failure_ = Unavailable(std::string(RoleName(n->role)) + " rank " +
+                                 std::to_string(n->rank) + " (node " + std::to_string(id) + ")" +
                                  (members_[id].left ? " left: " : " died: ") + reason +
                                  (lost_worker ? "; the job does not tolerate worker loss "
                                                 "(tolerate_worker_loss is off)"
                                               : ""));
   }
-  LOG(WARNING) << RoleName(n->role) << " node " << id << " is dead: " << reason;
+  LOG(WARNING) << RoleName(n->role) << " rank " << n->rank << " (node " << id
+               << ") is dead: " << reason;
   transport_->Disconnect(id);
   layerps::pb::Control c;
   c.mutable_node_dead()->set_id(id);
@@ -452,8 +453,8 @@ void Scheduler::Impl::AcceptRestartedWorker(NodeInfo info, NodeId dead,
                                             const std::string& identity) {
   TakePlace(info, dead, identity);
   if (dead_workers_ > 0) --dead_workers_;
-  LOG(INFO) << "worker node " << info.id << " at " << info.endpoint << " takes the place of "
-            << "dead worker rank " << info.rank << " (node " << dead << ")";
+  LOG(INFO) << "worker rank " << info.rank << " (node " << info.id << ") at " << info.endpoint
+            << " takes the place of the rank's dead node " << dead;
   BroadcastMap();
 }
 
