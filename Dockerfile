@@ -58,7 +58,7 @@ RUN --mount=type=bind,from=build,source=/dist,target=/dist \
  && /opt/layerps/bin/pip install --quiet --no-index --no-compile /dist/layerps-*.whl \
  && /opt/layerps/bin/python -c "import layerps, numpy; print('layerps', layerps.__version__)" \
  && /opt/layerps/bin/layerps-scheduler --help >/dev/null \
- && rm -rf /root/.cache
+ && rm -rf /root/.cache/pip
 ENV PATH=/opt/layerps/bin:$PATH
 # The scheduler's port, the servers' and workers' receive port, the metrics port
 # (deploy/kubernetes/ uses these).
