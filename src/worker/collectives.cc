@@ -8,6 +8,8 @@
 
 namespace ps {
 
+using namespace collective;  // NOLINT: the engine's own vocabulary (worker/collective_protocol.h)
+
 RingPlan RingPlan::Make(size_t n, size_t world, size_t segment_elems, size_t steps) {
   RingPlan p;
   p.n = n;
@@ -123,7 +125,7 @@ std::shared_ptr<Collectives::Op> Collectives::NewOp(const std::string& what, uin
                                                     Ticket* ticket, uint64_t tag_base,
                                                     bool uncapped) {
   auto op = std::make_shared<Op>();
-  op->owner = this;
+  op->host = this;
   op->what = what;
   op->type = type;
   op->esize = DataTypeSize(type);

@@ -41,7 +41,11 @@
 //
 // Files: collectives.cc (descriptors, setup, completion, deaths, deadlines),
 // collectives_reduce.cc (all-reduce, grouped, reduce-scatter, join), collectives_exchange.cc
-// (gathers, broadcast, all-to-all, barrier); collective_op.h is their shared inside.
+// (gathers, broadcast, all-to-all, barrier): each call checked, its op built and posted
+// with an algorithm of collective_algorithms.h (one class per algorithm, chosen by
+// collective_policy.cc). collective_op.h is the running op and its segmented primitive,
+// collective_protocol.h the tags and descriptors, collective_host.h what an op needs of
+// this engine (Collectives implements it).
 //
 // Thread-safety: every member may be called from any thread. Collectives of one set must
 // be started in the same order on every member.
@@ -61,6 +65,7 @@
 #include "common/cluster_map.h"
 #include "common/mutex.h"
 #include "ps/collectives.h"
+#include "worker/collective_host.h"
 #include "ps/worker.h"
 #include "worker/peer_messages.h"
 #include "worker/request_tracker.h"
@@ -91,8 +96,10 @@ struct RingPlan {
   static RingPlan Make(size_t n, size_t world, size_t segment_elems, size_t steps);
 };
 
-class Collectives {
+class Collectives : private collective::OpHost {
  public:
+  using Op = collective::Op;  // a running collective (worker/collective_op.h)
+
   using MapFn = std::function<std::shared_ptr<const ClusterMap>()>;
 
   // `map`: the cluster map in force (null before Start); `self`: this worker's node id.
@@ -144,9 +151,11 @@ class Collectives {
   // Fails the running collectives past their deadline with kTimeout.
   void Tick();
 
-  struct Op;  // a running collective (collectives.cc)
-
  private:
+  // collective::OpHost: what the ops and their algorithms use of the engine.
+  PeerMessages& peers() override { return *peers_; }
+  RequestTracker& tracker() override { return *tracker_; }
+
   struct Group {
     std::vector<NodeId> members;
     std::vector<uint32_t> ranks;
@@ -167,18 +176,15 @@ class Collectives {
   // Posts the descriptors (after the kind filled in op->mine; unless `descriptors` is
   // false) and releases the posting hold: the op may complete from here on.
   void Launch(const std::shared_ptr<Op>& op, bool descriptors = true);
-  // AllReduce's engine on op->data (already prescaled), ring or direct.
-  void PostAllReduce(const std::shared_ptr<Op>& op, const AllReduceOptions& o);
   Ticket StartAllReduce(const void* in, void* out, size_t n, DataType type,
                         const AllReduceOptions& options, uint64_t layout,
                         std::function<void()> after, Worker::Callback cb);
   // Finishes an op whose messages all completed: its status, the kind's last step, the
   // ticket.
-  void Complete(const std::shared_ptr<Op>& op);
+  void Complete(const std::shared_ptr<Op>& op) override;
   // The position in `op` of the member of lowest rank known dead (declared dead to
   // OnNodeDead, or dead in the map), or op.world() when none is.
-  size_t DeadPosition(const Op& op) const;
-  friend struct Op;
+  size_t DeadPosition(const Op& op) const override;
 
   PeerMessages* const peers_;
   RequestTracker* const tracker_;
@@ -194,7 +200,7 @@ class Collectives {
   // The subset of dead_ that left cleanly (OnNodeDead's `left`).
   std::set<NodeId> left_ GUARDED_BY(mu_);
   // Whether `id` left cleanly.
-  bool HasLeft(NodeId id) const {
+  bool HasLeft(NodeId id) const override {
     MutexLock lock(&mu_);
     return left_.count(id) != 0;
   }

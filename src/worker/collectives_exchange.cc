@@ -1,12 +1,17 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// All-gather(v), broadcast, all-to-all(v) and the barrier (worker/collectives.h).
+// All-gather(v), broadcast, all-to-all(v) and the barrier (worker/collectives.h): checking
+// the call, building the op, posting it with its algorithm (the direct exchange, or the
+// broadcast the policy picks; worker/collective_algorithms.h).
 #include "common/mutex.h"
 #include "worker/collectives.h"
 
+#include "worker/collective_algorithms.h"
 #include "worker/collective_op.h"
 
 namespace ps {
+
+using namespace collective;  // NOLINT: the engine's own vocabulary (worker/collective_protocol.h)
 
 namespace {
 
@@ -15,7 +20,7 @@ namespace {
 // is received straight into its place, in member order (data that arrives earlier waits
 // in the peer channel). This member's own part (`own`, `own_count` elements) is copied
 // in then too; it must stay valid until the collective completed, as every input does.
-void GatherParts(const std::shared_ptr<Collectives::Op>& op, const void* own, size_t own_count,
+void GatherParts(const std::shared_ptr<collective::Op>& op, const void* own, size_t own_count,
                  size_t seg, uint64_t (*count_of)(const Descriptor&), GatherResult* out) {
   const size_t E = op->esize, W = op->world();
   struct Counts {
@@ -29,7 +34,7 @@ void GatherParts(const std::shared_ptr<Collectives::Op>& op, const void* own, si
     counts->of.assign(W, 0);
     counts->of[op->pos] = own_count;
   }
-  Collectives::Op* raw = op.get();
+  collective::Op* raw = op.get();
   // Runs once, when the last length is known (or at once alone): sizes *out, copies the
   // own part in and posts every receive into place.
   auto post_all = [raw, op, counts, seg, E, out, own]() {
@@ -48,10 +53,7 @@ void GatherParts(const std::shared_ptr<Collectives::Op>& op, const void* own, si
       if (q == raw->pos) {
         if (count > 0) std::memcpy(base, own, count * E);
       } else {
-        for (size_t k = 0; k < Segments(count, seg); ++k) {
-          const size_t len = std::min<size_t>(seg, count - k * seg);
-          raw->RecvData(op, q, k, len, raw->CopyInto(base + k * seg * E, len), nullptr);
-        }
+        raw->RecvSegments(op, q, 0, base, count, seg);
       }
       base += count * E;
     }
@@ -107,18 +109,14 @@ Ticket Collectives::AllGather(const void* in, size_t n, DataType type, void* out
   if (segs >= kMaxDataMessages) {
     op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
   }
-  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
-    if (q == op->pos) continue;
-    for (size_t k = 0; k < segs; ++k) {
-      const size_t len = std::min(seg, n - k * seg);
-      op->RecvData(op, q, k, len, op->CopyInto(dst + (q * n + k * seg) * E, len), nullptr);
+  if (segs < kMaxDataMessages) {
+    // Every member's block to every other: this member's own, at its place in `out`.
+    std::vector<collective::Block> send(W), recv(W);
+    for (size_t q = 0; q < W; ++q) {
+      send[q] = {dst + op->pos * n * E, nullptr, n};
+      recv[q] = {nullptr, dst + q * n * E, n};
     }
-  }
-  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
-    if (q == op->pos) continue;
-    for (size_t k = 0; k < segs; ++k) {
-      op->SendData(op, q, k, dst + (op->pos * n + k * seg) * E, std::min(seg, n - k * seg));
-    }
+    collective::DirectExchange::Post(op, send, recv, seg);
   }
   Launch(op);
   return ticket;
@@ -146,11 +144,10 @@ Ticket Collectives::AllGatherV(const void* in, size_t n, DataType type, GatherRe
   if (segs >= kMaxDataMessages) {
     op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
   }
-  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
-    if (q == op->pos) continue;
-    for (size_t k = 0; k < segs; ++k) {
-      op->SendData(op, q, k, static_cast<const uint8_t*>(in) + k * seg * E, std::min(seg, n - k * seg));
-    }
+  if (segs < kMaxDataMessages) {
+    // Sends only: the receives wait for the counts (GatherParts).
+    const std::vector<collective::Block> send(W, {static_cast<const uint8_t*>(in), nullptr, n});
+    collective::DirectExchange::Post(op, send, {}, seg);
   }
   Launch(op);
   return ticket;
@@ -179,43 +176,14 @@ Ticket Collectives::Broadcast(void* data, size_t n, DataType type, uint32_t root
   const size_t E = op->esize, W = op->world();
   op->mine.count = n;
   op->mine.root = root;
-  op->direct = o.algorithm == AllReduceAlgorithm::kDirect ||
-               (o.algorithm == AllReduceAlgorithm::kAuto && n * E <= o.direct_max_bytes);
-  op->mine.algorithm = static_cast<uint8_t>(op->direct ? AllReduceAlgorithm::kDirect
-                                                       : AllReduceAlgorithm::kRing);
-  uint8_t* buf = static_cast<uint8_t*>(data);
+  const collective::BroadcastMethod& method =
+      collective::ChooseBroadcast(o.algorithm, uint64_t{n} * E, W, o.direct_max_bytes);
+  op->mine.algorithm = static_cast<uint8_t>(method.id());
   const size_t seg = std::max<size_t>(o.segment_bytes / E, 1);
-  const size_t segs = Segments(n, seg);
-  if (segs >= kMaxDataMessages) {
+  if (Segments(n, seg) >= kMaxDataMessages) {
     op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
-  } else if (op->direct) {
-    for (size_t k = 0; k < segs; ++k) {
-      const size_t len = std::min(seg, n - k * seg);
-      if (op->pos == root_pos) {
-        for (size_t q = 0; q < W; ++q) {
-          if (q != root_pos) op->SendData(op, q, k, buf + k * seg * E, len);
-        }
-      } else {
-        op->RecvData(op, root_pos, k, len, op->CopyInto(buf + k * seg * E, len), nullptr);
-      }
-    }
   } else {
-    // The chain root, root+1, ...: each member receives segment k from the one before it
-    // and passes it on to the one after it.
-    const size_t me = (op->pos + W - root_pos) % W;  // place in the chain
-    const size_t next = (op->pos + 1) % W, prev = (op->pos + W - 1) % W;
-    Op* raw = op.get();
-    for (size_t k = 0; k < segs; ++k) {
-      const size_t len = std::min(seg, n - k * seg);
-      uint8_t* at = buf + k * seg * E;
-      if (me == 0) {
-        op->SendData(op, next, k, at, len);
-      } else {
-        std::function<void()> then;
-        if (me + 1 < W) then = [raw, op, next, k, at, len]() { raw->SendData(op, next, k, at, len); };
-        op->RecvData(op, prev, k, len, op->CopyInto(at, len), then);
-      }
-    }
+    method.Post(op, static_cast<uint8_t*>(data), n, root_pos, seg);
   }
   Launch(op);
   return ticket;
@@ -245,18 +213,14 @@ Ticket Collectives::AllToAll(const void* in, size_t n, DataType type, void* out,
   if (segs >= kMaxDataMessages) {
     op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
   }
-  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
-    if (q == op->pos) continue;
-    for (size_t k = 0; k < segs; ++k) {
-      const size_t len = std::min(seg, n - k * seg);
-      op->RecvData(op, q, k, len, op->CopyInto(dst + (q * n + k * seg) * E, len), nullptr);
+  if (segs < kMaxDataMessages) {
+    // Block q of the input to member q; member q's block for this one into place q.
+    std::vector<collective::Block> send(W), recv(W);
+    for (size_t q = 0; q < W; ++q) {
+      send[q] = {src + q * n * E, nullptr, n};
+      recv[q] = {nullptr, dst + q * n * E, n};
     }
-  }
-  for (size_t q = 0; q < W && segs < kMaxDataMessages; ++q) {
-    if (q == op->pos) continue;
-    for (size_t k = 0; k < segs; ++k) {
-      op->SendData(op, q, k, src + (q * n + k * seg) * E, std::min(seg, n - k * seg));
-    }
+    collective::DirectExchange::Post(op, send, recv, seg);
   }
   Launch(op);
   return ticket;
@@ -296,16 +260,16 @@ Ticket Collectives::AllToAllV(const void* in, const std::vector<size_t>& send_co
   // What member q sends this one (its descriptor's aux) is posted once that arrived.
   GatherParts(op, src + offset[op->pos] * E, send_counts[op->pos], seg,
               [](const Descriptor& d) { return d.aux; }, out);
+  std::vector<collective::Block> send(W);
+  bool too_many = false;
   for (size_t q = 0; q < W; ++q) {
-    if (q == op->pos) continue;
-    const size_t segs = Segments(send_counts[q], seg);
-    if (segs >= kMaxDataMessages) {
-      op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
-      break;
-    }
-    for (size_t k = 0; k < segs; ++k) {
-      op->SendData(op, q, k, src + (offset[q] + k * seg) * E, std::min(seg, send_counts[q] - k * seg));
-    }
+    send[q] = {src + offset[q] * E, nullptr, send_counts[q]};
+    too_many |= q != op->pos && Segments(send_counts[q], seg) >= kMaxDataMessages;
+  }
+  if (too_many) {
+    op->Fail(InvalidArgument(what + ": too many segments; raise segment_bytes"), 1, false);
+  } else {
+    collective::DirectExchange::Post(op, send, {}, seg);  // receives: GatherParts
   }
   Launch(op);
   return ticket;

@@ -1,13 +1,17 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// All-reduce (ring and direct, typed, compressed), grouped all-reduce, reduce-scatter and
-// join (worker/collectives.h).
+// All-reduce (typed, compressed; the algorithm from the policy), grouped all-reduce,
+// reduce-scatter and join (worker/collectives.h): checking the call, building the op,
+// posting it with its algorithm (worker/collective_algorithms.h).
 #include "common/mutex.h"
 #include "worker/collectives.h"
 
+#include "worker/collective_algorithms.h"
 #include "worker/collective_op.h"
 
 namespace ps {
+
+using namespace collective;  // NOLINT: the engine's own vocabulary (worker/collective_protocol.h)
 
 Ticket Collectives::AllReduce(const void* in, void* out, size_t n, DataType type,
                               const AllReduceOptions& options, Worker::Callback cb) {
@@ -43,10 +47,9 @@ Ticket Collectives::StartAllReduce(const void* in, void* out, size_t n, DataType
   op->mine.layout = layout;
   op->mine.prescale = o.prescale;
   op->mine.postscale = o.postscale;
-  op->direct = o.algorithm == AllReduceAlgorithm::kDirect ||
-               (o.algorithm == AllReduceAlgorithm::kAuto && bytes <= o.direct_max_bytes);
-  op->mine.algorithm = static_cast<uint8_t>(op->direct ? AllReduceAlgorithm::kDirect
-                                                       : AllReduceAlgorithm::kRing);
+  const collective::AllReduceMethod& method =
+      collective::ChooseAllReduce(o.algorithm, bytes, op->world(), o.direct_max_bytes);
+  op->mine.algorithm = static_cast<uint8_t>(method.id());
   const size_t world = op->world();
   const DataType t = type;
   const ReduceOp rop = o.op;
@@ -57,104 +60,9 @@ Ticket Collectives::StartAllReduce(const void* in, void* out, size_t n, DataType
     if (after) after();
     return Status::OK();
   };
-  if (world > 1 && n > 0) PostAllReduce(op, o);
+  if (world > 1 && n > 0) method.Post(op, o.segment_bytes);
   Launch(op);
   return ticket;
-}
-
-void Collectives::PostAllReduce(const std::shared_ptr<Op>& op, const AllReduceOptions& o) {
-  const size_t world = op->world();
-  op->plan = RingPlan::Make(op->n, world, o.segment_bytes / op->wsize, op->direct ? 2 : 2 * (world - 1));
-  const RingPlan& plan = op->plan;
-  const size_t E = op->esize;
-  uint8_t* data = op->data;
-
-  if (op->direct) {
-    // Phase 0: member q's contribution to this member's chunk, into q's slot; once the
-    // last of the W-1 arrived, they are combined into this member's own part in member
-    // order (not arrival order: the float result is the same in every run) and the
-    // result goes to everyone. Phase 1: member q's combined chunk, copied into place.
-    const size_t mine = plan.ChunkSize(op->pos), first = plan.ChunkOffset(op->pos);
-    op->staging = RawBuffer(uint64_t{world - 1} * mine * op->wsize);
-    op->arrived.assign(plan.segs, 0);
-    for (size_t q = 0; q < world; ++q) {
-      if (q == op->pos) continue;
-      uint8_t* slot = op->staging.get() + (q < op->pos ? q : q - 1) * mine * op->wsize;
-      for (size_t k = 0; k < plan.segs; ++k) {
-        size_t begin = 0, len = 0;
-        plan.Segment(op->pos, k, &begin, &len);
-        if (len > 0) {
-          uint8_t* staged = slot + (begin - first) * op->wsize;
-          Op* raw = op.get();
-          auto stage = [staged](const void* src, size_t b) { std::memcpy(staged, src, b); };
-          auto combine = [raw, op, k, begin, len, first, mine]() {
-            {
-              MutexLock lock(&raw->mu);
-              if (++raw->arrived[k] != raw->world() - 1) return;
-              for (size_t from = 0; from + 1 < raw->world(); ++from) {
-                const uint8_t* part =
-                    raw->staging.get() + (from * mine + (begin - first)) * raw->wsize;
-                raw->CombineInto(raw->data + begin * raw->esize, len)(part, len * raw->wsize);
-              }
-            }
-            if (raw->compressed()) {
-              RoundToWire(reinterpret_cast<float*>(raw->data + begin * raw->esize), len, raw->wire);
-            }
-            for (size_t to = 0; to < raw->world(); ++to) {
-              if (to != raw->pos) {
-                raw->SendData(op, to, raw->plan.segs + k, raw->data + begin * raw->esize, len);
-              }
-            }
-          };
-          op->RecvData(op, q, k, len, stage, combine);
-        }
-        plan.Segment(q, k, &begin, &len);
-        if (len > 0) op->RecvData(op, q, plan.segs + k, len, op->CopyInto(data + begin * E, len), nullptr);
-      }
-    }
-    for (size_t q = 0; q < world; ++q) {
-      if (q == op->pos) continue;
-      for (size_t k = 0; k < plan.segs; ++k) {
-        size_t begin = 0, len = 0;
-        plan.Segment(q, k, &begin, &len);
-        if (len > 0) op->SendData(op, q, k, data + begin * E, len);
-      }
-    }
-    return;
-  }
-
-  // The ring: every receive first, straight into its place (reduce-scatter steps
-  // combine, all-gather steps copy); each one, once it arrived, sends that segment on at
-  // the next step.
-  const size_t left = (op->pos + world - 1) % world, right = (op->pos + 1) % world;
-  Op* raw = op.get();
-  auto send_step = [raw, op, right](size_t step, size_t k) {
-    size_t begin = 0, len = 0;
-    raw->plan.Segment(raw->plan.SendChunk(raw->pos, step), k, &begin, &len);
-    if (len > 0) {
-      raw->SendData(op, right, step * raw->plan.segs + k, raw->data + begin * raw->esize, len);
-    }
-  };
-  for (size_t step = 0; step < plan.steps(); ++step) {
-    const size_t chunk = plan.RecvChunk(op->pos, step);
-    for (size_t k = 0; k < plan.segs; ++k) {
-      size_t begin = 0, len = 0;
-      plan.Segment(chunk, k, &begin, &len);
-      if (len == 0) continue;
-      uint8_t* dst = data + begin * E;
-      const bool reducing = step + 1 < world;
-      auto then = [raw, send_step, step, k, dst, len]() {
-        if (raw->compressed() && step + 2 == raw->world()) {
-          // The last reduce-scatter step: this member owns the chunk now.
-          RoundToWire(reinterpret_cast<float*>(dst), len, raw->wire);
-        }
-        if (step + 1 < raw->plan.steps()) send_step(step + 1, k);
-      };
-      op->RecvData(op, left, step * plan.segs + k, len,
-                   reducing ? op->CombineInto(dst, len) : op->CopyInto(dst, len), then);
-    }
-  }
-  for (size_t k = 0; k < plan.segs; ++k) send_step(0, k);
 }
 
 Ticket Collectives::GroupedAllReduce(const std::vector<CollectiveTensor>& tensors,
@@ -289,9 +197,6 @@ Ticket Collectives::ReduceScatter(const void* in, size_t n, DataType type, void*
   op->mine.count = n;
   op->mine.prescale = o.prescale;
   op->mine.postscale = o.postscale;
-  op->plan = RingPlan::Make(n, W, o.segment_bytes / wire_elem, 1);
-  const RingPlan& plan = op->plan;
-  const size_t mine = plan.ChunkSize(op->pos), first = plan.ChunkOffset(op->pos);
   // The blocks sent: the input itself, or a prescaled copy of it.
   const auto* src = static_cast<const uint8_t*>(in);
   std::shared_ptr<uint8_t> scaled;
@@ -302,41 +207,10 @@ Ticket Collectives::ReduceScatter(const void* in, size_t n, DataType type, void*
     src = scaled.get();
   }
   op->data = static_cast<uint8_t*>(out);
-  if (mine > 0) std::memmove(op->data, src + first * E, mine * E);
-  op->staging = RawBuffer(uint64_t{W} * std::max<size_t>(mine, 1) * op->wsize);
-  op->arrived.assign(plan.segs, 0);
+  op->n = n;
+  collective::DirectReduceScatter::Post(op, src, o.segment_bytes);
+  const size_t mine = op->plan.ChunkSize(op->pos);
   Op* raw = op.get();
-  for (size_t q = 0; q < W; ++q) {
-    if (q == op->pos) continue;
-    uint8_t* slot = op->staging.get() + q * mine * op->wsize;
-    for (size_t k = 0; k < plan.segs; ++k) {
-      size_t begin = 0, len = 0;
-      plan.Segment(op->pos, k, &begin, &len);
-      if (len == 0) continue;
-      uint8_t* staged = slot + (begin - first) * op->wsize;
-      auto stage = [staged](const void* from, size_t b) { std::memcpy(staged, from, b); };
-      // Once the W-1 contributions to segment k arrived: combined in member order, as
-      // the direct all-reduce does, so that the result does not depend on arrival order.
-      auto combine = [raw, k, begin, first, len, mine]() {
-        MutexLock lock(&raw->mu);
-        if (++raw->arrived[k] != raw->world() - 1) return;
-        for (size_t from = 0; from < raw->world(); ++from) {
-          if (from == raw->pos) continue;
-          const uint8_t* part = raw->staging.get() + (from * mine + (begin - first)) * raw->wsize;
-          raw->CombineInto(raw->data + (begin - first) * raw->esize, len)(part, len * raw->wsize);
-        }
-      };
-      op->RecvData(op, q, k, len, stage, combine);
-    }
-  }
-  for (size_t q = 0; q < W; ++q) {
-    if (q == op->pos) continue;
-    for (size_t k = 0; k < plan.segs; ++k) {
-      size_t begin = 0, len = 0;
-      plan.Segment(q, k, &begin, &len);
-      if (len > 0) op->SendData(op, q, k, src + begin * E, len);
-    }
-  }
   const ReduceOp rop = o.op;
   const double postscale = o.postscale;
   op->finish = [raw, scaled, mine, rop, postscale, W]() {
@@ -419,12 +293,13 @@ Status Collectives::Join(const CollectiveOptions& o, std::chrono::milliseconds t
     data_op->wsize = d.wire != 0 ? 2 : E;
     data_op->data = identity.get();
     data_op->n = d.count;
-    data_op->direct = d.algorithm == static_cast<uint8_t>(AllReduceAlgorithm::kDirect);
     {
       MutexLock lock(&data_op->mu);
       std::fill(data_op->have.begin(), data_op->have.end(), 1);  // the descriptors are in
     }
-    if (data_op->world() > 1 && d.count > 0) PostAllReduce(data_op, ar);
+    if (data_op->world() > 1 && d.count > 0) {
+      collective::AllReduceById(d.algorithm).Post(data_op, ar.segment_bytes);
+    }
     Launch(data_op, /*descriptors=*/false);
     Status p = tracker_->Wait(part, std::chrono::milliseconds(ar.timeout.count() + 4 * kRequestGraceMs));
     if (!p.ok() && p.code() != StatusCode::kInvalidArgument) return p;

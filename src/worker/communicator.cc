@@ -13,6 +13,8 @@
 
 namespace ps {
 
+using namespace collective;  // NOLINT: the engine's own vocabulary (worker/collective_protocol.h)
+
 // --- Communicator::Impl ----------------------------------------------------------------------
 
 uint32_t Communicator::Impl::rank() const {
