@@ -48,12 +48,31 @@ def hwm_kib(pid):
     return None
 
 
-class PeakRss:
-    """Polls the peak RSS (VmHWM) of every process whose command line names one of
-    `names`, until stopped; max per pid."""
+def _ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
-    def __init__(self, names):
-        self.names, self.peak, self._stop = names, {}, threading.Event()
+
+def _descends(pid, root):
+    for _ in range(64):
+        if pid == root:
+            return True
+        if pid <= 1:
+            return False
+        pid = _ppid(pid)
+    return False
+
+
+class PeakRss:
+    """Polls the peak RSS (VmHWM) of every process below `root` (the run's own processes:
+    nothing else on the machine) whose command line names one of `names`, until stopped;
+    max per pid."""
+
+    def __init__(self, names, root):
+        self.names, self.root, self.peak, self._stop = names, root, {}, threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 
@@ -68,7 +87,7 @@ class PeakRss:
                 except OSError:
                     continue
                 name = next((n for n in self.names if n in cmd), None)
-                if name:
+                if name and _descends(int(pid), self.root):
                     h = hwm_kib(pid)
                     if h:
                         key = (name, int(pid))
@@ -97,13 +116,14 @@ def run_layerps(args, world, kind, out_json, rows=None, capacity=0):
                  f"--max_rows={args.max_rows}", "--dense_lr=0.01", "--lr=0.05", f"--sync={sync}",
                  f"--tables={tables}", "--quiet", f"--eval_samples={args.eval_samples}",
                  f"--json={out_json}"] + extra)
-    rss = PeakRss(["layerps-server", "layerps-scheduler", "examples/python/dlrm.py"])
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rss = PeakRss(["layerps-server", "layerps-scheduler", "examples/python/dlrm.py"], p.pid)
+    out, err = p.communicate(timeout=1800)
     wall = time.time() - t0
     peak = rss.stop()
     if p.returncode != 0:
-        raise RuntimeError(f"{kind} W={world} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+        raise RuntimeError(f"{kind} W={world} failed ({p.returncode}):\n{out[-3000:]}\n{err[-3000:]}")
     d = json.load(open(out_json))
     servers = sorted(v for (n, _), v in peak.items() if n == "layerps-server")
     return {"system": kind, "world": world, "samples_per_s": d["samples_per_s"],
@@ -139,6 +159,7 @@ def median(xs):
 
 
 def main():
+    global PY
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--worlds", default="2,4", help="worker counts (default 2,4)")
     ap.add_argument("--repeats", type=int, default=3)
@@ -158,7 +179,6 @@ def main():
                     help="the interpreter that runs both systems (default .venv-torchrec's; --sweep runs "
                          "LayerPS only, so any venv with the layerps package will do)")
     args = ap.parse_args()
-    global PY
     PY = args.python
     if not os.path.exists(PY):
         sys.exit(f"recsys_compare.py: no {PY}: run bench/torchrec_env.sh first (or pass --python)")
