@@ -12,8 +12,9 @@ CORE=(build-essential cmake ninja-build pkg-config ccache
       prometheus-cpp-dev libmicrohttpd-dev)
 # Real tools the tests use where users have them: promtool (Debian's prometheus) checks the
 # metrics endpoints; sshd and ssh run layerps-launch -H on loopback "hosts"; slurm-wlm and
-# munge give srun a single-node Slurm (scripts/slurm-local.sh).
-TEST_TOOLS=(prometheus openssh-server openssh-client slurm-wlm munge)
+# munge give srun a single-node Slurm (scripts/slurm-local.sh); python3-yaml lets
+# test_kubernetes read deploy/kubernetes/ (deploy/run_pods.py).
+TEST_TOOLS=(prometheus openssh-server openssh-client slurm-wlm munge python3-yaml)
 # PyTorch for Python, and LibTorch's headers for the C++ training example (examples/cpp).
 PYTHON=(python3-dev python3-venv python3-pip pybind11-dev python3-numpy python3-pytest
         python3-pytest-xdist
