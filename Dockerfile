@@ -50,7 +50,7 @@ ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 PYTHONUNBUFFERED=1
 # Python and numpy from Debian (the wheel's one dependency); the venv sees them.
 RUN apt-get update -q \
  && apt-get install -y -q --no-install-recommends python3 python3-venv python3-numpy \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/cache/apt/*.bin
 # The wheel from the build stage, bind-mounted (not copied: no layer keeps it); --no-index:
 # nothing is downloaded, numpy is Debian's.
 RUN --mount=type=bind,from=build,source=/dist,target=/dist \

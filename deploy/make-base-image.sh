@@ -64,15 +64,20 @@ Suites: bookworm-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
-# Slim: no package cache, no lists (each stage's apt-get update fetches them), no docs.
-rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/* \
-  "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* "$ROOTFS"/usr/share/info/*
-# As Debian's own images: no docs or man pages from later installs either.
+# Slim: no package cache, no lists (each stage's apt-get update fetches them), no docs,
+# no translations.
+rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/cache/apt/*.bin \
+  "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* \
+  "$ROOTFS"/usr/share/info/*
+find "$ROOTFS/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+# As Debian's slim images: no docs, man pages or translations from later installs either.
 cat >"$ROOTFS/etc/dpkg/dpkg.cfg.d/01-nodoc" <<'NODOC'
 path-exclude /usr/share/doc/*
 path-include /usr/share/doc/*/copyright
 path-exclude /usr/share/man/*
 path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
 NODOC
 echo 'APT::Install-Recommends "false";' >"$ROOTFS/etc/apt/apt.conf.d/01-norecommends"
 : >"$ROOTFS/etc/hostname"
