@@ -13,21 +13,17 @@
 #include "common/status_wire.h"
 #include "common/wire_type.h"
 #include "ps/element_types.h"
+#include "worker/completion_thread.h"
+#include "worker/request_table.h"
 #include "worker/timeline.h"
 
 namespace ps {
 
-// Requests by ticket. Shared with in-flight requests so that a frame released by the
-// transport after the tracker is gone finds something valid to update.
+// What in-flight requests share with their tracker (Request::tracker): a frame released by
+// the transport after the tracker is gone still finds something valid to update.
 struct TrackerState {
-  Mutex mu;
-  std::unordered_map<Ticket, std::shared_ptr<Request>> requests GUARDED_BY(mu);
-
-  Mutex completion_mu;
-  CondVar completion_cv;
-  std::deque<std::shared_ptr<Request>> completions GUARDED_BY(completion_mu);
-  bool completion_thread_running GUARDED_BY(completion_mu) = false;
-
+  RequestTable table;
+  CompletionThread completions;
   // Round trips by kind (KindIndex), and the timeline (std::atomic_load/store).
   metrics::Latency latency[5];
   std::shared_ptr<Timeline> timeline;
@@ -91,10 +87,7 @@ void Finalize(const std::shared_ptr<Request>& req) {
     // A request with a callback is done once its callback has returned: it stays among
     // the tracked requests until then, so a Flush that starts while the callback runs
     // waits for it too, not just for the reply.
-    if (auto st = req->tracker.lock()) {
-      MutexLock lock(&st->mu);
-      st->requests.erase(req->ticket);
-    }
+    if (auto st = req->tracker.lock()) st->table.Erase(req->ticket);
     MutexLock lock(&req->mu);
     req->done = true;
     req->cv.SignalAll();
@@ -110,12 +103,7 @@ void Release(const std::shared_ptr<Request>& req) {
 void ReleaseFromTransport(const std::shared_ptr<Request>& req) {
   if (req->pending.fetch_sub(1) != 1) return;
   if (auto st = req->tracker.lock()) {
-    MutexLock lock(&st->completion_mu);
-    if (st->completion_thread_running) {
-      st->completions.push_back(req);
-      st->completion_cv.Signal();
-      return;
-    }
+    if (st->completions.Post([req] { Finalize(req); })) return;
   }
   Finalize(req);  // the tracker is gone or stopped: nobody else would
 }
@@ -180,23 +168,6 @@ Message PartMessage(const Request& req, const Part& p, size_t i, uint64_t epoch)
   return m;
 }
 
-void CompletionLoop(std::shared_ptr<TrackerState> st) {
-  MutexLock lock(&st->completion_mu);
-  for (;;) {
-    st->completion_cv.Wait(&st->completion_mu, [&]() REQUIRES(st->completion_mu) {
-      return !st->completions.empty() || !st->completion_thread_running;
-    });
-    while (!st->completions.empty()) {
-      auto req = std::move(st->completions.front());
-      st->completions.pop_front();
-      lock.Unlock();
-      Finalize(req);
-      lock.Lock();
-    }
-    if (!st->completion_thread_running) return;
-  }
-}
-
 }  // namespace
 
 RequestTracker::RequestTracker(const MemberOptions& options, SendFn send)
@@ -207,21 +178,11 @@ RequestTracker::RequestTracker(const MemberOptions& options, SendFn send)
 
 RequestTracker::~RequestTracker() { Stop(Aborted("the worker stopped")); }
 
-void RequestTracker::Start() {
-  MutexLock lock(&state_->completion_mu);
-  if (state_->completion_thread_running) return;
-  state_->completion_thread_running = true;
-  completion_thread_ = std::thread([st = state_] { CompletionLoop(st); });
-}
+void RequestTracker::Start() { state_->completions.Start(); }
 
 void RequestTracker::Stop(const Status& why) {
   FailMatching([](const Part&) { return true; }, why);
-  {
-    MutexLock lock(&state_->completion_mu);
-    state_->completion_thread_running = false;  // it drains the queue, then exits
-  }
-  state_->completion_cv.SignalAll();
-  if (completion_thread_.joinable()) completion_thread_.join();
+  state_->completions.Stop();  // runs what is queued first
 }
 
 std::shared_ptr<Request> RequestTracker::New(MsgType type, TableId table, Worker::Callback cb) {
@@ -241,11 +202,7 @@ void RequestTracker::SetTimeline(std::shared_ptr<Timeline> timeline) {
 }
 
 void RequestTracker::CollectMetrics(std::vector<metrics::Sample>* out) const {
-  size_t in_flight = 0;
-  {
-    MutexLock lock(&state_->mu);
-    in_flight = state_->requests.size();
-  }
+  const size_t in_flight = state_->table.size();
   out->push_back(metrics::Gauge("layerps_worker_requests_in_flight",
                                 "Requests sent and not yet answered", static_cast<double>(in_flight)));
   for (int k = 0; k < 5; ++k) {
@@ -262,10 +219,7 @@ Ticket RequestTracker::Failed(const Status& status, Worker::Callback cb) {
     req->status = status;
   }
   req->pending = 1;
-  {
-    MutexLock lock(&state_->mu);
-    state_->requests[req->ticket] = req;
-  }
+  state_->table.Add(req);
   Release(req);
   return req->ticket;
 }
@@ -276,10 +230,7 @@ Ticket RequestTracker::Failed(const Status& status, Worker::Callback cb) {
 Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoch, bool borrows,
                               const FramesFn& frames_for) {
   req->pending = static_cast<int>(req->parts.size()) + 1 + (borrows ? 1 : 0);
-  {
-    MutexLock lock(&state_->mu);
-    state_->requests[req->ticket] = req;
-  }
+  state_->table.Add(req);
   {
     std::shared_ptr<const void> borrow;
     if (borrows)
@@ -303,19 +254,17 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
                               std::to_string(p.server) + " exceeds max_message_bytes=" +
                               std::to_string(options_.max_message_bytes) +
                               " (raise it on every node, use more servers, or split the request)");
-      } else if (retain_.load(std::memory_order_acquire)) {
+      } else if (failover_.retain()) {
         // The cluster may replace servers: the part keeps its payload until answered; a
         // part for a dead server waits for its replacement (Park, Retarget).
         bool held = false;
-        {
-          MutexLock park(&park_mu_);
-          auto moved = replaced_.find(p.server);
-          if (moved != replaced_.end()) p.server = moved->second;  // built from an older map
-          held = parked_.count(p.server) > 0;
+        failover_.Route(p.server, [&](NodeId server, bool waits) {
+          p.server = server;
+          held = waits;
           MutexLock lock(&req->mu);
-          req->parts[i].server = p.server;
+          req->parts[i].server = server;
           req->parts[i].frames = m.frames;
-        }
+        });
         if (held) continue;
         s = send_(p.server, std::move(m));
       } else {
@@ -337,10 +286,7 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
 
 Ticket RequestTracker::Expect(const std::shared_ptr<Request>& req) {
   req->pending = static_cast<int>(req->parts.size()) + 1;
-  {
-    MutexLock lock(&state_->mu);
-    state_->requests[req->ticket] = req;
-  }
+  state_->table.Add(req);
   const Ticket ticket = req->ticket;
   Release(req);  // this call's hold
   return ticket;
@@ -348,14 +294,8 @@ Ticket RequestTracker::Expect(const std::shared_ptr<Request>& req) {
 
 bool RequestTracker::Deliver(Ticket ticket, size_t part, const Status& status, const void* data,
                              size_t bytes, NodeId source, uint8_t dtype) {
-  std::shared_ptr<Request> req;
-  {
-    MutexLock lock(&state_->mu);
-    auto it = state_->requests.find(ticket);
-    if (it == state_->requests.end()) return false;
-    req = it->second;
-  }
-  if (part >= req->parts.size()) return false;
+  std::shared_ptr<Request> req = state_->table.Find(ticket);
+  if (!req || part >= req->parts.size()) return false;
   Status s = status;
   const Part& expected = req->parts[part];
   if (s.ok() && dtype != expected.dtype) {
@@ -392,68 +332,19 @@ bool RequestTracker::Deliver(Ticket ticket, size_t part, const Status& status, c
 }
 
 void RequestTracker::Cancel(Ticket ticket, const Status& why) {
-  std::shared_ptr<Request> req;
-  {
-    MutexLock lock(&state_->mu);
-    auto it = state_->requests.find(ticket);
-    if (it == state_->requests.end()) return;
-    req = it->second;
-  }
+  std::shared_ptr<Request> req = state_->table.Find(ticket);
+  if (!req) return;
   for (size_t i = 0; i < req->parts.size(); ++i) {
     if (Claim(req.get(), i, why)) Release(req);
   }
 }
 
 Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout, bool* in_flight) {
-  if (in_flight != nullptr) *in_flight = false;
-  std::shared_ptr<Request> req;
-  {
-    MutexLock lock(&state_->mu);
-    auto it = state_->requests.find(ticket);
-    if (it == state_->requests.end()) {
-      return NotFound("unknown ticket " + std::to_string(ticket) +
-                      " (already waited, or has a callback)");
-    }
-    req = it->second;
-  }
-  Status status;
-  {
-    MutexLock lock(&req->mu);
-    if (!req->cv.WaitFor(&req->mu, timeout, [&]() REQUIRES(req->mu) { return req->done; })) {
-      if (in_flight != nullptr) *in_flight = true;
-      return Timeout("request " + std::to_string(ticket) + " still in flight after " +
-                     std::to_string(timeout.count()) + " ms");
-    }
-    status = req->status;
-  }
-  MutexLock lock(&state_->mu);
-  state_->requests.erase(ticket);
-  return status;
+  return state_->table.Wait(ticket, timeout, in_flight);
 }
 
 Status RequestTracker::Flush(std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::vector<std::shared_ptr<Request>> flushed;
-  {
-    MutexLock lock(&state_->mu);
-    for (const auto& kv : state_->requests) {
-      const MsgType t = kv.second->type;
-      if (t == MsgType::kPush || t == MsgType::kPull || t == MsgType::kPushPull ||
-          t == MsgType::kAssign) {
-        flushed.push_back(kv.second);
-      }
-    }
-  }
-  size_t left = 0;
-  for (const auto& req : flushed) {
-    MutexLock lock(&req->mu);
-    if (!req->cv.WaitUntil(&req->mu, deadline, [&]() REQUIRES(req->mu) { return req->done; })) ++left;
-  }
-  if (left > 0) {
-    return Timeout("flush: " + std::to_string(left) + " of " + std::to_string(flushed.size()) +
-                   " requests still in flight after " + std::to_string(timeout.count()) + " ms");
-  }
-  return Status::OK();
+  return state_->table.Flush(timeout);
 }
 
 void RequestTracker::OnReply(Message&& msg) {
@@ -461,12 +352,8 @@ void RequestTracker::OnReply(Message&& msg) {
   Status valid = ValidateDataFrames(msg, static_cast<uint64_t>(options_.max_message_bytes) / 4);
   std::shared_ptr<Request> req;
   if (valid.ok()) {
-    MutexLock lock(&state_->mu);
-    auto it = state_->requests.find(h.request_id);
-    if (it != state_->requests.end())
-      req = it->second;
-    else
-      valid = NotFound("reply to unknown request " + std::to_string(h.request_id));
+    req = state_->table.Find(h.request_id);
+    if (!req) valid = NotFound("reply to unknown request " + std::to_string(h.request_id));
   }
   const size_t index = h.part;
   if (valid.ok()) {
@@ -525,12 +412,7 @@ void RequestTracker::OnReply(Message&& msg) {
 
 void RequestTracker::FailMatching(const std::function<bool(const Part&)>& match,
                                   const Status& why) {
-  std::vector<std::shared_ptr<Request>> reqs;
-  {
-    MutexLock lock(&state_->mu);
-    for (auto& kv : state_->requests) reqs.push_back(kv.second);
-  }
-  for (auto& req : reqs) {
+  for (auto& req : state_->table.Snapshot()) {
     std::vector<size_t> hit;
     {
       MutexLock lock(&req->mu);
@@ -545,35 +427,19 @@ void RequestTracker::FailMatching(const std::function<bool(const Part&)>& match,
 }
 
 void RequestTracker::Park(NodeId server, uint32_t rank, NodeId successor) {
-  MutexLock park(&park_mu_);
-  parked_[server] = ParkedServer{rank, successor};
+  failover_.Park(server, rank, successor);
 }
 
-bool RequestTracker::IsParked(NodeId server) const {
-  MutexLock park(&park_mu_);
-  return parked_.count(server) > 0;
-}
+bool RequestTracker::IsParked(NodeId server) const { return failover_.IsParked(server); }
 
 std::map<NodeId, RequestTracker::ParkedServer> RequestTracker::Parked() const {
-  MutexLock park(&park_mu_);
-  return parked_;
+  return failover_.Parked();
 }
 
 void RequestTracker::Retarget(NodeId dead, NodeId fresh, uint64_t epoch) {
   std::vector<std::pair<std::shared_ptr<Request>, Message>> resend;
-  {
-    MutexLock park(&park_mu_);
-    parked_.erase(dead);
-    replaced_[dead] = fresh;
-    for (auto& kv : replaced_) {
-      if (kv.second == dead) kv.second = fresh;  // a replacement that died in turn
-    }
-    std::vector<std::shared_ptr<Request>> reqs;
-    {
-      MutexLock lock(&state_->mu);
-      for (auto& kv : state_->requests) reqs.push_back(kv.second);
-    }
-    for (auto& req : reqs) {
+  failover_.Retarget(dead, fresh, [&] {
+    for (auto& req : state_->table.Snapshot()) {
       MutexLock lock(&req->mu);
       for (size_t i = 0; i < req->parts.size(); ++i) {
         Part& p = req->parts[i];
@@ -584,7 +450,7 @@ void RequestTracker::Retarget(NodeId dead, NodeId fresh, uint64_t epoch) {
         resend.emplace_back(req, std::move(m));
       }
     }
-  }
+  });
   for (auto& r : resend) {
     const size_t i = r.second.header.part;
     uint64_t bytes = 0;
@@ -606,16 +472,11 @@ void RequestTracker::Retarget(NodeId dead, NodeId fresh, uint64_t epoch) {
 
 void RequestTracker::Expire(const std::function<void(NodeId)>& drop_connection) {
   const int64_t now = NowMillis();
-  std::vector<std::shared_ptr<Request>> expired;
-  {
-    MutexLock lock(&state_->mu);
-    for (auto& kv : state_->requests) {
-      if (kv.second->deadline_ms < now) expired.push_back(kv.second);
-    }
-  }
+  const std::vector<std::shared_ptr<Request>> expired =
+      state_->table.Snapshot([now](const Request& r) { return r.deadline_ms < now; });
   std::set<NodeId> silent;
   std::vector<std::shared_ptr<Request>> to_release;
-  for (auto& req : expired) {
+  for (const auto& req : expired) {
     std::vector<size_t> open;
     {
       MutexLock lock(&req->mu);

@@ -14,6 +14,13 @@
 // transport releasing their last frame are finalized on the tracker's completion thread,
 // so callbacks never run on a ZeroMQ I/O thread or (over inproc) a server's thread.
 //
+// Its units, each with its own tests (tests/unit/request_units_test.cc): the ticket table
+// and the waits on it (RequestTable, worker/request_table.h), the completion thread
+// (CompletionThread, worker/completion_thread.h), and where the parts of a dead server go
+// while it is replaced (ServerFailover, worker/server_failover.h). What stays here: the
+// life of a request (parts claimed once, pending units, finalization), sending, replies,
+// deliveries, failures and expiry.
+//
 // Thread-safety: every public member may be called from any thread after Start().
 #ifndef PS_WORKER_REQUEST_TRACKER_H_
 #define PS_WORKER_REQUEST_TRACKER_H_
@@ -36,6 +43,7 @@
 #include "metrics/metrics.h"
 #include "ps/worker.h"
 #include "transport/message.h"
+#include "worker/server_failover.h"
 
 namespace ps {
 
@@ -245,13 +253,9 @@ class RequestTracker {
   // ones, wait (each within its deadline). Retarget(dead, fresh, epoch): the server of
   // the same rank joined: the waiting parts go to it, and so do later parts built from
   // a map that still names the dead one.
-  void SetRetain(bool retain) { retain_.store(retain, std::memory_order_release); }
-  // `successor`: the server that took over its ranges (replication), or kUnassignedId
-  // when a new server of the same rank will.
-  struct ParkedServer {
-    uint32_t rank = 0;
-    NodeId successor = kUnassignedId;
-  };
+  // (The unit: ServerFailover, worker/server_failover.h.)
+  void SetRetain(bool retain) { failover_.SetRetain(retain); }
+  using ParkedServer = ServerFailover::ParkedServer;
   void Park(NodeId server, uint32_t rank, NodeId successor);
   bool IsParked(NodeId server) const;
   std::map<NodeId, ParkedServer> Parked() const;
@@ -266,12 +270,8 @@ class RequestTracker {
   std::shared_ptr<TrackerState> state_;
   std::unique_ptr<TrackerStats> stats_;
   std::atomic<Ticket> next_ticket_{1};
-  std::atomic<bool> retain_{false};
-  // Lock order: park_mu_, then a request's mu.
-  mutable Mutex park_mu_;
-  std::map<NodeId, ParkedServer> parked_ GUARDED_BY(park_mu_);  // dead servers
-  std::map<NodeId, NodeId> replaced_ GUARDED_BY(park_mu_);  // dead server -> replacement
-  std::thread completion_thread_;
+  // Lock order: the failover's lock, then a request's mu.
+  ServerFailover failover_;
 };
 
 }  // namespace ps
