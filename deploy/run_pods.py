@@ -38,7 +38,6 @@ Two ways to run a pod:
 Both need root. Prints one line per pod, and a JSON summary with --json.
 """
 import argparse
-import copy
 import ctypes
 import json
 import os
@@ -294,12 +293,12 @@ def volume_dirs(pod, docs, workdir):
     return out
 
 
-def http_probe(ip, probe):
+def http_probe(ip, probe, timeout=None):
     h = probe["httpGet"]
     port = h["port"]
     url = f"http://{ip}:{port}{h.get('path', '/')}"
     try:
-        with urllib.request.urlopen(url, timeout=probe.get("timeoutSeconds", 1)) as r:
+        with urllib.request.urlopen(url, timeout=timeout or probe.get("timeoutSeconds", 1)) as r:
             return 200 <= r.status < 400
     except Exception:  # noqa: BLE001 (any failure is a failed probe)
         return False
@@ -369,7 +368,7 @@ class Netns:
         return subprocess.Popen(argv, env=full_env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
-    def probe(self, pod, probe):
+    def probe(self, pod, probe, timeout=None):
         # The bridge's namespace reaches every pod: probe from a thread that entered it.
         result = []
 
@@ -382,7 +381,7 @@ class Netns:
                     return
             finally:
                 os.close(fd)
-            result.append(http_probe(pod.ip, probe))
+            result.append(http_probe(pod.ip, probe, timeout))
 
         t = threading.Thread(target=run)
         t.start()
@@ -416,18 +415,20 @@ class Podman:
         if r.returncode != 0:
             raise RuntimeError(r.stderr.strip())
         flags = r.stdout.split()
-        # The same settings as containers.conf, so that `podman pod create` (its infra
-        # container) gets them too.
-        conf = os.path.join(workdir, "containers.conf")
-        ulimits = [flags[i + 1] for i, f in enumerate(flags) if f == "--ulimit"]
-        runtime = [flags[i + 1] for i, f in enumerate(flags) if f == "--runtime"]
-        with open(conf, "w") as f:
-            f.write("[containers]\n")
-            if ulimits:
-                f.write("default_ulimits = [" + ", ".join(f'"{u}"' for u in ulimits) + "]\n")
-            if runtime:
-                f.write(f'[engine]\nruntime = "{runtime[0]}"\n')
-        self.env = {**os.environ, "CONTAINERS_CONF": conf}
+        self.env = dict(os.environ)
+        if flags:
+            # The same settings as a containers.conf, so that `podman pod create` (its infra
+            # container) gets them too.
+            conf = os.path.join(workdir, "containers.conf")
+            ulimits = [flags[i + 1] for i, f in enumerate(flags) if f == "--ulimit"]
+            runtime = [flags[i + 1] for i, f in enumerate(flags) if f == "--runtime"]
+            with open(conf, "w") as f:
+                f.write("[containers]\n")
+                if ulimits:
+                    f.write("default_ulimits = [" + ", ".join(f'"{u}"' for u in ulimits) + "]\n")
+                if runtime:
+                    f.write(f'[engine]\nruntime = "{runtime[0]}"\n')
+            self.env["CONTAINERS_CONF"] = conf
         self.prefix = f"lps{os.getpid() % 100000}"
         self.net = f"{self.prefix}net"
         self.subnet = f"10.{246 + os.getpid() % 8}.{os.getpid() % 250}"
@@ -474,8 +475,8 @@ class Podman:
         return subprocess.Popen(["podman"] + args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
-    def probe(self, pod, probe):
-        return http_probe(pod.ip, probe)
+    def probe(self, pod, probe, timeout=None):
+        return http_probe(pod.ip, probe, timeout)
 
     def stop(self, pod):
         self._podman(["pod", "stop", "-t", "5", f"{self.prefix}-{pod.name}"], check=False)
@@ -517,7 +518,9 @@ def run(docs, backend, secrets=None, timeout=180, keep_logs=None):
         live = c.get("livenessProbe")
         while not done.is_set() and all(pr.poll() is None for pr in p.procs):
             if ready and "httpGet" in ready and p.ready_s is None:
-                if backend.probe(p, ready):
+                # Polled every 50 ms with a short timeout (a pod whose address is not up yet
+                # would hold a probe for its whole timeoutSeconds): stricter, never looser.
+                if backend.probe(p, ready, 0.25):
                     p.ready_s = time.monotonic() - p.started
             elif live and "httpGet" in live and p.live_ok is None:
                 p.live_ok = backend.probe(p, live)
@@ -527,18 +530,17 @@ def run(docs, backend, secrets=None, timeout=180, keep_logs=None):
 
     t_start = time.monotonic()
     threads = []
-    for p, c, env, vols in plans:
-        log_path = os.path.join(keep_logs or workdir, f"{p.name}.{c['name']}.log")
-        log = open(log_path, "w")
-        p.started = p.started or time.monotonic()
-        p.procs.append(backend.start(p, c, env, hosts, vols, log))
-        p.logs.append(log_path)
-        log.close()
-        if len(p.procs) == len(p.spec["containers"]):
-            threads.append(threading.Thread(target=prober, args=(p,), daemon=True))
-            threads[-1].start()
     deadline = t_start + timeout
     try:
+        for p, c, env, vols in plans:
+            log_path = os.path.join(keep_logs or workdir, f"{p.name}.{c['name']}.log")
+            with open(log_path, "w") as log:
+                p.started = p.started or time.monotonic()
+                p.procs.append(backend.start(p, c, env, hosts, vols, log))
+            p.logs.append(log_path)
+            if len(p.procs) == len(p.spec["containers"]):
+                threads.append(threading.Thread(target=prober, args=(p,), daemon=True))
+                threads[-1].start()
         while time.monotonic() < deadline:
             if all(pr.poll() is not None for p in pods if p.completes for pr in p.procs):
                 break
