@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The sparse benchmarks of two builds, alternating in one run: layerps-microbench's
-BM_Sparse* cases and layerps-bench --modes=sparse, each build's run right after the
-other's, repeated; prints each case's medians and their ratio (B over A).
+BM_Sparse* cases and layerps-bench --modes=sparse (or --modes=dense,sparse: every request
+kind through the worker's request path), each build's run right after the other's,
+repeated; prints each case's medians and their ratio (B over A).
 
     bench/sparse_ab.py --a=/tmp/before --b=build/bench --rounds=5
 
@@ -28,15 +29,14 @@ def micro(binary, filt):
     return res
 
 
-def cluster(binary, repeats):
+def cluster(binary, repeats, modes):
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "run.json")
-        subprocess.run([binary, "--modes=sparse", "--transports=tcp", f"--repeats={repeats}",
+        subprocess.run([binary, f"--modes={modes}", "--transports=tcp", f"--repeats={repeats}",
                         "--progress=false", f"--json={path}"], capture_output=True, check=True)
         with open(path) as f:
             rows = json.load(f)["results"]
-    return {f"layerps-bench sparse {r['op']} inflight={r['inflight']}": r["ops_median"]
-            for r in rows if r["system"] == "layerps"}
+    return {f"layerps-bench {r['label']}": r["ops_median"] for r in rows if r["system"] == "layerps"}
 
 
 def main():
@@ -47,6 +47,8 @@ def main():
     ap.add_argument("--filter", default="BM_Sparse(Sum|Sgd|Read|BoundedSum|ColdTier|FirstTouch)")
     ap.add_argument("--repeats", type=int, default=2, help="layerps-bench --repeats per round")
     ap.add_argument("--no_cluster", action="store_true", help="only the micro-benchmarks")
+    ap.add_argument("--modes", default="sparse",
+                    help="layerps-bench --modes (default sparse; dense,sparse for the request path)")
     args = ap.parse_args()
     for d in (args.a, args.b):
         for tool in ("layerps-microbench", "layerps-bench"):
@@ -60,7 +62,7 @@ def main():
             for k, v in micro(os.path.join(d, "layerps-microbench"), args.filter).items():
                 ms[k][side].append(v)
             if not args.no_cluster:
-                for k, v in cluster(os.path.join(d, "layerps-bench"), args.repeats).items():
+                for k, v in cluster(os.path.join(d, "layerps-bench"), args.repeats, args.modes).items():
                     ops[k][side].append(v)
     print(f"{'case':48s} {'A':>10s} {'B':>10s} {'B/A':>7s}")
     for k, v in ms.items():
