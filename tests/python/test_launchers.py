@@ -94,3 +94,23 @@ def test_srun_of_a_real_single_node_slurm(tmp_path):
         assert results(p.stdout) == [("slurm", "0", "2", "0", "3"), ("slurm", "1", "2", "1", "3")], p.stdout
     finally:
         subprocess.run(["bash", script, "stop", str(tmp_path)], env=env, timeout=30)
+
+
+def test_init_in_a_worker_pod_joins_the_scheduler_pod():
+    # A pod of rank 0 (LAYERPS_ROLE=worker, or an Indexed Job's index 0) joins the job's
+    # scheduler: it hosts none of its own, as under torchrun (whose bind would clash here).
+    import layerps
+    port = free_port()
+    with layerps.Scheduler(f"tcp://127.0.0.1:{port}", num_servers=1, num_workers=2) as sched, \
+            layerps.Server(sched.address, start=False) as server:
+        started = server.start_async()  # complete once the workers are in
+        envs = [clean_env(LAYERPS_ROLE="worker", LAYERPS_RANK=0, LAYERPS_NUM_WORKERS=2,
+                          LAYERPS_SCHEDULER_HOST="127.0.0.1", LAYERPS_PORT=port),
+                clean_env(JOB_COMPLETION_INDEX=1, LAYERPS_NUM_WORKERS=2,
+                          LAYERPS_SCHEDULER_HOST="127.0.0.1", LAYERPS_PORT=port)]
+        outs = run_tasks(envs)
+        started.result(timeout=60)
+        assert all(rc == 0 for rc, _ in outs), outs
+        text = "".join(o for _, o in outs)
+        assert "LAUNCHED role rank 0 of 2 local 0: x[0]=3" in text, outs
+        assert "LAUNCHED indexed-job rank 1 of 2 local 0: x[0]=3" in text, outs

@@ -118,7 +118,9 @@ def init(**fields):
     Slurm's srun or mpirun (no LAYERPS_SCHEDULER) every task is a worker with the
     launcher's rank, and the task of rank 0 also hosts the scheduler (bound to every
     interface on LAYERPS_PORT, default MASTER_PORT + 1 or 29501) and LAYERPS_NUM_SERVERS
-    servers (default 1) in this process; shutdown() stops them once every worker left."""
+    servers (default 1) in this process; shutdown() stops them once every worker left. In
+    a Kubernetes pod (LAYERPS_ROLE=worker, an Indexed Job, a PyTorchJob) it joins the
+    scheduler of the job's scheduler pod."""
     global _default_worker
     if _default_worker is not None:
         raise FailedPreconditionError("layerps.init() was already called")
@@ -130,7 +132,14 @@ def init(**fields):
                 "layerps.init(): LAYERPS_SCHEDULER is not set; run the program under "
                 "`python -m layerps.launch -s M -w N -- ...` (or torchrun, srun, mpirun), "
                 "or pass scheduler_address=")
-    if env is not None and env["rank"] == 0:
+    # torchrun, srun and mpirun start only workers: the first hosts the scheduler and the
+    # servers, and so does a PyTorchJob's Master when no LAYERPS_SCHEDULER_HOST names a
+    # scheduler pod. Other Kubernetes pods (LAYERPS_ROLE=worker, an Indexed Job) join the
+    # scheduler that runs in a pod of its own (docs/kubernetes.md).
+    hosts = env is not None and env["rank"] == 0 and (
+        env["launcher"] in ("torchrun", "slurm", "mpi") or
+        (env["launcher"] == "pytorchjob" and not os.environ.get("LAYERPS_SCHEDULER_HOST")))
+    if hosts:
         host_cluster("127.0.0.1", env["scheduler_port"], env["size"],
                      int(os.environ.get("LAYERPS_NUM_SERVERS", "1")), **fields)
     _default_worker = Worker.from_env(**fields)
