@@ -109,7 +109,8 @@ def run_layerps(args, world, kind, out_json, rows=None, capacity=0):
     tables = "separate" if kind == "layerps-separate" else "fused"
     extra = []
     if rows:
-        extra = [f"--uniform_rows={rows}", f"--capacity={capacity}"]
+        # Every feature given `rows` ids, uncapped (--max_rows would cap them: 0 is none).
+        extra = [f"--uniform_rows={rows}", f"--capacity={capacity}", "--max_rows=0"]
     cmd = netns([PY, "-m", "layerps.launch", "-s", str(args.servers), "-w", str(world), "--",
                  PY, os.path.join(ROOT, "examples", "python", "dlrm.py"),
                  f"--steps={args.steps + args.warmup}", f"--warmup={args.warmup}", f"--batch={args.batch}",
