@@ -561,6 +561,7 @@ void NodeRuntime::HandleControl(Message&& msg) {
       } else {
         LOG(WARNING) << why;
       }
+      if (c.node_dead().left() && handlers_.on_node_left) handlers_.on_node_left(dead);
       if (c.node_dead().replaceable() && handlers_.on_server_replaceable) {
         handlers_.on_server_replaceable(
             dead, c.node_dead().successor() != 0 ? c.node_dead().successor() : kUnassignedId);

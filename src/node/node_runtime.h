@@ -48,6 +48,10 @@ class NodeRuntime {
     // A peer was declared dead by the scheduler, or the scheduler is lost (kSchedulerId).
     // `left`: the peer left the cluster itself (a worker's Stop), not a crash.
     std::function<void(NodeId, const Status&, bool left)> on_node_dead;
+    // A peer left the cluster itself: called before sends to it are refused and before
+    // on_node_dead, so that the owner knows why a send to it fails from then on. Receive
+    // thread.
+    std::function<void(NodeId)> on_node_left;
     // A server died and a replacement may take its place (the scheduler's
     // replace_servers_ms): called before sends to it are refused and before
     // on_node_dead, so the owner can hold what it would send there. Receive thread.

@@ -148,6 +148,12 @@ class Collectives : private collective::OpHost {
   // as delivered. Only a receive from it that is still waiting, or posted later with
   // nothing kept, fails (it never sent that: it left without this collective).
   void OnNodeDead(NodeId id, const Status& why, bool left = false);
+  // Member `id` left cleanly: recorded before anything refuses sends to it (the node
+  // runtime's on_node_left), so that such a send counts as delivered (Op::Sent).
+  void MarkLeft(NodeId id) {
+    MutexLock lock(&mu_);
+    left_.insert(id);
+  }
   // Fails the running collectives past their deadline with kTimeout.
   void Tick();
 

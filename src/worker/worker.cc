@@ -63,6 +63,9 @@ class Worker::Impl {
     h.on_node_dead = [this](NodeId id, const Status& why, bool left) {
       OnNodeDead(id, why, left);
     };
+    // Before the runtime refuses sends to it: a collective's send that fails from then on
+    // fails because the member left (Collectives::MarkLeft).
+    h.on_node_left = [this](NodeId id) { collectives_.MarkLeft(id); };
     h.on_server_replaceable = [this](NodeId id, NodeId successor) {
       OnServerReplaceable(id, successor);
     };

@@ -65,12 +65,13 @@ TORCH_PUBLIC_NAMES = [
 # Added since: the recommendation-model classes (layerps/torch/collection.py).
 TORCH_NEW_NAMES = ["EmbeddingBagCollection", "EmbeddingBagConfig", "EmbeddingCollection", "EmbeddingConfig",
                    "JaggedTensor", "KeyedJaggedTensor", "KeyedTensor"]
-TORCH_SUBMODULES = ["collection", "embedding", "ops", "optimizer"]
+TORCH_SUBMODULES = ["backend", "collection", "embedding", "hooks", "ops", "optimizer"]
 
 
 def test_layerps_torch_keeps_its_public_names():
     """Splitting layerps.torch into ops, optimizer and embedding changed no public name:
-    ``import layerps.torch as hvd`` sees what it saw, plus the three modules."""
+    ``import layerps.torch as hvd`` sees what it saw, plus its modules (the torch.distributed
+    backend and the DDP hooks among them)."""
     import types
 
     import layerps.torch as lt
@@ -103,7 +104,7 @@ def test_layerps_cluster_keeps_its_public_names():
     assert public == sorted([
         "FailedPreconditionError", "Handle", "InvalidArgumentError", "LocalCluster", "OPTION_FIELDS", "Options",
         "Scheduler", "Server", "Table", "Worker", "as_input", "as_keys", "as_output", "bin_dir", "default_worker",
-        "init", "is_tensor", "launcher", "make_options", "shutdown", "tool_path"])
+        "host_cluster", "init", "is_tensor", "launcher", "make_options", "shutdown", "tool_path"])
     assert sorted(c.__all__) == sorted([
         "Options", "make_options", "Handle", "Table", "Scheduler", "Server", "Worker", "LocalCluster", "bin_dir",
         "tool_path", "init", "shutdown", "default_worker"])
