@@ -237,7 +237,11 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
       borrow =
           std::shared_ptr<const void>(req.get(), [req](const void*) { ReleaseFromTransport(req); });
     for (size_t i = 0; i < req->parts.size(); ++i) {
-      Part p = req->parts[i];
+      Part p;
+      {
+        MutexLock lock(&req->mu);  // a Retarget may be moving it
+        p = req->parts[i];
+      }
       Message m = PartMessage(*req, p, i, epoch);
       m.frames = frames_for(i, borrow);
       uint64_t bytes = 0;
@@ -264,6 +268,7 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
           MutexLock lock(&req->mu);
           req->parts[i].server = server;
           req->parts[i].frames = m.frames;
+          req->parts[i].routed = true;
         });
         if (held) continue;
         s = send_(p.server, std::move(m));
@@ -443,7 +448,9 @@ void RequestTracker::Retarget(NodeId dead, NodeId fresh, uint64_t epoch) {
       MutexLock lock(&req->mu);
       for (size_t i = 0; i < req->parts.size(); ++i) {
         Part& p = req->parts[i];
-        if (p.claimed || p.server != dead) continue;
+        // Not yet routed: Submit is still building this request, and its Route sends
+        // the part to `fresh` (replaced_ already says so) with the payload.
+        if (p.claimed || !p.routed || p.server != dead) continue;
         p.server = fresh;
         Message m = PartMessage(*req, p, i, epoch);
         m.frames = p.frames;

@@ -89,6 +89,10 @@ struct Part {
   // Its payload, kept until it is answered while the cluster may replace servers
   // (RequestTracker::SetRetain), to send it again to a dead server's replacement.
   std::vector<Frame> frames;
+  // Submit has routed it and recorded its payload (under SetRetain). Until then a
+  // Retarget leaves it alone: Submit's own routing sends it to the replacement, with its
+  // payload (a retarget in between once sent it a second time, without its frames).
+  bool routed = false;
 };
 
 // Part::sink_bytes for a sink that takes any number of bytes.
@@ -149,9 +153,9 @@ struct Request {
 
   Mutex mu;
   CondVar cv;
-  // Fixed once the request is tracked; only each part's `claimed` flag changes after
-  // that, and it is read and written under `mu` (not annotated: a member of Part cannot
-  // name its request's mutex).
+  // Fixed once the request is tracked; only each part's `claimed`, `routed`, `server`
+  // and `frames` change after that, read and written under `mu` (not annotated: a member
+  // of Part cannot name its request's mutex).
   std::vector<Part> parts;
   Status status GUARDED_BY(mu);  // the first error
   bool done GUARDED_BY(mu) = false;  // completed, and its callback (if any) returned

@@ -4,6 +4,7 @@
 // its waits, the completion thread, and the failover of a dead server's parts.
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -143,6 +144,49 @@ TEST(ServerFailoverTest, AReplacementThatDiesInTurnIsReplacedForEveryOlderName) 
     EXPECT_EQ(to, 12u) << "from node " << old;
   }
   EXPECT_TRUE(f.Parked().empty());
+}
+
+// A server is replaced while a request is being submitted: the retarget comes after the
+// request is tracked and before Submit has routed its part for the dead server. That
+// part goes to the replacement once, with its payload (it was once sent a second time by
+// the retarget, with no frames: "missing values frame", then a reply for no part).
+TEST(RequestTrackerFailoverTest, ARetargetDuringSubmitSendsThePartOnceWithItsPayload) {
+  MemberOptions options;
+  std::mutex mu;
+  std::vector<std::pair<NodeId, size_t>> sent;  // (to, frames)
+  RequestTracker tracker(options, [&](NodeId to, Message&& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    sent.emplace_back(to, m.frames.size());
+    return Status::OK();
+  });
+  tracker.Start();
+  tracker.SetRetain(true);
+  auto req = std::make_shared<Request>();
+  req->type = MsgType::kPush;
+  req->table = 0;
+  req->parts.resize(2);
+  req->parts[0].server = 2;
+  req->parts[1].server = 3;  // dies
+  for (Part& p : req->parts) {
+    p.table = 0;
+    p.count = 4;
+  }
+  const std::vector<float> values(4, 1.0f);
+  const Ticket ticket = tracker.Submit(req, 1, false, [&](size_t i, const std::shared_ptr<const void>&) {
+    if (i == 0) {
+      tracker.Park(3, 1, 4);
+      tracker.Retarget(3, 4, 1);
+    }
+    return std::vector<Frame>{Frame::Copy(values.data(), values.size() * sizeof(float))};
+  });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(sent.size(), 2u);
+    EXPECT_EQ(sent[0], std::make_pair(NodeId{2}, size_t{1}));
+    EXPECT_EQ(sent[1], std::make_pair(NodeId{4}, size_t{1}));
+  }
+  tracker.Cancel(ticket, Aborted("done"));
+  tracker.Stop(Aborted("done"));
 }
 
 }  // namespace
