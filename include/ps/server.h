@@ -36,6 +36,12 @@ struct LAYERPS_EXPORT ServerStats {
   bool backed_up = false;
   uint64_t copies_sent = 0;
   uint64_t copies_received = 0;
+  // Bytes of its store (values, rules' state, rows with their ids) in every copy of its
+  // ranges handed to the transport for a backup; and
+  // of every checkpoint file it wrote (docs/observability.md: the running transfer's
+  // progress is in the metrics).
+  uint64_t copy_bytes_sent = 0;
+  uint64_t checkpoint_bytes_written = 0;
 };
 
 // One sparse table's rows on one server (docs/sparse.md). rows_live = admitted - evicted -

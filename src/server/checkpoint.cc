@@ -17,6 +17,7 @@
 #include <glog/logging.h>
 
 #include "common/hash.h"
+#include "common/progress.h"
 #include "layerps.pb.h"
 #include "ps/version.h"
 #include "server/store.h"
@@ -83,7 +84,10 @@ class Checksum {
 // A file written sequentially through a buffer, with the running offset and checksum.
 class Writer {
  public:
-  explicit Writer(std::string path) : path_(std::move(path)) { buf_.reserve(kIoChunk); }
+  Writer(std::string path, TransferProgress* progress)
+      : path_(std::move(path)), progress_(progress) {
+    buf_.reserve(kIoChunk);
+  }
   ~Writer() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -117,6 +121,7 @@ class Writer {
       if (w <= 0) return IoError(Errno("cannot write", path_));
       done += static_cast<size_t>(w);
     }
+    if (progress_ != nullptr) progress_->Add(buf_.size());
     buf_.clear();
     return Status::OK();
   }
@@ -131,6 +136,7 @@ class Writer {
 
  private:
   std::string path_;
+  TransferProgress* progress_;  // may be null
   int fd_ = -1;
   std::vector<char> buf_;
   uint64_t offset_ = 0;
@@ -248,6 +254,10 @@ void Prune(const std::string& dir, uint32_t rank, int keep) {
   }
 }
 
+// WriteCheckpoint without the progress's start and finish.
+StatusOr<std::string> WriteCheckpointFile(const std::string& dir, const CheckpointMeta& meta,
+                                          int keep, Store* store, TransferProgress* progress);
+
 }  // namespace
 
 std::string CheckpointSetDir(const std::string& dir, uint64_t set) {
@@ -257,7 +267,20 @@ std::string CheckpointSetDir(const std::string& dir, uint64_t set) {
 }
 
 StatusOr<std::string> WriteCheckpoint(const std::string& dir, const CheckpointMeta& meta,
-                                      int keep, Store* store) {
+                                      int keep, Store* store, TransferProgress* progress) {
+  if (progress == nullptr) return WriteCheckpointFile(dir, meta, keep, store, nullptr);
+  progress->Start("checkpoint set " + std::to_string(meta.set) + " (server rank " +
+                      std::to_string(meta.rank) + ")",
+                  store->PayloadBytes());
+  StatusOr<std::string> path = WriteCheckpointFile(dir, meta, keep, store, progress);
+  progress->Finish(path.ok());
+  return path;
+}
+
+namespace {
+
+StatusOr<std::string> WriteCheckpointFile(const std::string& dir, const CheckpointMeta& meta,
+                                          int keep, Store* store, TransferProgress* progress) {
   if (dir.empty()) return InvalidArgument("checkpoint: no directory given");
   PS_RETURN_IF_ERROR(MakeDir(dir));
   const std::string set_dir = CheckpointSetDir(dir, meta.set);
@@ -274,7 +297,7 @@ StatusOr<std::string> WriteCheckpoint(const std::string& dir, const CheckpointMe
                          .count());
   footer.set_version(Version());
   {
-    Writer w(tmp);
+    Writer w(tmp, progress);
     PS_RETURN_IF_ERROR(w.Open());
     PS_RETURN_IF_ERROR(w.Write(kMagic, sizeof(kMagic)));
     for (TableId id : store->TableIds()) {
@@ -313,6 +336,8 @@ StatusOr<std::string> WriteCheckpoint(const std::string& dir, const CheckpointMe
   Prune(dir, meta.rank, keep);
   return path;
 }
+
+}  // namespace
 
 // --- restore ------------------------------------------------------------------------
 

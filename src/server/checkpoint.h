@@ -30,6 +30,7 @@
 namespace ps {
 
 class Store;
+class TransferProgress;
 
 struct CheckpointMeta {
   uint64_t set = 0;          // the set's number (the scheduler's clock in ms: increasing)
@@ -44,9 +45,11 @@ std::string CheckpointSetDir(const std::string& dir, uint64_t set);
 // Writes every table `store` holds as this server's file of the set, then deletes this
 // server's files of the sets under `dir` older than the newest `keep` (and their
 // directories once empty). Returns the path of the file written. The caller holds no
-// request on the store (nothing changes while it runs).
+// request on the store (nothing changes while it runs). `progress` (may be null) is
+// started with the store's size, counts the bytes as they are written and is finished.
 StatusOr<std::string> WriteCheckpoint(const std::string& dir, const CheckpointMeta& meta,
-                                      int keep, Store* store);
+                                      int keep, Store* store,
+                                      TransferProgress* progress = nullptr);
 
 // A complete checkpoint set, opened for restore.
 class CheckpointSet {

@@ -204,10 +204,23 @@ void Replication::CopyToBackup(const ClusterMap& map, NodeId backup) {
     }
   }
   const auto start = std::chrono::steady_clock::now();
+  copy_progress_.Start("copy of this server's ranges to its backup, server node " +
+                           std::to_string(backup),
+                       store_->PayloadBytes());
   StatusOr<uint64_t> bytes = SendStoreCopy(*store_, map, id, held, [&](Message&& m) {
     m.header.sender = runtime_->id();
-    return runtime_->Send(backup, std::move(m), kCopySendTimeoutMs);
+    uint64_t payload = 0;  // the store's bytes: not the map the copy begins with
+    if (static_cast<CopyPhase>(m.header.part) != CopyPhase::kBegin) {
+      for (const Frame& f : m.frames) payload += f.size();
+    }
+    Status sent = runtime_->Send(backup, std::move(m), kCopySendTimeoutMs);
+    if (sent.ok()) {
+      copy_progress_.Add(payload);
+      copy_bytes_ += payload;
+    }
+    return sent;
   });
+  copy_progress_.Finish(bytes.ok());
   if (!bytes.ok()) {
     LOG(ERROR) << "cannot copy this server's ranges to its new backup, node " << backup << ": "
                << bytes.status() << "; this server runs without a backup";

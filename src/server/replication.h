@@ -30,6 +30,7 @@
 
 #include "common/cluster_map.h"
 #include "common/mutex.h"
+#include "common/progress.h"
 #include "server/replica_copy.h"
 #include "server/store.h"
 #include "transport/message.h"
@@ -81,6 +82,10 @@ class Replication {
 
   bool backed_up() const { return backed_up_.load(); }
   uint64_t copies_sent() const { return copies_acked_.load(); }
+  // The copy of this server's store to its backup: bytes handed to the transport while
+  // it runs (INFO lines and metrics).
+  const TransferProgress& copy_progress() const { return copy_progress_; }
+  uint64_t copy_bytes_sent() const { return copy_bytes_.load(); }
   uint64_t copies_received() const { return copies_received_.load(); }
   uint64_t bad_messages() const { return bad_.load(); }
 
@@ -125,6 +130,8 @@ class Replication {
   uint64_t copy_id_ = 0;
   RangeSet ranges_;
   std::atomic<bool> backed_up_{false};
+  TransferProgress copy_progress_;
+  std::atomic<uint64_t> copy_bytes_{0};
   std::atomic<uint64_t> copies_acked_{0}, copies_received_{0}, bad_{0};
   struct Held {
     Header reply_to;

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/mutex.h"
+#include "common/progress.h"
 #include "common/wire_type.h"
 #include "metrics/metrics.h"
 #include "node/node_runtime.h"
@@ -132,7 +133,9 @@ class Server::Impl {
       s.backed_up = replication_->backed_up();
       s.copies_sent = replication_->copies_sent();
       s.copies_received = replication_->copies_received();
+      s.copy_bytes_sent = replication_->copy_bytes_sent();
     }
+    s.checkpoint_bytes_written = checkpoint_bytes_.load();
     ReaderLock lock(&store_mu_);
     s.sparse_rows = store_ ? store_->sparse_rows() : 0;
     return s;
@@ -204,6 +207,24 @@ class Server::Impl {
       out->push_back(Counter("layerps_server_table_rows_refused_total",
                              "Pushed rows dropped: id not admitted", t.refused, l));
     }
+    // A checkpoint being written and a store being copied to a backup, while they run
+    // (and the last one's figures after).
+    const auto transfer = [&](const char* kind, const TransferProgress& p) {
+      const std::vector<std::pair<std::string, std::string>> l = {{"transfer", kind}};
+      out->push_back(Gauge("layerps_server_transfer_active",
+                           "1 while this server writes a checkpoint or copies its store to a backup",
+                           p.active() ? 1 : 0, l));
+      out->push_back(Gauge("layerps_server_transfer_bytes",
+                           "Bytes the running (or last) transfer has moved", p.done(), l));
+      out->push_back(Gauge("layerps_server_transfer_expected_bytes",
+                           "Bytes the running transfer is expected to move (the last one's "
+                           "once done)",
+                           p.total(), l));
+      out->push_back(Gauge("layerps_server_transfer_bytes_per_second",
+                           "Rate of the running (or last) transfer", p.rate(), l));
+    };
+    transfer("checkpoint", checkpoint_progress_);
+    if (replication_) transfer("replica_copy", replication_->copy_progress());  // made before metrics_
     out->push_back(Gauge("layerps_server_joined",
                          "1 once the cluster is complete and this server serves; 0 while it waits",
                          started_ ? 1 : 0));
@@ -262,7 +283,9 @@ class Server::Impl {
     std::shared_ptr<const ClusterMap> map = runtime_->map();
     meta.num_servers = map ? static_cast<uint32_t>(map->CountRole(Role::kServer)) : 0;
     const auto start = std::chrono::steady_clock::now();
-    StatusOr<std::string> path = WriteCheckpoint(dir, meta, options_.checkpoint_keep, store_.get());
+    StatusOr<std::string> path =
+        WriteCheckpoint(dir, meta, options_.checkpoint_keep, store_.get(), &checkpoint_progress_);
+    checkpoint_bytes_ += checkpoint_progress_.done();
     if (path.ok()) {
       LOG(INFO) << "checkpoint written to " << *path << " in "
                 << std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -470,6 +493,8 @@ class Server::Impl {
   uint64_t epoch_ GUARDED_BY(store_mu_) = 0;
   // Replication (docs/replication.md): made by Start, once runtime_ exists.
   std::unique_ptr<Replication> replication_;
+  TransferProgress checkpoint_progress_;  // the checkpoint being written (receive thread)
+  std::atomic<uint64_t> checkpoint_bytes_{0};
   std::atomic<uint64_t> resent_duplicates_{0};
   std::atomic<uint64_t> messages_{0}, bad_{0}, pushes_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0};
   metrics::Latency handle_latency_;

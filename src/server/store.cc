@@ -502,6 +502,21 @@ std::vector<Store::DenseView> Store::DenseRanges(TableId table) {
   return out;
 }
 
+uint64_t Store::PayloadBytes() {
+  uint64_t bytes = 0;
+  const std::map<TableId, SparseCounters> sparse = SparseStats();
+  for (TableId id : TableIds()) {
+    for (const DenseView& d : DenseRanges(id)) {
+      bytes += d.size * (1 + uint64_t{StateWidth(id)}) * sizeof(float);
+    }
+    auto it = sparse.find(id);
+    if (it != sparse.end()) {
+      bytes += it->second.rows_live * (sizeof(Key) + uint64_t{RowWidth(id)} * sizeof(float));
+    }
+  }
+  return bytes;
+}
+
 std::vector<std::pair<uint64_t, uint64_t>> Store::HashRanges(TableId table) const {
   auto it = tables_.find(table);
   if (it == tables_.end()) return {};

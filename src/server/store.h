@@ -148,6 +148,10 @@ class Store {
   // A dense table's ranges held, ascending. The values may be written only while no reply
   // lends them (restore, right after Install).
   std::vector<DenseView> DenseRanges(TableId table);
+  // About the bytes a checkpoint or a replica copy moves for what this store holds now:
+  // dense values and state, and per sparse row in memory its key and RowWidth floats
+  // (rows only in a cold tier are not counted). For progress reports, not for limits.
+  uint64_t PayloadBytes();
   // A sparse table's mixed-hash ranges held: [begin, end), end 0 = 2^64.
   std::vector<std::pair<uint64_t, uint64_t>> HashRanges(TableId table) const;
   // Calls fn(id, row) for every row of a sparse table (row: dim values then the rule's

@@ -184,6 +184,61 @@ TEST(MetricsTest, EveryNodeServesItsCountsAndPromtoolAcceptsThem) {
   EXPECT_TRUE(Scrape(wo.metrics_port).empty()) << "the endpoint outlived its worker";
 }
 
+// A checkpoint reports its progress: while it runs as INFO lines, and in the server's
+// metrics, where the bytes it moved equal the size of the file it wrote.
+TEST(MetricsTest, ACheckpointsBytesAreInTheServersMetrics) {
+  Options base = FastOptions();
+  base.scheduler_address = "tcp://127.0.0.1:0";
+  Options so = base, wo = base;
+  so.metrics_port = FreePort();
+  Scheduler scheduler(base);
+  ASSERT_TRUE(scheduler.Start().ok());
+  so.scheduler_address = wo.scheduler_address = scheduler.address();
+  Server server(so);
+  Worker worker(wo);
+  Status server_started;
+  std::thread t([&] { server_started = server.Start(); });
+  ASSERT_TRUE(worker.Start().ok());
+  t.join();
+  ASSERT_TRUE(server_started.ok()) << server_started;
+  const std::string before = Scrape(so.metrics_port);
+  EXPECT_EQ(Value(before, "layerps_server_transfer_active{transfer=\"checkpoint\"}"), 0) << before;
+  EXPECT_EQ(Value(before, "layerps_server_transfer_bytes{transfer=\"checkpoint\"}"), 0) << before;
+
+  auto dense = worker.DeclareTable(TableSpec::Dense("w", 50000));
+  auto sparse = worker.DeclareTable(TableSpec::Sparse("emb", 16));
+  ASSERT_TRUE(dense.ok() && sparse.ok());
+  std::vector<float> g(50000, 1.0f);
+  ASSERT_TRUE(worker.Wait(worker.Push(*dense, g.data(), g.size()), 10s).ok());
+  std::vector<Key> keys(1000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7919 + 1;
+  std::vector<float> rows(keys.size() * 16, 1.0f);
+  ASSERT_TRUE(worker.Wait(worker.PushSparse(*sparse, keys.data(), keys.size(), rows.data(), rows.size()), 10s).ok());
+  char dir[] = "/tmp/layerps-progress-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  StatusOr<std::string> set = worker.Checkpoint(dir, 10s);
+  ASSERT_TRUE(set.ok()) << set.status();
+  std::ifstream file(*set + "/server-0.lpsckpt", std::ios::binary | std::ios::ate);
+  ASSERT_TRUE(file.good());
+  const double size = static_cast<double>(file.tellg());
+  // At least the values: 50000 floats and 1000 rows of 16 floats with their ids.
+  EXPECT_GT(size, 50000 * 4 + 1000 * (16 * 4 + 8));
+
+  const std::string s = Scrape(so.metrics_port);
+  EXPECT_EQ(Value(s, "layerps_server_transfer_active{transfer=\"checkpoint\"}"), 0) << s;
+  EXPECT_EQ(Value(s, "layerps_server_transfer_bytes{transfer=\"checkpoint\"}"), size) << s;
+  EXPECT_EQ(Value(s, "layerps_server_transfer_expected_bytes{transfer=\"checkpoint\"}"), size) << s;
+  EXPECT_GT(Value(s, "layerps_server_transfer_bytes_per_second{transfer=\"checkpoint\"}"), 0) << s;
+  // No backup without replication: nothing copied.
+  EXPECT_EQ(Value(s, "layerps_server_transfer_bytes{transfer=\"replica_copy\"}"), 0) << s;
+  EXPECT_EQ(static_cast<double>(server.stats().checkpoint_bytes_written), size);
+  const std::string check = Promtool(s);
+  EXPECT_TRUE(check.empty() || check == "skip") << check;
+  worker.Stop();
+  EXPECT_TRUE(scheduler.Join(10s).ok());
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
 TEST(MetricsTest, APortInUseFailsStart) {
   const int port = FreePort();
   Options o = FastOptions();

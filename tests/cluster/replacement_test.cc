@@ -391,6 +391,12 @@ TEST_F(ReplacementTest, ReplicationSurvivesASecondAndAThirdDeath) {
     ASSERT_TRUE(AwaitDead(c.scheduler(), 3));
     const int last = order[3];
     EXPECT_GE(c.server(last).stats().copies_received, 1u);
+    // After the second death the two left copied their whole stores to each other: every
+    // range, so every dense value and every row with its id, went to a backup at least
+    // once (the copies count the store's bytes, not the map they begin with).
+    uint64_t copy_bytes = 0;
+    for (int i = 0; i < c.num_servers(); ++i) copy_bytes += c.server(i).stats().copy_bytes_sent;
+    EXPECT_GE(copy_bytes, kSize * sizeof(float) + ids.size() * (sizeof(Key) + 2 * sizeof(float)));
     w.Stop();
     Status job = c.scheduler().Join(20s);
     EXPECT_TRUE(job.ok()) << job;

@@ -105,6 +105,8 @@ void BindNodes(py::module_& m) {
              d["backed_up"] = st.backed_up;
              d["copies_sent"] = st.copies_sent;
              d["copies_received"] = st.copies_received;
+             d["copy_bytes_sent"] = st.copy_bytes_sent;
+             d["checkpoint_bytes_written"] = st.checkpoint_bytes_written;
              return d;
            })
       .def("table_stats", [](const ps::Server& s) {
