@@ -269,6 +269,8 @@ std::string RawEndpoint(const std::string& transport, const std::string& tag) {
   return "tcp://127.0.0.1:0";
 }
 
+constexpr int kRawRecvTimeoutMs = 30000;
+
 struct RawNode {
   std::shared_ptr<zmq::context_t> ctx;
   zmq::socket_t router, dealer;
@@ -279,6 +281,8 @@ struct RawNode {
         dealer(*ctx, zmq::socket_type::dealer) {
     router.set(zmq::sockopt::linger, 0);
     router.set(zmq::sockopt::rcvhwm, 100000);
+    // Every wait is bounded: a message that never comes fails the case, not the run.
+    router.set(zmq::sockopt::rcvtimeo, kRawRecvTimeoutMs);
     dealer.set(zmq::sockopt::linger, 0);
     dealer.set(zmq::sockopt::sndhwm, 100000);
     router.bind(bind);
@@ -352,7 +356,7 @@ struct RawPair {
     zmq::message_t m;
     if (!rtt) {
       for (uint64_t i = 0; i < n; ++i) RawSend(a->dealer, buf_a.data(), size);
-      RawRecv(a->router, &m);
+      if (!RawRecv(a->router, &m)) bad = true;  // no ack within kRawRecvTimeoutMs
     } else {
       std::vector<Clock::time_point> sent(n);
       uint64_t issued = 0, done = 0;
@@ -361,7 +365,10 @@ struct RawPair {
         RawSend(a->dealer, buf_a.data(), size);
       }
       while (done < n) {
-        if (!RawRecv(a->router, &m)) break;
+        if (!RawRecv(a->router, &m)) {
+          bad = true;  // no echo within kRawRecvTimeoutMs
+          break;
+        }
         if (m.size() != size) bad = true;
         lat->push_back(Secs(Clock::now() - sent[done]) * 1e6);
         ++done;
@@ -1514,5 +1521,7 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   google::InitGoogleLogging(argv[0]);
+  // A run stopped from outside (a test's timeout) still shows the cases it finished.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   return ps::bench::Main(argc, argv);
 }

@@ -49,15 +49,15 @@ build_targets() {
   cmake --build "$dir" -j "$(nproc)" --target "${targets[@]}"
 }
 
-# run DIR EXCLUDE BINARIES...: their CTest tests (labelled by binary), serially, but those
-# matching the regex EXCLUDE. RUN_PREFIX (a command) runs ctest under it.
+# run DIR JOBS EXCLUDE BINARIES...: their CTest tests (labelled by binary), JOBS at a time,
+# but those matching the regex EXCLUDE. RUN_PREFIX (a command) runs ctest under it.
 run() {
-  local dir=$1 exclude=$2
-  shift 2
+  local dir=$1 jobs=$2 exclude=$3
+  shift 3
   local labels
   labels="^($(IFS='|'; echo "$*"))\$"
-  ${RUN_PREFIX:-} ctest --test-dir "$dir" -L "$labels" -E "$exclude" --output-on-failure \
-    --timeout 900
+  ${RUN_PREFIX:-} ctest --test-dir "$dir" -j "$jobs" -L "$labels" -E "$exclude" \
+    --output-on-failure --timeout 900
 }
 
 # Tests that cannot hold under a sanitizer, with the reason:
@@ -72,15 +72,15 @@ ASAN_EXCLUDE='^ResourceTest\.TableTooBigForTheServersFailsTheDeclare$'
 TSAN_EXCLUDE='^(ConnectTimeoutTest\.|ResourceTest\.TableTooBigForTheServersFailsTheDeclare$)'
 
 
-# Both builds first (each on every core), then both test runs at once: TSan's on CPU 0
-# (see below), ASan's beside it. The tests wait on sockets and timers far more than they
-# compute, so the two runs share the cores without a verdict depending on who is faster
-# (docs/testing.md).
+# Both builds first (each on every core), then both test runs at once: TSan's on CPU 0,
+# one test at a time (see below), ASan's beside it, a test per core. The tests wait on
+# sockets and timers far more than they compute, so the runs share the cores without a
+# verdict depending on who is faster (docs/testing.md).
 asan_tests() {
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
-  run build-asan "$ASAN_EXCLUDE" "${ASAN_BINARIES[@]}"
+  run build-asan "$(nproc)" "$ASAN_EXCLUDE" "${ASAN_BINARIES[@]}"
 }
 tsan_tests() {
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
@@ -88,7 +88,7 @@ tsan_tests() {
   # its threads and back, and reports the store's parallel loops as races. On one CPU TBB
   # runs every loop on the calling thread: LayerPS's own threads (receive, heartbeat,
   # completion, callers) are still checked, with nothing suppressed in its code.
-  RUN_PREFIX="taskset -c 0" run build-tsan "$TSAN_EXCLUDE" "${TSAN_BINARIES[@]}"
+  RUN_PREFIX="taskset -c 0" run build-tsan 1 "$TSAN_EXCLUDE" "${TSAN_BINARIES[@]}"
 }
 t0=$(date +%s)
 if [ "$mode" = asan ] || [ "$mode" = all ]; then

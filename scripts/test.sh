@@ -3,8 +3,8 @@
 # nvcc is present) and runs the tests in tiers (docs/testing.md):
 #
 #   scripts/test.sh           every tier: CTest (unit, in-process cluster, multi-process,
-#                             consumer project, CUDA CPU references) in parallel, the
-#                             shared library's exports, and the Python suite
+#                             consumer project, CUDA CPU references) and the shared
+#                             library's exports, beside the Python suite
 #   scripts/test.sh --fast    the unit tier only (C++ `ctest -L unit`, Python `-m unit`):
 #                             under 2 minutes once built, for a developer's loop
 #   scripts/test.sh --help
@@ -55,15 +55,34 @@ if [ "$fast" -eq 1 ]; then
   echo "test.sh: the fast tier passed in $(( $(date +%s) - start )) s"
   exit 0
 fi
-# Every CTest test at once, `jobs` at a time: unit, cluster (the binaries of
+# The C++ tier and the Python tier at once: CTest (unit, cluster: the binaries of
 # tests/CMakeLists.txt's LAYERPS_FOUR_STREAM_TESTS with 4 streams per peer, the rest with
-# one) and multiprocess.
-ctest --test-dir build --output-on-failure --timeout 900 -j "$jobs"
-tick "CTest passed"
-# liblayerps.so with hidden visibility: the public API exported, the internals not.
-bash scripts/test-shared.sh
-tick "the shared library passed"
+# one; multiprocess) and the shared library's check in the background, `jobs` tests at a
+# time, while the Python package is built and its suite runs, `jobs` processes. Both
+# tiers wait on sockets and timers far more than they compute, and no verdict depends on
+# how fast a test runs (docs/testing.md), so sharing the cores costs neither a verdict.
+cxx_log=$(mktemp /tmp/layerps-ctest.XXXXXX)
+(
+  set -e
+  ctest --test-dir build --output-on-failure --timeout 900 -j "$jobs"
+  echo "test.sh: CTest passed ($(( $(date +%s) - start )) s so far)"
+  # liblayerps.so with hidden visibility: the public API exported, the internals not.
+  bash scripts/test-shared.sh
+  echo "test.sh: the shared library passed ($(( $(date +%s) - start )) s so far)"
+) >"$cxx_log" 2>&1 &
+cxx_pid=$!
+py_rc=0
 if [ -f scripts/test-python.sh ]; then
-  LAYERPS_PYTEST_JOBS="$jobs" bash scripts/test-python.sh
+  LAYERPS_PYTEST_JOBS="$jobs" bash scripts/test-python.sh || py_rc=$?
+  tick "the Python tier ended ($py_rc)"
+fi
+cxx_rc=0
+wait "$cxx_pid" || cxx_rc=$?
+echo "test.sh: the C++ tier's output (CTest, then the shared library):"
+cat "$cxx_log"
+rm -f "$cxx_log"
+if [ "$cxx_rc" -ne 0 ] || [ "$py_rc" -ne 0 ]; then
+  echo "test.sh: FAILED (C++ tier: exit $cxx_rc, Python tier: exit $py_rc)" >&2
+  exit 1
 fi
 echo "test.sh: everything passed in $(( $(date +%s) - start )) s"
