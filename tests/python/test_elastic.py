@@ -126,6 +126,20 @@ except layerps.LayerPSError as e:
 '''
 
 
+GROWER = r'''
+import sys, time
+import layerps
+import layerps.torch.elastic as elastic
+w = layerps.Worker.from_env()
+deadline = time.monotonic() + 60
+while len(elastic.live_workers(w)) < 3 and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("rank", w.rank, "saw", len(elastic.live_workers(w)), "live workers", flush=True)
+w.barrier(timeout=60)  # nobody leaves before all three saw each other
+w.stop()
+'''
+
+
 def scheduler(tmp_path, *flags):
     addr_file = tmp_path / "scheduler.addr"
     log = open(tmp_path / "scheduler.log", "w")
@@ -266,3 +280,31 @@ def test_falling_under_min_workers_ends_the_job_naming_it(tmp_path):
         assert sched.returncode != 0 and "min_workers=2" in log, log
     finally:
         kill_all(procs)
+
+
+def test_launcher_host_discovery_grows_the_job(tmp_path):
+    """layerps-launch --host_discovery_script (Horovod's contract): the script prints
+    localhost:2, then localhost:3 once the test allows it; the launcher starts a third
+    worker on the new slot, which joins the running job with rank 2."""
+    grow = tmp_path / "grow"
+    script = tmp_path / "discover.sh"
+    script.write_text(f"#!/bin/sh\nif [ -e {grow} ]; then echo localhost:3; else echo localhost:2; fi\n")
+    script.chmod(0o755)
+    worker = tmp_path / "grower.py"
+    worker.write_text(GROWER)
+    log = open(tmp_path / "launch.log", "w")
+    p = subprocess.Popen([layerps.tool_path("layerps-launch"), "--num_servers=1", "--num_workers=2",
+                          "--max_workers=3", f"--host_discovery_script={script}", "--timeout_s=120", *HB_FLAGS,
+                          "--", sys.executable, str(worker)], stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    try:
+        time.sleep(1)  # a discovery or two of two slots: nothing to start
+        grow.touch()
+        p.wait(timeout=150)
+        out = (tmp_path / "launch.log").read_text()
+        assert p.returncode == 0, out
+        assert "starting worker +1 there" in out and "worker +2" not in out, out
+        for rank in range(3):
+            assert f"rank {rank} saw 3 live workers" in out, out
+    finally:
+        kill_all([p])
