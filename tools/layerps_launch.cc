@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "host_discovery.h"
 #include "hosts.h"
 #include "ps/flags.h"
 
@@ -35,6 +36,11 @@ DEFINE_int32(timeout_s, 0, "Stop everything and fail after this many seconds; 0 
 DEFINE_int32(grace_s, 10,
              "After the workers finish (or on failure), how long the others get to "
              "exit before they are killed");
+DEFINE_string(host_discovery_script, "",
+              "Elastic jobs (--max_workers above --num_workers): a script printing the hosts "
+              "available now, one HOST:SLOTS line each; run every 2 s, a worker is started on "
+              "each new slot while fewer than max_workers run (workers of hosts that "
+              "disappeared are not restarted)");
 DEFINE_bool(quiet_daemons, false, "Do not forward the scheduler's and servers' output");
 DEFINE_bool(verbose, false,
             "Let every node log its INFO lines (tables declared, nodes up, traffic at exit); "
@@ -77,6 +83,7 @@ struct Child {
   bool exited = false;
   int status = 0;
   int server_rank = -1;  // servers: their rank
+  std::string host;  // workers: the host it runs on ("localhost" here)
   bool handled = false;  // a server's death the cluster survives (replication, replacement)
   Clock::time_point started = Clock::now();
 };
@@ -273,6 +280,10 @@ void StopAll(bool terminate_first) {
 // Hosts (-H / --hosts / --hostfile): the servers and workers run there through ssh; the
 // scheduler runs here, reachable from them. An empty layout without hosts.
 ps::hosts::Layout PlaceOnHosts(const char* prog, ps::Options* o) {
+  if (!FLAGS_host_discovery_script.empty() && !o->elastic()) {
+    ps::cli::Fail(prog, "--host_discovery_script needs an elastic job: --max_workers above --num_workers (" +
+                            std::to_string(o->num_workers) + ")");
+  }
   const std::string list = !FLAGS_hosts.empty() ? FLAGS_hosts : FLAGS_H;
   if (!FLAGS_hosts.empty() && !FLAGS_H.empty()) ps::cli::Fail(prog, "give -H or --hosts, not both");
   if (!list.empty() && !FLAGS_hostfile.empty()) {
@@ -348,6 +359,7 @@ class Launch {
       env.push_back("LAYERPS_RANK=" + std::to_string(i));
       env.push_back(MetricsEnv(1 + o_.num_servers + i));
       const std::string host = layout_.worker_hosts.empty() ? "" : layout_.worker_hosts[i];
+      g_children.back().host = host.empty() ? "localhost" : host;
       if (!StartNode(&g_children.back(), host, command_, env)) {
         std::printf("[launch] cannot start worker %d\n", i);
         StopAll(true);
@@ -544,6 +556,45 @@ class Launch {
 
   // Watches the children until the workers finish (0, after the cluster shut down
   // cleanly), something fails, a signal comes or --timeout_s passes (1).
+  // --host_discovery_script: every 2 s, a worker on each discovered slot that has none,
+  // while fewer than max_workers run. False (the reason printed) when a worker cannot be
+  // started; a failing script is reported and tried again.
+  bool Discover(Clock::time_point start) {
+    if (FLAGS_host_discovery_script.empty() || Clock::now() < next_discovery_) return true;
+    next_discovery_ = Clock::now() + std::chrono::seconds(2);
+    ps::StatusOr<std::map<std::string, int>> found = ps::hosts::Discover(FLAGS_host_discovery_script, 10);
+    if (!found.ok()) {
+      std::printf("[launch] %s\n", found.status().message().c_str());
+      return true;
+    }
+    std::map<std::string, int> running;
+    int live = 0;
+    for (const Child& c : g_children) {
+      if (!c.is_worker || c.exited) continue;
+      ++running[c.host];
+      ++live;
+    }
+    for (const auto& [host, slots] : *found) {
+      for (int n = running[host]; n < slots && live < o_.MaxWorkers(); ++n, ++live) {
+        const int k = ++elastic_started_;
+        g_children.push_back(Child{"worker +" + std::to_string(k), true, false});
+        g_children.back().host = host;
+        std::vector<std::string> env = common_env_;
+        env.push_back("LAYERPS_ROLE=worker");  // no LAYERPS_RANK: the scheduler gives one
+        env.push_back(MetricsEnv(o_.num_servers + o_.num_workers + k));
+        std::printf("[launch] host discovery: %s has %d slot(s): starting worker +%d there after %lld s\n",
+                    host.c_str(), slots, k,
+                    static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(
+                                               Clock::now() - start).count()));
+        if (!StartNode(&g_children.back(), ps::hosts::IsLocalHost(host) ? "" : host, command_, env)) {
+          std::printf("[launch] cannot start worker +%d on %s\n", k, host.c_str());
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
   int Supervise() {
     const auto start = Clock::now();
     for (;;) {
@@ -553,6 +604,12 @@ class Launch {
       bool workers_done = true;
       bool restart_scheduler = false;
       for (auto& c : g_children) {
+        if (Failed(c) && !c.handled && c.is_worker && o_.elastic()) {
+          // An elastic job goes on without it; the scheduler ends it under min_workers.
+          c.handled = true;
+          std::printf("[launch] %s %s: the elastic job goes on without it\n", c.label.c_str(),
+                      Describe(c).c_str());
+        }
         if (Failed(c) && !c.handled && c.server_rank >= 0) OnServerDeath(c);
         if (Failed(c) && !c.handled && c.label == "scheduler" && o_.scheduler_recovery_ms > 0) {
           c.handled = true;
@@ -564,6 +621,10 @@ class Launch {
         if (c.is_worker && !c.exited) workers_done = false;
       }
       if (!failed && ((restart_scheduler && !RestartScheduler()) || !StartDueReplacements())) {
+        StopAll(true);
+        return 1;
+      }
+      if (!failed && !Discover(start)) {
         StopAll(true);
         return 1;
       }
@@ -610,6 +671,8 @@ class Launch {
   std::string address_;                            // the scheduler's, once it wrote it
   std::map<int, std::pair<Clock::time_point, Clock::time_point>>
       replacing_;  // server rank -> (next try, deadline)
+  Clock::time_point next_discovery_;  // --host_discovery_script's next run
+  int elastic_started_ = 0;           // workers it started
 };
 
 }  // namespace

@@ -105,6 +105,22 @@ struct SchedulerFields {
   // fail), and the job succeeds if at least one worker finishes with Stop.
   // Env: LAYERPS_TOLERATE_WORKER_LOSS (a boolean).
   bool tolerate_worker_loss = false;
+  // Elastic jobs (docs/recovery.md, "Elastic jobs"). max_workers: how many workers may be
+  // live at once. 0 (default): num_workers. Above num_workers the job is elastic: it
+  // starts once num_workers workers registered, and later workers join the running job
+  // (each takes a dead worker's rank if there is one, else the lowest rank no worker ever
+  // held) while fewer than max_workers are live; an elastic job tolerates worker loss
+  // (as tolerate_worker_loss). 0 or num_workers..4096. Env: LAYERPS_MAX_WORKERS.
+  int max_workers = 0;
+  // The fewest live workers a running job goes on with: when a worker's death or leave
+  // (without Stop's join) leaves fewer live, the scheduler ends the job with
+  // kUnavailable naming min_workers and the count. 0 (default): no floor (a job that
+  // tolerates worker loss goes on while one worker is live). 0..num_workers.
+  // Env: LAYERPS_MIN_WORKERS.
+  int min_workers = 0;
+  // max_workers as the scheduler uses it (num_workers when 0).
+  int MaxWorkers() const { return max_workers > 0 ? max_workers : num_workers; }
+  bool elastic() const { return MaxWorkers() > num_workers; }
   // Periodic checkpoints (docs/checkpoints.md): every checkpoint_every_s seconds the
   // scheduler has every server write its shards under checkpoint_dir (a path on the
   // servers' hosts), as Worker::Checkpoint does. checkpoint_dir is also where

@@ -25,6 +25,13 @@ DEFINE_int32(num_servers, 0,
 DEFINE_int32(num_workers, 0,
              "Scheduler: workers in the cluster, 1..4096. Default: "
              "$LAYERPS_NUM_WORKERS, else 1");
+DEFINE_int32(max_workers, 0,
+             "Scheduler: workers live at once at most; above --num_workers the job is "
+             "elastic (later workers join the running job). Default: $LAYERPS_MAX_WORKERS, "
+             "else 0 (= num_workers)");
+DEFINE_int32(min_workers, 0,
+             "Scheduler: fewer live workers than this end a running job with an error "
+             "naming min_workers. Default: $LAYERPS_MIN_WORKERS, else 0 (no floor)");
 DEFINE_string(token, "",
               "Cluster secret; nodes with another token are refused. Default: "
               "$LAYERPS_TOKEN, else empty");

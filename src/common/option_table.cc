@@ -164,6 +164,14 @@ const std::vector<Row>& Rows() {
              &Options::num_servers, 0, 4096),
       IntRow(Info("num_workers", "num_workers", "LAYERPS_NUM_WORKERS", "S", "Workers in the cluster, 1..4096"),
              &Options::num_workers, 1, 4096),
+      IntRow(Info("max_workers", "max_workers", "LAYERPS_MAX_WORKERS", "S",
+                  "Workers live at once at most; above num_workers the job is elastic "
+                  "(workers join a running job; 0: num_workers)"),
+             &Options::max_workers, 0, 4096),
+      IntRow(Info("min_workers", "min_workers", "LAYERPS_MIN_WORKERS", "S",
+                  "Fewer live workers than this end a running job with an error "
+                  "(0: no floor; 0..num_workers)"),
+             &Options::min_workers, 0, 4096),
       IntRow(Info("rank", "rank", "LAYERPS_RANK", "sw",
                   "The rank to ask for within the role, or -1 for the lowest free one",
                   /*per_node=*/true),

@@ -93,6 +93,15 @@ Status SchedulerFields::Validate() const {
   if (num_workers < 1 || num_workers > 4096) {
     return InvalidArgument("num_workers=" + std::to_string(num_workers) + " is outside [1, 4096]");
   }
+  if (max_workers != 0 && (max_workers < num_workers || max_workers > 4096)) {
+    return InvalidArgument("max_workers=" + std::to_string(max_workers) +
+                           " is outside [num_workers=" + std::to_string(num_workers) +
+                           ", 4096] (0: num_workers)");
+  }
+  if (min_workers < 0 || min_workers > num_workers) {
+    return InvalidArgument("min_workers=" + std::to_string(min_workers) +
+                           " is outside [0, num_workers=" + std::to_string(num_workers) + "]");
+  }
   if (dense_chunk_elems < 1 || dense_chunk_elems > (uint64_t{1} << 30)) {
     return InvalidArgument("dense_chunk_elems is outside [1, 2^30]");
   }

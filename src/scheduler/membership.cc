@@ -64,9 +64,10 @@ void Scheduler::Impl::HandleRegister(const layerps::pb::Register& r, const std::
     refusal = "a node must register as server or worker";
   } else if (r.endpoint().empty() || r.endpoint().size() > 1024) {
     refusal = "bad endpoint";
-  } else if (complete_ && role == Role::kWorker && options_.tolerate_worker_loss &&
-             DeadWorker(-1) != nullptr) {
-    // A restarted worker: it takes a dead worker's rank (below).
+  } else if (complete_ && role == Role::kWorker &&
+             (options_.elastic() || (options_.tolerate_worker_loss && DeadWorker(-1) != nullptr))) {
+    // A worker joining the running job: a restarted one takes a dead worker's rank, an
+    // elastic job's new one a new rank (PlaceLateWorker, below).
   } else if (complete_ && (role != Role::kServer || !failover_.vacant())) {
     refusal = "the cluster is already complete";
   } else if (complete_ && failover_.joining()) {
@@ -83,13 +84,7 @@ void Scheduler::Impl::HandleRegister(const layerps::pb::Register& r, const std::
   const Failover::Vacancy* vacancy = nullptr;
   const NodeInfo* dead_worker = nullptr;
   if (refusal.empty() && complete_ && role == Role::kWorker) {
-    dead_worker = DeadWorker(r.requested_rank());
-    if (dead_worker == nullptr) {
-      refusal = "worker rank " + std::to_string(r.requested_rank()) +
-                " is alive; a restarted worker takes the rank of a dead one";
-    } else {
-      rank = static_cast<int>(dead_worker->rank);
-    }
+    refusal = PlaceLateWorker(r.requested_rank(), &rank, &dead_worker);
   } else if (refusal.empty() && complete_) {
     vacancy = failover_.FindVacancy(r.requested_rank(), &refusal);
     if (vacancy != nullptr) rank = static_cast<int>(vacancy->rank);
@@ -158,6 +153,14 @@ void Scheduler::Impl::HandleRegister(const layerps::pb::Register& r, const std::
   SendControl(info.id, reply);
   LOG(INFO) << "registered " << RoleName(role) << " rank " << info.rank << " as node " << info.id
             << " at " << info.endpoint;
+  if (complete_) {
+    // A worker that grew an elastic job: every node learns of it with the next map.
+    members_[info.id].last_seen_ms = SteadyMillis();
+    LOG(INFO) << "the job grows to " << LiveWorkers() << " live worker(s) (max_workers="
+              << options_.MaxWorkers() << ")";
+    BroadcastMap();
+    return;
+  }
   const bool now_complete = map_.CountRole(Role::kServer) == options_.num_servers &&
                             map_.CountRole(Role::kWorker) == options_.num_workers;
   {
@@ -400,6 +403,11 @@ void Scheduler::Impl::MarkDead(NodeId id, const std::string& reason) {
   barriers_.Drop(id);
   if (n->role == Role::kServer) checkpoints_.OnServerDead(id, SteadyMillis());
   tables_.Resolve();
+  if (lost_worker && complete_ && options_.tolerate_worker_loss &&
+      BelowMinWorkers("worker rank " + std::to_string(n->rank) + " (node " + std::to_string(id) +
+                      ") died: " + reason)) {
+    return;
+  }
   if (lost_worker && !options_.tolerate_worker_loss && complete_) {
     // A synchronous job cannot go on with a smaller global batch: end it now, so every
     // node's pending and later calls fail with this reason instead of training on.
@@ -447,6 +455,57 @@ const NodeInfo* Scheduler::Impl::DeadWorker(int rank) const {
     if (best == nullptr || n.rank < best->rank) best = &n;
   }
   return best;
+}
+
+int Scheduler::Impl::LiveWorkers() const {
+  int live = 0;
+  for (const NodeInfo& n : map_.nodes) {
+    if (n.role == Role::kWorker && n.alive) ++live;
+  }
+  return live;
+}
+
+std::string Scheduler::Impl::PlaceLateWorker(int requested_rank, int* rank,
+                                             const NodeInfo** dead) const {
+  const int live = LiveWorkers();
+  const int max = options_.MaxWorkers();
+  if (live >= max) {
+    return "all " + std::to_string(max) + " worker slots are taken (" + std::to_string(live) +
+           " live workers, max_workers=" + std::to_string(max) + ")";
+  }
+  *dead = DeadWorker(requested_rank);
+  if (*dead != nullptr) {
+    *rank = static_cast<int>((*dead)->rank);
+    return "";
+  }
+  if (requested_rank >= 0) {
+    for (const NodeInfo& n : map_.nodes) {
+      if (n.role != Role::kWorker || static_cast<int>(n.rank) != requested_rank) continue;
+      return "worker rank " + std::to_string(requested_rank) +
+             (n.alive ? " is alive" : " left the job") +
+             "; a restarted worker takes the rank of a dead one" +
+             (options_.elastic() ? ", a new one a rank no worker held" : "");
+    }
+    if (!options_.elastic()) {
+      return "worker rank " + std::to_string(requested_rank) + " is not a dead worker's rank";
+    }
+    *rank = requested_rank;
+    return "";
+  }
+  if (!options_.elastic()) return "the cluster is already complete";
+  int free = 0;
+  while (RankTaken(Role::kWorker, free)) ++free;  // the lowest rank no worker held
+  *rank = free;
+  return "";
+}
+
+bool Scheduler::Impl::BelowMinWorkers(const std::string& who) {
+  const int live = LiveWorkers();
+  if (options_.min_workers <= 0 || live >= options_.min_workers || done_) return false;
+  FailJob(Unavailable(who + "; " + std::to_string(live) + " live worker(s) left, fewer than "
+                      "min_workers=" + std::to_string(options_.min_workers) +
+                      ": the job ends"));
+  return true;
 }
 
 void Scheduler::Impl::AcceptRestartedWorker(NodeInfo info, NodeId dead,

@@ -37,7 +37,7 @@ namespace ps {
 
 class Scheduler::Impl final : public Failover::Host {
  public:
-  explicit Impl(SchedulerOptions options) : options_(std::move(options)) {}
+  explicit Impl(SchedulerOptions options) : options_(Elastic(std::move(options))) {}
   ~Impl() { Stop(); }
 
   Status Start();
@@ -88,6 +88,13 @@ class Scheduler::Impl final : public Failover::Host {
   static constexpr int kMaxDrainedBeforeTick = 4096;
 
   void Loop();
+
+  // An elastic job (max_workers above num_workers) tolerates worker loss: its workers
+  // come and go.
+  static SchedulerOptions Elastic(SchedulerOptions o) {
+    if (o.elastic()) o.tolerate_worker_loss = true;
+    return o;
+  }
 
   void Count(const std::function<void(SchedulerStats&)>& f) {
     MutexLock lock(&mu_);
@@ -184,6 +191,17 @@ class Scheduler::Impl final : public Failover::Host {
     BroadcastShutdown(first_failure_.message(), true, first_failure_.code());
     Finish(first_failure_);
   }
+
+  // Workers alive now (the scheduler's view: not dead, not left).
+  int LiveWorkers() const;
+
+  // A worker joining a complete cluster: a dead worker's rank (`dead`, when one is), else
+  // a new rank (elastic jobs). Sets `rank` and `dead`, or returns why it is refused.
+  std::string PlaceLateWorker(int requested_rank, int* rank, const NodeInfo** dead) const;
+
+  // After a worker died or left: fewer than min_workers live ends the job (the error
+  // names min_workers, the count and `who`). Returns true when it ended the job.
+  bool BelowMinWorkers(const std::string& who);
 
   // The cluster is done when no worker is alive any more.
   void MaybeFinish() override;

@@ -131,12 +131,12 @@ TIERS = {
                 "test_join", "test_optimizers", "test_peer_placement", "test_sparse_bounds",
                 "test_split", "test_torch", "test_torch_optimizer", "test_wire_dtype", "test_recsys"},
     "multiprocess": {"test_checkpoint", "test_examples", "test_failure", "test_getting_started",
-                     "test_ddp", "test_kubernetes", "test_launch", "test_launchers", "test_observability",
+                     "test_ddp", "test_elastic", "test_kubernetes", "test_launch", "test_launchers", "test_observability",
                      "test_replacement", "test_soak"},
     # Without a GPU its GPU cases skip with the reason; its no-GPU case runs everywhere.
     "gpu": {"test_gpu"},
 }
-SLOW_MODULES = {"test_examples", "test_getting_started", "test_replacement", "test_launchers", "test_ddp",
+SLOW_MODULES = {"test_elastic", "test_examples", "test_getting_started", "test_replacement", "test_launchers", "test_ddp",
                 "test_kubernetes"}
 SLOW_TESTS = {"test_short_soak_with_faults_keeps_every_acknowledged_update_and_flat_memory",
               "test_dlrm_with_two_and_four_workers_equals_one_process"}

@@ -357,7 +357,7 @@ def test_the_option_table_drives_the_environment_and_keywords(monkeypatch):
                "restore_dir": ("/tmp/ckpt-r", "/tmp/ckpt-r"), "checkpoint_keep": ("7", 7),
                "checkpoint_dir": ("/tmp/ckpt", "/tmp/ckpt"), "checkpoint_every_s": ("60", 60),
                "replace_servers_ms": ("20000", 20000), "replication": ("on", True),
-               "num_servers": ("3", 3), "num_workers": ("5", 5), "rank": ("2", 2),
+               "num_servers": ("3", 3), "num_workers": ("5", 5), "max_workers": ("7", 7), "min_workers": ("2", 2), "rank": ("2", 2),
                "heartbeat_interval_ms": ("250", 250), "heartbeat_timeout_ms": ("4000", 4000), "scheduler_recovery_ms": ("45000", 45000),
                "stall_warning_ms": ("1500", 1500), "metrics_port": ("9187", 9187),
                "metrics_host": ("0.0.0.0", "0.0.0.0"), "timeline": ("/tmp/t-%r.json", "/tmp/t-%r.json"),

@@ -65,7 +65,7 @@ TORCH_PUBLIC_NAMES = [
 # Added since: the recommendation-model classes (layerps/torch/collection.py).
 TORCH_NEW_NAMES = ["EmbeddingBagCollection", "EmbeddingBagConfig", "EmbeddingCollection", "EmbeddingConfig",
                    "JaggedTensor", "KeyedJaggedTensor", "KeyedTensor"]
-TORCH_SUBMODULES = ["backend", "collection", "embedding", "hooks", "ops", "optimizer"]
+TORCH_SUBMODULES = ["backend", "collection", "elastic", "embedding", "hooks", "ops", "optimizer"]
 
 
 def test_layerps_torch_keeps_its_public_names():

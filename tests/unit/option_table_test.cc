@@ -35,6 +35,8 @@ const std::map<std::string, std::string>& Samples() {
       {"replication", "true"},
       {"num_servers", "3"},
       {"num_workers", "5"},
+      {"max_workers", "7"},
+      {"min_workers", "2"},
       {"rank", "2"},
       {"heartbeat_interval_ms", "250"},
       {"heartbeat_timeout_ms", "4000"},

@@ -109,6 +109,8 @@ void BindOptions(py::module_& m) {
       .def_readwrite("shared_memory", &ps::Options::shared_memory)
       .def_readwrite("scheduler_max_message_bytes", &ps::Options::scheduler_max_message_bytes)
       .def_readwrite("tolerate_worker_loss", &ps::Options::tolerate_worker_loss)
+      .def_readwrite("max_workers", &ps::Options::max_workers)
+      .def_readwrite("min_workers", &ps::Options::min_workers)
       .def_static(
           "from_env",
           [] {

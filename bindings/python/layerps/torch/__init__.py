@@ -24,6 +24,9 @@ server-held embeddings.
   :class:`EmbeddingBagCollection` and :class:`EmbeddingCollection` (many tables, one fused
   pull and one fused push per server and step), returning a :class:`KeyedTensor`.
 
+* Elastic training (:mod:`layerps.torch.elastic`, Horovod's ``hvd.elastic``): ``run``,
+  ``TorchState`` (commit, restore, sync, reset callbacks) while the job grows and shrinks.
+
 * ``torch.distributed.init_process_group(backend="layerps")`` (:mod:`layerps.torch.backend`,
   registered on import) and DDP communication hooks (:mod:`layerps.torch.hooks`): a DDP
   script runs on LayerPS unchanged, or keeps its backend and hands its gradients to
@@ -37,7 +40,7 @@ layerps.cluster's: this package keeps none.
 from ..cluster import default_worker  # noqa: F401
 from ..collectives import ProcessSet, global_process_set  # noqa: F401
 from ..errors import FailedPreconditionError, InvalidArgumentError  # noqa: F401
-from . import backend, collection, embedding, hooks, ops, optimizer  # noqa: F401
+from . import backend, collection, elastic, embedding, hooks, ops, optimizer  # noqa: F401
 from .collection import (  # noqa: F401
     EmbeddingBagCollection, EmbeddingBagConfig, EmbeddingCollection, EmbeddingConfig, JaggedTensor,
     KeyedJaggedTensor, KeyedTensor,
