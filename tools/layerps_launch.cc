@@ -570,6 +570,9 @@ class Launch {
     std::map<std::string, int> running;
     int live = 0;
     for (const Child& c : g_children) {
+      // A worker that finished (exit 0), or a scheduler gone, means the job is ending:
+      // its freed slots take no new worker.
+      if (c.exited && ((c.is_worker && !Failed(c)) || c.label == "scheduler")) return true;
       if (!c.is_worker || c.exited) continue;
       ++running[c.host];
       ++live;

@@ -136,17 +136,27 @@ void ClockedPolicy::Handle(DataRequest&& req, Store& store, const ReplyFn& reply
   }
   const std::string where = "table '" + r->info.spec.name + "' (" + SyncModeName(mode_) + ")";
   WorkerClock& mine = r->clocks[h.sender];
+  if (mine.base() != 0) {
+    // A worker that joined the running job: its clocks from 0 are the range's from base.
+    const uint64_t clock = uint64_t{h.clock} + mine.base();
+    if (clock > std::numeric_limits<uint32_t>::max()) {
+      reply(h, InvalidArgument(where + ": clock " + std::to_string(h.clock) + " past the 2^32 steps a table counts"), {});
+      return;
+    }
+    req.header.clock = static_cast<uint32_t>(clock);
+  }
+  const Header& hc = req.header;  // the clock in the range's terms
   if (req.pushes) {
-    if (mine.Has(h.clock)) {
+    if (mine.Has(hc.clock)) {
       // Already counted (a duplicated message): never applied twice.
       ++duplicates_;
-      LOG_EVERY_N(WARNING, 100) << where << ": push of clock " << h.clock << " from worker node "
+      LOG_EVERY_N(WARNING, 100) << where << ": push of clock " << hc.clock << " from worker node "
                                 << h.sender << " was counted before; not applied again ("
                                 << duplicates_ << " duplicates so far)";
     } else {
-      err = Admit(*r, h.clock);
-      if (err.ok() && mine.Count(h.clock) == WorkerClock::Outcome::kTooFar) {
-        err = InvalidArgument(where + ": push of clock " + std::to_string(h.clock) +
+      err = Admit(*r, hc.clock);
+      if (err.ok() && mine.Count(hc.clock) == WorkerClock::Outcome::kTooFar) {
+        err = InvalidArgument(where + ": push of clock " + std::to_string(hc.clock) +
                               " is more than " + std::to_string(kMaxClockLead) + " past the " +
                               std::to_string(mine.clock()) + " pushes counted from this worker");
       }
@@ -162,7 +172,7 @@ void ClockedPolicy::Handle(DataRequest&& req, Store& store, const ReplyFn& reply
       return;
     }
   }
-  const uint64_t need = PullNeed(h);
+  const uint64_t need = PullNeed(hc);
   if (need > mine.clock() + kMaxClockLead + 1) {
     reply(h,
           InvalidArgument(where + ": a pull for clock " + std::to_string(need) +
@@ -236,6 +246,21 @@ std::string ClockedPolicy::SetWorkers(const std::set<NodeId>& live, Store& store
                    std::to_string(gone) + " at clock " + std::to_string(c) + ", the others up to " +
                    std::to_string(others) + ", " + std::to_string(r.held.size()) +
                    " pull(s) waiting";
+      }
+    }
+  }
+  // A worker live now and not before, in a running job (a worker joined it, or took a
+  // dead worker's rank): its clock starts where the range is, the slowest live worker's
+  // clock, so that the others' steps do not wait for it to count up from 0 (its first
+  // pull gets the values as they are; docs/recovery.md, "Elastic jobs").
+  if (!live_.empty()) {
+    for (NodeId w : live) {
+      if (live_.count(w)) continue;
+      for (auto& kv : ranges_) {
+        Range& r = kv.second;
+        if (r.clocks.count(w)) continue;
+        const uint64_t base = MinClock(r);  // over the workers live until now
+        if (base > 0) r.clocks.emplace(w, WorkerClock(base));
       }
     }
   }

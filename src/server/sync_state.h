@@ -36,6 +36,11 @@ constexpr size_t kMaxHeld = size_t{1} << 16;
 // One worker's pushes to one range, by clock.
 class WorkerClock {
  public:
+  WorkerClock() = default;
+  // A worker that became live while the range was at clock `base` (it joined a running
+  // job, or took a dead worker's rank): its own clocks count from 0, and its clock c is
+  // the range's clock base + c (ClockedPolicy::Handle translates).
+  explicit WorkerClock(uint64_t base) : next_(base), base_(base) {}
   enum class Outcome { kCounted, kDuplicate, kTooFar };
   // Counts the push of `clock`: kDuplicate when it was counted before, kTooFar when it is
   // more than kMaxClockLead past clock() (not counted).
@@ -43,9 +48,11 @@ class WorkerClock {
   bool Has(uint64_t clock) const { return clock < next_ || ahead_.count(clock) != 0; }
   // Pushes counted without a gap (the worker's clock as the policies see it).
   uint64_t clock() const { return next_; }
+  uint64_t base() const { return base_; }
 
  private:
   uint64_t next_ = 0;
+  uint64_t base_ = 0;
   std::set<uint64_t> ahead_;  // counted past a gap (reordered pushes)
 };
 

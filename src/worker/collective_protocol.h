@@ -230,7 +230,7 @@ inline std::string Named(const char* kind, const CollectiveOptions& o) {
 inline Status CheckAllReduceArgs(const std::string& what, const void* in, void* out, size_t n,
                           DataType type, const AllReduceOptions& o) {
   if ((in == nullptr || out == nullptr) && n > 0) return InvalidArgument(what + ": null buffer");
-  if (static_cast<int>(o.op) < 0 || static_cast<int>(o.op) >= kNumReduceOps) {
+  if (static_cast<unsigned>(o.op) >= static_cast<unsigned>(kNumReduceOps)) {  // from a cast int
     return InvalidArgument(what + ": unknown reduce op " + std::to_string(static_cast<int>(o.op)));
   }
   if (MulOverflows(n, DataTypeSize(type)) || n * DataTypeSize(type) > (~size_t{0} >> 1)) {

@@ -75,6 +75,63 @@ class ElasticTest : public ::testing::Test {
   std::shared_ptr<FaultInjector> injector_;
 };
 
+// bsp: a worker that joins the running job steps with the others from where they are (its
+// clock starts at the slowest live worker's on the servers, not at 0, or the others'
+// pulls would wait for it to count up). Each step every worker pushes its rank + 1 and
+// pulls: the values are the sums of the steps, exact.
+TEST_F(ElasticTest, AWorkerJoiningABspJobStepsWithTheOthersFromWhereTheyAre) {
+  Options base = Base(/*num_workers=*/2, /*max_workers=*/3, /*min_workers=*/0);
+  base.request_timeout_ms = 10000;  // a pull waiting for a clock that never comes fails
+  LocalCluster c(2, 2, "inproc", base);
+  ASSERT_TRUE(c.Start().ok());
+  TableSpec spec = TableSpec::Dense("w", kSize);
+  spec.sync = SyncMode::kBsp;
+  auto table = c.worker(0).DeclareTable(spec);
+  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_TRUE(c.worker(1).DeclareTable(spec).ok());
+  const auto steps = [&](Worker& w, float value, int n, std::vector<float>* last) {
+    const std::vector<float> v(kSize, value);
+    for (int i = 0; i < n; ++i) {
+      Status pushed = w.Wait(w.Push(*table, v.data(), kSize), kWait);
+      ASSERT_TRUE(pushed.ok()) << pushed;
+      last->assign(kSize, -1.0f);
+      Status pulled = w.Wait(w.Pull(*table, last->data(), kSize), kWait);
+      ASSERT_TRUE(pulled.ok()) << pulled;
+    }
+  };
+  std::vector<float> l0, l1, l2;
+  {
+    std::thread t([&] { steps(c.worker(1), 2.0f, 3, &l1); });
+    steps(c.worker(0), 1.0f, 3, &l0);
+    t.join();
+  }
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(l0, std::vector<float>(kSize, 9.0f));  // 3 steps of 1 + 2
+
+  Options o = c.options();
+  o.connect_timeout_ms = 10000;
+  Worker third(o);
+  ASSERT_TRUE(third.Start().ok());
+  ASSERT_TRUE(third.DeclareTable(spec).ok());
+  std::vector<float> now(kSize, -1.0f);
+  Status first = third.Wait(third.Pull(*table, now.data(), kSize), kWait);
+  ASSERT_TRUE(first.ok()) << first;
+  EXPECT_EQ(now, std::vector<float>(kSize, 9.0f));  // the values as they are
+  {
+    std::thread t1([&] { steps(c.worker(1), 2.0f, 2, &l1); });
+    std::thread t2([&] { steps(third, 3.0f, 2, &l2); });
+    steps(c.worker(0), 1.0f, 2, &l0);
+    t1.join();
+    t2.join();
+  }
+  ASSERT_FALSE(HasFatalFailure());
+  const std::vector<float> want(kSize, 9.0f + 2 * 6.0f);  // then 2 steps of 1 + 2 + 3
+  EXPECT_EQ(l0, want);
+  EXPECT_EQ(l1, want);
+  EXPECT_EQ(l2, want);
+  third.Stop();
+}
+
 TEST_F(ElasticTest, GrowsToMaxWorkersRefusesOneMoreAndKeepsEveryAcknowledgedPush) {
   LocalCluster c(2, 2, "inproc", Base(/*num_workers=*/2, /*max_workers=*/3, /*min_workers=*/2));
   ASSERT_TRUE(c.Start().ok());
