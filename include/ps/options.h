@@ -86,6 +86,10 @@ struct CommonOptions {
   // cluster tests set it through src/transport/transport.h (SetTransportFactory).
   friend struct TransportHook;
   std::shared_ptr<void> transport_factory_;
+  // The clock failure detection runs on (null: the steady clock). Not an option: the
+  // in-process cluster tests set a manual one through src/common/clock.h (SetClock).
+  friend struct ClockHook;
+  std::shared_ptr<void> clock_;
 };
 
 // --- What only the scheduler reads: the shape of the cluster and its policies ------------

@@ -202,7 +202,7 @@ Status NodeRuntime::Start() {
     Stop(false);
     return result;
   }
-  last_scheduler_contact_ms_ = SteadyMillis();
+  last_scheduler_contact_ms_ = clock_->NowMs();
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
   LOG(INFO) << RoleName(role_) << " rank " << rank() << " up at " << endpoint_ << " (node " << id()
             << ")";
@@ -357,13 +357,18 @@ void NodeRuntime::ReceiveLoop() {
           CountBadMessage();
           LOG_EVERY_N(WARNING, 100) << "dropped a control message not from the scheduler";
         } else {
-          last_scheduler_contact_ms_ = SteadyMillis();
+          last_scheduler_contact_ms_ = clock_->NowMs();
+          ++scheduler_messages_;
+          {
+            MutexLock lock(&mu_);
+            if (scheduler_lost_) cv_.SignalAll();  // AwaitScheduler: a scheduler speaks
+          }
           Count(kSchedulerId, msg, /*sent=*/false);
           // Some take long (a server writing its checkpoint, or restoring its tables
           // from one): the scheduler's messages wait meanwhile, which is not silence.
           handling_control_ = true;
           HandleControl(std::move(msg));
-          last_scheduler_contact_ms_ = SteadyMillis();
+          last_scheduler_contact_ms_ = clock_->NowMs();
           handling_control_ = false;
           if (!early_.empty()) ReplayEarly();
         }

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/cluster_map.h"
 #include "common/mutex.h"
 #include "ps/options.h"
@@ -160,7 +161,7 @@ class NodeRuntime {
   void HeartbeatLoop();
   // Scheduler recovery (scheduler_recovery_ms > 0; docs/recovery.md). Heartbeat thread.
   // Returns false once the node gave up on the scheduler (it shut down).
-  bool AwaitScheduler();
+  bool AwaitScheduler(Ticker* ticker);
   Message RejoinMessage();
   void HandleControl(Message&& msg);
   std::vector<std::pair<TableId, Status>> InstallMap(std::shared_ptr<const ClusterMap> map);
@@ -170,6 +171,8 @@ class NodeRuntime {
                                    std::string* detail = nullptr);
 
   const MemberOptions options_;
+  // What heartbeats are sent and judged by (common/clock.h): the steady clock, or a test's.
+  const std::shared_ptr<Clock> clock_ = ClockOf(options_);
   const Role role_;
   const bool restores_;
   const Handlers handlers_;
@@ -182,6 +185,9 @@ class NodeRuntime {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> bad_messages_{0};
   std::atomic<int64_t> last_scheduler_contact_ms_{0};
+  // Control messages from the scheduler so far: AwaitScheduler ends when it grows (a
+  // manual clock may not have moved since the wait began).
+  std::atomic<uint64_t> scheduler_messages_{0};
   std::atomic<bool> handling_control_{false};  // the receive thread is in HandleControl
   std::thread recv_thread_;
   std::thread heartbeat_thread_;

@@ -13,23 +13,26 @@
 namespace ps {
 
 void NodeRuntime::HeartbeatLoop() {
+  Ticker ticker(clock_.get());
   while (!stopping_) {
     {
       MutexLock lock(&mu_);
-      cv_.WaitFor(&mu_, std::chrono::milliseconds(options_.heartbeat_interval_ms),
-                  [this]() REQUIRES(mu_) { return stopping_.load() || shutdown_; });
+      ticker.WaitFor(&mu_, &cv_, options_.heartbeat_interval_ms, [this]() REQUIRES(mu_) {
+        mu_.AssertHeld();
+        return stopping_.load() || shutdown_;
+      });
       if (stopping_ || shutdown_) return;
     }
     layerps::pb::Control c;
     c.mutable_heartbeat();
     SendToScheduler(MakeControl(id(), c), options_.heartbeat_interval_ms);
     if (!handling_control_ && options_.scheduler_recovery_ms > 0 &&
-        SteadyMillis() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
-      if (!AwaitScheduler()) return;
+        clock_->NowMs() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
+      if (!AwaitScheduler(&ticker)) return;
       continue;
     }
     if (!handling_control_ &&
-        SteadyMillis() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
+        clock_->NowMs() - last_scheduler_contact_ms_ > options_.heartbeat_timeout_ms) {
       Status lost = Unavailable("lost the scheduler: silent for more than " +
                                 std::to_string(options_.heartbeat_timeout_ms) + " ms");
       LOG(ERROR) << lost;
@@ -50,8 +53,9 @@ void NodeRuntime::HeartbeatLoop() {
 // restarted one answers with a new map once the cluster is rebuilt) or
 // scheduler_recovery_ms passes (then the node shuts down as without recovery). Once one
 // speaks, the calls still waiting for an answer are sent to it again.
-bool NodeRuntime::AwaitScheduler() {
-  const int64_t since = SteadyMillis();
+bool NodeRuntime::AwaitScheduler(Ticker* ticker) {
+  const int64_t since = clock_->NowMs();
+  const uint64_t heard = scheduler_messages_.load();
   {
     MutexLock lock(&mu_);
     scheduler_lost_ = true;
@@ -63,12 +67,16 @@ bool NodeRuntime::AwaitScheduler() {
   while (!stopping_) {
     {
       MutexLock lock(&mu_);
-      cv_.WaitFor(&mu_, std::chrono::milliseconds(options_.heartbeat_interval_ms),
-                  [this]() REQUIRES(mu_) { return stopping_.load() || shutdown_; });
+      // A scheduler that speaks ends the wait at once (ReceiveLoop signals): the calls
+      // waiting for an answer go to it without waiting out the interval.
+      ticker->WaitFor(&mu_, &cv_, options_.heartbeat_interval_ms, [this, heard]() REQUIRES(mu_) {
+        mu_.AssertHeld();
+        return stopping_.load() || shutdown_ || scheduler_messages_.load() != heard;
+      });
       if (stopping_ || shutdown_) return false;
     }
-    if (last_scheduler_contact_ms_ > since) break;
-    if (SteadyMillis() - since > options_.scheduler_recovery_ms) {
+    if (scheduler_messages_.load() != heard) break;
+    if (clock_->NowMs() - since > options_.scheduler_recovery_ms) {
       Status lost = Unavailable("lost the scheduler: silent for more than " +
                                 std::to_string(options_.heartbeat_timeout_ms) +
                                 " ms, and no scheduler took the cluster over within "
@@ -93,7 +101,7 @@ bool NodeRuntime::AwaitScheduler() {
     }
   }
   LOG(WARNING) << "a scheduler took the cluster over after "
-               << SteadyMillis() - since << " ms; " << resend.size()
+               << clock_->NowMs() - since << " ms; " << resend.size()
                << " call(s) waiting for an answer sent to it again";
   for (const std::string& r : resend) {
     layerps::pb::Control c;

@@ -117,7 +117,7 @@ void Scheduler::Impl::HandleRegister(const layerps::pb::Register& r, const std::
         kRefusedIdBase + static_cast<NodeId>(refused_counter_++ % kMaxRefusedConnections);
     if (transport_->Connect(temp, r.endpoint(), "s" + session).ok()) {
       SendControl(temp, reply);
-      refused_.push_back({temp, SteadyMillis()});
+      refused_.push_back({temp, NowMs()});
     }
     return;
   }
@@ -145,7 +145,7 @@ void Scheduler::Impl::HandleRegister(const layerps::pb::Register& r, const std::
   map_.nodes.push_back(info);
   map_.tags[info.id] = RandomHex(16);
   identities_[identity] = info.id;
-  members_[info.id] = Member{SteadyMillis(), false};
+  members_[info.id] = Member{NowMs(), false};
   rr->set_ok(true);
   rr->set_id(info.id);
   rr->set_rank(info.rank);
@@ -155,7 +155,7 @@ void Scheduler::Impl::HandleRegister(const layerps::pb::Register& r, const std::
             << " at " << info.endpoint;
   if (complete_) {
     // A worker that grew an elastic job: every node learns of it with the next map.
-    members_[info.id].last_seen_ms = SteadyMillis();
+    members_[info.id].last_seen_ms = NowMs();
     LOG(INFO) << "the job grows to " << LiveWorkers() << " live worker(s) (max_workers="
               << options_.MaxWorkers() << ")";
     BroadcastMap();
@@ -169,7 +169,7 @@ void Scheduler::Impl::HandleRegister(const layerps::pb::Register& r, const std::
   }
   if (now_complete) {
     complete_ = true;
-    const int64_t now = SteadyMillis();
+    const int64_t now = NowMs();
     for (auto& kv : members_) kv.second.last_seen_ms = now;
     LOG(INFO) << "cluster complete: " << options_.num_servers << " server(s), "
               << options_.num_workers << " worker(s)";
@@ -182,7 +182,7 @@ void Scheduler::Impl::HandleRejoin(const layerps::pb::Rejoin& r, const std::stri
     // A node that thought this scheduler lost (a stall): its Rejoin is a heartbeat.
     auto who = identities_.find(identity);
     if (who != identities_.end() && members_.count(who->second)) {
-      members_[who->second].last_seen_ms = SteadyMillis();
+      members_[who->second].last_seen_ms = NowMs();
     }
     return;
   }
@@ -192,7 +192,7 @@ void Scheduler::Impl::HandleRejoin(const layerps::pb::Rejoin& r, const std::stri
     // silent when the rebuild comes.
     auto who = identities_.find(identity);
     if (who != identities_.end() && who->second == r.id()) {
-      members_[r.id()].last_seen_ms = SteadyMillis();
+      members_[r.id()].last_seen_ms = NowMs();
     }
     return;
   }
@@ -241,7 +241,7 @@ void Scheduler::Impl::HandleRejoin(const layerps::pb::Rejoin& r, const std::stri
                  << connected;
     return;
   }
-  const int64_t now = SteadyMillis();
+  const int64_t now = NowMs();
   if (!recovery_.active()) {
     LOG(WARNING) << "nodes of a running cluster (job " << rejoiner->map->job
                  << ") rejoin: this scheduler takes the cluster over";
@@ -369,7 +369,7 @@ void Scheduler::Impl::MarkDead(NodeId id, const std::string& reason) {
   if (n == nullptr) return;
   if (failover_.OnTakeoverDead(n, reason)) return;  // both copies of some ranges are gone
   if (n->role == Role::kServer && complete_ && !done_ &&
-      failover_.OnServerDead(n, reason, SteadyMillis())) {
+      failover_.OnServerDead(n, reason, NowMs())) {
     return;
   }
   n->alive = false;
@@ -401,7 +401,7 @@ void Scheduler::Impl::MarkDead(NodeId id, const std::string& reason) {
                                 std::to_string(n->rank) + " (node " + std::to_string(id) +
                                 ") died during the barrier"));
   barriers_.Drop(id);
-  if (n->role == Role::kServer) checkpoints_.OnServerDead(id, SteadyMillis());
+  if (n->role == Role::kServer) checkpoints_.OnServerDead(id, NowMs());
   tables_.Resolve();
   if (lost_worker && complete_ && options_.tolerate_worker_loss &&
       BelowMinWorkers("worker rank " + std::to_string(n->rank) + " (node " + std::to_string(id) +
@@ -437,7 +437,7 @@ void Scheduler::Impl::TakePlace(const NodeInfo& info, NodeId dead, const std::st
   map_.nodes.push_back(info);
   map_.tags[info.id] = RandomHex(16);
   identities_[identity] = info.id;
-  members_[info.id] = Member{SteadyMillis(), false};
+  members_[info.id] = Member{NowMs(), false};
   layerps::pb::Control reply;
   auto* rr = reply.mutable_register_reply();
   rr->set_ok(true);

@@ -134,17 +134,20 @@ void Scheduler::Impl::CollectMetrics(std::vector<metrics::Sample>* out) const {
 }
 
 void Scheduler::Impl::Loop() {
-  int64_t last_beat = SteadyMillis();
+  Ticker ticker(clock_.get());
+  // A manual clock (tests) moves only when advanced: look at it often.
+  const int poll_ms = clock_->manual() ? 1 : kPollMs;
+  int64_t last_beat = NowMs();
   while (!stop_requested_ && !done_) {
     Message msg;
-    Status s = transport_->Recv(&msg, kPollMs);
+    Status s = transport_->Recv(&msg, poll_ms);
     if (s.ok()) {
       Count([](SchedulerStats& st) { ++st.messages_received; });
       Handle(std::move(msg));
     } else if (s.code() == StatusCode::kProtocolError) {
       BadMessage("malformed message: " + s.message());
     }
-    if (SteadyMillis() - last_beat >= options_.heartbeat_interval_ms) {
+    if (NowMs() - last_beat >= options_.heartbeat_interval_ms) {
       // What already arrived is read before anyone is judged silent: a scheduler thread
       // that was itself starved (a loaded machine) would otherwise find every node's
       // heartbeat waiting in its queue and declare them all dead.
@@ -161,9 +164,10 @@ void Scheduler::Impl::Loop() {
         }
       }
       if (done_) break;
-      last_beat = SteadyMillis();
+      last_beat = NowMs();
       Periodic(last_beat);
     }
+    ticker.Done(last_beat + options_.heartbeat_interval_ms - 1);
   }
   if (stop_requested_ && !done_) {
     BroadcastShutdown("the scheduler was stopped", true);
@@ -203,7 +207,7 @@ void Scheduler::Impl::Handle(Message&& msg) {
     BadMessage("control message from unknown node " + std::to_string(from));
     return;
   }
-  it->second.last_seen_ms = SteadyMillis();
+  it->second.last_seen_ms = NowMs();
   const NodeInfo* node = FindNode(from);
   if (node == nullptr || !node->alive) return;  // late message from a node declared dead
   switch (c.body_case()) {
@@ -216,10 +220,10 @@ void Scheduler::Impl::Handle(Message&& msg) {
       tables_.HandleDeclare(from, c.declare_table());
       break;
     case layerps::pb::Control::kBarrier:
-      barriers_.HandleBarrier(from, c.barrier(), SteadyMillis());
+      barriers_.HandleBarrier(from, c.barrier(), NowMs());
       break;
     case layerps::pb::Control::kJoin:
-      barriers_.HandleJoin(from, c.join(), SteadyMillis());
+      barriers_.HandleJoin(from, c.join(), NowMs());
       break;
     case layerps::pb::Control::kMembershipQuery:
       // OK once complete, else the nodes still missing.
@@ -239,10 +243,10 @@ void Scheduler::Impl::Handle(Message&& msg) {
       break;
     case layerps::pb::Control::kCheckpoint:
       if (ReplyCall(from, c.checkpoint().request_id())) break;
-      checkpoints_.HandleRequest(from, c.checkpoint(), SteadyMillis());
+      checkpoints_.HandleRequest(from, c.checkpoint(), NowMs());
       break;
     case layerps::pb::Control::kCheckpointDone:
-      checkpoints_.HandleDone(from, c.checkpoint_done(), SteadyMillis());
+      checkpoints_.HandleDone(from, c.checkpoint_done(), NowMs());
       break;
     case layerps::pb::Control::kLeave:
       HandleLeave(from);

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/cluster_map.h"
 #include "common/mutex.h"
 #include "layerps.pb.h"
@@ -129,7 +130,7 @@ class Scheduler::Impl final : public Failover::Host {
   }
   void Release(NodeId id) override {
     barriers_.Drop(id);
-    checkpoints_.OnServerDead(id, SteadyMillis());
+    checkpoints_.OnServerDead(id, NowMs());
   }
 
   void HandleRegister(const layerps::pb::Register& r, const std::string& identity);
@@ -215,6 +216,9 @@ class Scheduler::Impl final : public Failover::Host {
   void Periodic(int64_t now);
 
   const SchedulerOptions options_;
+  // The time heartbeats are judged by and the periodic work reads (common/clock.h).
+  const std::shared_ptr<Clock> clock_ = ClockOf(options_);
+  int64_t NowMs() const { return clock_->NowMs(); }
   std::unique_ptr<Transport> transport_;
   std::thread thread_;
   std::atomic<bool> stop_requested_{false};

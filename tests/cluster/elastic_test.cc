@@ -6,7 +6,7 @@
 // sums equal the acknowledged pushes exactly across the growth and a death; a death that
 // leaves fewer than min_workers live ends the job with an error naming min_workers. A
 // death is a worker cut off by the fault injector (the scheduler declares it dead at the
-// heartbeat timeout).
+// heartbeat timeout, on a manual clock the test advances).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -41,17 +41,13 @@ class ElasticTest : public ::testing::Test {
     o.max_workers = max_workers;
     o.min_workers = min_workers;
     SetTransportFactory(&o, injector_);
+    clock_ = testing::UseManualClock(&o);  // deaths only as the test advances the time
     return o;
   }
 
-  // Waits (bounded) until the scheduler counted `n` dead nodes.
-  static bool AwaitDead(Scheduler& s, uint64_t n) {
-    const auto until = std::chrono::steady_clock::now() + 20s;
-    while (s.stats().dead_nodes < n) {
-      if (std::chrono::steady_clock::now() > until) return false;
-      std::this_thread::sleep_for(20ms);
-    }
-    return true;
+  // Advances the clock (bounded) until the scheduler counted `n` dead nodes.
+  bool AwaitDead(Scheduler& s, uint64_t n) {
+    return testing::AdvanceUntil(*clock_, [&] { return s.stats().dead_nodes >= n; });
   }
 
   // Pushes `value` to every element `times` times, each push waited for; returns how
@@ -73,6 +69,7 @@ class ElasticTest : public ::testing::Test {
   }
 
   std::shared_ptr<FaultInjector> injector_;
+  std::shared_ptr<ManualClock> clock_;
 };
 
 // bsp: a worker that joins the running job steps with the others from where they are (its
@@ -210,6 +207,7 @@ TEST_F(ElasticTest, ADeathBelowMinWorkersEndsTheJobNamingMinWorkers) {
   // Rank 1 dies: one live, fewer than min_workers: the job ends, the error names the
   // dead rank, min_workers and the count.
   injector_->Isolate(c.worker(1).id());
+  ASSERT_TRUE(AwaitDead(c.scheduler(), 2));
   Status ended = c.scheduler().Join(20s);
   EXPECT_EQ(ended.code(), StatusCode::kUnavailable) << ended;
   EXPECT_NE(ended.message().find("worker rank 1"), std::string::npos) << ended;

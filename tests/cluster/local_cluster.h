@@ -10,12 +10,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "ps/ps.h"
 
 namespace ps {
@@ -36,6 +38,38 @@ inline Options FastOptions() {
 #endif
   if (const char* s = std::getenv("LAYERPS_TEST_STREAMS")) o.streams = std::atoi(s);
   return o;
+}
+
+// Failure detection on a manual clock (common/clock.h): the nodes made with `o` send and
+// judge heartbeats on `clock`'s time, which moves only when the test advances it. Nobody
+// is declared dead because the machine is slow, and a test that waits for a death (or a
+// scheduler's takeover) advances the time instead of sleeping (AdvanceUntil).
+inline std::shared_ptr<ManualClock> UseManualClock(Options* o) {
+  auto clock = std::make_shared<ManualClock>();
+  SetClock(o, clock);
+  return clock;
+}
+
+// Advances `clock` `slice_ms` at a time until pred() holds (true), at most `max_ms` of
+// it; then, as what pred() waits for may also take real time (a thread's join, messages
+// handled), polls pred() up to 60 s of real time in all (false). Each slice returns once
+// every node's heartbeat loop and the scheduler caught up with it, and leaves a little
+// real time to the rest.
+template <typename Pred>
+bool AdvanceUntil(ManualClock& clock, Pred pred, int64_t max_ms = 60000, int64_t slice_ms = 50) {
+  const auto real_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int64_t advanced = 0;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > real_deadline) return false;
+    if (advanced < max_ms) {
+      clock.Advance(slice_ms);
+      advanced += slice_ms;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  return true;
 }
 
 class LocalCluster {

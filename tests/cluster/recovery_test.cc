@@ -38,6 +38,7 @@ class RecoveryTest : public ::testing::Test {
     o.dense_chunk_elems = 4;
     o.scheduler_recovery_ms = 30000;
     SetTransportFactory(&o, injector_);
+    clock_ = testing::UseManualClock(&o);  // deaths and takeovers only as the test says
     return o;
   }
 
@@ -48,35 +49,21 @@ class RecoveryTest : public ::testing::Test {
     injector_->Heal(kSchedulerId);
   }
 
-  // Waits (bounded) until the restarted scheduler took the cluster over.
-  static bool AwaitRecovered(Scheduler& s) {
-    const auto until = std::chrono::steady_clock::now() + 30s;
-    while (s.stats().recoveries < 1) {
-      if (std::chrono::steady_clock::now() > until) return false;
-      std::this_thread::sleep_for(20ms);
-    }
-    return true;
+  // Advances the clock (bounded: 60 s of it) until the restarted scheduler took the
+  // cluster over.
+  bool AwaitRecovered(Scheduler& s) {
+    return testing::AdvanceUntil(*clock_, [&] { return s.stats().recoveries >= 1; });
   }
 
-  // Waits (bounded) until `s` counted at least n dead nodes.
-  static bool AwaitDead(Scheduler& s, uint64_t n) {
-    const auto until = std::chrono::steady_clock::now() + 30s;
-    while (s.stats().dead_nodes < n) {
-      if (std::chrono::steady_clock::now() > until) return false;
-      std::this_thread::sleep_for(20ms);
-    }
-    return true;
+  // Advances the clock (bounded) until `s` counted at least n dead nodes.
+  bool AwaitDead(Scheduler& s, uint64_t n) {
+    return testing::AdvanceUntil(*clock_, [&] { return s.stats().dead_nodes >= n; });
   }
 
-  // Waits (bounded) until `pred` holds.
+  // Advances the clock (bounded) until `pred` holds.
   template <typename Pred>
-  static bool AwaitTrue(Pred pred) {
-    const auto until = std::chrono::steady_clock::now() + 30s;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > until) return false;
-      std::this_thread::sleep_for(20ms);
-    }
-    return true;
+  bool AwaitTrue(Pred pred) {
+    return testing::AdvanceUntil(*clock_, pred);
   }
 
   // Drops every Rejoin while `hold` is set (a predicate over the parsed control message).
@@ -92,6 +79,7 @@ class RecoveryTest : public ::testing::Test {
   }
 
   std::shared_ptr<FaultInjector> injector_;
+  std::shared_ptr<ManualClock> clock_;
 };
 
 TEST_F(RecoveryTest, PushesGoOnAndARestartedSchedulerTakesTheClusterOver) {
@@ -117,8 +105,10 @@ TEST_F(RecoveryTest, PushesGoOnAndARestartedSchedulerTakesTheClusterOver) {
 
   KillScheduler(c);
   // No scheduler: the data plane goes on (well past heartbeat_timeout_ms).
-  const auto outage_end = std::chrono::steady_clock::now() + 2500ms;
-  while (std::chrono::steady_clock::now() < outage_end) push_all();
+  for (int i = 0; i < 25; ++i) {
+    push_all();
+    clock_->Advance(100);
+  }
   ASSERT_FALSE(HasFatalFailure());
 
   ASSERT_TRUE(c.RestartScheduler().ok());
@@ -264,7 +254,11 @@ TEST_F(RecoveryTest, NoSchedulerWithinTheWindowEndsTheNodes) {
   LocalCluster c(1, 1, "inproc", base);
   ASSERT_TRUE(c.Start().ok());
   KillScheduler(c);
-  Status ended = c.server(0).Join(20s);  // waits for the cluster's end
+  // The server gives up once heartbeat_timeout_ms and then scheduler_recovery_ms of the
+  // clock passed without a scheduler.
+  std::future<Status> join = std::async(std::launch::async, [&] { return c.server(0).Join(60s); });
+  ASSERT_TRUE(AwaitTrue([&] { return join.wait_for(0ms) == std::future_status::ready; }));
+  Status ended = join.get();
   EXPECT_EQ(ended.code(), StatusCode::kUnavailable) << ended;
   EXPECT_NE(ended.message().find("scheduler_recovery_ms=3000"), std::string::npos) << ended;
 }
@@ -305,10 +299,10 @@ TEST_F(RecoveryTest, AServerThatDiesDuringTheOutageIsTakenOverAndNobodyElseIsDec
   ASSERT_GE(victim, 0);
 
   KillScheduler(c);
-  std::this_thread::sleep_for(300ms);
+  clock_->Advance(300);
   injector_->Isolate(c.server(victim).id());  // dies while no scheduler runs
   // Past heartbeat_timeout_ms: every live node noticed and sends Rejoins.
-  std::this_thread::sleep_for(2500ms);
+  clock_->Advance(2500);
   ASSERT_TRUE(c.RestartScheduler().ok());
   ASSERT_TRUE(AwaitRecovered(c.scheduler()));
   ASSERT_TRUE(AwaitDead(c.scheduler(), 1));
@@ -341,9 +335,9 @@ TEST_F(RecoveryTest, AWorkerThatDiesDuringTheOutageIsToleratedAndNobodyElseIsDec
     ASSERT_TRUE(c.worker(r).Wait(c.worker(r).Push(*dense, ones.data(), kSize), kWait).ok());
   }
   KillScheduler(c);
-  std::this_thread::sleep_for(300ms);
+  clock_->Advance(300);
   injector_->Isolate(c.worker(2).id());
-  std::this_thread::sleep_for(2500ms);
+  clock_->Advance(2500);
   ASSERT_TRUE(c.RestartScheduler().ok());
   ASSERT_TRUE(AwaitRecovered(c.scheduler()));
   ASSERT_TRUE(AwaitDead(c.scheduler(), 1));
@@ -372,7 +366,7 @@ TEST_F(RecoveryTest, ASchedulerNotStartedForRecoveryRefusesRejoinsAndFormsItsOwn
   LocalCluster c(1, 1, "inproc", base);
   ASSERT_TRUE(c.Start().ok());
   KillScheduler(c);
-  std::this_thread::sleep_for(2500ms);  // the old nodes send Rejoins
+  clock_->Advance(2500);  // the old nodes send Rejoins
   Options fresh = c.options();
   fresh.scheduler_recovery_ms = 0;
   Scheduler second(fresh);
@@ -404,7 +398,7 @@ TEST_F(RecoveryTest, ASchedulerFormingAJobRefusesRejoinsOfAnother) {
   ASSERT_TRUE(c.Start().ok());
   HoldRejoins(&hold);
   KillScheduler(c);
-  std::this_thread::sleep_for(2500ms);
+  clock_->Advance(2500);
   Options fresh = c.options();
   Scheduler second(fresh);
   ASSERT_TRUE(second.Start().ok());
