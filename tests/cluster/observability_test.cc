@@ -119,6 +119,18 @@ std::string Promtool(const std::string& text) {
   return "cannot run promtool";
 }
 
+// Starts a server and a worker of a one-server, one-worker cluster (each Start returns
+// once the cluster is complete, so the server's runs on a thread of its own).
+::testing::AssertionResult StartBoth(Server& server, Worker& worker) {
+  Status server_started;
+  std::thread t([&] { server_started = server.Start(); });
+  Status worker_started = worker.Start();
+  t.join();
+  if (!worker_started.ok()) return ::testing::AssertionFailure() << "worker: " << worker_started;
+  if (!server_started.ok()) return ::testing::AssertionFailure() << "server: " << server_started;
+  return ::testing::AssertionSuccess();
+}
+
 TEST(MetricsTest, EveryNodeServesItsCountsAndPromtoolAcceptsThem) {
   Options base = FastOptions();
   base.scheduler_address = "tcp://127.0.0.1:0";
@@ -131,11 +143,7 @@ TEST(MetricsTest, EveryNodeServesItsCountsAndPromtoolAcceptsThem) {
   so.scheduler_address = wo.scheduler_address = scheduler.address();
   Server server(so);
   Worker worker(wo);
-  Status server_started;
-  std::thread t([&] { server_started = server.Start(); });
-  ASSERT_TRUE(worker.Start().ok());
-  t.join();
-  ASSERT_TRUE(server_started.ok()) << server_started;
+  ASSERT_TRUE(StartBoth(server, worker));
 
   auto dense = worker.DeclareTable(TableSpec::Dense("w", 1000));
   auto sparse = worker.DeclareTable(TableSpec::Sparse("emb", 8));
@@ -196,11 +204,7 @@ TEST(MetricsTest, ACheckpointsBytesAreInTheServersMetrics) {
   so.scheduler_address = wo.scheduler_address = scheduler.address();
   Server server(so);
   Worker worker(wo);
-  Status server_started;
-  std::thread t([&] { server_started = server.Start(); });
-  ASSERT_TRUE(worker.Start().ok());
-  t.join();
-  ASSERT_TRUE(server_started.ok()) << server_started;
+  ASSERT_TRUE(StartBoth(server, worker));
   const std::string before = Scrape(so.metrics_port);
   EXPECT_EQ(Value(before, "layerps_server_transfer_active{transfer=\"checkpoint\"}"), 0) << before;
   EXPECT_EQ(Value(before, "layerps_server_transfer_bytes{transfer=\"checkpoint\"}"), 0) << before;
