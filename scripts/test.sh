@@ -44,26 +44,34 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CMAKE_CXX_COMPILER_LAUNCHER=ccache
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAYERPS_BUILD_CUDA=AUTO \
-  -DLAYERPS_BUILD_TESTS=ON -DLAYERPS_BUILD_BENCHMARKS=ON -DLAYERPS_BUILD_PYTHON=OFF "${launcher[@]}"
-cmake --build build -j "$(nproc)"
-tick "built"
+configure() {
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAYERPS_BUILD_CUDA=AUTO \
+    -DLAYERPS_BUILD_TESTS=ON -DLAYERPS_BUILD_BENCHMARKS=ON -DLAYERPS_BUILD_PYTHON=OFF "${launcher[@]}"
+}
 if [ "$fast" -eq 1 ]; then
+  configure
+  cmake --build build -j "$(nproc)"
+  tick "built"
   ctest --test-dir build --output-on-failure --timeout 300 -j "$jobs" -L '^unit$'
   tick "C++ unit tier passed"
   LAYERPS_PYTEST_JOBS=1 LAYERPS_SKIP_WHEEL=1 bash scripts/test-python.sh -m unit
   echo "test.sh: the fast tier passed in $(( $(date +%s) - start )) s"
   exit 0
 fi
-# The C++ tier and the Python tier at once: CTest (unit, cluster: the binaries of
-# tests/CMakeLists.txt's LAYERPS_FOUR_STREAM_TESTS with 4 streams per peer, the rest with
-# one; multiprocess) and the shared library's check in the background, `jobs` tests at a
-# time, while the Python package is built and its suite runs, `jobs` processes. Both
-# tiers wait on sockets and timers far more than they compute, and no verdict depends on
-# how fast a test runs (docs/testing.md), so sharing the cores costs neither a verdict.
+# The C++ tier and the Python tier at once, each from its build on. In the background:
+# the C++ build, CTest (unit, cluster: the binaries of tests/CMakeLists.txt's
+# LAYERPS_FOUR_STREAM_TESTS with 4 streams per peer, the rest with one; multiprocess),
+# `jobs` tests at a time, and the shared library's check. In the foreground: the Python
+# package's build, the wheel, and the Python suite, `jobs` processes. The two builds
+# compile the same objects (ccache serves the second), and the tests wait on sockets and
+# timers far more than they compute; no verdict depends on how fast a test runs
+# (docs/testing.md), so sharing the cores costs neither a verdict.
 cxx_log=$(mktemp /tmp/layerps-ctest.XXXXXX)
 (
   set -e
+  configure
+  cmake --build build -j "$(nproc)"
+  echo "test.sh: the C++ tier built ($(( $(date +%s) - start )) s so far)"
   ctest --test-dir build --output-on-failure --timeout 900 -j "$jobs"
   echo "test.sh: CTest passed ($(( $(date +%s) - start )) s so far)"
   # liblayerps.so with hidden visibility: the public API exported, the internals not.
@@ -78,7 +86,7 @@ if [ -f scripts/test-python.sh ]; then
 fi
 cxx_rc=0
 wait "$cxx_pid" || cxx_rc=$?
-echo "test.sh: the C++ tier's output (CTest, then the shared library):"
+echo "test.sh: the C++ tier's output (build, CTest, then the shared library):"
 cat "$cxx_log"
 rm -f "$cxx_log"
 if [ "$cxx_rc" -ne 0 ] || [ "$py_rc" -ne 0 ]; then
