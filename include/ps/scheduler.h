@@ -30,7 +30,9 @@ struct LAYERPS_EXPORT SchedulerStats {
   uint64_t rejected_rejoins = 0;
   uint64_t dead_nodes = 0;
   uint64_t map_epoch = 0;
-  // Running clusters this scheduler took over from one that died (docs/recovery.md).
+  // Running clusters this scheduler took over from one that died (docs/recovery.md),
+  // counted once the takeover's map is sent and the nodes that did not rejoin are
+  // declared dead (map_epoch and dead_nodes say so when this counts it).
   uint64_t recoveries = 0;
   // Stall warnings logged: a barrier or join waiting past stall_warning_ms.
   uint64_t stall_warnings = 0;

@@ -277,7 +277,6 @@ void Scheduler::Impl::MaybeFinishRecovery(int64_t now) {
   {
     MutexLock lock(&mu_);
     missing_.clear();
-    ++stats_.recoveries;
   }
   LOG(WARNING) << "took the cluster over from " << recovery_.epochs().size()
                << " live node(s) after " << now - recovery_.started_ms()
@@ -290,6 +289,10 @@ void Scheduler::Impl::MaybeFinishRecovery(int64_t now) {
                      std::to_string(RejoinWindowMs()) + " ms");
   }
   tables_.Resolve();
+  // Counted once the takeover is out: whoever sees the count sees its map's epoch and
+  // the deaths of the nodes that did not rejoin in the other stats.
+  MutexLock lock(&mu_);
+  ++stats_.recoveries;
 }
 
 bool Scheduler::Impl::ReplyCall(NodeId to, uint64_t request_id, bool membership_query) {
