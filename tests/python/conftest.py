@@ -2,6 +2,7 @@
 package: this folder, not bindings/python, is on sys.path)."""
 
 import os
+import signal
 import random
 import socket
 import subprocess
@@ -96,6 +97,15 @@ def free_ports(n=1):
         if ok:
             return first
     pytest.skip(f"no block of {n} free ports below {low}")
+
+
+def kill_all(procs):
+    """SIGKILLs the processes of `procs` still running, then reaps them all (bounded)."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+    for p in procs:
+        p.wait(timeout=10)
 
 
 def run_launched(args, timeout=180, env=None):

@@ -3,13 +3,13 @@ cluster of layerps-server processes started with --restore, and the values (and 
 update rules' state) exactly those of the checkpoint (docs/checkpoints.md)."""
 
 import os
-import signal
 import subprocess
 
 import numpy as np
 import pytest
 
 import layerps
+from conftest import kill_all
 
 HB = dict(heartbeat_interval_ms=100, heartbeat_timeout_ms=1500, connect_timeout_ms=20000)
 HB_FLAGS = ["--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500", "--connect_timeout_ms=20000"]
@@ -42,14 +42,6 @@ def step(w, d, s, k):
 
 def read(w, d, s):
     return w.pull(d).wait(timeout=30).copy(), w.pull_sparse(s, IDS).wait(timeout=30).copy()
-
-
-def kill_all(procs):
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-    for p in procs:
-        p.wait(timeout=10)
 
 
 @pytest.mark.parametrize("restored_servers", [2, 3])

@@ -8,7 +8,6 @@ not depend on how many workers there are). A job that falls under min_workers en
 an error naming it."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +17,8 @@ import pytest
 import torch
 
 import layerps
+
+from conftest import kill_all
 
 HB_FLAGS = ["--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500"]
 STEPS, LR, WIDTH, TABLE = 60, 0.05, 8, 16
@@ -183,13 +184,6 @@ def read(path):
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def kill_all(procs):
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-            p.wait(timeout=10)
 
 
 def reference_loss():

@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 import layerps
+from conftest import kill_all
 
 HB = dict(heartbeat_interval_ms=100, heartbeat_timeout_ms=1500, connect_timeout_ms=20000)
 HB_FLAGS = ["--heartbeat_interval_ms=100", "--heartbeat_timeout_ms=1500", "--connect_timeout_ms=20000"]
@@ -27,13 +28,6 @@ def server(address, rank, logdir, extra=()):
                          stdout=log, stderr=subprocess.STDOUT)
     log.close()
     return p
-
-
-def kill_all(procs):
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-            p.wait(timeout=10)
 
 
 def grads(k):
