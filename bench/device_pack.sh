@@ -44,6 +44,10 @@ if [ -n "${DEVICE_PYTHON:-}" ]; then
   [ -x "$venv/bin/python" ] || "$DEVICE_PYTHON" -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "pybind11>=2.12,<3" numpy
   VENV="$venv" BUILD_DIR="$(realpath -m "${BUILD}-python")" bash scripts/build-wheel.sh device-pack/wheel
+  # pytest and its pure-Python dependencies, for tests/python/test_gpu.py there (that
+  # machine reaches no package index).
+  "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+    -d device-pack/pywheels pytest
 fi
 git rev-parse --short HEAD > device-pack/COMMIT
 du -sh device-pack

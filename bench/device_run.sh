@@ -2,7 +2,7 @@
 # Runs the 16-core and GPU measurements on the device machine from device-pack/ (made here by
 # bench/device_pack.sh), in order of what matters most, each step under its own time limit
 # (a step that fails or runs out is recorded and the next one runs):
-#  - the GPU tests (device_test, packing_cuda_test);
+#  - the GPU tests (device_test, packing_cuda_test; tests/python/test_gpu.py through the wheel);
 #  - layerps-device-bench at 1M and at 100k keys: the GPU path against cudaMemcpy plus the
 #    host call;
 #  - layerps-bench 1x1 over tcp: dense push/pull at 256K/4M/32M with 1, 2 and 4 streams
@@ -15,7 +15,8 @@
 #  - diagnostics run only when named: collectives_a2a, pull_inflight, small_io1 (below).
 # Results: $OUT/summary.txt (each step's tail) and $OUT/results.tgz (every file; rebuilt
 # after each step, so a run cut short still brings back what it measured).
-# About 5 minutes on the 16-core machine (the limits add up to 13); give run() timeout_s=560.
+# About 6 minutes on the 16-core machine (the limits of the steps run by default add up
+# to 16 minutes); give run() timeout_s=560.
 # Usage: [REPEATS=N] [SECONDS_PER=S] bash bench/device_run.sh [--quick] [STEP ...]
 #        (--quick: a rehearsal on a small machine, short cases; STEPs: run only these, by
 #        name; REPEATS, SECONDS_PER: the layerps-bench repeats, default 3 of 0.25 s)
@@ -75,6 +76,10 @@ if ls device-pack/wheel/layerps-*.whl >/dev/null 2>&1; then
       device-pack/wheel/layerps-*.whl "$RES/site" >> "$RES/pip.txt" 2>&1
     chmod +x "$RES"/site/layerps/bin/* 2>/dev/null
   fi
+  if ls device-pack/pywheels/*.whl >/dev/null 2>&1; then  # pytest, for py_gpu_tests
+    "${PY[@]}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+      --target "$RES/site" device-pack/pywheels/*.whl >> "$RES/pip.txt" 2>&1
+  fi
   tail -n 3 "$RES/pip.txt" >> "$OUT/summary.txt"
   export PYTHONPATH="$RES/site${PYTHONPATH:+:$PYTHONPATH}"
   "${PY[@]}" -c "import layerps, numpy, torch; print('layerps', layerps.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__)" \
@@ -82,6 +87,8 @@ if ls device-pack/wheel/layerps-*.whl >/dev/null 2>&1; then
 fi
 
 step gpu_tests 60 bash -c "$B/packing_cuda_test --gtest_brief=1 && $B/device_test --gtest_brief=1"
+# The Python device route (CUDA tensors through every call, module and optimizer mode).
+step py_gpu_tests 120 "${PY[@]}" -m pytest -q -p no:cacheprovider -m gpu tests/python/test_gpu.py
 step device_1m 70 "$B/layerps-device-bench" --keys="$KEYS_BIG" --repeats="$REPEATS"
 step device_100k 40 "$B/layerps-device-bench" --keys="$KEYS_SMALL" --dense_elems=0 --repeats="$REPEATS"
 common=(--ops=push,pull --inflight=8 --repeats="$REPEATS" --seconds="$SECONDS_PER" --verify=true

@@ -12,6 +12,7 @@
 #include "ps/launcher.h"
 #include "ps/logging.h"
 #include "ps/options.h"
+#include "ps/pinned_stage.h"
 #include "ps/scheduler.h"
 #include "ps/server.h"
 #include "ps/sparse_exchange.h"

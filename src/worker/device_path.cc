@@ -7,9 +7,10 @@
 // buffers, then enqueue the copy (and, sparse, the scatter kernel) on the caller's
 // stream; the pinned/device temporaries are released in stream order.
 //
-// Pinned buffers come from one process-wide pool: allocating and freeing page-locked
-// memory costs milliseconds per call and synchronizes the device (a fresh 64 MiB buffer
-// per dense push made the device route 0.37x the host route on an H200).
+// Pinned buffers come from one process-wide pool (worker/pinned_pool.h): allocating and
+// freeing page-locked memory costs milliseconds per call and synchronizes the device (a
+// fresh 64 MiB buffer per dense push made the device route 0.37x the host route on an
+// H200).
 #include "ps/worker.h"
 #include "worker/ps_requests.h"
 
@@ -21,6 +22,7 @@
 
 #include "common/wire_type.h"
 #include "cuda/packing_cuda.h"
+#include "worker/pinned_pool.h"
 #endif
 
 namespace ps {
@@ -29,33 +31,15 @@ namespace ps {
 
 namespace {
 
-std::string CudaError(const char* what, pack::gpu::Error e) {
-  return std::string("CUDA ") + what + ": " + pack::gpu::ErrorString(e);
-}
+using device::CudaError;
+using device::NewPinned;
+using device::NoUsableDevice;
 
-void* AllocatePinned(size_t bytes) {
-  void* p = nullptr;
-  return pack::gpu::AllocPinned(bytes, &p) == pack::gpu::kOk ? p : nullptr;
-}
-void ReleasePinned(void* p) { pack::gpu::FreePinned(p); }
-
-// Idle pinned memory kept for reuse, process-wide. Never destroyed: buffers may be
-// released after main returns, when freeing pinned memory is no longer possible.
-constexpr size_t kPinnedIdleBytes = size_t{512} << 20;
 // Freed stream-ordered device memory the default pool keeps (RetainPoolMemory).
 constexpr size_t kRetainedDeviceBytes = size_t{1} << 30;
-BufferPool& PinnedPool() {
-  static BufferPool* pool =
-      new BufferPool(kPinnedIdleBytes, BufferPool::Allocator{AllocatePinned, ReleasePinned});
-  return *pool;
-}
 
-// Pinned host memory as a shared owner (back to the pool when the last frame lets go).
-StatusOr<std::shared_ptr<uint8_t>> NewPinned(size_t bytes) {
-  std::shared_ptr<uint8_t> p = PinnedPool().TryGet(bytes == 0 ? 1 : bytes);
-  if (!p) return ResourceExhausted("CUDA pinned allocation of " + std::to_string(bytes) +
-                                   " bytes failed");
-  return p;
+void ReleaseAfter(cudaStream_t stream, std::shared_ptr<const void> owner) {
+  device::ReleaseAfter(stream, std::move(owner));
 }
 
 // Device memory allocated and freed in the order of `stream`.
@@ -79,29 +63,6 @@ class StreamBuffer {
   cudaStream_t stream_;
   cudaError_t error_;
 };
-
-// Why the device calls cannot run here: what the CUDA runtime says of the devices.
-Status NoUsableDevice() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  (void)cudaGetLastError();  // clear a non-sticky error
-  const std::string why = e != cudaSuccess ? std::string(cudaGetErrorString(e))
-                                           : std::string("the CUDA runtime sees 0 devices");
-  return FailedPrecondition("no usable CUDA device in this process (" + why +
-                            "; LayerPS was built with CUDA " + std::to_string(CUDART_VERSION / 1000) +
-                            "." + std::to_string(CUDART_VERSION % 1000 / 10) + ")");
-}
-
-// Keeps `owner` alive until `stream` reaches this point, then drops it.
-void ReleaseAfter(cudaStream_t stream, std::shared_ptr<const void> owner) {
-  auto* held = new std::shared_ptr<const void>(std::move(owner));
-  if (cudaLaunchHostFunc(
-          stream, [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); }, held) !=
-      cudaSuccess) {
-    cudaStreamSynchronize(stream);
-    delete held;
-  }
-}
 
 }  // namespace
 

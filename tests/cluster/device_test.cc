@@ -7,6 +7,7 @@
 
 #include <map>
 #include <random>
+#include <thread>
 
 #include "local_cluster.h"
 
@@ -46,6 +47,19 @@ TEST(DeviceTest, WithoutAGpuTheCallsFailCleanly) {
   ASSERT_TRUE(w.Wait(w.Pull(*d, out.data(), 8), 5s).ok());
   for (float x : out) EXPECT_EQ(x, 0.0f);  // nothing was pushed
   EXPECT_TRUE(c.Finish().ok());
+}
+
+TEST(DeviceTest, WithoutAGpuPinnedStagesFailCleanly) {
+  if (Worker::DeviceSupport()) GTEST_SKIP() << "a GPU is usable here; the GPU tests cover it";
+  float v[4] = {1, 2, 3, 4};
+  const StatusOr<PinnedStage> a = PinnedStage::Allocate(16);
+  EXPECT_EQ(a.status().code(), StatusCode::kFailedPrecondition) << a.status();
+  const StatusOr<PinnedStage> d = PinnedStage::FromDevice(v, sizeof(v), nullptr);
+  EXPECT_EQ(d.status().code(), StatusCode::kFailedPrecondition) << d.status();
+  // The message says why: no CUDA in the build, or no device the runtime can use.
+  EXPECT_TRUE(d.status().message().find("CUDA") != std::string::npos) << d.status();
+  const Status c = CopyHostToDevice(v, sizeof(v), v, nullptr);
+  EXPECT_EQ(c.code(), StatusCode::kFailedPrecondition) << c;
 }
 
 #if LAYERPS_HAVE_CUDA
@@ -292,6 +306,44 @@ TEST(DeviceTest, NarrowedTablesThroughGpuMemory) {
     cudaFree(dsout);
   }
   cudaStreamDestroy(stream);
+  EXPECT_TRUE(c.Finish().ok());
+}
+
+TEST(DeviceTest, AllReduceOfGpuMemoryThroughAPinnedStage) {
+  if (!Worker::DeviceSupport()) GTEST_SKIP() << "no CUDA device on this machine: GPU test skipped";
+  LocalCluster c(1, 2, "tcp");
+  ASSERT_TRUE(c.Start().ok());
+  const size_t n = 300007;
+  std::vector<std::thread> members;
+  std::vector<Status> results(2);
+  std::vector<std::vector<float>> got(2);
+  for (int r = 0; r < 2; ++r) {
+    members.emplace_back([&, r] {
+      std::vector<float> host(n);
+      for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>((i % 7) + r);
+      float* dev = ToDevice(host);
+      cudaStream_t stream;
+      cudaStreamCreate(&stream);
+      StatusOr<PinnedStage> st = PinnedStage::FromDevice(dev, n * sizeof(float), stream);
+      results[r] = st.status();
+      if (st.ok()) {
+        AllReduceOptions o;
+        o.timeout = 30s;
+        float* p = static_cast<float*>(st->data());
+        results[r] = c.worker(r).communicator().AllReduce(p, p, n, DataType::kFloat32, o);
+        if (results[r].ok()) results[r] = st->ToDevice(dev, n * sizeof(float), stream);
+      }
+      cudaStreamSynchronize(stream);
+      got[r] = ToHost(dev, n);
+      cudaFree(dev);
+      cudaStreamDestroy(stream);
+    });
+  }
+  for (auto& t : members) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(results[r].ok()) << results[r];
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[r][i], static_cast<float>(2 * (i % 7) + 1)) << i;
+  }
   EXPECT_TRUE(c.Finish().ok());
 }
 

@@ -31,8 +31,9 @@ class AggregateStrategy(HookedStrategy):
         self.timeout = timeout
         self.numel = [p.numel() for p in params]
         total = sum(self.numel)
-        self.gbuf = torch.zeros(total, dtype=torch.float32)  # this worker's gradients, pushed
-        self.sbuf = torch.zeros(total, dtype=torch.float32)  # the sums, pulled
+        device = _flat.device_of(params)
+        self.gbuf = torch.zeros(total, dtype=torch.float32, device=device)  # this worker's gradients, pushed
+        self.sbuf = torch.zeros(total, dtype=torch.float32, device=device)  # the sums, pulled
         self.step_count = 0
         self.pending_reset = None  # the zeroing of step t-1's tables, started at step t
         # One table per parameter and rotation slot: step t's pushes go to slot t % 3.

@@ -35,6 +35,12 @@ class AlgorithmStrategy(OptimizerStrategy):
         group_lr, momentum, nesterov, dampening, weight_decay = settings.pop()
         if dampening != 0 or weight_decay != 0:
             raise InvalidArgumentError("algorithm=...: the SGD optimizer's dampening and weight_decay must be 0")
+        if _flat.device_of(params).type != "cpu":
+            raise InvalidArgumentError(
+                f"algorithm={algorithm!r} keeps the model in one host buffer that the algorithm's "
+                f"communication thread updates in place: the parameters must be on the CPU, not "
+                f"{_flat.device_of(params)} (for a model on a GPU use mode='hybrid', 'horovod', 'aggregate' "
+                f"or 'server')")
         self.params, self.names = params, names
         total = sum(p.numel() for p in params)
         self.gbuf = torch.zeros(total, dtype=torch.float32)  # this worker's gradients

@@ -1,6 +1,19 @@
 """Flat float32 buffers of a list of parameters, their gradients or their values: what the
 modes of ``DistributedOptimizer`` and the hybrid send in one request or one all-reduce.
-One copy of these loops for every mode."""
+One copy of these loops for every mode. The buffers live on the parameters' device
+(:func:`device_of`): a model on a GPU sends from GPU memory (the worker's device route,
+or the core's pinned staging for the collectives), never through a host copy here."""
+
+
+def device_of(params):
+    """The device of the parameters (they must share one), where the flat buffers go."""
+    import torch
+    devices = {p.device for p in params}
+    if len(devices) > 1:
+        from .errors import InvalidArgumentError
+        raise InvalidArgumentError(f"the parameters lie on several devices ({sorted(map(str, devices))}): "
+                                   "one device per DistributedOptimizer")
+    return devices.pop() if devices else torch.device("cpu")
 
 
 def flatten_grads(params, buf, on_sparse=None):

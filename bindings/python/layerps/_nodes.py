@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from . import _core
-from ._arrays import as_input, as_keys, as_output, device_args, is_cuda, is_tensor
+from ._arrays import as_input, as_keys, as_output, device_args, is_cuda, is_tensor, output
 from ._rules import set_rule
 from .errors import InvalidArgumentError
 
@@ -84,15 +84,20 @@ class Handle:
     request is still in flight and ``wait`` may be called again. The handle keeps the
     arrays of the request alive until it has completed."""
 
-    __slots__ = ("_h", "_result", "_convert")
+    __slots__ = ("_h", "_result", "_convert", "_commit")
 
-    def __init__(self, h, result=None, convert=None):
+    def __init__(self, h, result=None, convert=None, commit=None):
         self._h = h
         self._result = result    # returned instead of the C++ result (the caller's tensor)
         self._convert = convert  # applied to the C++ result
+        self._commit = commit    # run once when the request succeeded: a staged CUDA
+                                 # output's copy up (_arrays.staged_output)
 
     def wait(self, timeout=None):
         r = self._h.wait(timeout)
+        if self._commit is not None:
+            commit, self._commit = self._commit, None
+            commit()
         if self._result is not None:
             return self._result
         return r if self._convert is None else self._convert(r)
@@ -313,8 +318,9 @@ class Worker(_Node):
     def recv_from(self, rank, tag, out):
         """Receives the tensor the worker of ``rank`` sends under ``tag`` into ``out``
         (float32, exactly as many elements as were sent). ``wait()`` returns ``out``."""
-        o = as_output(out, "recv_from output")
-        return Handle(self._node.recv_from(int(rank), int(tag), o), out if is_tensor(out) else None)
+        o, commit = output(out, "recv_from output")
+        return Handle(self._node.recv_from(int(rank), int(tag), o), out if is_tensor(out) else None,
+                      commit=commit)
 
     def allreduce(self, values, timeout=None, ranks=None, segment_bytes=None, algorithm="auto"):
         """All-reduce (sum), in place: on return ``values`` (a float32 numpy array or
@@ -327,10 +333,10 @@ class Worker(_Node):
         and calls the collectives of one group in the same order. Blocks (the GIL released) until done,
         ``timeout`` seconds pass (TimeoutError; None: request_timeout_ms bounds it) or a
         participant dies (UnavailableError). Returns ``values``."""
-        v = as_output(values, "allreduce values")
+        v, commit = output(values, "allreduce values", download=True)
         self._node.allreduce(v, timeout, None if ranks is None else [int(r) for r in ranks],
                              None if segment_bytes is None else int(segment_bytes), str(algorithm))
-        return values
+        return values if commit is None else commit()
 
     # --- placement ---------------------------------------------------------------------------
     def install_placement(self, layers, timeout=None):
@@ -546,8 +552,9 @@ class Worker(_Node):
     def pushpull(self, table, grad, out=None):
         """Pushes ``grad`` and pulls the values after it was applied, in one round trip."""
         g = as_input(grad, "pushpull gradient")
-        o = None if out is None else as_output(out, "pushpull output")
-        return Handle(self._node.pushpull(self._id(table), g, o), out if is_tensor(out) else None)
+        o, commit = (None, None) if out is None else output(out, "pushpull output")
+        return Handle(self._node.pushpull(self._id(table), g, o), out if is_tensor(out) else None,
+                      commit=commit)
 
     def assign(self, table, values):
         """Overwrites a dense table's values (no update rule)."""
@@ -603,10 +610,23 @@ class Worker(_Node):
         ``entries`` is a list of ``(table, keys, rows)``; entries of one table are merged
         (duplicate keys summed across them). One message per server for all of them
         (docs/sparse.md, "Many tables in one request"); one handle."""
-        args = []
         for i, e in enumerate(entries):
             if len(e) != 3:
                 raise InvalidArgumentError(f"push_sparse_many entry {i}: (table, keys, rows), got {len(e)} items")
+        if entries and all(is_cuda(e[2]) for e in entries):
+            # Every entry's rows in GPU memory: the core's device variant, on the current
+            # stream of the first entry's device.
+            args, keep, stream = [], [], None
+            for i, e in enumerate(entries):
+                r, rptr, nr, st = device_args(e[2], f"push_sparse_many entry {i} rows")
+                k, kptr, nk, _ = device_args(self._device_keys(e[1], e[2]),
+                                             f"push_sparse_many entry {i} keys", dtype="keys")
+                stream = st if stream is None else stream
+                args.append((self._id(e[0]), kptr, nk, rptr, nr))
+                keep += [k, r]
+            return Handle(self._node.push_sparse_many_device(args, stream, keep))
+        args = []
+        for i, e in enumerate(entries):
             args.append((self._id(e[0]), as_keys(e[1]), as_input(e[2], f"push_sparse_many entry {i} rows")))
         return Handle(self._node.push_sparse_many(args))
 
@@ -615,11 +635,15 @@ class Worker(_Node):
         ``(table, keys)`` or ``(table, keys, out)``; each key of a table is pulled once
         however many entries name it. ``wait()`` returns the list of outputs (``out`` where
         given; else new arrays, tensors for tensor keys)."""
-        args, outs = [], []
         for i, e in enumerate(entries):
             if len(e) not in (2, 3):
                 raise InvalidArgumentError(f"pull_sparse_many entry {i}: (table, keys) or (table, keys, out), "
                                            f"got {len(e)} items")
+        if entries and all(is_cuda(e[2]) if len(e) == 3 and e[2] is not None else is_cuda(e[1])
+                           for e in entries):
+            return self._pull_sparse_many_device(entries)
+        args, outs = [], []
+        for i, e in enumerate(entries):
             out = e[2] if len(e) == 3 else None
             k = as_keys(e[1])
             if out is not None:
@@ -642,6 +666,27 @@ class Worker(_Node):
             return result
 
         return Handle(h, convert=convert)
+
+    def _pull_sparse_many_device(self, entries):
+        """pull_sparse_many with every output in GPU memory (given, or new on the keys'
+        device): the core's device variant, on the current stream of the first output's
+        device."""
+        import torch
+        args, keep, results, stream = [], [], [], None
+        for i, e in enumerate(entries):
+            out = e[2] if len(e) == 3 else None
+            like = out if out is not None else e[1]
+            k, kptr, nk, _ = device_args(self._device_keys(e[1], like), f"pull_sparse_many entry {i} keys",
+                                         dtype="keys")
+            if out is None:
+                dim = int(self._node.table_spec(self._id(e[0])).dim)
+                out = torch.empty((nk, dim), dtype=torch.float32, device=like.device)
+            o, optr, no, st = device_args(out, f"pull_sparse_many entry {i} output", writable=True)
+            stream = st if stream is None else stream
+            args.append((self._id(e[0]), kptr, nk, optr, no))
+            keep += [k, o]
+            results.append(out)
+        return Handle(self._node.pull_sparse_many_device(args, stream, keep), results)
 
     def assign_sparse(self, table, keys, rows):
         """Overwrites rows (for duplicate keys the last row wins)."""

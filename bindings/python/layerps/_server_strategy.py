@@ -26,8 +26,9 @@ class ServerStrategy(OptimizerStrategy):
         w = self.worker = worker
         self.timeout = timeout
         total = sum(p.numel() for p in params)
-        self.gbuf = torch.zeros(total, dtype=torch.float32)  # gradient/N, pushed
-        self.sbuf = torch.zeros(total, dtype=torch.float32)  # the parameters, pulled
+        device = _flat.device_of(params)
+        self.gbuf = torch.zeros(total, dtype=torch.float32, device=device)  # gradient/N, pushed
+        self.sbuf = torch.zeros(total, dtype=torch.float32, device=device)  # the parameters, pulled
         self.lr_from_groups = lr is None
         if lr is None:
             lr = self._group_lr()

@@ -259,7 +259,8 @@ class SplitTrainer:
         """The blocks of FC nodes 0..k-1 (each of `shape`), concatenated along `dim`, on every
         FC node (an all-gather among the FC nodes; the others contribute nothing)."""
         holders = self.suffix_ranks[:k]
-        mine = local.contiguous().reshape(-1) if self.rank in holders else torch.zeros(0)
+        mine = (local.contiguous().reshape(-1) if self.rank in holders
+                else torch.zeros(0, device=self._device()))
         flat = allgather(mine, process_set=self.fc_members, timeout=self.timeout, worker=self.w)
         size = int(np.prod(shape))
         order = [r for r in self.fc_members if r in holders]  # the gathered blocks' order
@@ -278,7 +279,7 @@ class SplitTrainer:
             mine = [partial.narrow(dim, s, e - s).reshape(-1) for s, e, o in blocks if o == r]
             sends += mine
             splits.append(sum(t.numel() for t in mine))
-        got, got_splits = alltoall(torch.cat(sends) if sends else torch.zeros(0), splits,
+        got, got_splits = alltoall(torch.cat(sends) if sends else partial.new_zeros(0), splits,
                                    process_set=self.fc_members, timeout=self.timeout, worker=self.w)
         from_member = dict(zip(self.fc_members, got.split([int(c) for c in got_splits])))
         at = 0
@@ -357,7 +358,7 @@ class SplitTrainer:
                     gx = trainer._reduce_to_owners(gx, ctx.need[1], dim)
                 return gx, gw, gb, None, None, None
 
-        empty = torch.empty(0)
+        empty = torch.empty(0, device=x.device)
         for mname, m in self.suffix.named_children():
             if isinstance(m, torch.nn.Linear) and self.degrees[mname] == "replica":
                 # Every FC node computes it whole on the same input: the same gradients, the
@@ -395,6 +396,12 @@ class SplitTrainer:
                     local = shard[j].detach() if shard else None
                     full.copy_(self._gather_blocks(local, k, shape, 0))
         return self.suffix
+
+    def _device(self):
+        """Where the suffix's parameters live (a GPU: the exchanges and pulls stay there)."""
+        for p in self.suffix.parameters():
+            return p.device
+        return torch.device("cpu")
 
     def _suffix_of(self, k):
         return self.suffix_ranks[k % len(self.suffix_ranks)]
@@ -448,8 +455,9 @@ class SplitTrainer:
 
     def _suffix_step(self):
         w = self.w
-        got_acts = self._exchange({}, torch.zeros((0,) + self.act_shape[1:]))
-        got_labels = self._exchange({}, torch.zeros(0, dtype=torch.int64))
+        dev = self._device()
+        got_acts = self._exchange({}, torch.zeros((0,) + self.act_shape[1:], device=dev))
+        got_labels = self._exchange({}, torch.zeros(0, dtype=torch.int64, device=dev))
         x = torch.cat([got_acts[self.conv_workers[k]] for k in self.inputs]).requires_grad_(True)
         y = torch.cat([got_labels[self.conv_workers[k]] for k in self.inputs])
         if self.optimizer is not None:
@@ -475,7 +483,7 @@ class SplitTrainer:
                 for p in params:
                     p.grad.copy_(flat[at:at + p.numel()].view_as(p))
                     at += p.numel()
-                total = torch.tensor([float(loss.detach())])
+                total = torch.tensor([float(loss.detach())], device=dev)
                 w.allreduce(total, timeout=self.timeout, ranks=self.suffix_ranks)
                 global_loss = float(total[0])
             else:
@@ -491,7 +499,7 @@ class SplitTrainer:
         """The prefix's current parameters as the servers hold them (pulled)."""
         out = []
         for t, p in self.tables:
-            buf = torch.empty(p.numel())
+            buf = torch.empty(p.numel(), device=p.device)
             self.w.pull(t, buf).wait(self.timeout)
             out.append(buf.view_as(p))
         return out

@@ -4,7 +4,8 @@ process set calls it, in the same order, with matching arguments; a member whose
 differs makes it fail on every member with the same InvalidArgumentError.
 
 Arrays and CPU tensors are used in place (no copy on the way in); CUDA tensors are staged
-through host memory. Element types: float32, float16, bfloat16 (torch only), float64,
+in the core's pinned pool (ps::PinnedStage: copied down and up by the core on torch's
+current stream, never through Python), and results come back on the input's device. Element types: float32, float16, bfloat16 (torch only), float64,
 int32, int64, uint8. Each ``*_async`` function returns a :class:`Handle`; ``wait()`` gives
 the result.
 
@@ -16,7 +17,7 @@ the result.
 
 import numpy as np
 
-from . import _core
+from . import _arrays, _core
 from .cluster import default_worker
 from .errors import InvalidArgumentError
 
@@ -83,17 +84,29 @@ def _torch():
 
 class _Buffer:
     """What the core sees of an array or tensor: a C-contiguous host numpy array and the
-    element type's name; ``commit()`` copies a staged result back into the caller's tensor."""
+    element type's name. A CUDA tensor's array is a block of the core's pinned pool
+    (holding its values when ``download``; an output needs none); ``commit()`` enqueues
+    the block's copy back into the tensor and returns the caller's array or tensor."""
 
-    def __init__(self, x, what, writable):
+    def __init__(self, x, what, writable, download=True):
         self.source = x
         self.staged = False
+        self._commit = None
         torch = _torch()
         if torch is not None and isinstance(x, torch.Tensor):
             t = x.detach()
             self.dtype = _torch_type(t.dtype, what)
-            if t.is_cuda or not t.is_contiguous():
-                t = t.to("cpu").contiguous()  # staged through host memory
+            self.is_torch = True
+            self.device = t.device
+            if t.is_cuda:
+                if writable and not t.is_contiguous():
+                    raise InvalidArgumentError(f"{what}: a CUDA output tensor must be contiguous")
+                self.array, self._commit = _arrays.staged_output(t if writable else t.contiguous(), what,
+                                                                 download=download)
+                self.staged = True
+                return
+            if not t.is_contiguous():
+                t = t.contiguous()  # a copy: written back by commit()
                 self.staged = True
             self.host_tensor = t
             self.array = t.view(torch.int16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
@@ -107,14 +120,21 @@ class _Buffer:
                 raise InvalidArgumentError(f"{what}: the array is read-only")
             self.dtype = _NUMPY_TYPES[x.dtype]
             self.array = x
-            self.host_tensor = None
+            self.is_torch = False
+            self.device = None
         else:
             raise InvalidArgumentError(f"{what}: expected a numpy array or a torch tensor, "
                                        f"not {type(x).__name__}")
 
+    @property
+    def cuda(self):
+        return self.device is not None and self.device.type == "cuda"
+
     def commit(self):
-        if self.staged:
-            self.source.data.copy_(self.host_tensor.to(self.source.device).view_as(self.source))
+        if self._commit is not None:
+            self._commit()
+        elif self.staged:
+            self.source.data.copy_(self.host_tensor.view_as(self.source))
         return self.source
 
 
@@ -130,11 +150,12 @@ def _torch_type(dtype, what):
 
 
 def _empty_like(buf, shape=None):
-    """A new output of the input's kind (numpy array or CPU tensor) and type."""
+    """A new output of the input's kind (numpy array, or a tensor on the input's device),
+    type and ``shape`` (default the input's)."""
     torch = _torch()
     shape = tuple(buf.array.shape if shape is None else shape)
-    if buf.host_tensor is not None:
-        return torch.empty(shape, dtype=buf.host_tensor.dtype)
+    if buf.is_torch:
+        return torch.empty(shape, dtype=buf.source.dtype, device=buf.device)
     return np.empty(shape, dtype=buf.array.dtype)
 
 
@@ -181,8 +202,8 @@ def allreduce_async(x, out=None, *, op=Sum, prescale=1.0, postscale=1.0, compres
     place). ``compression='fp16'``/``'bf16'`` sends float32 values at 2 bytes (combined in
     float32). The result is ``out``."""
     w = worker or default_worker()
-    src = _Buffer(x, "allreduce input", False)
-    dst = src if out is None or out is x else _Buffer(out, "allreduce output", True)
+    src = _Buffer(x, "allreduce input", out is None or out is x)
+    dst = src if out is None or out is x else _Buffer(out, "allreduce output", True, download=False)
     h = _core.allreduce_async(w._node, src.array, dst.array, src.dtype, op=str(op),
                               prescale=float(prescale), postscale=float(postscale),
                               wire=_wire(compression),
@@ -200,8 +221,8 @@ def grouped_allreduce_async(tensors, outs=None, *, op=Sum, prescale=1.0, postsca
     """All-reduce of many arrays or tensors in one collective (those of one type packed
     together). ``outs`` None: in place. The result is the list of outputs."""
     w = worker or default_worker()
-    srcs = [_Buffer(t, f"grouped_allreduce tensor {i}", False) for i, t in enumerate(tensors)]
-    dsts = srcs if outs is None else [_Buffer(o, f"grouped_allreduce output {i}", True)
+    srcs = [_Buffer(t, f"grouped_allreduce tensor {i}", outs is None) for i, t in enumerate(tensors)]
+    dsts = srcs if outs is None else [_Buffer(o, f"grouped_allreduce output {i}", True, download=False)
                                       for i, o in enumerate(outs)]
     if len(dsts) != len(srcs):
         raise InvalidArgumentError("grouped_allreduce: as many outputs as inputs, please")
@@ -245,14 +266,20 @@ def allgather(x, **kwargs):
 
 
 def _to_kind(src, array):
-    """`array` (host numpy) as the input's kind: a tensor on the input's device, or numpy."""
+    """`array` (host numpy, the core's result) as the input's kind: numpy, a CPU tensor,
+    or a new tensor on the input's GPU (copied up by the core on its current stream)."""
     torch = _torch()
-    if src.host_tensor is None:
+    if not src.is_torch:
         return array
     t = torch.from_numpy(array)
     if src.dtype == "bfloat16":
         t = t.view(torch.bfloat16)
-    return t.to(src.source.device)
+    if not src.cuda:
+        return t
+    out = torch.empty(t.shape, dtype=t.dtype, device=src.device)
+    _core.copy_host_to_device(array.reshape(-1).view(np.uint8), out.data_ptr(),
+                              _arrays.current_stream(out))
+    return out
 
 
 def broadcast_async(x, root_rank, *, process_set=None, algorithm="auto", segment_bytes=None,
@@ -287,16 +314,15 @@ def alltoall_async(x, splits=None, *, process_set=None, algorithm="auto", segmen
                                        f"pass splits=")
         # Equal parts: the fixed-size exchange, into an output allocated here (no round of
         # lengths, no zero-filled result).
-        out = _Buffer(_empty_like(src), "alltoall output", True)
+        out = _Buffer(_empty_like(src), "alltoall output", True, download=False)
         h = _core.alltoall_async(w._node, src.array.reshape(-1), out.array.reshape(-1), src.dtype,
                                  **_common(process_set, algorithm, segment_bytes, timeout, name))
         counts = [rows // members] * members
 
         def finish_equal(_):
-            result = _to_kind(src, out.array) if src.staged else out.source
             torch = _torch()
-            got = torch.tensor(counts, dtype=torch.int32) if src.host_tensor is not None else np.array(counts)
-            return result, got
+            got = torch.tensor(counts, dtype=torch.int32) if src.is_torch else np.array(counts)
+            return out.commit(), got
 
         return Handle(h, finish_equal)
     splits = [int(s) for s in (splits.tolist() if hasattr(splits, "tolist") else splits)]
@@ -311,7 +337,7 @@ def alltoall_async(x, splits=None, *, process_set=None, algorithm="auto", segmen
         flat = np.frombuffer(result, dtype=_NUMPY_OF.get(src.dtype, np.int16))  # keeps `result` alive
         out = _to_kind(src, flat.reshape((sum(counts),) + row_shape))
         torch = _torch()
-        got = torch.tensor(counts, dtype=torch.int32) if src.host_tensor is not None else np.array(counts)
+        got = torch.tensor(counts, dtype=torch.int32) if src.is_torch else np.array(counts)
         return out, got
 
     return Handle(h, finish)
@@ -331,11 +357,11 @@ def reducescatter_async(x, *, op=Sum, prescale=1.0, postscale=1.0, process_set=N
     ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(_ranks(process_set))
     n = int(src.array.size)
     block = _core.reduce_scatter_block(n, ps.size(w), ps.rank(w))
-    out = _Buffer(_empty_like(src, (block,)), "reducescatter output", True)
+    out = _Buffer(_empty_like(src, (block,)), "reducescatter output", True, download=False)
     h = _core.reducescatter_async(w._node, src.array.reshape(-1), out.array, src.dtype, op=str(op),
                                   prescale=float(prescale), postscale=float(postscale),
                                   **_common(process_set, algorithm, segment_bytes, timeout, name))
-    return Handle(h, lambda _: _to_kind(src, out.array) if src.staged else out.source)
+    return Handle(h, lambda _: out.commit())
 
 
 def reducescatter(x, **kwargs):

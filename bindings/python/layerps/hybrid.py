@@ -39,6 +39,7 @@ import torch
 
 from . import _core
 from . import _flat
+from ._arrays import host_view, to_device
 from .collectives import broadcast
 from .errors import FailedPreconditionError, InvalidArgumentError
 from .partition import check_partitions
@@ -49,13 +50,15 @@ _CHUNK_ROWS = 1 << 16  # rows per request when copying whole tables
 
 
 # --- the row exchanges: the C++ core's (ps/sparse_exchange.h), on torch tensors ----------
+# CUDA ids and rows are staged in the core's pinned pool and the results copied up to
+# their device by the core (layerps/_arrays.py), never through a host copy here.
 def _rows_args(ids, rows):
-    return ids.contiguous().numpy(), rows.detach().to(torch.float32).contiguous().numpy()
+    return host_view(ids), host_view(rows.detach().to(torch.float32))
 
 
-def _as_rows(result):
+def _as_rows(result, device):
     ids, rows = result
-    return torch.from_numpy(ids), torch.from_numpy(rows)
+    return to_device(ids, device), to_device(rows, device)
 
 
 # --- the lookup hook: pulls a PS-held embedding's rows before the module uses them -------
@@ -178,7 +181,8 @@ class _SparseParam:
         """Copies every server-held row into the local weight."""
         with torch.no_grad():
             for start in range(0, self.rows, _CHUNK_ROWS):
-                keys = torch.arange(start, min(self.rows, start + _CHUNK_ROWS), dtype=torch.int64)
+                keys = torch.arange(start, min(self.rows, start + _CHUNK_ROWS), dtype=torch.int64,
+                                    device=self.param.device)
                 self.param.data[start:start + keys.numel()] = self.pull(keys)
 
     def drop_state_hooks(self):
@@ -205,7 +209,8 @@ class _SparseParam:
         if h.host_pulls and len(h.host_ranks) > 1 and torch.is_grad_enabled() and module.training:
             # The host's workers meet here whatever their input: one with bad input asks
             # for no rows.
-            got = h._host_pull(self, keys if keys is not None else torch.zeros(0, dtype=torch.int64))
+            got = h._host_pull(self, keys if keys is not None else
+                               torch.zeros(0, dtype=torch.int64, device=self.param.device))
         elif keys is not None:
             got = self.pull(keys)
         if keys is None:
@@ -216,7 +221,7 @@ class _SparseParam:
     def pull(self, keys, tables=None):
         w, timeout = self.hybrid.worker, self.hybrid.timeout
         tables = self.tables if tables is None else tables
-        out = torch.empty(keys.numel(), self.dim, dtype=torch.float32)
+        out = torch.empty(keys.numel(), self.dim, dtype=torch.float32, device=keys.device)
         if len(tables) == 1:
             w.pull_sparse(tables[0], keys, out).wait(timeout)
         else:
@@ -226,7 +231,7 @@ class _SparseParam:
                 mask = part == k
                 sel = keys[mask].contiguous()
                 if sel.numel():
-                    o = torch.empty(sel.numel(), self.dim, dtype=torch.float32)
+                    o = torch.empty(sel.numel(), self.dim, dtype=torch.float32, device=keys.device)
                     pending.append((mask, o, w.pull_sparse(t, sel, o)))
             for mask, o, h in pending:
                 h.wait(timeout)
@@ -402,8 +407,9 @@ class Hybrid:
                 del self._tracked[i]
         self._ar_numel = sum(self.params[i].numel() for i in self._dense_ar)
         self._ps_numel = sum(self.params[i].numel() for i in self._dense_ps)
-        self._ar_buf = torch.zeros(self._ar_numel, dtype=torch.float32)
-        self._ps_buf = torch.zeros(self._ps_numel, dtype=torch.float32)
+        device = _flat.device_of(self.params)  # a model on a GPU: its buffers there too
+        self._ar_buf = torch.zeros(self._ar_numel, dtype=torch.float32, device=device)
+        self._ps_buf = torch.zeros(self._ps_numel, dtype=torch.float32, device=device)
         if self._dense_ps:
             self._ps_tables = [w.declare_dense(f"{self.name}/dense_sum/{self._ps_numel}/{k}", self._ps_numel, "sum")
                                for k in range(3)]
@@ -537,8 +543,8 @@ class Hybrid:
         for sp in self._sparse:
             g = sp.param.grad
             if g is None or g._nnz() == 0:
-                ids = torch.zeros(0, dtype=torch.int64)
-                rows = torch.zeros(0, sp.dim, dtype=torch.float32)
+                ids = torch.zeros(0, dtype=torch.int64, device=sp.param.device)
+                rows = torch.zeros(0, sp.dim, dtype=torch.float32, device=sp.param.device)
             else:
                 g = g.coalesce()
                 ids, rows = g.indices()[0].contiguous(), g.values().to(torch.float32)
@@ -547,11 +553,13 @@ class Hybrid:
                 pushers = self.leaders
                 if len(self.host_ranks) > 1:  # the host's rows, summed, to its leader
                     ids, rows = _as_rows(_core.rows_to_root(w._node, *_rows_args(ids, rows), sp.dim, self.leader,
-                                                            ranks=self.host_ranks, timeout=self.timeout))
+                                                            ranks=self.host_ranks, timeout=self.timeout),
+                                         sp.param.device)
             if sp.rule != "sgd" and len(pushers) > 1 and w.rank in pushers:
                 # each row to one pusher (its owner, by row id), summed there
                 ids, rows = _as_rows(_core.rows_to_owners(w._node, *_rows_args(ids, rows), sp.dim,
-                                                          ranks=pushers, timeout=self.timeout))
+                                                          ranks=pushers, timeout=self.timeout),
+                                     sp.param.device)
             if w.rank in pushers:
                 pushes += sp.push(ids, rows * (1.0 / W))
         return pushes
@@ -592,12 +600,12 @@ class Hybrid:
         rows (host_pulls)."""
         w = self.worker
 
-        def pull(union):
+        def pull(union):  # the leader's pull of the union, into host memory for the exchange
             return sp.pull(torch.from_numpy(union)).numpy()
 
-        return torch.from_numpy(_core.pull_rows_through_root(
-            w._node, keys.contiguous().numpy(), sp.dim, self.leader, pull if w.rank == self.leader else None,
-            ranks=self.host_ranks, timeout=self.timeout))
+        return to_device(_core.pull_rows_through_root(
+            w._node, host_view(keys), sp.dim, self.leader, pull if w.rank == self.leader else None,
+            ranks=self.host_ranks, timeout=self.timeout), keys.device)
 
     def _allgather(self, i):
         """Every worker's rows of parameter i, summed: the parameter's gradient becomes
@@ -607,11 +615,13 @@ class Hybrid:
         g = p.grad
         dim = p.shape[1] if p.dim() == 2 else 1
         if g is None or g._nnz() == 0:
-            ids, rows = torch.zeros(0, dtype=torch.int64), torch.zeros(0, dim, dtype=torch.float32)
+            ids = torch.zeros(0, dtype=torch.int64, device=p.device)
+            rows = torch.zeros(0, dim, dtype=torch.float32, device=p.device)
         else:
             g = g.coalesce()
             ids, rows = g.indices()[0], g.values().reshape(-1, dim)
-        ids, rows = _as_rows(_core.allgather_rows(w._node, *_rows_args(ids, rows), dim, timeout=self.timeout))
+        ids, rows = _as_rows(_core.allgather_rows(w._node, *_rows_args(ids, rows), dim, timeout=self.timeout),
+                             p.device)
         p.grad = torch.sparse_coo_tensor(ids.unsqueeze(0), (rows * (1.0 / W)).reshape(-1, *p.shape[1:]),
                                          p.shape).coalesce()
 

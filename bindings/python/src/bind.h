@@ -22,6 +22,8 @@ void BindHandle(pybind11::module_& m);
 void BindCollectives(pybind11::module_& m);
 // Worker (bind_worker.cc).
 void BindWorker(pybind11::module_& m);
+// PinnedStage and copy_host_to_device (bind_device.cc).
+void BindDevice(pybind11::module_& m);
 // parse_algorithm and Trainer (trainer.cc).
 void BindTrainer(pybind11::module_& m);
 

@@ -54,6 +54,10 @@ void BindWorker(py::module_& m) {
       .def("pull_sparse_device", &PyWorker::PullSparseDevice, py::arg("table"), py::arg("keys"),
            py::arg("num_keys"), py::arg("out"), py::arg("rows_len"), py::arg("stream"),
            py::arg("keep"), py::return_value_policy::take_ownership)
+      .def("push_sparse_many_device", &PyWorker::PushSparseManyDevice, py::arg("entries"),
+           py::arg("stream"), py::arg("keep"), py::return_value_policy::take_ownership)
+      .def("pull_sparse_many_device", &PyWorker::PullSparseManyDevice, py::arg("entries"),
+           py::arg("stream"), py::arg("keep"), py::return_value_policy::take_ownership)
       .def_static("device_support", &ps::Worker::DeviceSupport,
                   "True when this build has the CUDA path and a GPU is usable here")
       .def("push_sparse_many", &PyWorker::PushSparseMany, py::arg("entries"),

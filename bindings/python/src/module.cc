@@ -39,5 +39,6 @@ PYBIND11_MODULE(_core, m) {
   BindHandle(m);
   BindCollectives(m);
   BindWorker(m);
+  BindDevice(m);
   BindTrainer(m);
 }

@@ -359,6 +359,56 @@ Handle* PyWorker::PullSparseDevice(uint32_t table, uintptr_t keys, size_t num_ke
                 });
 }
 
+namespace {
+// (table, keys pointer, num_keys, rows pointer, rows_len) of a *_many_device entry.
+struct DeviceEntry {
+  uint32_t table;
+  uintptr_t keys;
+  size_t num_keys;
+  uintptr_t rows;
+  size_t rows_len;
+};
+std::vector<DeviceEntry> DeviceEntries(const py::sequence& entries, const char* what) {
+  std::vector<DeviceEntry> out;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    py::sequence e = entries[i].cast<py::sequence>();
+    if (e.size() != 5) {
+      ThrowInvalid(std::string(what) + " entry " + std::to_string(i) +
+                   ": (table, keys, num_keys, rows, rows_len)");
+    }
+    out.push_back({e[0].cast<uint32_t>(), e[1].cast<uintptr_t>(), e[2].cast<size_t>(),
+                   e[3].cast<uintptr_t>(), e[4].cast<size_t>()});
+  }
+  return out;
+}
+}  // namespace
+
+Handle* PyWorker::PushSparseManyDevice(const py::sequence& entries, uintptr_t stream,
+                                       py::object keep) {
+  std::vector<ps::SparseRef> refs;
+  for (const DeviceEntry& e : DeviceEntries(entries, "push_sparse_many")) {
+    refs.push_back({e.table, reinterpret_cast<const ps::Key*>(e.keys), e.num_keys,
+                    reinterpret_cast<const float*>(e.rows), e.rows_len});
+  }
+  return Submit("push_sparse_many of " + std::to_string(refs.size()) + " entries from GPU memory",
+                std::move(keep), py::none(), [&] {
+                  return w().PushSparseManyDevice(refs, reinterpret_cast<void*>(stream));
+                });
+}
+
+Handle* PyWorker::PullSparseManyDevice(const py::sequence& entries, uintptr_t stream,
+                                       py::object keep) {
+  std::vector<ps::SparseOut> outs;
+  for (const DeviceEntry& e : DeviceEntries(entries, "pull_sparse_many")) {
+    outs.push_back({e.table, reinterpret_cast<const ps::Key*>(e.keys), e.num_keys,
+                    reinterpret_cast<float*>(e.rows), e.rows_len});
+  }
+  return Submit("pull_sparse_many of " + std::to_string(outs.size()) + " entries into GPU memory",
+                std::move(keep), py::none(), [&] {
+                  return w().PullSparseManyDevice(outs, reinterpret_cast<void*>(stream));
+                });
+}
+
 // --- Sparse --------------------------------------------------------------------------
 Handle* PyWorker::PushSparse(uint32_t table, const py::array& keys, const py::array& rows) {
   const ps::TableSpec spec = Sparse(table, "push_sparse");

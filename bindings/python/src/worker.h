@@ -80,6 +80,12 @@ class PyWorker {
                            size_t rows_len, uintptr_t stream, pybind11::object keep);
   Handle* PullSparseDevice(uint32_t table, uintptr_t keys, size_t num_keys, uintptr_t out,
                            size_t rows_len, uintptr_t stream, pybind11::object keep);
+  // Worker::PushSparseManyDevice/PullSparseManyDevice: entries of (table id, keys
+  // pointer, num_keys, rows or output pointer, rows_len).
+  Handle* PushSparseManyDevice(const pybind11::sequence& entries, uintptr_t stream,
+                               pybind11::object keep);
+  Handle* PullSparseManyDevice(const pybind11::sequence& entries, uintptr_t stream,
+                               pybind11::object keep);
 
   // --- Worker to worker ---------------------------------------------------------------
   Handle* SendTo(uint32_t to, uint64_t tag, const pybind11::array& values);

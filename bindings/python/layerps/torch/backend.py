@@ -157,7 +157,7 @@ class ProcessGroupLayerPS(dist.ProcessGroup):
     def scatter(self, outputs, input_lists, opts=None):
         root = opts.rootRank if opts is not None else 0
         for i, out in enumerate(outputs):
-            whole = torch.empty((self.size(),) + tuple(out.shape), dtype=out.dtype)
+            whole = torch.empty((self.size(),) + tuple(out.shape), dtype=out.dtype, device=out.device)
             if self.rank() == root:
                 torch.stack(list(input_lists[i]), out=whole)
             C.broadcast(whole, self.ranks[root], **self._kw("scatter"))

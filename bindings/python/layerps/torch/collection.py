@@ -98,7 +98,7 @@ class KeyedJaggedTensor:
             if lengths.numel() and int(lengths.min()) < 0:
                 raise InvalidArgumentError(f"KeyedJaggedTensor: negative length at position "
                                            f"{int((lengths < 0).nonzero()[0])}")
-            offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64)
+            offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
             torch.cumsum(lengths, 0, out=offsets[1:])
         else:
             offsets = _as_1d(offsets, "offsets", torch.int64)
@@ -142,7 +142,8 @@ class KeyedJaggedTensor:
         ws = [features[k].weights_or_none() for k in keys]
         weights = None
         if any(w is not None for w in ws):
-            weights = torch.cat([w if w is not None else torch.ones(v.numel()) for w, v in zip(ws, values)])
+            weights = torch.cat([w if w is not None else torch.ones(v.numel(), device=v.device)
+                                 for w, v in zip(ws, values)])
         return KeyedJaggedTensor(keys, torch.cat(values) if values else torch.zeros(0, dtype=torch.int64),
                                  weights=weights, lengths=torch.cat(lengths) if lengths else torch.zeros(0))
 
@@ -423,9 +424,10 @@ class _Collection(torch.nn.Module):
             if t.sync == "bsp" and t.name not in by_table:
                 by_table[t.name] = []
         keys, inverses = [], {}
+        device = kjt.values().device  # CUDA ids: every request takes the device route
         for name, feats in by_table.items():
             if not feats:
-                keys.append((name, torch.zeros(0, dtype=torch.int64)))
+                keys.append((name, torch.zeros(0, dtype=torch.int64, device=device)))
                 continue
             ids = torch.cat([f[1] for f in feats])
             unique, inverse = torch.unique(ids, return_inverse=True)
@@ -437,8 +439,8 @@ class _Collection(torch.nn.Module):
         return keys, inverses
 
     def _pull(self, keys):
-        outs = [torch.empty(u.numel(), int(self._config(name).embedding_dim), dtype=torch.float32)
-                for name, u in keys]
+        outs = [torch.empty(u.numel(), int(self._config(name).embedding_dim), dtype=torch.float32,
+                            device=u.device) for name, u in keys]
         entries = [(self._tables[name], u, out) for (name, u), out in zip(keys, outs)]
         self.worker.pull_sparse_many(entries).wait(self.timeout)
         self.requests += 1
@@ -452,7 +454,7 @@ class _Collection(torch.nn.Module):
             if not bsp and (g is None or u.numel() == 0):
                 continue
             if g is None:  # no gradient reached the rows (they took no part in the loss)
-                g = torch.zeros(u.numel(), int(self._config(name).embedding_dim))
+                g = torch.zeros(u.numel(), int(self._config(name).embedding_dim), device=u.device)
             g = g.detach().to(torch.float32)
             if self.grad_scale != 1.0:
                 g = g * self.grad_scale
@@ -550,7 +552,7 @@ class EmbeddingBagCollection(_Collection):
                 pooled = pooled / counts[:, None]
             blocks.append(pooled)
             dims.append(int(t.embedding_dim))
-        values = torch.cat(blocks, dim=1) if blocks else torch.zeros(kjt.stride(), 0)
+        values = torch.cat(blocks, dim=1) if blocks else torch.zeros(kjt.stride(), 0, device=kjt.values().device)
         return KeyedTensor(kjt.keys(), dims, values)
 
 

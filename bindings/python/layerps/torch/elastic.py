@@ -244,7 +244,7 @@ class TorchState(ObjectState):
             w = self.worker
             with torch.no_grad():
                 for tensor, table in self.tables:
-                    flat = torch.empty(tensor.numel(), dtype=torch.float32)
+                    flat = torch.empty(tensor.numel(), dtype=torch.float32, device=tensor.device)
                     w.pull(table, flat).wait(timeout=VIEW_TIMEOUT_S)
                     tensor.copy_(flat.view_as(tensor))
         elif self.size > 1:

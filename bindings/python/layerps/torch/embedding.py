@@ -126,7 +126,8 @@ class Embedding(torch.nn.Module):
             h.wait(self.timeout)
 
     def _pull_rows(self, keys):
-        out = torch.empty(keys.numel(), self.embedding_dim, dtype=torch.float32)
+        # On the keys' device: CUDA keys pull through the device route into GPU memory.
+        out = torch.empty(keys.numel(), self.embedding_dim, dtype=torch.float32, device=keys.device)
         self.worker.pull_sparse(self.table, keys, out).wait(self.timeout)
         self.rows_pulled += keys.numel()
         return out
@@ -204,12 +205,12 @@ class EmbeddingBag(Embedding):
             if offsets is not None:
                 raise InvalidArgumentError("EmbeddingBag: offsets belong to a 1-D input")
             bags, length = ids.shape
-            offsets = torch.arange(0, bags * length, length, dtype=torch.int64)
+            offsets = torch.arange(0, bags * length, length, dtype=torch.int64, device=ids.device)
             ids = ids.reshape(-1)
         elif ids.dim() == 1:
             if offsets is None:
                 raise InvalidArgumentError("EmbeddingBag: a 1-D input needs offsets")
-            offsets = torch.as_tensor(offsets).to(torch.int64)
+            offsets = torch.as_tensor(offsets).to(device=ids.device, dtype=torch.int64)
             if offsets.dim() != 1 or (offsets.numel() and (int(offsets[0]) != 0 or
                                                           bool((offsets[1:] < offsets[:-1]).any()) or
                                                           int(offsets[-1]) > ids.numel())):

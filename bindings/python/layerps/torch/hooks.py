@@ -131,7 +131,7 @@ def _ps_table(state, w, index, numel):
             f"ps_hook: DDP bucket {index} holds {numel} values on rank {w.rank} but {sizes[other]} on "
             f"rank {other} (sizes by rank: {sizes}); give every rank the same model and bucket_cap_mb")
     table = w.declare_dense(f"{state.name}/bucket{index}/{numel}", numel, "sum", sync="bsp")
-    state._tables[key] = entry = (table, torch.zeros(numel, dtype=torch.float32))
+    state._tables[key] = entry = (table, None)
     return entry
 
 
@@ -146,13 +146,17 @@ def ps_hook(state, bucket):
     if flat.dtype != torch.float32:
         raise InvalidArgumentError(f"ps_hook: float32 gradients only, not {flat.dtype}")
     table, last = _ps_table(state, w, bucket.index(), flat.numel())
+    if last is None or last.device != flat.device:  # the last share, beside the bucket
+        last = torch.zeros(flat.numel(), dtype=torch.float32, device=flat.device)
+        state._tables[(bucket.index(), flat.numel())] = (table, last)
     share = flat / w.num_workers
     change = (share - last).contiguous()
     last.copy_(share)
     out = torch.empty_like(flat)
     # One request per server: the push, then (bsp) the pull of its step once every worker's
     # push of the step is applied.
-    h = table.pushpull(change.numpy(), out.numpy())
+    # (CUDA buckets are staged in the core's pinned pool; see layerps/_arrays.py.)
+    h = table.pushpull(change, out)
 
     def finish(_):
         t.view(-1).copy_(out)

@@ -346,12 +346,12 @@ def broadcast_parameters(params, root_rank=0, process_set=global_process_set, *,
     items = _named_tensors(params, "broadcast_parameters")
     if not 0 <= int(root_rank) < w.num_workers:
         raise InvalidArgumentError(f"root_rank {root_rank} is not a worker rank (0..{w.num_workers - 1})")
-    by_type = {}
+    by_type = {}  # one broadcast per type and device (a GPU's tensors packed on that GPU)
     for _, t in items:
-        by_type.setdefault(t.dtype, []).append(t)
-    for dtype in sorted(by_type, key=str):
-        tensors = by_type[dtype]
-        flat = torch.empty(_flat_size(tensors), dtype=dtype)
+        by_type.setdefault((t.dtype, t.device), []).append(t)
+    for dtype, device in sorted(by_type, key=str):
+        tensors = by_type[(dtype, device)]
+        flat = torch.empty(_flat_size(tensors), dtype=dtype, device=device)
         if flat.numel() == 0:
             continue
         off = 0
