@@ -286,11 +286,16 @@ TEST(LaunchHostsTest, NodesRunOnTheHostsThroughSsh) {
   EXPECT_EQ(failing.Wait(90s), 1) << failing.Output();
   EXPECT_NE(failing.Output().find("@127.0.0.1 exited with code 1"), std::string::npos)
       << failing.Output();
-  // The remote server went with its ssh connection: no remote wrapper (whose command
-  // line carries the token) is left. ("[t]": the pattern does not match pgrep's own shell.)
-  std::this_thread::sleep_for(1s);
-  EXPECT_NE(std::system("pgrep -f 'layerps-hosts-tes[t]' >/dev/null"), 0)
-      << "a remote node outlived the launch";
+  // The remote server goes with its ssh connection: its wrapper sees EOF and sends it
+  // SIGTERM, and it shuts down; then no remote wrapper (whose command line carries the
+  // token) is left. ("[t]": the pattern does not match pgrep's own shell.) That shutdown
+  // takes its time on a busy machine (a fixed 1 s wait failed in a CI run): wait for the
+  // condition, with a bound that only a node that never goes reaches.
+  const auto remote_left = [] { return std::system("pgrep -f 'layerps-hosts-tes[t]' >/dev/null") == 0; };
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (remote_left() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(remote_left()) << "a remote node outlived the launch by 60 s";
 }
 
 TEST(LaunchHostsTest, HostListsAndHostfilesAreChecked) {
