@@ -81,6 +81,23 @@ def test_async_inplace_grouped_scales_and_compression(cluster):
         assert torch.equal(c, res[0][4])  # compressed: the same bits everywhere
 
 
+def test_non_contiguous_tensors_are_reduced_and_broadcast_in_place(cluster):
+    # A transposed view goes to the core as a contiguous copy; the result is written back
+    # into the caller's view (and through it, its base).
+    def work(r, w):
+        base = torch.arange(12, dtype=torch.float32).reshape(3, 4) + r
+        view = base.t()
+        got = C.allreduce(view, worker=w)
+        bf = (torch.arange(6, dtype=torch.float32).reshape(2, 3) * (r + 1)).to(torch.bfloat16).t()
+        C.broadcast(bf, 1, worker=w)
+        return base, got is view, bf
+
+    ranks = sum(range(W))
+    for base, same, bf in every(cluster, work):
+        assert same and torch.equal(base, W * torch.arange(12.0).reshape(3, 4) + ranks)
+        assert torch.equal(bf.float(), (2 * torch.arange(6.0).reshape(2, 3)).t())
+
+
 def test_allgather_broadcast_alltoall_and_objects(cluster):
     def work(r, w):
         gathered = hvd.allgather(torch.full((r + 1, 2), r, dtype=torch.int32), worker=w)

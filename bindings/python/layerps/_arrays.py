@@ -49,8 +49,7 @@ def device_args(x, what, *, dtype="float32", writable=False):
         if writable:
             raise InvalidArgumentError(f"{what}: the output tensor must be contiguous")
         x = x.contiguous()
-    stream = t.cuda.current_stream(x.device).cuda_stream
-    return x, x.data_ptr(), x.numel(), stream
+    return x, x.data_ptr(), x.numel(), current_stream(x)
 
 
 def _numpy_dtype(tensor):
@@ -192,12 +191,12 @@ def to_device(array, device):
     array itself as a CPU tensor, or a new GPU tensor the core copies it into (on torch's
     current stream, which it waits for)."""
     t = _torch()
-    host = t.from_numpy(np.ascontiguousarray(array))
+    array = np.ascontiguousarray(array)
+    host = t.from_numpy(array)
     if device is None or t.device(device).type == "cpu":
         return host
     out = t.empty(host.shape, dtype=host.dtype, device=device)
-    _core.copy_host_to_device(np.ascontiguousarray(array).reshape(-1).view(np.uint8), out.data_ptr(),
-                              current_stream(out))
+    _core.copy_host_to_device(array.reshape(-1).view(np.uint8), out.data_ptr(), current_stream(out))
     return out
 
 

@@ -5,8 +5,8 @@ differs makes it fail on every member with the same InvalidArgumentError.
 
 Arrays and CPU tensors are used in place (no copy on the way in); CUDA tensors are staged
 in the core's pinned pool (ps::PinnedStage: copied down and up by the core on torch's
-current stream, never through Python), and results come back on the input's device. Element types: float32, float16, bfloat16 (torch only), float64,
-int32, int64, uint8. Each ``*_async`` function returns a :class:`Handle`; ``wait()`` gives
+current stream, never through Python), and results come back on the input's device.
+Element types: float32, float16, bfloat16 (torch only), float64, int32, int64, uint8. Each ``*_async`` function returns a :class:`Handle`; ``wait()`` gives
 the result.
 
     from layerps import collectives as C
@@ -90,8 +90,7 @@ class _Buffer:
 
     def __init__(self, x, what, writable, download=True):
         self.source = x
-        self.staged = False
-        self._commit = None
+        self._commit = None  # what commit() runs first: a staged copy's way back, if any
         torch = _torch()
         if torch is not None and isinstance(x, torch.Tensor):
             t = x.detach()
@@ -103,12 +102,10 @@ class _Buffer:
                     raise InvalidArgumentError(f"{what}: a CUDA output tensor must be contiguous")
                 self.array, self._commit = _arrays.staged_output(t if writable else t.contiguous(), what,
                                                                  download=download)
-                self.staged = True
                 return
             if not t.is_contiguous():
-                t = t.contiguous()  # a copy: written back by commit()
-                self.staged = True
-            self.host_tensor = t
+                t = t.contiguous()  # a copy, written back by commit()
+                self._commit = lambda: x.data.copy_(t.view_as(x))
             self.array = t.view(torch.int16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
         elif isinstance(x, np.ndarray):
             if x.dtype not in _NUMPY_TYPES:
@@ -126,15 +123,9 @@ class _Buffer:
             raise InvalidArgumentError(f"{what}: expected a numpy array or a torch tensor, "
                                        f"not {type(x).__name__}")
 
-    @property
-    def cuda(self):
-        return self.device is not None and self.device.type == "cuda"
-
     def commit(self):
         if self._commit is not None:
             self._commit()
-        elif self.staged:
-            self.source.data.copy_(self.host_tensor.view_as(self.source))
         return self.source
 
 
@@ -266,20 +257,12 @@ def allgather(x, **kwargs):
 
 
 def _to_kind(src, array):
-    """`array` (host numpy, the core's result) as the input's kind: numpy, a CPU tensor,
-    or a new tensor on the input's GPU (copied up by the core on its current stream)."""
-    torch = _torch()
+    """`array` (host numpy, the core's result) as the input's kind: numpy, or a tensor on
+    the input's device (_arrays.to_device: a GPU's copied up by the core)."""
     if not src.is_torch:
         return array
-    t = torch.from_numpy(array)
-    if src.dtype == "bfloat16":
-        t = t.view(torch.bfloat16)
-    if not src.cuda:
-        return t
-    out = torch.empty(t.shape, dtype=t.dtype, device=src.device)
-    _core.copy_host_to_device(array.reshape(-1).view(np.uint8), out.data_ptr(),
-                              _arrays.current_stream(out))
-    return out
+    t = _arrays.to_device(array, src.device)
+    return t.view(_torch().bfloat16) if src.dtype == "bfloat16" else t
 
 
 def broadcast_async(x, root_rank, *, process_set=None, algorithm="auto", segment_bytes=None,
