@@ -28,7 +28,8 @@ ASAN_BINARIES=(unit_test packing_test placement_test optcnn_test cluster_test sh
 # and inproc transports, CURVE and streams included: libzmq is not instrumented, and the
 # transport marks its hand-offs for TSan (common/tsan.h; tests/sanitizers/tsan.supp).
 TSAN_BINARIES=(unit_test fault_test worker_loss_test replacement_test recovery_test cluster_test
-               shm_test streams_test curve_test collectives_test sparse_exchange_test)
+               shm_test streams_test curve_test collectives_test sparse_exchange_test
+               apply_lanes_test)
 
 launcher=()
 if command -v ccache >/dev/null; then

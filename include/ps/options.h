@@ -220,6 +220,14 @@ struct ServerFields {
   // deletes its own files of older sets after writing a new one. 1..1000, default 3.
   // Env: LAYERPS_CHECKPOINT_KEEP.
   int checkpoint_keep = 3;
+  // Threads beside the receive thread that apply the dense requests of async tables
+  // (server/apply_lanes.h): a table is cut into 64 KiB spans, each always applied by the
+  // same thread, so requests that share elements are applied in the order they arrived
+  // while the others, and the spans of one large request, run side by side. 0: every
+  // request on the receive thread; -1 (default): a quarter of this host's cores, at most 8
+  // (none below 4 cores). 0..64.
+  // Env: LAYERPS_APPLY_THREADS.
+  int apply_threads = -1;
 
   Status Validate() const;
 };

@@ -42,6 +42,10 @@ struct LAYERPS_EXPORT ServerStats {
   // progress is in the metrics).
   uint64_t copy_bytes_sent = 0;
   uint64_t checkpoint_bytes_written = 0;
+  // Dense requests applied by the apply threads (ServerOptions::apply_threads) rather
+  // than on the receive thread, and the span tasks they became.
+  uint64_t lane_requests = 0;
+  uint64_t lane_tasks = 0;
 };
 
 // One sparse table's rows on one server (docs/sparse.md). rows_live = admitted - evicted -

@@ -45,6 +45,10 @@ DEFINE_string(restore, "",
               "Servers: restore the tables from the checkpoints in this directory (a set, "
               "or a directory of sets: the newest complete one). Default: $LAYERPS_RESTORE");
 DEFINE_int32(checkpoint_keep, 0, "Servers: checkpoint sets kept per directory. Default 3");
+DEFINE_int32(apply_threads, -1,
+             "Servers: threads that apply the dense requests of async tables beside the "
+             "receive thread, per 64 KiB span in arrival order (0: none). Default: "
+             "$LAYERPS_APPLY_THREADS, else -1 (a quarter of the cores, at most 8)");
 DEFINE_string(checkpoint_dir, "",
               "Scheduler: where servers write checkpoints (periodic ones, and a worker's "
               "Checkpoint without a directory). Default: $LAYERPS_CHECKPOINT_DIR");

@@ -147,6 +147,11 @@ const std::vector<Row>& Rows() {
       IntRow(Info("checkpoint_keep", "checkpoint_keep", "LAYERPS_CHECKPOINT_KEEP", "s",
                   "Checkpoint sets kept per directory (older ones deleted), 1..1000"),
              &Options::checkpoint_keep, 1, 1000),
+      IntRow(Info("apply_threads", "apply_threads", "LAYERPS_APPLY_THREADS", "s",
+                  "Threads that apply dense requests of async tables beside the receive "
+                  "thread, per 64 KiB span in arrival order (0: none; -1: a quarter of the "
+                  "cores, at most 8)"),
+             &Options::apply_threads, -1, 64),
       StringRow(Info("checkpoint_dir", "checkpoint_dir", "LAYERPS_CHECKPOINT_DIR", "S",
                      "Where servers write checkpoints (periodic ones, and a worker's "
                      "Checkpoint without a directory); a path on the servers' hosts"),

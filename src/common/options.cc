@@ -153,6 +153,10 @@ Status ServerFields::Validate() const {
     return InvalidArgument("checkpoint_keep=" + std::to_string(checkpoint_keep) +
                            " is outside [1, 1000]");
   }
+  if (apply_threads < -1 || apply_threads > 64) {
+    return InvalidArgument("apply_threads=" + std::to_string(apply_threads) +
+                           " is outside -1 (auto) or [0, 64]");
+  }
   return Status::OK();
 }
 

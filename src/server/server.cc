@@ -1,10 +1,13 @@
 // Copyright LayerPS authors. Licensed under Apache-2.0.
 //
-// A server handles each data request on its receive thread, in arrival order: the checks
+// A server takes each data request on its receive thread, in arrival order: the checks
 // every request passes (server/request.h), then the synchronization policy
 // (server/sync_policy.h) of its table (async, bsp or ssp), which applies it to the store
-// (server/store.h) and answers, at once or when the workers' clocks allow.
-// Large updates fan out over TBB inside the store.
+// (server/store.h) and answers, at once or when the workers' clocks allow. The dense
+// requests of async tables are applied by the apply lanes instead (server/apply_lanes.h:
+// per 64 KiB span, in arrival order per span); everything else on the receive thread
+// runs after the lanes drained, so it sees the store as a one-threaded server would.
+// Large updates on the receive thread fan out over TBB inside the store.
 #include "ps/server.h"
 
 #include <glog/logging.h>
@@ -16,12 +19,14 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "common/mutex.h"
 #include "common/progress.h"
 #include "common/wire_type.h"
 #include "metrics/metrics.h"
 #include "node/node_runtime.h"
+#include "server/apply_lanes.h"
 #include "server/checkpoint.h"
 #include "server/replication.h"
 #include "server/request.h"
@@ -36,6 +41,16 @@ constexpr int kReplySendTimeoutMs = 1000;
 
 bool IsUpdate(MsgType t) {
   return t == MsgType::kPush || t == MsgType::kPushPull || t == MsgType::kAssign;
+}
+
+// ServerOptions::apply_threads: -1 is a quarter of the cores, at most 8: none below 4
+// cores, where the receive thread, the ZeroMQ I/O thread and the workers of the host
+// already take every core (on 2 cores one lane measured 0.76-1.10x the receive thread
+// alone: bench/results/apply-lanes-2026-12-02).
+size_t ApplyThreads(int asked) {
+  if (asked >= 0) return static_cast<size_t>(asked);
+  const unsigned cores = std::thread::hardware_concurrency();
+  return std::min<size_t>(cores / 4, 8);
 }
 }  // namespace
 
@@ -56,14 +71,29 @@ class Server::Impl {
     bsp_->SetStallWarning(options_.stall_warning_ms);
     ssp_->SetStallWarning(options_.stall_warning_ms);
     NodeRuntime::Handlers h;
-    h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) { return InstallMap(*map); };
-    h.on_node_dead = [this](NodeId id, const Status& why, bool) { OnNodeDead(id, why); };
+    lanes_ = std::make_unique<ApplyLanes>(
+        ApplyThreads(options_.apply_threads), &store_mu_,
+        [this](const Header& rh, const Status& st, std::vector<Frame> frames) {
+          if (!st.ok()) ++bad_;
+          Reply(rh, st, std::move(frames));
+        });
+    // Every handler but a data request's waits for the apply lanes first (see the top).
+    h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) {
+      lanes_->Drain();
+      return InstallMap(*map);
+    };
+    h.on_node_dead = [this](NodeId id, const Status& why, bool) {
+      if (id != kSchedulerId) lanes_->Drain();  // (the scheduler: heartbeat thread, no-op)
+      OnNodeDead(id, why);
+    };
     // A joined worker's clock no longer counts (it may still pull): as if it were gone.
     h.on_worker_joined = [this](NodeId id) {
+      lanes_->Drain();
       OnNodeDead(id, FailedPrecondition("the worker joined (ran out of data)"));
     };
     h.on_tick = [this] { Tick(); };
     h.on_checkpoint = [this](uint64_t set, const std::string& dir) {
+      lanes_->Drain();
       return WriteCheckpointFile(set, dir);
     };
     runtime_ = std::make_unique<NodeRuntime>(options_, Role::kServer, std::move(h),
@@ -76,12 +106,18 @@ class Server::Impl {
         [this](const Header& rh, const Status& st, std::vector<Frame> frames) {
           Reply(rh, st, std::move(frames));
         });
-    runtime_->Handle(MsgType::kReplicate,
-                     [this](Message&& m) { replication_->HandleReplicate(std::move(m)); });
-    runtime_->Handle(MsgType::kReplicateAck,
-                     [this](Message&& m) { replication_->HandleReplicateAck(std::move(m)); });
-    runtime_->Handle(MsgType::kReplicaCopy,
-                     [this](Message&& m) { replication_->HandleReplicaCopy(std::move(m)); });
+    runtime_->Handle(MsgType::kReplicate, [this](Message&& m) {
+      lanes_->Drain();
+      replication_->HandleReplicate(std::move(m));
+    });
+    runtime_->Handle(MsgType::kReplicateAck, [this](Message&& m) {
+      lanes_->Drain();
+      replication_->HandleReplicateAck(std::move(m));
+    });
+    runtime_->Handle(MsgType::kReplicaCopy, [this](Message&& m) {
+      lanes_->Drain();
+      replication_->HandleReplicaCopy(std::move(m));
+    });
     // The metrics endpoint answers from before the cluster is complete (a scrape then says
     // layerps_server_joined 0 with zero counters): a server waiting for its peers is
     // visible, and a port that cannot be bound fails here, before joining.
@@ -96,7 +132,7 @@ class Server::Impl {
     Status s = runtime_->Start();
     if (!s.ok()) {
       metrics_.reset();  // joins the HTTP threads, which read runtime_ only once started_
-      runtime_.reset();
+      runtime_.reset();  // (no data request came: the lanes hold nothing)
       return s;
     }
     started_ = true;  // from here on runtime_ is never replaced
@@ -110,7 +146,10 @@ class Server::Impl {
 
   void Stop() {
     metrics_.reset();
-    if (started_) runtime_->Stop(/*send_leave=*/true);
+    if (started_) {
+      runtime_->Stop(/*send_leave=*/true);  // joins the receive thread: nothing is posted
+      lanes_->Drain();
+    }
   }
 
   NodeId id() const { return started_ ? runtime_->id() : kUnassignedId; }
@@ -136,6 +175,10 @@ class Server::Impl {
       s.copy_bytes_sent = replication_->copy_bytes_sent();
     }
     s.checkpoint_bytes_written = checkpoint_bytes_.load();
+    if (started_) {  // lanes_ is set before
+      s.lane_requests = lanes_->requests();
+      s.lane_tasks = lanes_->tasks();
+    }
     ReaderLock lock(&store_mu_);
     s.sparse_rows = store_ ? store_->sparse_rows() : 0;
     return s;
@@ -176,6 +219,9 @@ class Server::Impl {
                            {{"kind", "push"}}));
     out->push_back(Counter("layerps_server_requests_total", "Requests by kind", s.pull_requests,
                            {{"kind", "pull"}}));
+    out->push_back(Counter("layerps_server_lane_requests_total",
+                           "Dense requests applied by the apply lanes (apply_threads)",
+                           s.lane_requests));
     out->push_back(Counter("layerps_server_payload_bytes_total",
                            "Payload bytes of accepted requests and of replies", s.bytes_received,
                            {{"direction", "received"}}));
@@ -195,7 +241,8 @@ class Server::Impl {
                            "Complete copies of a store to a new backup (replication)",
                            s.copies_received, {{"direction", "received"}}));
     handle_latency_.Export("layerps_server_request_seconds",
-                           "Time to handle a request on arrival (apply, or hold for its step)",
+                           "Time to handle a request on arrival (apply, hand to the apply "
+                           "lanes, or hold for its step)",
                            {}, out);
     for (const auto& kv : table_stats()) {
       const std::vector<std::pair<std::string, std::string>> l = {{"table", kv.second.name}};
@@ -343,6 +390,7 @@ class Server::Impl {
   void Tick() {
     ReaderLock lock(&store_mu_);
     if (!store_ || bsp_->held() + ssp_->held() == 0) return;
+    lanes_->Drain();
     const auto reply = [this](const Header& rh, const Status& st, std::vector<Frame> frames) {
       Reply(rh, st, std::move(frames));
     };
@@ -463,6 +511,13 @@ class Server::Impl {
       return;
     }
     const auto handle_start = std::chrono::steady_clock::now();
+    if (policy == apply_.get() && lanes_->Takes(req, *store_, forwards)) {
+      lanes_->Post(std::move(req), store_.get());
+      handle_latency_.Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - handle_start).count());
+      return;
+    }
+    lanes_->Drain();
     const bool replicated = forwards && policy == apply_.get();
     policy->Handle(std::move(req), *store_,
                    [this, replicated, backup, &forward](const Header& rh, const Status& s,
@@ -498,6 +553,9 @@ class Server::Impl {
   std::atomic<uint64_t> resent_duplicates_{0};
   std::atomic<uint64_t> messages_{0}, bad_{0}, pushes_{0}, pulls_{0}, bytes_in_{0}, bytes_out_{0};
   metrics::Latency handle_latency_;
+  // The apply lanes (made by Start; their tasks reply through runtime_ and write store_,
+  // so they are destroyed before both).
+  std::unique_ptr<ApplyLanes> lanes_;
   // Last: its HTTP threads read the members above, so it stops first.
   std::unique_ptr<metrics::Exporter> metrics_;
 };

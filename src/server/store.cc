@@ -268,6 +268,13 @@ Status Store::CheckDense(TableId table, uint64_t offset, uint64_t count) const {
   return FindDense(*t, offset, count, &err) ? Status::OK() : err;
 }
 
+bool Store::DenseLent(TableId table, uint64_t offset, uint64_t count) const {
+  Status err;
+  const Table* t = Find(table, TableKind::kDense, &err);
+  const DenseRange* d = t ? FindDense(*t, offset, count, &err) : nullptr;
+  return d != nullptr && d->values.use_count() > 1;
+}
+
 Status Store::ReadDense(TableId table, uint64_t offset, uint64_t count, float* out) const {
   Status err;
   const Table* t = Find(table, TableKind::kDense, &err);

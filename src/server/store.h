@@ -14,8 +14,9 @@
 //
 // Thread-safety: Install* must not run concurrently with anything else. Apply/Read on
 // different tables, or on the same sparse table, may run concurrently (stripes are
-// locked); dense ranges of one table must not be written concurrently with reads of
-// the same elements (the server serializes requests per node).
+// locked); Apply/Read of disjoint elements of one dense range may run concurrently while
+// the range is not lent (DenseLent; server/apply_lanes.h), and of the same elements
+// never (the server applies requests that share elements one after the other).
 #ifndef PS_SERVER_STORE_H_
 #define PS_SERVER_STORE_H_
 
@@ -88,6 +89,10 @@ class Store {
                     ApplyOp op);
   Status ReadDense(TableId table, uint64_t offset, uint64_t count, float* out) const;
   // OK when ApplyDense/ReadDense would accept [offset, offset + count) of the table.
+  // True when the range holding [offset, offset + count) is lent to a reply still being
+  // sent (ReadDenseFrame of a whole range): an ApplyDense on it copies the range on write,
+  // which must not run beside another update of the same range (server/apply_lanes.h).
+  bool DenseLent(TableId table, uint64_t offset, uint64_t count) const;
   Status CheckDense(TableId table, uint64_t offset, uint64_t count) const;
   // ReadDense into a Frame ready to be sent as a reply (count * 4 bytes): a read of a
   // whole range lends the range's own memory (no copy; a later update of the range

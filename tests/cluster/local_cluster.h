@@ -29,6 +29,9 @@ inline Options FastOptions() {
   o.heartbeat_timeout_ms = 3000;  // generous: CI machines are noisy
   o.connect_timeout_ms = 20000;
   o.request_timeout_ms = 60000;
+  // The apply lanes (server/apply_lanes.h) are off by default below 4 cores; the
+  // in-process tier runs with two, so that everything a server does meets them.
+  o.apply_threads = 2;
   // Machines of 8 cores and more open several streams per peer by default. The binaries
   // tests/CMakeLists.txt lists in LAYERPS_FOUR_STREAM_TESTS run that way on every machine
   // (4, the default of 16 cores), the others with this machine's default (one on 2 cores);

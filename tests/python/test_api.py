@@ -354,7 +354,7 @@ def test_the_option_table_drives_the_environment_and_keywords(monkeypatch):
                "bind_address": ("tcp://0.0.0.0", "tcp://0.0.0.0:0"),  # no port: any free one
                "advertise_host": ("node7", "node7"), "token": ("s3cret", "s3cret"),
                "curve_key_file": ("/tmp/cluster.key", "/tmp/cluster.key"), "cold_dir": ("/tmp/cold", "/tmp/cold"),
-               "restore_dir": ("/tmp/ckpt-r", "/tmp/ckpt-r"), "checkpoint_keep": ("7", 7),
+               "restore_dir": ("/tmp/ckpt-r", "/tmp/ckpt-r"), "checkpoint_keep": ("7", 7), "apply_threads": ("3", 3),
                "checkpoint_dir": ("/tmp/ckpt", "/tmp/ckpt"), "checkpoint_every_s": ("60", 60),
                "replace_servers_ms": ("20000", 20000), "replication": ("on", True),
                "num_servers": ("3", 3), "num_workers": ("5", 5), "max_workers": ("7", 7), "min_workers": ("2", 2), "rank": ("2", 2),

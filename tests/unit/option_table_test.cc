@@ -29,6 +29,7 @@ const std::map<std::string, std::string>& Samples() {
       {"curve_key_file", "/tmp/cluster.key"},
       {"restore", "/tmp/ckpt-restore"},
       {"checkpoint_keep", "7"},
+      {"apply_threads", "3"},
       {"checkpoint_dir", "/tmp/ckpt"},
       {"checkpoint_every_s", "60"},
       {"replace_servers_ms", "20000"},

@@ -106,6 +106,8 @@ void BindNodes(py::module_& m) {
              d["copies_sent"] = st.copies_sent;
              d["copies_received"] = st.copies_received;
              d["copy_bytes_sent"] = st.copy_bytes_sent;
+             d["lane_requests"] = st.lane_requests;
+             d["lane_tasks"] = st.lane_tasks;
              d["checkpoint_bytes_written"] = st.checkpoint_bytes_written;
              return d;
            })

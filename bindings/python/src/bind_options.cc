@@ -87,6 +87,7 @@ void BindOptions(py::module_& m) {
       .def_readwrite("cold_dir", &ps::Options::cold_dir)
       .def_readwrite("restore_dir", &ps::Options::restore_dir)
       .def_readwrite("checkpoint_keep", &ps::Options::checkpoint_keep)
+      .def_readwrite("apply_threads", &ps::Options::apply_threads)
       .def_readwrite("checkpoint_dir", &ps::Options::checkpoint_dir)
       .def_readwrite("checkpoint_every_s", &ps::Options::checkpoint_every_s)
       .def_readwrite("replace_servers_ms", &ps::Options::replace_servers_ms)
