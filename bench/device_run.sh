@@ -8,15 +8,17 @@
 #  - layerps-bench 1x1 over tcp: dense push/pull at 256K/4M/32M with 1, 2 and 4 streams
 #    beside one raw ZeroMQ baseline; sparse 100k x 16 (uniform, zipf); 2x2 against 1x1;
 #    4 KiB pushpull (the default streams and one); the --targets preset with the default streams;
+#    the apply lanes against the receive thread alone (apply_threads 0 and the default);
 #  - layerps-microbench BM_SparseBoundedSum (the row store's bounded policies);
 #  - the typed collectives against torch.distributed gloo (W = 2, 4, 8; 4 KiB - 64 MiB),
 #    and the checkpoint write and restore rate: both through the layerps wheel in
 #    device-pack/wheel (built for the device's Python) and that machine's own PyTorch;
-#  - diagnostics run only when named: collectives_a2a, pull_inflight, small_io1 (below).
+#  - diagnostics run only when named: collectives_a2a, pull_inflight, ring_direct, small_io1
+#    (below).
 # Results: $OUT/summary.txt (each step's tail) and $OUT/results.tgz (every file; rebuilt
 # after each step, so a run cut short still brings back what it measured).
-# About 6 minutes on the 16-core machine (the limits of the steps run by default add up
-# to 16 minutes); give run() timeout_s=560.
+# About 8 minutes on the 16-core machine (the limits of the steps run by default add up
+# to 18.5 minutes); give run() timeout_s=580.
 # Usage: [REPEATS=N] [SECONDS_PER=S] bash bench/device_run.sh [--quick] [STEP ...]
 #        (--quick: a rehearsal on a small machine, short cases; STEPs: run only these, by
 #        name; REPEATS, SECONDS_PER: the layerps-bench repeats, default 3 of 0.25 s)
@@ -95,6 +97,11 @@ common=(--ops=push,pull --inflight=8 --repeats="$REPEATS" --seconds="$SECONDS_PE
         --progress=false)
 step dense_streams 110 "$B/layerps-bench" "${common[@]}" --sizes=256K,4M,32M \
   --sweep_streams=1,2,4 --json="$RES/dense_streams.json"
+# The apply lanes (server/apply_lanes.h): the receive thread alone (--apply_threads=0)
+# against the default (a quarter of the cores), interleaved, twice.
+step apply_lanes 150 bash -c 'for r in 1 2; do for a in 0 -1; do "$0" "${@:2}" \
+  --apply_threads=$a --json="$1/apply_lanes-r$r-a$a.json"; done; done' "$B/layerps-bench" "$RES" \
+  "${common[@]}" --ops=push,pull,pushpull --sizes=256K,4M,32M --topologies=1x1,2x2 --baseline=false
 step sparse 45 "$B/layerps-bench" --modes=sparse "${common[@]}" --sparse_keys=100000 \
   --dist=uniform,zipf --json="$RES/sparse.json"
 step topologies 60 "$B/layerps-bench" "${common[@]}" --sizes=256K,4M,32M --topologies=1x1,2x2 \
@@ -119,6 +126,8 @@ named collectives_a2a 150 "${PY[@]}" bench/collectives_bench.py --worlds="$WORLD
 named pull_inflight 60 "$B/layerps-bench" --ops=pull --sizes=4M,32M --inflight=1,2,8 \
   --repeats="$REPEATS" --seconds="$SECONDS_PER" --baseline=false --progress=false \
   --json="$RES/pull_inflight.json"
+named ring_direct 120 bash -c '"$@" bench/allreduce_algorithms.py 4 && "$@" bench/allreduce_algorithms.py 8' \
+  _ "${PY[@]}"
 named small_io1 30 "$B/layerps-bench" --ops=pushpull --sizes=4K --inflight=1 --io_threads=1 \
   --repeats="$REPEATS" --seconds="$SECONDS_PER" --progress=false --json="$RES/small_io1.json"
 echo "device_run.sh: done at $(date -u +%H:%M:%S); every file in $OUT/results.tgz" | tee -a "$OUT/summary.txt"

@@ -49,6 +49,14 @@ class AllReduceMethod {
   virtual void Post(const std::shared_ptr<Op>& op, uint64_t segment_bytes) const = 0;
 };
 
+// The ring's segment for a buffer of n elements of wsize bytes on the wire, given the
+// caller's segment_bytes: that, unless a chunk (n/W) holds fewer than kRingDepth of
+// them; then the chunk / kRingDepth, but at least kRingMinSegmentBytes (never more than
+// segment_bytes). Every member computes the same.
+constexpr uint64_t kRingDepth = 4;
+constexpr uint64_t kRingMinSegmentBytes = uint64_t{256} << 10;
+uint64_t RingSegmentBytes(uint64_t n, size_t world, size_t wsize, uint64_t segment_bytes);
+
 class RingAllReduce final : public AllReduceMethod {
  public:
   AllReduceAlgorithm id() const override { return AllReduceAlgorithm::kRing; }

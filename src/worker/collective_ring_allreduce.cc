@@ -3,15 +3,29 @@
 // The ring all-reduce (collective_algorithms.h): W-1 reduce-scatter steps then W-1
 // all-gather steps around the ring, each chunk in segments that are passed on as soon as
 // they arrived (pipelined).
+#include <algorithm>
+
 #include "worker/collective_algorithms.h"
 #include "worker/collective_op.h"
 
 namespace ps {
 namespace collective {
 
+uint64_t RingSegmentBytes(uint64_t n, size_t world, size_t wsize, uint64_t segment_bytes) {
+  const uint64_t chunk = (n + world - 1) / world * wsize;
+  if (chunk >= kRingDepth * segment_bytes) return segment_bytes;
+  // Fewer than kRingDepth segments per chunk: the 2(W-1) steps of a segment would run
+  // nearly one after the other (one segment: exactly so). Smaller segments keep the
+  // pipeline kRingDepth deep, down to kRingMinSegmentBytes.
+  const uint64_t deep = (chunk + kRingDepth - 1) / kRingDepth;
+  return std::min(segment_bytes, std::max(deep, kRingMinSegmentBytes));
+}
+
 void RingAllReduce::Post(const std::shared_ptr<Op>& op, uint64_t segment_bytes) const {
   const size_t world = op->world();
-  op->plan = RingPlan::Make(op->n, world, segment_bytes / op->wsize, 2 * (world - 1));
+  const uint64_t seg = RingSegmentBytes(op->n, world, op->wsize, segment_bytes);
+  op->plan =
+      RingPlan::Make(op->n, world, std::max<uint64_t>(seg / op->wsize, 1), 2 * (world - 1));
   const RingPlan& plan = op->plan;
   const size_t E = op->esize;
   uint8_t* data = op->data;

@@ -17,6 +17,7 @@
 #include "local_cluster.h"
 #include "transport/fault_transport.h"
 #include "transport/inproc_transport.h"
+#include "worker/collective_algorithms.h"
 #include "worker/collectives.h"
 
 namespace ps {
@@ -405,6 +406,22 @@ TEST(RingPlanTest, EverySegmentOnceAndIndicesFit) {
   // (the last index is the descriptors').
   const RingPlan big = RingPlan::Make(size_t(1) << 34, 4, 1, 6);
   EXPECT_LT(big.steps() * big.segs, (size_t(1) << 24) - 1);
+}
+
+// The ring keeps kRingDepth (4) segments per chunk, down to 256 KiB segments, so that a
+// chunk of one segment does not make its 2(W-1) steps run one after the other.
+TEST(RingPlanTest, TheRingKeepsFourSegmentsPerChunkDownTo256KiB) {
+  using collective::RingSegmentBytes;
+  const uint64_t MiB = uint64_t{1} << 20, KiB = 1024;
+  EXPECT_EQ(RingSegmentBytes(16 * MiB / 4, 4, 4, MiB), MiB);       // chunks of 4 MiB
+  EXPECT_EQ(RingSegmentBytes(64 * MiB / 4, 4, 4, MiB), MiB);       // 16 MiB: 16 segments
+  EXPECT_EQ(RingSegmentBytes(4 * MiB / 4, 4, 4, MiB), 256 * KiB);  // chunks of 1 MiB
+  EXPECT_EQ(RingSegmentBytes(16 * MiB / 4, 8, 4, MiB), 512 * KiB); // 2 MiB
+  EXPECT_EQ(RingSegmentBytes(4 * MiB / 4, 8, 4, MiB), 256 * KiB);  // 512 KiB: the floor
+  EXPECT_EQ(RingSegmentBytes(MiB / 4, 8, 4, MiB), 256 * KiB);      // 128 KiB: one segment
+  EXPECT_EQ(RingSegmentBytes(8 * MiB / 4, 4, 2, MiB), 256 * KiB);  // 2-byte wire elements
+  EXPECT_EQ(RingSegmentBytes(4 * MiB / 4, 4, 4, 12), 12u);         // the caller's smaller one
+  EXPECT_EQ(RingSegmentBytes(0, 4, 4, MiB), 256 * KiB);            // nothing to send
 }
 
 }  // namespace
