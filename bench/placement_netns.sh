@@ -129,7 +129,8 @@ mb = sum(json.load(open(f"{work}/{strategy}-{k}.json"))["ps_payload_bytes_per_st
          + json.load(open(f"{work}/{strategy}-{k}.json"))["peer_payload_bytes_per_step"]
          for k in range(workers)) / 1e6
 print(f"{strategy:8} {h['seconds']:8.2f} s for {steps} steps = {h['seconds'] / steps:7.3f} s/step"
-      + (f"; after the first: median {statistics.median(later):.3f} s/step" if later else "")
+      + (f"; after the first: median {statistics.median(later):.3f} s/step"
+         f" [{min(later):.3f}, {max(later):.3f}]" if later else "")
       + f"; workers' payload {mb:.1f} MB/step" + (f"  loss {h['loss']:.4f}" if "loss" in h else ""))
 EOF
 }
