@@ -16,14 +16,15 @@ struct ApplyLanes::Job {
   std::vector<Frame> frames;  // the pushed values stay alive until the last span ran
   ApplyOp op = ApplyOp::kRule;
   bool pushes = false, pulls = false, read_first = false;
+  std::chrono::steady_clock::time_point arrived;
   std::shared_ptr<uint8_t> out;  // pulls: the reply's values
   std::atomic<size_t> left{0};   // spans not yet run
   Mutex mu;
   Status status GUARDED_BY(mu);  // the first span's error
 };
 
-ApplyLanes::ApplyLanes(size_t lanes, SharedMutex* store_mu, ReplyFn reply)
-    : store_mu_(store_mu), reply_(std::move(reply)) {
+ApplyLanes::ApplyLanes(size_t lanes, SharedMutex* store_mu, ReplyFn reply, ObserveFn observe)
+    : store_mu_(store_mu), reply_(std::move(reply)), observe_(std::move(observe)) {
   for (size_t i = 0; i < lanes; ++i) lanes_.push_back(std::make_unique<Lane>());
   for (auto& lane : lanes_) {
     Lane* l = lane.get();
@@ -75,10 +76,12 @@ bool ApplyLanes::Takes(const DataRequest& req, const Store& store, bool replicat
   return !req.pushes || !store.DenseLent(h.table, h.offset, h.count);
 }
 
-void ApplyLanes::Post(DataRequest&& req, Store* store) {
+void ApplyLanes::Post(DataRequest&& req, Store* store,
+                      std::chrono::steady_clock::time_point arrived) {
   auto job = std::make_shared<Job>();
   const Header& h = req.header;
   job->header = h;
+  job->arrived = arrived;
   job->op = req.op;
   job->pushes = req.pushes;
   job->pulls = req.pulls;
@@ -147,6 +150,9 @@ void ApplyLanes::RunSpan(const std::shared_ptr<Job>& job, Store* store, uint64_t
                                    std::shared_ptr<const void>(job->out, data)));
   }
   job->frames.clear();
+  if (observe_) {
+    observe_(std::chrono::duration<double>(std::chrono::steady_clock::now() - job->arrived).count());
+  }
   reply_(h, status, std::move(frames));
 }
 

@@ -34,6 +34,7 @@
 #define PS_SERVER_APPLY_LANES_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -55,10 +56,14 @@ class ApplyLanes {
 
   // The reply of a finished request (the server's Reply); called on a lane thread.
   using ReplyFn = std::function<void(const Header&, const Status&, std::vector<Frame>)>;
+  // A finished request's time from its arrival (Post's `arrived`) to its answer, in
+  // seconds; called on a lane thread just before the reply is sent, so that whoever got
+  // the answer finds it counted.
+  using ObserveFn = std::function<void(double)>;
 
   // `lanes` threads (0: none; Takes then refuses everything). `store_mu` is the lock the
   // server holds its store under: each task holds it shared while it runs.
-  ApplyLanes(size_t lanes, SharedMutex* store_mu, ReplyFn reply);
+  ApplyLanes(size_t lanes, SharedMutex* store_mu, ReplyFn reply, ObserveFn observe);
   // Runs what is queued, then joins the threads.
   ~ApplyLanes();
   ApplyLanes(const ApplyLanes&) = delete;
@@ -69,9 +74,9 @@ class ApplyLanes {
   // Whether `req` (checked by CheckRequest, of a table whose sync is async) goes to the
   // lanes; `replicated`: this server forwards its updates to a backup.
   bool Takes(const DataRequest& req, const Store& store, bool replicated) const;
-  // Posts `req` (Takes said yes) as one task per span. `store` outlives the tasks (the
-  // server drains before replacing or destroying it).
-  void Post(DataRequest&& req, Store* store);
+  // Posts `req` (Takes said yes; it arrived at `arrived`) as one task per span. `store`
+  // outlives the tasks (the server drains before replacing or destroying it).
+  void Post(DataRequest&& req, Store* store, std::chrono::steady_clock::time_point arrived);
   // Waits until every posted task has finished.
   void Drain();
   // Nothing posted is still queued or running.
@@ -97,6 +102,7 @@ class ApplyLanes {
 
   SharedMutex* const store_mu_;
   const ReplyFn reply_;
+  const ObserveFn observe_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   BufferPool pool_;  // pull replies
   std::atomic<int64_t> pending_{0};  // tasks posted and not yet finished

@@ -76,7 +76,8 @@ class Server::Impl {
         [this](const Header& rh, const Status& st, std::vector<Frame> frames) {
           if (!st.ok()) ++bad_;
           Reply(rh, st, std::move(frames));
-        });
+        },
+        [this](double seconds) { handle_latency_.Observe(seconds); });
     // Every handler but a data request's waits for the apply lanes first (see the top).
     h.on_map = [this](const std::shared_ptr<const ClusterMap>& map) {
       lanes_->Drain();
@@ -512,25 +513,35 @@ class Server::Impl {
     }
     const auto handle_start = std::chrono::steady_clock::now();
     if (policy == apply_.get() && lanes_->Takes(req, *store_, forwards)) {
-      lanes_->Post(std::move(req), store_.get());
-      handle_latency_.Observe(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - handle_start).count());
+      lanes_->Post(std::move(req), store_.get(), handle_start);  // observed when answered
       return;
     }
     lanes_->Drain();
     const bool replicated = forwards && policy == apply_.get();
+    // Observed once, before the first answer leaves (whoever got it finds it counted; a
+    // bsp push may answer the held pulls of its step too), or after Handle for a request
+    // the policy holds (the time to hold it).
+    bool observed = false;
+    const auto observe = [this, handle_start, &observed] {
+      if (observed) return;
+      observed = true;
+      handle_latency_.Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - handle_start).count());
+    };
+    // Called within Handle only (it captures locals); held requests are answered later
+    // through the policies' own reply (Reply).
     policy->Handle(std::move(req), *store_,
-                   [this, replicated, backup, &forward](const Header& rh, const Status& s,
-                                                        std::vector<Frame> frames) {
+                   [this, replicated, backup, &forward, &observe](
+                       const Header& rh, const Status& s, std::vector<Frame> frames) {
                      if (!s.ok()) ++bad_;
+                     observe();
                      if (replicated && s.ok()) {
                        replication_->Forward(backup, std::move(forward), rh, std::move(frames));
                      } else {
                        Reply(rh, s, std::move(frames));
                      }
                    });
-    handle_latency_.Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - handle_start).count());
+    if (!observed) observe();
   }
 
   const ServerOptions options_;
