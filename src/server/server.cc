@@ -242,8 +242,8 @@ class Server::Impl {
                            "Complete copies of a store to a new backup (replication)",
                            s.copies_received, {{"direction", "received"}}));
     handle_latency_.Export("layerps_server_request_seconds",
-                           "Time to handle a request on arrival (apply, hand to the apply "
-                           "lanes, or hold for its step)",
+                           "Time from a request's arrival to its answer, or to its hold for "
+                           "a bsp/ssp step",
                            {}, out);
     for (const auto& kv : table_stats()) {
       const std::vector<std::pair<std::string, std::string>> l = {{"table", kv.second.name}};
