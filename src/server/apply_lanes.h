@@ -27,7 +27,8 @@
 // a one-threaded server would. Drain needs no timeout: lane tasks never wait on the
 // network (a reply that cannot be sent within its own send timeout is dropped).
 //
-// Thread-safety: Takes, Post, Drain and Idle from the receive thread only; the tasks read
+// Thread-safety: Takes, Post, Drain and Idle from the receive thread only (Drain also
+// once it has stopped); the tasks read
 // and write the store under its lock (shared), and a store change that takes the lock
 // exclusively (installs, checkpoints) is made after Drain.
 #ifndef PS_SERVER_APPLY_LANES_H_

@@ -45,8 +45,8 @@ bool IsUpdate(MsgType t) {
 
 // ServerOptions::apply_threads: -1 is a quarter of the cores, at most 8: none below 4
 // cores, where the receive thread, the ZeroMQ I/O thread and the workers of the host
-// already take every core (on 2 cores one lane measured 0.76-1.10x the receive thread
-// alone: bench/results/apply-lanes-2026-12-02).
+// already take every core (on 2 cores one lane measured 0.76-1.11x the build before the
+// lanes: bench/results/apply-lanes-2026-12-02).
 size_t ApplyThreads(int asked) {
   if (asked >= 0) return static_cast<size_t>(asked);
   const unsigned cores = std::thread::hardware_concurrency();
