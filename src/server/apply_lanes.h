@@ -28,9 +28,9 @@
 // network (a reply that cannot be sent within its own send timeout is dropped).
 //
 // Thread-safety: Takes, Post, Drain and Idle from the receive thread only (Drain also
-// once it has stopped); the tasks read
-// and write the store under its lock (shared), and a store change that takes the lock
-// exclusively (installs, checkpoints) is made after Drain.
+// once it has stopped); the tasks read and write the store under its lock (shared), and
+// a store change that takes the lock exclusively (installs, checkpoints) is made after
+// Drain.
 #ifndef PS_SERVER_APPLY_LANES_H_
 #define PS_SERVER_APPLY_LANES_H_
 
