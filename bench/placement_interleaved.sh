@@ -2,9 +2,11 @@
 # Repeated, interleaved placement runs (issue 43 item 2): for each repeat, uniform, park,
 # stanza with one FC node and stanza with two run one after the other on the same shaped
 # link (bench/placement_netns.sh, STEPS global batches each, the first left out of the
-# median), then the predictions once (bench/placement_predict.py: the FLOP/s probe's
-# reading is in its output). The summary gives each strategy's median over the repeats'
-# medians and their spread, and park's and stanza's speed-up over uniform (medians).
+# median), then the predictions once (bench/placement_predict.py --fc_nodes 2: the layer
+# times, FLOP/s and loopback rate it measured are in its output). The summary gives each
+# strategy's median over the repeats' medians and their spread, park's and stanza's
+# speed-up over uniform (medians), each strategy's measured / predicted step, and whether
+# the fastest predicted of the four is the fastest measured or within 5% of it.
 #
 # Usage (root): bench/placement_interleaved.sh RATE MODEL [STEPS=21] [REPEATS=3] [OUT]
 #   e.g. bench/placement_interleaved.sh 1gbit alexnet 21 3 bench/results/placement-interleaved-DATE
@@ -32,18 +34,22 @@ for rep in $(seq "$repeats"); do
     esac
   done
 done
-for fc in 1 2; do
-  echo "## prediction, fc_nodes $fc" >> "$log"
-  "$here/.venv/bin/python" "$here/bench/placement_predict.py" --model "$model" --rate "$rate" \
-    --workers 4 --batch 8 --fc_nodes "$fc" >> "$log" 2>&1 || echo "(prediction failed)" >> "$log"
-done
+echo "## prediction" >> "$log"
+"$here/.venv/bin/python" "$here/bench/placement_predict.py" --model "$model" --rate "$rate" \
+  --workers 4 --batch 8 --fc_nodes 2 >> "$log" 2>&1 || echo "(prediction failed)" >> "$log"
 python3 - "$log" <<'PY' | tee -a "$log"
 import collections, re, statistics, sys
 runs = collections.defaultdict(list)
+predicted = {}  # the prediction table's rows for the four strategies run here
 for line in open(sys.argv[1]):
     m = re.match(r"(uniform|park|stanza2|stanza)\s+.*median ([0-9.]+) s/step", line)
     if m:
         runs[m.group(1)].append(float(m.group(2)))
+    m = re.match(r"\| (uniform|park at \S+|stanza, 1 FC node\(s\)|stanza, 2 FC node\(s\)) \| .* \| ([0-9.]+) \| [0-9.]+ \|$", line)
+    if m:
+        key = {"stanza, 1 FC node(s)": "stanza", "stanza, 2 FC node(s)": "stanza2"}.get(
+            m.group(1), "park" if m.group(1).startswith("park at") else m.group(1))
+        predicted[key] = float(m.group(2))
 print("# summary: median of the repeats' medians [min, max], s/step; speed-up = uniform / strategy")
 u = statistics.median(runs["uniform"]) if runs["uniform"] else None
 for k in ("uniform", "park", "stanza", "stanza2"):
@@ -52,5 +58,13 @@ for k in ("uniform", "park", "stanza", "stanza2"):
         continue
     med = statistics.median(v)
     sp = f"  {u / med:.2f}x uniform" if u else ""
-    print(f"{k:8} {med:8.3f} [{min(v):.3f}, {max(v):.3f}] over {len(v)} repeats{sp}")
+    pr = f"  predicted {predicted[k]:.3f}, measured/predicted {med / predicted[k]:.2f}" if k in predicted else ""
+    print(f"{k:8} {med:8.3f} [{min(v):.3f}, {max(v):.3f}] over {len(v)} repeats{sp}{pr}")
+both = [k for k in runs if k in predicted]
+if both:
+    fast_m = min(both, key=lambda k: statistics.median(runs[k]))
+    fast_p = min(both, key=lambda k: predicted[k])
+    gap = statistics.median(runs[fast_p]) / statistics.median(runs[fast_m])
+    print(f"fastest measured: {fast_m}; fastest predicted: {fast_p}, {gap:.2f}x the fastest measured step "
+          f"({'within' if gap <= 1.05 else 'NOT within'} 5%)")
 PY

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """The planner's prediction for the torchvision runs of bench/placement_netns.sh: the
-model profiled at the run's input size (layerps.placement.profile), then layerps-plan for
-uniform, park and the automatic pick, on the netns cluster as the cost model sees it.
+model profiled at the run's input size with its layers timed (layerps.placement.profile,
+time_layers=True: forward + backward per layer on one thread, and that thread's FLOP/s),
+then layerps-plan for uniform, park, stanza and the automatic pick, on the netns cluster
+as the cost model sees it.
 
-The netns cluster puts the W workers behind one link of RATE and the servers (with the
-suffix rank) behind the other end; the cost model gives every node its own NIC. So each
-worker is given RATE / W and each server RATE / S (the link is shared that way when all
-of them talk at once, as they do in a step). Compute: the W workers run their layers at
-the same time, so each gets cores / W of the probe's one-thread FLOP/s; the suffix rank
-(park's PS worker) runs while the workers wait for it, on one thread: the probe's
-one-thread FLOP/s.
+The netns cluster puts the W workers on one host and the servers, with the suffix ranks,
+on another, joined by one link of RATE each way: every node's NIC is given RATE, and
+each side's nodes share one link of RATE (--worker_link, --server_link), so in each
+phase of a step (pull, activations, their gradients, all-reduce, push) a side's bytes add
+up on it. The suffix ranks' all-reduce stays on the server host: --server_loopback, the
+rate of a 2-rank Worker.allreduce over TCP on 127.0.0.1, measured here (or given).
+Compute: the W workers run their layers at the same time, so each gets cores / W of the
+profiling thread's FLOP/s; a suffix rank runs while the workers wait for it, on one
+thread (the profiling thread's FLOP/s).
 
   .venv/bin/python bench/placement_predict.py --model vgg16 --rate 1gbit --workers 4 --batch 8
 """
@@ -31,8 +35,10 @@ def main():
     p.add_argument("--servers", type=int, default=2)
     p.add_argument("--batch", type=int, default=8, help="samples per worker per step")
     p.add_argument("--cores", type=int, default=os.cpu_count())
-    p.add_argument("--flops", type=float, default=0.0,
-                   help="one thread's FLOP/s instead of probing (the probe varies with the VM's load)")
+    p.add_argument("--server_loopback", default="",
+                   help="the server host's loopback rate for the FC nodes' all-reduce (tc's notation); "
+                   "default: measured")
+    p.add_argument("--role", default="", help=argparse.SUPPRESS)
     p.add_argument("--fc_nodes", type=int, default=0,
                    help="also predict stanza with this many FC nodes (bench/placement_netns.sh FC_NODES)")
     p.add_argument("--cut", default=None,
@@ -40,17 +46,18 @@ def main():
                    "first FC layer, where placement_cnn.py cuts: vgg16 classifier.0, alexnet classifier.1, "
                    "whose classifier.0 is a dropout); '' leaves the row out")
     args = p.parse_args()
+    if args.role == "loopback":
+        return measure_loopback()
     import torchvision
     import layerps
-    from layerps.placement import probe, profile
+    from layerps.placement import profile
 
+    loopback = args.server_loopback or loopback_rate()
     torch.set_num_threads(1)
-    # Before the model exists: right after building VGG-16 (half a GB of fresh memory) the
-    # probe read 35% low on this VM, the kernel still busy with the new pages.
-    one = args.flops or float(probe()["worker_flops"])  # torch on one thread, as every rank runs
     size = args.size or (64 if args.model == "alexnet" else 32)
     model = getattr(torchvision.models, args.model)(weights=None, num_classes=10)
-    prof = profile(model, torch.randn(args.batch, 3, size, size), name=args.model)
+    prof = profile(model, torch.randn(args.batch, 3, size, size), name=args.model, time_layers=True)
+    one = prof["reference_flops"]  # the thread that timed the layers, as every rank runs
     rate = float(args.rate.lower().replace("gbit", "e9").replace("mbit", "e6"))
     flops = one * min(1.0, args.cores / args.workers)
     fd, path = tempfile.mkstemp(suffix=".json")
@@ -61,14 +68,14 @@ def main():
     cut = args.cut if args.cut is not None else {"vgg16": "classifier.0", "alexnet": "classifier.1"}.get(args.model)
     if cut:
         asks.insert(2, (f"park at {cut}", "park", [f"--cut={cut}"]))
-    if args.fc_nodes > 0:
-        asks.insert(-1, (f"stanza, {args.fc_nodes} FC node(s)", "stanza", [f"--fc_nodes={args.fc_nodes}"]))
+    for n in sorted({1, args.fc_nodes} - {0}):
+        asks.insert(-1, (f"stanza, {n} FC node(s)", "stanza", [f"--fc_nodes={n}"]))
     for asked, strategy, extra in asks:
         out = subprocess.run([layerps.tool_path("layerps-plan"), f"--model={path}", f"--workers={args.workers}",
                               f"--servers={args.servers}", f"--batch={args.batch}", f"--strategy={strategy}",
-                              f"--worker_bandwidth={rate / args.workers:.6g}bit",
-                              f"--server_bandwidth={rate / args.servers:.6g}bit",
-                              f"--bandwidth={rate:.6g}bit", f"--worker_flops={flops:.4g}",
+                              f"--bandwidth={rate:.6g}bit", f"--worker_link={rate:.6g}bit",
+                              f"--server_link={rate:.6g}bit", f"--server_loopback={loopback}",
+                              f"--worker_flops={flops:.4g}",
                               f"--server_flops={one:.4g}", "--latency=100us", "--json"] + extra,
                              capture_output=True, text=True)
         if out.returncode != 0:
@@ -81,11 +88,53 @@ def main():
         rows.append((asked, plan["strategy"], plan.get("cut_layer") or "-", pr["step_s"], pr["worker_bytes"] / 1e6))
     os.unlink(path)
     print(f"{args.model} at {size}x{size}, W={args.workers} x batch {args.batch}, S={args.servers}, link {args.rate}; "
-          f"{flops / 1e9:.2f} GFLOP/s per worker, {one / 1e9:.2f} for the suffix rank ({args.cores} cores)")
+          f"measured layer times; {flops / 1e9:.2f} GFLOP/s per worker, {one / 1e9:.2f} for a suffix rank "
+          f"({args.cores} cores); server loopback {loopback}")
     print("| asked | strategy | cut | predicted s/step | workers' MB/step |")
     print("|---|---|---|---|---|")
     for asked, strategy, cut, step, mb in rows:
         print(f"| {asked} | {strategy} | {cut} | {step:.3f} | {mb:.1f} |")
+    executed = [r for r in rows if r[0] == "uniform" or r[0].startswith("park at") or r[0].startswith("stanza")]
+    best = min(executed, key=lambda r: r[3])
+    print(f"fastest predicted of the rows bench/placement_netns.sh runs: {best[0]} ({best[3]:.3f} s/step)")
+
+
+LOOPBACK_MARK = "LOOPBACK_RESULT "
+
+
+def loopback_rate():
+    """Bits per second a 2-rank Worker.allreduce of 64 MiB moves over TCP on 127.0.0.1,
+    counted as 2 (W - 1) x its bytes (what the cost model puts on the loopback), best of
+    three; in tc's notation."""
+    import subprocess
+    import sys
+    env = dict(os.environ, LAYERPS_BIND="tcp://127.0.0.1:0", GLOG_minloglevel="2")
+    out = subprocess.run([sys.executable, "-m", "layerps.launch", "-s", "1", "-w", "2",
+                          "--scheduler=tcp://127.0.0.1:0", "--quiet_daemons", "-t", "300", "--",
+                          sys.executable, os.path.abspath(__file__), "--role=loopback"],
+                         capture_output=True, text=True, env=env, timeout=360)
+    for line in out.stdout.splitlines():
+        if LOOPBACK_MARK in line:
+            return line.split(LOOPBACK_MARK, 1)[1].strip()
+    raise SystemExit(f"placement_predict: the loopback measurement failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+
+
+def measure_loopback():
+    import time
+    import layerps
+    from layerps import collectives as C
+    torch.set_num_threads(1)
+    w = layerps.init()
+    x = torch.zeros(16 << 20)
+    C.allreduce(x, worker=w)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        C.allreduce(x, worker=w)
+        best = min(best, time.perf_counter() - t0)
+    if w.rank == 0:
+        print(f"{LOOPBACK_MARK}{2 * x.numel() * 4 * 8 / best:.4g}bit", flush=True)
+    layerps.shutdown()
 
 
 if __name__ == "__main__":

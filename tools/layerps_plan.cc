@@ -27,6 +27,14 @@ DEFINE_string(bandwidth, "10Gbit",
               "Every NIC's bandwidth, each direction: 1Gbit, 100Mbit, 25Gbps, 1.25GB/s...");
 DEFINE_string(server_bandwidth, "", "Servers' NIC bandwidth; default: --bandwidth");
 DEFINE_string(worker_bandwidth, "", "Workers' NIC bandwidth; default: --bandwidth");
+DEFINE_string(server_loopback, "",
+              "The servers and suffix ranks share one host whose loopback moves this much "
+              "(8Gbit...): their transfers among themselves cross no NIC; default: each "
+              "server has its own machine");
+DEFINE_string(worker_link, "",
+              "The workers share one link of this bandwidth (one host's NIC, a rack's "
+              "uplink); default: none, each worker's NIC runs at --worker_bandwidth");
+DEFINE_string(server_link, "", "The servers share one link of this bandwidth; default: none");
 DEFINE_string(latency, "50us", "One-way message latency: 50us, 0.2ms, 1s...");
 DEFINE_string(worker_flops, "5T", "FLOP/s a worker sustains: 5T, 900G, 2.5e12...");
 DEFINE_string(server_flops, "5T", "FLOP/s a server sustains (park's PS worker, FC nodes)");
@@ -146,6 +154,15 @@ pl::ClusterSpec LoadCluster() {
   if (!FLAGS_worker_bandwidth.empty()) {
     c.worker_bandwidth_bps =
         ParseOrBad(pl::ParseBandwidth(FLAGS_worker_bandwidth), "worker_bandwidth");
+  }
+  if (!FLAGS_server_loopback.empty()) {
+    c.server_loopback_bps = ParseOrBad(pl::ParseBandwidth(FLAGS_server_loopback), "server_loopback");
+  }
+  if (!FLAGS_worker_link.empty()) {
+    c.worker_link_bps = ParseOrBad(pl::ParseBandwidth(FLAGS_worker_link), "worker_link");
+  }
+  if (!FLAGS_server_link.empty()) {
+    c.server_link_bps = ParseOrBad(pl::ParseBandwidth(FLAGS_server_link), "server_link");
   }
   if (base || Given("latency"))
     c.latency_s = ParseOrBad(pl::ParseDuration(FLAGS_latency), "latency");
@@ -398,14 +415,34 @@ int main(int argc, char** argv) {
               model.name.c_str(), model.layers.size(), Commas(model.TotalParamBytes() / 4).c_str(),
               Mb(static_cast<double>(model.TotalParamBytes())).c_str(),
               Fixed(model.TotalFlopsPerSample() / 1e9, 2).c_str(), cuts.size());
+  auto flops = [](double f) {
+    return f >= 1e12 ? Fixed(f / 1e12, 2) + " TFLOP/s" : Fixed(f / 1e9, 2) + " GFLOP/s";
+  };
   std::printf(
-      "Cluster: %d workers (%s Gbit/s, %s TFLOP/s), %d servers (%s Gbit/s, %s TFLOP/s), latency "
-      "%s us; batch %u per worker\n",
+      "Cluster: %d workers (%s Gbit/s, %s), %d servers (%s Gbit/s, %s), latency %s us; batch "
+      "%u per worker\n",
       cluster.workers, Fixed(cluster.worker_bandwidth_bps / 1e9, 3).c_str(),
-      Fixed(cluster.worker_flops / 1e12, 2).c_str(), cluster.servers,
-      Fixed(cluster.server_bandwidth_bps / 1e9, 3).c_str(),
-      Fixed(cluster.server_flops / 1e12, 2).c_str(), Fixed(cluster.latency_s * 1e6, 1).c_str(),
-      options.batch);
+      flops(cluster.worker_flops).c_str(), cluster.servers,
+      Fixed(cluster.server_bandwidth_bps / 1e9, 3).c_str(), flops(cluster.server_flops).c_str(),
+      Fixed(cluster.latency_s * 1e6, 1).c_str(), options.batch);
+  if (cluster.worker_link_bps > 0 || cluster.server_link_bps > 0) {
+    std::printf("Shared links: workers %s, servers %s\n",
+                cluster.worker_link_bps > 0
+                    ? (Fixed(cluster.worker_link_bps / 1e9, 3) + " Gbit/s").c_str()
+                    : "none",
+                cluster.server_link_bps > 0
+                    ? (Fixed(cluster.server_link_bps / 1e9, 3) + " Gbit/s").c_str()
+                    : "none");
+  }
+  if (cluster.server_loopback_bps > 0) {
+    std::printf("The servers and suffix ranks share one host: %s Gbit/s among them (loopback)\n",
+                Fixed(cluster.server_loopback_bps / 1e9, 3).c_str());
+  }
+  if (model.reference_flops > 0) {
+    std::printf("Compute: the profile's measured layer times (forward + backward, on a thread "
+                "at %s), scaled by each node's FLOP/s\n",
+                flops(model.reference_flops).c_str());
+  }
   if (FLAGS_layers) PrintLayers(model, chosen);
   PrintComparison(*cmp, *uniform);
   return 0;

@@ -58,6 +58,10 @@ struct LayerProfile {
   LayerKind kind = LayerKind::kOther;
   uint64_t param_bytes = 0;         // weights and biases (and batch-norm scale and shift)
   double flops_per_sample = 0;      // forward pass
+  // Forward + backward seconds per sample, measured on one thread whose float32 matrix
+  // products ran at ModelProfile::reference_flops (layerps.placement.profile with
+  // time_layers=True). 0: not measured; the cost model then uses flops_per_sample.
+  double train_seconds_per_sample = 0;
   uint64_t activation_bytes = 0;    // output activation, per sample
   std::vector<std::string> inputs;  // layers whose outputs feed this one; empty: the model input
   std::vector<std::string> tables;  // the parameter tables it owns (TableSpec::layer == name)
@@ -77,12 +81,22 @@ struct CutPoint {
 struct ModelProfile {
   std::string name;
   uint64_t input_bytes_per_sample = 0;
+  // The FLOP/s (float32 matrix products) of the thread that measured the layers'
+  // train_seconds_per_sample; > 0 whenever a layer has them. A node of the cluster that
+  // sustains F FLOP/s runs such a layer in train_seconds_per_sample x reference_flops / F
+  // seconds per sample: measured times, scaled by the node's speed.
+  double reference_flops = 0;
   std::vector<LayerProfile> layers;
 
   // Unique non-empty names, inputs that name earlier layers (so no cycle), known kinds,
-  // finite non-negative FLOPs, byte sizes <= 2^40, at most 2^20 layers. The message names
-  // the first bad layer.
+  // finite non-negative FLOPs and seconds, byte sizes <= 2^40, at most 2^20 layers, and
+  // reference_flops > 0 when a layer has measured seconds. The message names the first
+  // bad layer.
   Status Validate() const;
+  // The training FLOPs per sample of layer i as the cost model counts them: the measured
+  // seconds x reference_flops when measured, else (1 + backward_factor) x the forward
+  // FLOPs.
+  double TrainFlopsPerSample(size_t i, double backward_factor) const;
   uint64_t TotalParamBytes() const;
   double TotalFlopsPerSample() const;
   // Bytes of the layers of this kind (fc: the "in FC" column of PAPERS.md's table).
@@ -138,9 +152,22 @@ struct ClusterSpec {
   double server_flops = 5e12;
   uint64_t server_memory_bytes = uint64_t{64} << 30;
   uint64_t worker_memory_bytes = uint64_t{16} << 30;
+  // 0: every server has a machine (and NIC) of its own. > 0: the servers, and the suffix
+  // ranks beside them (park's PS worker, stanza's FC nodes), share one host, so what
+  // they send each other (the FC replicas' all-reduce, the PS worker's remote shards)
+  // crosses no NIC: it goes through that host's loopback, at this many bits per second
+  // for all of them together.
+  double server_loopback_bps = 0;
+  // 0: every worker's (server's) NIC reaches the others at its full bandwidth. > 0: the
+  // workers (servers) reach the network through one link of this many bits per second
+  // that they share (one host's NIC, a rack's uplink): in each phase of a step their
+  // bytes together cross it.
+  double worker_link_bps = 0;
+  double server_link_bps = 0;
 
   // Counts >= 1 (and <= 65536), bandwidths and compute rates finite and > 0, latency
-  // finite and >= 0, memories > 0. The message names the first bad field.
+  // finite and >= 0, server_loopback_bps and the shared links finite and >= 0, memories
+  // > 0. The message names the first bad field.
   Status Validate() const;
 };
 
@@ -186,9 +213,12 @@ struct NodeLoad {
   bool is_server = false;
   int rank = 0;
   std::string duty;        // "worker", "server", "dedicated server + PS worker", "FC node"...
-  uint64_t bytes_in = 0;   // received per step
-  uint64_t bytes_out = 0;  // sent per step
-  double nic_s = 0;        // max(bytes_in, bytes_out) * 8 / its bandwidth
+  uint64_t bytes_in = 0;   // received per step through its NIC
+  uint64_t bytes_out = 0;  // sent per step through its NIC
+  // Its NIC's time in a step, phase by phase as a step runs them (pull, activations out,
+  // their gradients back, all-reduce, push; PredictPlan): in each phase the longer
+  // direction at its bandwidth, summed over the phases.
+  double nic_s = 0;
   double compute_s = 0;    // forward + backward of the layers it runs
   uint64_t memory_bytes = 0;
   uint64_t memory_limit_bytes = 0;
@@ -204,7 +234,14 @@ struct PlanPrediction {
   uint64_t network_bytes = 0;  // every byte sent on the network, all nodes together
   double worker_compute_s = 0;
   double server_compute_s = 0;  // the suffix on the PS worker / an FC node
-  double comm_s = 0;            // the busiest NIC's time
+  // The step's communication: for each phase, the longest of the nodes' NIC times, the
+  // shared links' times and the servers' loopback time in it, summed over the phases
+  // (>= every node's nic_s).
+  double comm_s = 0;
+  // Bytes the servers and suffix ranks send each other through their shared host's
+  // loopback (ClusterSpec::server_loopback_bps > 0), and the time that takes.
+  uint64_t loopback_bytes = 0;
+  double loopback_s = 0;
   double latency_s = 0;         // sequential message rounds x their latency
   double step_s = 0;            // worker_compute_s + server_compute_s + comm_s + latency_s
   uint64_t max_worker_memory = 0;

@@ -199,7 +199,6 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
   const int W = c.workers;
   const int S = c.servers;
   const uint64_t b = plan->batch;
-  const double train = 1.0 + options.backward_factor;  // forward + backward FLOPs factor
   // Every byte count below is at most 4 (W + S + 1)(b + 1)(sum M + sum A): refuse inputs
   // for which that does not fit in 63 bits rather than wrap around.
   long double sizes = 1;
@@ -225,11 +224,32 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
     node.duty = "server";
     node.memory_limit_bytes = c.server_memory_bytes;
   }
+  // A step runs its transfers in phases, one after the other, as the executed steps do
+  // (the mode-"server"/"ps" optimizers and the split step: pull, forward, activations to
+  // the suffix, their gradients back, backward, all-reduce, push, each waited for): the
+  // bytes of a phase are counted apart, and its time is its slowest NIC (or the servers'
+  // loopback). A NIC is full duplex, so within a phase its longer direction counts.
+  enum Phase { kPull = 0, kForward, kBackward, kSync, kPush, kPhases };
+  struct Traffic {
+    uint64_t in[kPhases] = {};
+    uint64_t out[kPhases] = {};
+  };
+  std::vector<Traffic> traffic(W + S);
+  uint64_t loopback[kPhases] = {};
   auto worker = [&](int w) -> NodeLoad& { return pred.nodes[w]; };
   auto server = [&](int s) -> NodeLoad& { return pred.nodes[W + s]; };
-  auto both = [](NodeLoad& n, uint64_t bytes) {
-    n.bytes_in += bytes;
-    n.bytes_out += bytes;
+  auto send = [&](int from, int to, Phase phase, uint64_t bytes) {  // node indices
+    traffic[from].out[phase] += bytes;
+    traffic[to].in[phase] += bytes;
+  };
+  // Between two servers (or the suffix ranks on them): their NICs, or the shared loopback.
+  const bool colocated = c.server_loopback_bps > 0;
+  auto server_to_server = [&](int from, int to, Phase phase, uint64_t bytes) {
+    if (colocated) {
+      loopback[phase] += bytes;
+    } else {
+      send(W + from, W + to, phase, bytes);
+    }
   };
 
   const PlanRoles& roles = plan->roles;
@@ -238,7 +258,7 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
   for (int w = 0; w < static_cast<int>(roles.fc_node_of_worker.size()); ++w) {
     workers_of_fc[roles.fc_node_of_worker[w]]++;
   }
-  double worker_flops = 0;  // forward FLOPs per sample of the layers a worker runs
+  double worker_flops = 0;  // training FLOPs per sample of the layers a worker runs
   double suffix_flops = 0;  // ... of the layers past the cut
   uint64_t worker_mem = 0;  // per worker
   bool any_ps = false, any_allreduce = false, remote_suffix_shards = false;
@@ -246,6 +266,7 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
     const LayerProfile& l = profile.layers[i];
     const LayerPlacement& p = plan->layers[i];
     const uint64_t m = l.param_bytes;
+    const double flops = profile.TrainFlopsPerSample(i, options.backward_factor);
     // A sparse table through the servers moves the rows touched (embedding_rows_touched).
     const double moved = l.kind == LayerKind::kEmbedding ? options.embedding_rows_touched : 1.0;
     auto touched = [moved](uint64_t bytes) {
@@ -253,22 +274,27 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
     };
     switch (p.mode) {
       case TrainMode::kPs:
-        // Each worker pushes its gradient and pulls the new values: m out, m in. Server s
-        // holding x bytes of the layer receives W pushes of x and sends W pulls of x.
+        // Each worker pulls the values and pushes its gradient: m in, m out. Server s
+        // holding x bytes of the layer sends W pulls of x and receives W pushes of x.
         any_ps |= m > 0;
-        for (int w = 0; w < W; ++w) both(worker(w), touched(m));
+        for (int w = 0; w < W; ++w) {
+          traffic[w].in[kPull] += touched(m);
+          traffic[w].out[kPush] += touched(m);
+        }
         for (size_t j = 0; j < p.servers.size(); ++j) {
-          both(server(p.servers[j]), W * touched(p.server_bytes[j]));
+          Traffic& t = traffic[W + p.servers[j]];
+          t.out[kPull] += W * touched(p.server_bytes[j]);
+          t.in[kPush] += W * touched(p.server_bytes[j]);
           server(p.servers[j]).memory_bytes += p.server_bytes[j];
         }
-        worker_flops += l.flops_per_sample;
+        worker_flops += flops;
         worker_mem += 2 * m + b * l.activation_bytes;  // values, gradients, activations
         break;
       case TrainMode::kAllReduce:
         // Ring all-reduce: reduce-scatter then all-gather, (W-1)/W of m each, each way.
         any_allreduce |= m > 0 && W > 1;
-        for (int w = 0; w < W; ++w) both(worker(w), 2 * (W - 1) * m / W);
-        worker_flops += l.flops_per_sample;
+        for (int w = 0; w < W && W > 1; ++w) send(w, (w + 1) % W, kSync, 2 * (W - 1) * m / W);
+        worker_flops += flops;
         worker_mem += 2 * m + b * l.activation_bytes;
         break;
       case TrainMode::kOnServer: {
@@ -279,13 +305,13 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
           NodeLoad& s = server(p.servers[j]);
           s.memory_bytes += p.server_bytes[j];
           if (p.servers[j] != roles.ps_worker) {
-            both(s, p.server_bytes[j]);
-            both(host, p.server_bytes[j]);
+            server_to_server(p.servers[j], roles.ps_worker, kPull, p.server_bytes[j]);
+            server_to_server(roles.ps_worker, p.servers[j], kPush, p.server_bytes[j]);
             remote_suffix_shards |= p.server_bytes[j] > 0;
           }
         }
         host.memory_bytes += m + W * b * l.activation_bytes;  // gradients, activations
-        suffix_flops += l.flops_per_sample;
+        suffix_flops += flops;
         break;
       }
       case TrainMode::kFcNode: {
@@ -294,9 +320,12 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
         for (int f = 0; f < nf; ++f) {
           NodeLoad& node = server(roles.fc_nodes[f]);
           node.memory_bytes += 2 * m + workers_of_fc[f] * b * l.activation_bytes;
-          if (nf > 1) both(node, 2 * (nf - 1) * m / nf);
+          if (nf > 1) {
+            server_to_server(roles.fc_nodes[f], roles.fc_nodes[(f + 1) % nf], kSync,
+                             2 * (nf - 1) * m / nf);
+          }
         }
-        suffix_flops += l.flops_per_sample;
+        suffix_flops += flops;
         break;
       }
     }
@@ -311,15 +340,15 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
     }
     const TrainMode mode = plan->layers[plan->cut].mode;
     for (int w = 0; w < W; ++w) {
-      both(worker(w), b * act);
       const int to = mode == TrainMode::kOnServer ? roles.ps_worker
                                                   : roles.fc_nodes[roles.fc_node_of_worker[w]];
-      both(server(to), b * act);
+      send(w, W + to, kForward, b * act);
+      send(W + to, w, kBackward, b * act);
     }
     if (mode == TrainMode::kOnServer) {
       NodeLoad& host = server(roles.ps_worker);
       host.duty = "dedicated server + PS worker";
-      host.compute_s = train * W * b * suffix_flops / c.server_flops;
+      host.compute_s = W * b * suffix_flops / c.server_flops;
       for (int s : roles.dedicated_servers) {
         if (s != roles.ps_worker) server(s).duty = "dedicated server";
       }
@@ -327,20 +356,37 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
       for (int f = 0; f < nf; ++f) {
         NodeLoad& node = server(roles.fc_nodes[f]);
         node.duty = "FC node";
-        node.compute_s = train * workers_of_fc[f] * b * suffix_flops / c.server_flops;
+        node.compute_s = workers_of_fc[f] * b * suffix_flops / c.server_flops;
       }
     }
   }
   for (int w = 0; w < W; ++w) {
-    worker(w).compute_s = train * b * worker_flops / c.worker_flops;
+    worker(w).compute_s = b * worker_flops / c.worker_flops;
     worker(w).memory_bytes = worker_mem;
   }
 
-  // Per NIC: the longer direction at its bandwidth (full duplex).
+  double phase_s[kPhases] = {};
+  for (int phase = 0; phase < kPhases; ++phase) {
+    pred.loopback_bytes += loopback[phase];
+    phase_s[phase] = colocated ? static_cast<double>(loopback[phase]) * 8.0 / c.server_loopback_bps : 0;
+    pred.loopback_s += phase_s[phase];
+  }
+  // The shared links (ClusterSpec::worker_link_bps, server_link_bps): per phase, the
+  // bytes of all workers (servers) in each direction together.
+  uint64_t link_in[2][kPhases] = {}, link_out[2][kPhases] = {};
   for (size_t i = 0; i < pred.nodes.size(); ++i) {
     NodeLoad& node = pred.nodes[i];
+    const Traffic& t = traffic[i];
     const double bw = node.is_server ? c.server_bandwidth_bps : c.worker_bandwidth_bps;
-    node.nic_s = static_cast<double>(std::max(node.bytes_in, node.bytes_out)) * 8.0 / bw;
+    for (int phase = 0; phase < kPhases; ++phase) {
+      node.bytes_in += t.in[phase];
+      node.bytes_out += t.out[phase];
+      link_in[node.is_server][phase] += t.in[phase];
+      link_out[node.is_server][phase] += t.out[phase];
+      const double s = static_cast<double>(std::max(t.in[phase], t.out[phase])) * 8.0 / bw;
+      node.nic_s += s;
+      phase_s[phase] = std::max(phase_s[phase], s);
+    }
     if (pred.busiest < 0 || node.nic_s > pred.nodes[pred.busiest].nic_s) {
       pred.busiest = static_cast<int>(i);
     }
@@ -363,7 +409,15 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
   }
   const NodeLoad& busiest = pred.nodes[pred.busiest];
   pred.busiest_nic_bytes = std::max(busiest.bytes_in, busiest.bytes_out);
-  pred.comm_s = busiest.nic_s;
+  const double link_bps[2] = {c.worker_link_bps, c.server_link_bps};
+  for (int side = 0; side < 2; ++side) {
+    if (link_bps[side] <= 0) continue;
+    for (int phase = 0; phase < kPhases; ++phase) {
+      const uint64_t bytes = std::max(link_in[side][phase], link_out[side][phase]);
+      phase_s[phase] = std::max(phase_s[phase], static_cast<double>(bytes) * 8.0 / link_bps[side]);
+    }
+  }
+  for (double s : phase_s) pred.comm_s += s;
 
   // Sequential message rounds, each a request and its reply (2 x latency): the PS
   // push/pull, the activations to the suffix and their gradients back, the PS worker's

@@ -228,6 +228,7 @@ json LayerToJson(const LayerProfile& l) {
                          s.out_height || s.out_width || s.kernel_h || s.kernel_w ||
                          s.stride != zero.stride || s.padding || s.padding_w != zero.padding_w;
   if (has_shape) j["shape"] = ShapeToJson(s);
+  if (l.train_seconds_per_sample > 0) j["train_seconds_per_sample"] = l.train_seconds_per_sample;
   return j;
 }
 
@@ -239,7 +240,8 @@ Status LayerFromJson(const json& j, size_t index, LayerProfile* l) {
   Reader r(j, where);
   PS_RETURN_IF_ERROR(r.IsObject());
   PS_RETURN_IF_ERROR(r.OnlyKeys({"name", "kind", "param_bytes", "flops_per_sample",
-                                 "activation_bytes", "inputs", "tables", "shape"}));
+                                 "train_seconds_per_sample", "activation_bytes", "inputs",
+                                 "tables", "shape"}));
   PS_RETURN_IF_ERROR(r.String("name", true, &l->name));
   std::string kind;
   PS_RETURN_IF_ERROR(r.String("kind", true, &kind));
@@ -248,6 +250,7 @@ Status LayerFromJson(const json& j, size_t index, LayerProfile* l) {
   l->kind = *k;
   PS_RETURN_IF_ERROR(r.Uint("param_bytes", false, &l->param_bytes));
   PS_RETURN_IF_ERROR(r.Double("flops_per_sample", false, &l->flops_per_sample));
+  PS_RETURN_IF_ERROR(r.Double("train_seconds_per_sample", false, &l->train_seconds_per_sample));
   PS_RETURN_IF_ERROR(r.Uint("activation_bytes", false, &l->activation_bytes));
   PS_RETURN_IF_ERROR(r.Strings("inputs", &l->inputs));
   PS_RETURN_IF_ERROR(r.Strings("tables", &l->tables));
@@ -258,17 +261,19 @@ Status LayerFromJson(const json& j, size_t index, LayerProfile* l) {
 json ProfileToJsonValue(const ModelProfile& p) {
   json layers = json::array();
   for (const LayerProfile& l : p.layers) layers.push_back(LayerToJson(l));
-  return {{"format", "layerps.model_profile"},
-          {"version", kFormatVersion},
-          {"name", p.name},
-          {"input_bytes_per_sample", p.input_bytes_per_sample},
-          {"layers", layers}};
+  json j = {{"format", "layerps.model_profile"},
+            {"version", kFormatVersion},
+            {"name", p.name},
+            {"input_bytes_per_sample", p.input_bytes_per_sample},
+            {"layers", layers}};
+  if (p.reference_flops > 0) j["reference_flops"] = p.reference_flops;
+  return j;
 }
 
 // ---- ClusterSpec ------------------------------------------------------------------------
 
 json ClusterToJsonValue(const ClusterSpec& c) {
-  return {{"servers", c.servers},
+  json j = {{"servers", c.servers},
           {"workers", c.workers},
           {"server_bandwidth_bps", c.server_bandwidth_bps},
           {"worker_bandwidth_bps", c.worker_bandwidth_bps},
@@ -277,6 +282,10 @@ json ClusterToJsonValue(const ClusterSpec& c) {
           {"server_flops", c.server_flops},
           {"server_memory_bytes", c.server_memory_bytes},
           {"worker_memory_bytes", c.worker_memory_bytes}};
+  if (c.server_loopback_bps > 0) j["server_loopback_bps"] = c.server_loopback_bps;
+  if (c.worker_link_bps > 0) j["worker_link_bps"] = c.worker_link_bps;
+  if (c.server_link_bps > 0) j["server_link_bps"] = c.server_link_bps;
+  return j;
 }
 
 Status ClusterFromJsonValue(const json& j, const std::string& where, ClusterSpec* c) {
@@ -285,7 +294,8 @@ Status ClusterFromJsonValue(const json& j, const std::string& where, ClusterSpec
   PS_RETURN_IF_ERROR(
       r.OnlyKeys({"format", "version", "servers", "workers", "bandwidth", "server_bandwidth_bps",
                   "worker_bandwidth_bps", "latency_s", "worker_flops", "server_flops",
-                  "server_memory_bytes", "worker_memory_bytes"}));
+                  "server_memory_bytes", "worker_memory_bytes", "server_loopback_bps",
+                  "worker_link_bps", "server_link_bps"}));
   PS_RETURN_IF_ERROR(CheckFormat(r, "layerps.cluster"));
   int64_t v = c->servers;
   PS_RETURN_IF_ERROR(r.Int("servers", false, 1, 65536, &v));
@@ -301,6 +311,9 @@ Status ClusterFromJsonValue(const json& j, const std::string& where, ClusterSpec
   }
   PS_RETURN_IF_ERROR(r.Quantity("server_bandwidth_bps", bw, &c->server_bandwidth_bps));
   PS_RETURN_IF_ERROR(r.Quantity("worker_bandwidth_bps", bw, &c->worker_bandwidth_bps));
+  PS_RETURN_IF_ERROR(r.Quantity("server_loopback_bps", bw, &c->server_loopback_bps));
+  PS_RETURN_IF_ERROR(r.Quantity("worker_link_bps", bw, &c->worker_link_bps));
+  PS_RETURN_IF_ERROR(r.Quantity("server_link_bps", bw, &c->server_link_bps));
   PS_RETURN_IF_ERROR(r.Quantity(
       "latency_s", [](const std::string& s) { return ParseDuration(s); }, &c->latency_s));
   auto si = [](const std::string& s) { return ParseSiValue(s); };
@@ -345,6 +358,8 @@ json PredictionToJson(const PlanPrediction& p) {
           {"worker_compute_s", p.worker_compute_s},
           {"server_compute_s", p.server_compute_s},
           {"comm_s", p.comm_s},
+          {"loopback_bytes", p.loopback_bytes},
+          {"loopback_s", p.loopback_s},
           {"latency_s", p.latency_s},
           {"step_s", p.step_s},
           {"max_worker_memory", p.max_worker_memory},
@@ -358,7 +373,8 @@ Status PredictionFromJson(const json& j, PlanPrediction* p) {
   PS_RETURN_IF_ERROR(r.IsObject());
   PS_RETURN_IF_ERROR(
       r.OnlyKeys({"nodes", "busiest", "busiest_nic_bytes", "worker_bytes", "network_bytes",
-                  "worker_compute_s", "server_compute_s", "comm_s", "latency_s", "step_s",
+                  "worker_compute_s", "server_compute_s", "comm_s", "loopback_bytes",
+                  "loopback_s", "latency_s", "step_s",
                   "max_worker_memory", "max_server_memory", "fits_memory", "memory_note"}));
   if (r.Has("nodes")) {
     if (!r.At("nodes").is_array()) return r.Error("nodes", "must be an array");
@@ -395,6 +411,8 @@ Status PredictionFromJson(const json& j, PlanPrediction* p) {
   PS_RETURN_IF_ERROR(r.Double("worker_compute_s", false, &p->worker_compute_s));
   PS_RETURN_IF_ERROR(r.Double("server_compute_s", false, &p->server_compute_s));
   PS_RETURN_IF_ERROR(r.Double("comm_s", false, &p->comm_s));
+  PS_RETURN_IF_ERROR(r.Uint("loopback_bytes", false, &p->loopback_bytes));
+  PS_RETURN_IF_ERROR(r.Double("loopback_s", false, &p->loopback_s));
   PS_RETURN_IF_ERROR(r.Double("latency_s", false, &p->latency_s));
   PS_RETURN_IF_ERROR(r.Double("step_s", false, &p->step_s));
   PS_RETURN_IF_ERROR(r.Uint("max_worker_memory", false, &p->max_worker_memory));
@@ -492,11 +510,13 @@ StatusOr<ModelProfile> ModelProfileFromJson(const std::string& text) {
   const json& j = *parsed;
   Reader r(j, "model profile");
   PS_RETURN_IF_ERROR(r.IsObject());
-  PS_RETURN_IF_ERROR(r.OnlyKeys({"format", "version", "name", "input_bytes_per_sample", "layers"}));
+  PS_RETURN_IF_ERROR(r.OnlyKeys(
+      {"format", "version", "name", "input_bytes_per_sample", "reference_flops", "layers"}));
   PS_RETURN_IF_ERROR(CheckFormat(r, "layerps.model_profile"));
   ModelProfile p;
   PS_RETURN_IF_ERROR(r.String("name", true, &p.name));
   PS_RETURN_IF_ERROR(r.Uint("input_bytes_per_sample", false, &p.input_bytes_per_sample));
+  PS_RETURN_IF_ERROR(r.Double("reference_flops", false, &p.reference_flops));
   if (!r.Has("layers") || !r.At("layers").is_array()) {
     return r.Error("layers", "must be an array of layers");
   }

@@ -48,6 +48,9 @@ Status ModelProfile::Validate() const {
   constexpr size_t kMaxLayers = size_t{1} << 20;
   constexpr uint64_t kMaxLayerBytes = uint64_t{1} << 40;  // 1 TiB
   if (layers.empty()) return InvalidArgument("model '" + name + "' has no layers");
+  if (!std::isfinite(reference_flops) || reference_flops < 0) {
+    return InvalidArgument("model '" + name + "': reference_flops must be finite and >= 0");
+  }
   if (layers.size() > kMaxLayers) {
     return InvalidArgument("model '" + name + "' has more than 2^20 layers");
   }
@@ -67,6 +70,13 @@ Status ModelProfile::Validate() const {
     }
     if (!std::isfinite(l.flops_per_sample) || l.flops_per_sample < 0) {
       return InvalidArgument(where + ": flops_per_sample must be finite and >= 0");
+    }
+    if (!std::isfinite(l.train_seconds_per_sample) || l.train_seconds_per_sample < 0) {
+      return InvalidArgument(where + ": train_seconds_per_sample must be finite and >= 0");
+    }
+    if (l.train_seconds_per_sample > 0 && !(std::isfinite(reference_flops) && reference_flops > 0)) {
+      return InvalidArgument(where + ": has train_seconds_per_sample, so the model needs a "
+                             "reference_flops > 0 (the FLOP/s of the thread that measured it)");
     }
     for (const std::string& in : l.inputs) {
       auto it = index.find(in);
@@ -88,6 +98,14 @@ uint64_t ModelProfile::TotalParamBytes() const {
   uint64_t total = 0;
   for (const LayerProfile& l : layers) total += l.param_bytes;
   return total;
+}
+
+double ModelProfile::TrainFlopsPerSample(size_t i, double backward_factor) const {
+  const LayerProfile& l = layers[i];
+  if (l.train_seconds_per_sample > 0 && reference_flops > 0) {
+    return l.train_seconds_per_sample * reference_flops;
+  }
+  return (1.0 + backward_factor) * l.flops_per_sample;
 }
 
 double ModelProfile::TotalFlopsPerSample() const {

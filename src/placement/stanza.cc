@@ -32,9 +32,9 @@ StatusOr<Plan> StanzaPlan(const ModelProfile& profile, const ClusterSpec& cluste
   const uint64_t b = options.batch;
   const int cut = boundary->index;
   const uint64_t act = boundary->activation_bytes;
-  double prefix_flops = 0;
-  for (int i = 0; i < cut; ++i) prefix_flops += profile.layers[i].flops_per_sample;
-  const double t_conv = (1.0 + options.backward_factor) * b * prefix_flops / cluster.worker_flops;
+  double prefix_flops = 0;  // training FLOPs per sample
+  for (int i = 0; i < cut; ++i) prefix_flops += profile.TrainFlopsPerSample(i, options.backward_factor);
+  const double t_conv = b * prefix_flops / cluster.worker_flops;
   uint64_t fc_bytes = 0;
   for (size_t i = cut; i < profile.layers.size(); ++i) fc_bytes += profile.layers[i].param_bytes;
   // An FC node's link time with n FC nodes (PAPERS.md §3): 2 (activations in, their

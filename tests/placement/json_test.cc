@@ -61,6 +61,38 @@ TEST(ProfileJsonTest, MinimalHandWrittenProfile) {
   EXPECT_EQ(FindCutPoints(*m).size(), 1u);
 }
 
+// Measured layer times and the FLOP/s they were measured at survive a round trip; times
+// without that FLOP/s are refused.
+TEST(ProfileJsonTest, MeasuredLayerTimes) {
+  StatusOr<ModelProfile> m = ModelProfileFromJson(R"({
+    "name": "mlp", "reference_flops": 7.4e9,
+    "layers": [
+      {"name": "fc1", "kind": "fc", "param_bytes": 1000, "train_seconds_per_sample": 2.5e-4},
+      {"name": "fc2", "kind": "fc", "param_bytes": 80, "flops_per_sample": 1.5e3, "inputs": ["fc1"]}
+    ]})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->reference_flops, 7.4e9);
+  EXPECT_EQ(m->layers[0].train_seconds_per_sample, 2.5e-4);
+  EXPECT_EQ(m->layers[1].train_seconds_per_sample, 0);
+  const std::string text = ModelProfileToJson(*m);
+  StatusOr<ModelProfile> back = ModelProfileFromJson(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(ModelProfileToJson(*back), text);
+  EXPECT_EQ(back->TrainFlopsPerSample(0, 2.0), 2.5e-4 * 7.4e9);
+  ExpectBad(ModelProfileFromJson(R"({"name": "m", "layers": [
+                {"name": "a", "kind": "fc", "train_seconds_per_sample": 1e-3}]})")
+                .status(),
+            {"'a'", "reference_flops"});
+  ExpectBad(ModelProfileFromJson(R"({"name": "m", "reference_flops": 1e9, "layers": [
+                {"name": "a", "kind": "fc", "train_seconds_per_sample": -1}]})")
+                .status(),
+            {"'a'", "train_seconds_per_sample"});
+  ExpectBad(ModelProfileFromJson(
+                R"({"name": "m", "reference_flops": -1, "layers": [{"name": "a", "kind": "fc"}]})")
+                .status(),
+            {"reference_flops"});
+}
+
 TEST(ProfileJsonTest, BadInputNamesTheProblem) {
   ExpectBad(ModelProfileFromJson("{").status(), {"bad JSON"});
   ExpectBad(ModelProfileFromJson("[]").status(), {"JSON object"});
@@ -116,10 +148,16 @@ TEST(ClusterJsonTest, RoundTripAndUnits) {
   c.server_flops = 1e12;
   c.server_memory_bytes = 1ull << 36;
   c.worker_memory_bytes = 1ull << 33;
+  c.server_loopback_bps = 6e9;
+  c.worker_link_bps = 1e9;
+  c.server_link_bps = 2e9;
   StatusOr<ClusterSpec> back = ClusterSpecFromJson(ClusterSpecToJson(c));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(ClusterSpecToJson(*back), ClusterSpecToJson(c));
   EXPECT_EQ(back->latency_s, 2e-4);
+  EXPECT_EQ(back->server_loopback_bps, 6e9);
+  EXPECT_EQ(back->worker_link_bps, 1e9);
+  EXPECT_EQ(back->server_link_bps, 2e9);
 
   StatusOr<ClusterSpec> u = ClusterSpecFromJson(R"({"servers": 2, "workers": 4,
       "bandwidth": "1Gbit", "worker_bandwidth_bps": "25Gbps", "latency_s": "50us",
@@ -135,6 +173,9 @@ TEST(ClusterJsonTest, RoundTripAndUnits) {
   ExpectBad(ClusterSpecFromJson(R"({"bandwidth": "fast"})").status(), {"bandwidth", "fast"});
   ExpectBad(ClusterSpecFromJson(R"({"bandwidth": 0})").status(), {"bandwidth"});
   ExpectBad(ClusterSpecFromJson(R"({"latency_s": -1})").status(), {"latency_s"});
+  ExpectBad(ClusterSpecFromJson(R"({"server_loopback_bps": -5})").status(),
+            {"server_loopback_bps"});
+  EXPECT_EQ(ClusterSpecFromJson(R"({"server_loopback_bps": "8Gbit"})")->server_loopback_bps, 8e9);
   ExpectBad(ClusterSpecFromJson(R"({"nodes": 3})").status(), {"nodes", "unknown key"});
   ExpectBad(ClusterSpecFromJson("servers: 2").status(), {"bad JSON"});
 }
@@ -313,6 +354,9 @@ TEST(ClusterSpecTest, Validate) {
   bad([](ClusterSpec& c) { c.worker_flops = 0; }, "worker_flops");
   bad([](ClusterSpec& c) { c.server_flops = INFINITY; }, "server_flops");
   bad([](ClusterSpec& c) { c.server_memory_bytes = 0; }, "server_memory_bytes");
+  bad([](ClusterSpec& c) { c.server_loopback_bps = -1; }, "server_loopback_bps");
+  bad([](ClusterSpec& c) { c.worker_link_bps = INFINITY; }, "worker_link_bps");
+  bad([](ClusterSpec& c) { c.server_link_bps = -3; }, "server_link_bps");
 }
 
 }  // namespace

@@ -68,10 +68,14 @@ TEST(CostModelTest, UniformByHand) {
   }
   EXPECT_EQ(d.worker_bytes, 2u * 2 * 4400);  // 2 W sum M
   EXPECT_EQ(d.busiest_nic_bytes, 4400u);
-  EXPECT_DOUBLE_EQ(d.comm_s, 4.4);
+  // The pull (4400 B in at 1000 B/s), then the push (4400 B out): a step runs them one
+  // after the other, so a full-duplex NIC does not overlap them.
+  EXPECT_DOUBLE_EQ(d.nodes[0].nic_s, 8.8);
+  EXPECT_DOUBLE_EQ(d.comm_s, 8.8);
+  EXPECT_EQ(d.loopback_bytes, 0u);
   EXPECT_DOUBLE_EQ(d.worker_compute_s, 3.0 * 10 * 1200 / 1e6);
   EXPECT_DOUBLE_EQ(d.latency_s, 2e-3);
-  EXPECT_DOUBLE_EQ(d.step_s, d.worker_compute_s + 4.4 + 2e-3);
+  EXPECT_DOUBLE_EQ(d.step_s, d.worker_compute_s + 8.8 + 2e-3);
   // Workers hold values and gradients of every layer plus b activations.
   EXPECT_EQ(d.max_worker_memory, 2u * 4400 + 10 * 48);
   EXPECT_TRUE(d.fits_memory);
@@ -142,6 +146,128 @@ TEST(CostModelTest, StanzaAddsFcNodesWhenTheLinkIsTheBottleneck) {
   EXPECT_EQ(StanzaPlan(m, c, o)->roles.fc_nodes.size(), 4u);
   o.fc_nodes = 5;
   EXPECT_EQ(StanzaPlan(m, c, o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The phases of a split step: the pull (prefix, 400 B in), the activations out (10 x 40 B),
+// their gradients back (400 B in), the push (400 B out): one NIC's time is their sum, not
+// the longer of its two directions over the step.
+TEST(CostModelTest, ParkPhasesAddUp) {
+  PlanOptions o = Batch(10);
+  o.cut_layer = "fc";
+  StatusOr<Plan> p = ParkPlan(Tiny(), Slow(2, 2), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const PlanPrediction& d = p->prediction;
+  EXPECT_DOUBLE_EQ(d.nodes[0].nic_s, 4 * 0.4);
+  // Server 1 (the PS worker) receives both workers' activations and returns their
+  // gradients: 800 B in the forward phase, 800 B in the backward one.
+  EXPECT_DOUBLE_EQ(d.nodes[3].nic_s, 2 * 0.8);
+  // Server 0 serves both workers' pulls and pushes of the prefix: 800 B each.
+  EXPECT_DOUBLE_EQ(d.nodes[2].nic_s, 2 * 0.8);
+  EXPECT_DOUBLE_EQ(d.comm_s, 0.8 + 0.8 + 0.8 + 0.8);
+}
+
+// Two FC nodes on one host: their replicas' all-reduce (2 (N_f - 1) / N_f x 4000 B each,
+// 8000 B together) crosses no NIC but the host's loopback; on NICs of their own it
+// crosses both FC nodes' NICs.
+TEST(CostModelTest, FcReplicasOnOneHostSyncThroughItsLoopback) {
+  PlanOptions o = Batch(10);
+  o.fc_nodes = 2;
+  ClusterSpec c = Slow(2, 2);
+  StatusOr<Plan> apart = StanzaPlan(Tiny(), c, o);
+  ASSERT_TRUE(apart.ok()) << apart.status();
+  EXPECT_EQ(apart->roles.fc_nodes, (std::vector<int>{0, 1}));
+  const PlanPrediction& a = apart->prediction;
+  // Both servers are FC nodes and hold half the prefix each: one worker's activations,
+  // both workers' pushes of 200 B, and the sync.
+  EXPECT_EQ(a.nodes[2].bytes_in, 10u * 40 + 2 * 200 + 4000);
+  EXPECT_EQ(a.loopback_bytes, 0u);
+  c.server_loopback_bps = 8e4;  // 10,000 B/s
+  StatusOr<Plan> together = StanzaPlan(Tiny(), c, o);
+  ASSERT_TRUE(together.ok()) << together.status();
+  const PlanPrediction& t = together->prediction;
+  EXPECT_EQ(t.nodes[2].bytes_in, 10u * 40 + 2 * 200);
+  EXPECT_EQ(t.nodes[3].bytes_out, 10u * 40 + 2 * 200);
+  EXPECT_EQ(t.loopback_bytes, 8000u);
+  EXPECT_DOUBLE_EQ(t.loopback_s, 0.8);
+  // pull 0.4 + activations 0.4 + their gradients 0.4 + sync (loopback) 0.8 + push 0.4
+  EXPECT_DOUBLE_EQ(t.comm_s, 0.4 + 0.4 + 0.4 + 0.8 + 0.4);
+  EXPECT_LT(t.step_s, a.step_s);
+}
+
+// Workers behind one shared link: in each phase their bytes add up on it. Uniform over
+// 2 workers: each pulls and pushes 4400 B; on a shared link of 1000 B/s a phase moves
+// 8800 B (8.8 s), on their own NICs 4400 B (4.4 s). A shared server link of 4000 B/s
+// is slower still in neither phase (2 x 4400 B at 4000 B/s = 2.2 s).
+TEST(CostModelTest, SharedLinksAddTheirNodesBytes) {
+  ClusterSpec c = Slow(2, 2);
+  StatusOr<Plan> own = UniformPlan(Tiny(), c, Batch(10));
+  ASSERT_TRUE(own.ok());
+  EXPECT_DOUBLE_EQ(own->prediction.comm_s, 2 * 4.4);
+  c.worker_link_bps = 8000;
+  c.server_link_bps = 32000;
+  StatusOr<Plan> shared = UniformPlan(Tiny(), c, Batch(10));
+  ASSERT_TRUE(shared.ok());
+  EXPECT_DOUBLE_EQ(shared->prediction.comm_s, 2 * 8.8);
+  EXPECT_DOUBLE_EQ(shared->prediction.nodes[0].nic_s, 2 * 4.4);  // a NIC's own time
+  c.worker_link_bps = 0;
+  c.server_link_bps = 4000;  // 500 B/s: 8800 B per phase take 17.6 s
+  shared = UniformPlan(Tiny(), c, Batch(10));
+  ASSERT_TRUE(shared.ok());
+  EXPECT_DOUBLE_EQ(shared->prediction.comm_s, 2 * 17.6);
+}
+
+// The comparison predicts stanza at every N_f and keeps the fastest: with a heavy FC
+// suffix and the replicas' all-reduce on one host's loopback, two FC nodes halve the FC
+// compute, where Stanza's link rule (link vs conv compute) keeps one.
+TEST(CostModelTest, TheComparisonTakesStanzasFastestFcNodeCount) {
+  ModelProfile m = Tiny();
+  m.layers[1].flops_per_sample = 1e6;
+  ClusterSpec c = Slow(2, 2);
+  c.server_loopback_bps = 8e9;
+  StatusOr<Plan> rule = StanzaPlan(m, c, Batch(10));
+  ASSERT_TRUE(rule.ok());
+  EXPECT_EQ(rule->roles.fc_nodes.size(), 1u);
+  StatusOr<Comparison> cmp = ComparePlans(m, c, Batch(10), DefaultStrategies(), {"stanza"});
+  ASSERT_TRUE(cmp.ok()) << cmp.status();
+  const Plan& best = cmp->plans[cmp->chosen];
+  EXPECT_EQ(best.roles.fc_nodes.size(), 2u);
+  EXPECT_LT(best.prediction.step_s, rule->prediction.step_s);
+  EXPECT_NE(best.reason.find("Stanza's link rule gives 1"), std::string::npos) << best.reason;
+  // A count that is asked for is kept.
+  PlanOptions one = Batch(10);
+  one.fc_nodes = 1;
+  cmp = ComparePlans(m, c, one, DefaultStrategies(), {"stanza"});
+  ASSERT_TRUE(cmp.ok());
+  EXPECT_EQ(cmp->plans[cmp->chosen].roles.fc_nodes.size(), 1u);
+}
+
+// Measured layer times replace the FLOP count: a layer that took s seconds per sample on a
+// thread at R FLOP/s counts as s x R training FLOPs, whatever its forward FLOPs say.
+TEST(CostModelTest, MeasuredLayerTimesReplaceFlops) {
+  ModelProfile m = Tiny();
+  m.reference_flops = 2e6;
+  m.layers[0].train_seconds_per_sample = 1e-3;  // conv: 2000 FLOPs' worth (not 3 x 1000)
+  // fc: not measured, (1 + 2) x 200 FLOPs
+  ASSERT_TRUE(m.Validate().ok());
+  EXPECT_DOUBLE_EQ(m.TrainFlopsPerSample(0, 2.0), 2000.0);
+  EXPECT_DOUBLE_EQ(m.TrainFlopsPerSample(1, 2.0), 600.0);
+  StatusOr<Plan> p = UniformPlan(m, Slow(2, 2), Batch(10));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->prediction.worker_compute_s, 10 * (2000.0 + 600.0) / 1e6);
+  PlanOptions o = Batch(10);
+  o.cut_layer = "fc";
+  p = ParkPlan(m, Slow(2, 2), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->prediction.worker_compute_s, 10 * 2000.0 / 1e6);
+  EXPECT_DOUBLE_EQ(p->prediction.server_compute_s, 2 * 10 * 600.0 / 1e6);
+  // Seconds without the reference FLOP/s, or negative ones, are refused.
+  m.reference_flops = 0;
+  EXPECT_EQ(m.Validate().code(), StatusCode::kInvalidArgument);
+  m.reference_flops = 2e6;
+  m.layers[1].train_seconds_per_sample = -1;
+  EXPECT_EQ(m.Validate().code(), StatusCode::kInvalidArgument);
+  m.layers[1].train_seconds_per_sample = std::nan("");
+  EXPECT_EQ(m.Validate().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(CostModelTest, StanzaNeedsAnFcLayer) {

@@ -2,7 +2,9 @@
 ``nn.Sequential`` layer by layer through forward hooks, any other ``nn.Module`` through its
 torch.fx graph. Reached through :mod:`layerps.placement`."""
 
+import statistics
 import threading
+import time
 
 import numpy as np
 import torch
@@ -42,10 +44,20 @@ def _flops(module, inp, out):
     return float(out[0].numel())  # element-wise work
 
 
-def profile(model, example_input, name="model"):
+def profile(model, example_input, name="model", *, time_layers=False, repeats=3):
     """A profile of ``model`` measured on ``example_input`` (a batch; sizes are per
     sample). Returns a dict in the JSON profile format (``json.dumps`` it for
     ``layerps-plan --model=FILE.json``).
+
+    ``time_layers=True`` also times every layer: its forward and backward on the inputs it
+    saw, with torch's current threads, the median of ``repeats`` runs after one warm-up,
+    divided by the batch (``train_seconds_per_sample``), and measures this thread's
+    float32 matrix-product FLOP/s once (``reference_flops``, :func:`probe`). The cost model
+    then uses those times, scaled by each node's FLOP/s, instead of FLOP counts: kernels
+    run at very different rates per FLOP (a convolution through oneDNN can run tens of
+    times faster per FLOP than a small-batch linear layer through a generic BLAS), which
+    a FLOP count cannot see. The model's parameters, their ``.grad`` and its batch-norm
+    statistics are left as they were.
 
     An ``nn.Sequential``: its children are the layers. Any other ``nn.Module`` (ResNet,
     Inception, VGG with its ``features``/``avgpool``/``classifier``...) is traced with
@@ -61,7 +73,10 @@ def profile(model, example_input, name="model"):
     if not isinstance(model, torch.nn.Module):
         raise InvalidArgumentError(f"profile: expected a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(model, torch.nn.Sequential):
-        return _traced_profile(model, example_input, name)
+        out = _traced_profile(model, example_input, name, time_layers, repeats)
+        if time_layers:
+            _add_reference_flops(out)
+        return out
     layers = []
     hooks = []
     previous = [None]
@@ -100,10 +115,90 @@ def profile(model, example_input, name="model"):
             previous[0] = child_name
         return run
 
-    for child_name, child in model.named_children():
+    seen = []  # (child, its inputs) in the order they ran
+
+    def keep(mod, inp, out):
+        seen.append((mod, inp))
+
+    children = list(model.named_children())
+    for child_name, child in children:
         hooks.append(child.register_forward_hook(hook(child_name, child)))
-    forward_with_hooks(model, example_input, hooks)
-    return {"name": name, "input_bytes_per_sample": int(example_input[0].numel() * 4), "layers": layers}
+        if time_layers:
+            hooks.append(child.register_forward_hook(keep))
+    was_training = model.training
+    if time_layers:
+        model.eval()  # no batch-norm statistics updated by the extra runs
+    try:
+        forward_with_hooks(model, example_input, hooks)
+        if time_layers:
+            for layer, (mod, inp) in zip(layers, seen):
+                layer["train_seconds_per_sample"] = _time_call(
+                    lambda *a, m=mod: m(*a), inp, {}, mod, example_input, repeats) / example_input.shape[0]
+    finally:
+        model.train(was_training)
+    out = {"name": name, "input_bytes_per_sample": int(example_input[0].numel() * 4), "layers": layers}
+    if time_layers:
+        _add_reference_flops(out)
+    return out
+
+
+def _add_reference_flops(prof):
+    """The FLOP/s of this thread's float32 matrix products (the probe the cluster's
+    worker_flops come from), so that the cost model can scale the measured times."""
+    from .autoplan import probe
+    prof["reference_flops"] = float(probe()["worker_flops"])
+
+
+def _time_call(fn, args, kwargs, module, model_input, repeats):
+    """Seconds of one forward and backward of ``fn(*args, **kwargs)``: the median of
+    ``repeats`` runs after a warm-up. Floating-point tensor arguments become leaves that
+    need a gradient (except the model's input, as in training), passed as copies so that
+    an in-place layer may write them; the backward is torch.autograd.grad of the output
+    against those leaves and ``module``'s parameters, so no ``.grad`` is touched. 0 for an
+    output without a gradient."""
+    wrt = []
+
+    def leaf(a):
+        if isinstance(a, torch.Tensor):
+            t = a.detach()
+            if a is not model_input and t.is_floating_point():
+                t = t.clone().requires_grad_(True)
+                wrt.append(t)
+            return t
+        if isinstance(a, (list, tuple)):
+            return type(a)(leaf(x) for x in a)
+        return a
+
+    def fresh(a):  # a non-leaf copy of a leaf that needs a gradient
+        if isinstance(a, torch.Tensor):
+            return a.clone() if a.requires_grad else a
+        if isinstance(a, (list, tuple)):
+            return type(a)(fresh(x) for x in a)
+        return a
+
+    args = tuple(leaf(a) for a in args)
+    kwargs = {k: leaf(v) for k, v in kwargs.items()}
+    if module is not None:
+        wrt += [p for p in module.parameters() if p.requires_grad]
+
+    def once():
+        out = fn(*fresh(args), **{k: fresh(v) for k, v in kwargs.items()})
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        if not isinstance(out, torch.Tensor) or not out.requires_grad or not wrt:
+            return False
+        torch.autograd.grad(out, wrt, grad_outputs=torch.ones_like(out), allow_unused=True)
+        return True
+
+    with torch.enable_grad():
+        if not once():
+            return 0.0
+        runs = []
+        for _ in range(max(1, int(repeats))):
+            t0 = time.perf_counter()
+            once()
+            runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
 
 
 def forward_with_hooks(model, example_input, hooks):
@@ -180,7 +275,7 @@ def _layer_shape(mod, in_shape, out_shape):
     return {k: int(v) for k, v in shape.items()}
 
 
-def _traced_profile(model, example_input, name):
+def _traced_profile(model, example_input, name, time_layers=False, repeats=3):
     from torch.fx.passes.shape_prop import ShapeProp
 
     try:
@@ -288,4 +383,45 @@ def _traced_profile(model, example_input, name):
         raise InvalidArgumentError(f"profile: the traced layers hold {counted_bytes} parameter bytes, the model "
                                    f"{total}: a parameter is used outside a module call (torch.fx saw it as an "
                                    f"attribute); give an nn.Sequential of its layers instead")
+    if time_layers:
+        _time_traced_layers(gm, model, example_input, layers, by_name, source, repeats)
     return {"name": name, "input_bytes_per_sample": int(example_input[0].numel() * 4), "layers": layers}
+
+
+def _time_traced_layers(gm, model, example_input, layers, by_name, source, repeats):
+    """Every graph node's forward and backward timed on the values it saw in one run of the
+    graph, added to the layer its output belongs to (a folded batch norm and an
+    activation to the layer before them)."""
+    seen = []
+
+    class Capture(torch.fx.Interpreter):
+        def run_node(self, n):
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            seen.append((n, args, kwargs))
+            return super().run_node(n)
+
+    was_training = model.training
+    gm.eval()
+    model.eval()
+    try:
+        with torch.no_grad():
+            Capture(gm).run(example_input)
+        for layer in layers:
+            layer["train_seconds_per_sample"] = 0.0
+        for n, args, kwargs in seen:
+            lname = source.get(n)
+            if not lname or n.op not in ("call_module", "call_function", "call_method"):
+                continue
+            module = None
+            if n.op == "call_module":
+                module = gm.get_submodule(n.target)
+                fn = module
+            elif n.op == "call_function":
+                fn = n.target
+            else:
+                def fn(obj, *a, _name=n.target, **k):
+                    return getattr(obj, _name)(*a, **k)
+            layers[by_name[lname]]["train_seconds_per_sample"] += _time_call(
+                fn, args, kwargs, module, example_input, repeats) / example_input.shape[0]
+    finally:
+        model.train(was_training)
