@@ -46,7 +46,7 @@ def _rows_touched(model, example_input, batch):
 
 def plan(model, example_input, *, workers, servers, batch=None, bandwidth="10Gbit", latency=None,
          worker_flops=None, server_flops=None, calibration=None, embedding_rows_touched=None,
-         strategy="auto", name="model", timeout=600):
+         strategy="auto", name="model", timeout=600, time_layers=False):
     """Profiles ``model`` on ``example_input`` (layerps.placement.profile) and runs
     ``layerps-plan --strategy=auto`` for a cluster of ``workers`` and ``servers``: every
     strategy LayerPS executes (uniform, balanced, park, stanza, allreduce, and the hybrid
@@ -56,6 +56,10 @@ def plan(model, example_input, *, workers, servers, batch=None, bandwidth="10Gbi
     dict from :func:`probe` (worker_flops, bandwidth, latency measured) whose values are
     used where the matching argument is not given. ``embedding_rows_touched``: the share of
     an embedding's rows a worker's batch touches; default: measured on the example input.
+    ``time_layers``: time every layer's forward and backward here (profile's
+    ``time_layers``), so that the cost model uses measured times scaled by the nodes'
+    FLOP/s instead of FLOP counts (docs/placement.md, "Cost model"); worth it when the
+    kernels' speeds per FLOP differ (convolutions against small-batch linear layers).
 
     Returns the comparison as a dict: ``chosen`` (the strategy), ``reason``, ``plans`` (each
     with its prediction and placement), ``skipped`` (strategies that do not apply, with
@@ -66,7 +70,7 @@ def plan(model, example_input, *, workers, servers, batch=None, bandwidth="10Gbi
     if int(workers) < 1 or int(servers) < 1:
         raise InvalidArgumentError("plan: workers and servers must be >= 1")
     batch = int(batch or example_input.shape[0])
-    prof = make_profile(model, example_input, name=name)
+    prof = make_profile(model, example_input, name=name, time_layers=time_layers)
     cal = dict(calibration or {})
     flags = [f"--workers={int(workers)}", f"--servers={int(servers)}", f"--batch={batch}",
              f"--strategy={strategy}", "--json"]
