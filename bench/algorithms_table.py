@@ -6,6 +6,14 @@ the workers, headers included, both directions).
 
     sudo .venv/bin/python bench/algorithms_table.py --model digits --epochs 4 --seeds 0,1,2
     sudo .venv/bin/python bench/algorithms_table.py --model digits --rate 100mbit   # tc-limited
+    sudo .venv/bin/python bench/algorithms_table.py --rate 1gbit --straggler 3 --slowdown 2 \
+        --warmup_steps 50 --decay cosine --target 0.9    # Ko et al.'s conditions
+
+--straggler R makes worker R --slowdown times slower; --warmup_steps and --decay switch
+the learning-rate warm-up and decay on. --target adds time-to-accuracy: for each run, the
+training seconds (the slowest worker's) until the workers' mean test accuracy, measured
+after every epoch, first reaches it; the table gives its mean over the runs that reached
+it and how many did.
 
 --rate puts the scheduler and the servers on one host and the workers on another
 (network namespaces joined by a veth pair, both ends shaped with tc tbf to RATE): the
@@ -101,7 +109,10 @@ def run_one(hosts, args, algorithm, seed, work):
         cmd = hosts.prefix(1) + [py, os.path.join(HERE, "algorithms_train.py"), "--algorithm", algorithm,
                                  "--model", args.model, "--epochs", str(args.epochs), "--batch", str(args.batch),
                                  "--lr", str(args.lr), "--limit", str(args.limit), "--seed", str(seed),
-                                 "--json", out]
+                                 "--json", out, "--straggler", str(args.straggler),
+                                 "--slowdown", str(args.slowdown), "--warmup_steps", str(args.warmup_steps),
+                                 "--decay", args.decay, "--gamma", str(args.gamma),
+                                 "--decay_every", str(args.decay_every)]
         if args.trace_dir:
             cmd += ["--trace", os.path.join(args.trace_dir, f"{algorithm}-seed{seed}.npy")]
         workers.append(spawn(cmd, f"worker{r}.log", env))
@@ -126,7 +137,18 @@ def run_one(hosts, args, algorithm, seed, work):
         for pid, v in r["peers"].items():
             if v["role"] == "server":
                 servers[pid] = servers.get(pid, 0) + (v["bytes_sent"] + v["bytes_received"]) / epochs
+    # Time to the target: the first epoch after which the workers' mean accuracy reaches it,
+    # at the slowest worker's training seconds by then.
+    to_target = None
+    if args.target > 0:
+        for e in range(epochs):
+            if statistics.mean(r["accuracy_per_epoch"][e] for r in results) >= args.target:
+                to_target = max(r["elapsed_seconds"][e] for r in results)
+                break
     return dict(accuracy=statistics.mean(r["test_accuracy"] for r in results),
+                accuracy_per_epoch=[statistics.mean(r["accuracy_per_epoch"][e] for r in results)
+                                    for e in range(epochs)],
+                seconds_to_target=to_target,
                 accuracy_min=min(r["test_accuracy"] for r in results),
                 seconds_per_epoch=max(r["seconds_per_epoch"] for r in results),
                 mb_per_worker=statistics.mean(per_worker) / 1e6,
@@ -151,11 +173,21 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--rate", default="", help="tc tbf rate of the server host's link (e.g. 100mbit)")
+    p.add_argument("--straggler", type=int, default=-1, help="this worker rank runs --slowdown times slower")
+    p.add_argument("--slowdown", type=float, default=2.0)
+    p.add_argument("--warmup_steps", type=int, default=0)
+    p.add_argument("--decay", default="none", choices=["none", "step", "exponential", "cosine"])
+    p.add_argument("--gamma", type=float, default=0.1)
+    p.add_argument("--decay_every", type=int, default=0)
+    p.add_argument("--target", type=float, default=0.0,
+                   help="test accuracy for the time-to-accuracy column (0: no column)")
     p.add_argument("--python", default=os.path.join(ROOT, ".venv", "bin", "python"))
     p.add_argument("--json", help="write every run's figures here")
     p.add_argument("--trace_dir", help="rank 0 of each run writes its parameters after every step to "
                    "DIR/<algorithm>-seed<seed>.npy (bench/algorithms_divergence.py reads them)")
     args = p.parse_args()
+    if args.straggler >= args.workers or args.slowdown < 1:
+        p.error("--straggler must name a worker rank (< --workers) or be -1, --slowdown >= 1")
     if args.trace_dir:
         args.trace_dir = os.path.abspath(args.trace_dir)
         os.makedirs(args.trace_dir, exist_ok=True)
@@ -165,10 +197,14 @@ def main():
     raw = {}
     try:
         net = f"server host link {args.rate} (tc tbf)" if args.rate else "loopback"
+        cond = (f"; worker {args.straggler} {args.slowdown:g}x slower" if args.straggler >= 0 else "") + \
+            (f"; warm-up {args.warmup_steps} steps" if args.warmup_steps else "") + \
+            (f"; decay {args.decay} (gamma {args.gamma:g}, every {args.decay_every})" if args.decay != "none" else "")
         print(f"# {args.model}, W={args.workers}, {args.servers} servers, {args.epochs} epochs, global batch "
-              f"{args.batch}, lr {args.lr}, momentum 0.9, seeds {seeds}, {net}", flush=True)
+              f"{args.batch}, lr {args.lr}, momentum 0.9, seeds {seeds}, {net}{cond}", flush=True)
         print(f"{'algorithm':24} {'test accuracy':>17} {'s/epoch':>8} {'MB/worker/epoch':>16} "
-              f"{'MB/epoch busiest server':>24}", flush=True)
+              f"{'MB/epoch busiest server':>24}" + (f" {'s to ' + format(args.target, 'g'):>16}" if args.target else ""),
+              flush=True)
         for algorithm in algorithms:
             runs = []
             for seed in seeds:
@@ -179,7 +215,11 @@ def main():
             sec, _ = mean_sd([r["seconds_per_epoch"] for r in runs])
             mbw, _ = mean_sd([r["mb_per_worker"] for r in runs])
             mbs, _ = mean_sd([r["mb_busiest_server"] for r in runs])
-            print(f"{algorithm:24} {acc:8.4f} +- {acc_sd:.4f} {sec:8.2f} {mbw:16.1f} {mbs:24.1f}", flush=True)
+            tta = ""
+            if args.target:
+                reached = [r["seconds_to_target"] for r in runs if r["seconds_to_target"] is not None]
+                tta = f" {(f'{statistics.mean(reached):.1f}' if reached else '-'):>10} ({len(reached)}/{len(runs)})"
+            print(f"{algorithm:24} {acc:8.4f} +- {acc_sd:.4f} {sec:8.2f} {mbw:16.1f} {mbs:24.1f}{tta}", flush=True)
     finally:
         hosts.close()
     if args.json:

@@ -1,8 +1,14 @@
 """One worker of the algorithm comparison (bench/ALGORITHMS.md): trains the digits CNN (38 k
 parameters, or 1.08 M as digits_wide) or the big-FC-head CNN with one of the seven algorithms through
 layerps.torch.DistributedOptimizer(algorithm=...), and writes per-worker JSON: test
-accuracy, seconds per epoch, bytes this worker exchanged with each peer (counted by the
-worker, headers included) and the peers' roles. Run by bench/algorithms_table.py.
+accuracy (at the end, and after every epoch with the training seconds so far, for
+time-to-accuracy), seconds per epoch, bytes this worker exchanged with each peer (counted
+by the worker, headers included) and the peers' roles. Run by bench/algorithms_table.py.
+
+Ko et al.'s conditions: ``--straggler R --slowdown F`` makes worker R F times slower (it
+sleeps F - 1 times its own forward, backward and step after each step), and
+``--warmup_steps``, ``--decay``, ``--gamma``, ``--decay_every`` switch the trainer's
+learning-rate warm-up and decay on (DistributedOptimizer's arguments of those names).
 
     python bench/algorithms_train.py --algorithm 'ssp(s=2)' --model digits --epochs 4 \
         --seed 0 --json out-{rank}.json      # under layerps-launch / a LAYERPS_* environment
@@ -47,9 +53,17 @@ def main():
     p.add_argument("--limit", type=int, default=0, help="training samples (0: all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", required=True, help="output path; {rank} is replaced")
+    p.add_argument("--straggler", type=int, default=-1, help="this worker rank runs --slowdown times slower")
+    p.add_argument("--slowdown", type=float, default=2.0, help="the straggler's factor (>= 1)")
+    p.add_argument("--warmup_steps", type=int, default=0, help="linear learning-rate warm-up over this many steps")
+    p.add_argument("--decay", default="none", choices=["none", "step", "exponential", "cosine"])
+    p.add_argument("--gamma", type=float, default=0.1, help="decay factor (step, exponential)")
+    p.add_argument("--decay_every", type=int, default=0, help="steps between step decays")
     p.add_argument("--trace", help="rank 0 writes its parameters after every step here (.npy, "
                    "steps x parameters, float32): bench/algorithms_divergence.py compares two")
     args = p.parse_args()
+    if args.slowdown < 1:
+        p.error("--slowdown must be >= 1")
 
     import layerps
     from layerps.torch import DistributedOptimizer
@@ -60,24 +74,33 @@ def main():
     net, (x_tr, y_tr, x_te, y_te) = load(args.model, args.seed, args.limit)
     opt = DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum),
                                net.named_parameters(), worker=w, algorithm=args.algorithm,
-                               name=f"bench-{args.model}", seed=args.seed, timeout=600)
+                               name=f"bench-{args.model}", seed=args.seed, timeout=600,
+                               warmup_steps=args.warmup_steps, decay=args.decay, gamma=args.gamma,
+                               decay_every=args.decay_every)
+    slow = rank == args.straggler and args.slowdown > 1
     part = args.batch // world
     steps = len(x_tr) // args.batch
-    epoch_seconds, losses, trace = [], [], []
+    epoch_seconds, losses, trace, accuracy_per_epoch, elapsed = [], [], [], [], []
     for epoch in range(args.epochs):
         t0, total = time.perf_counter(), 0.0
         order = torch.from_numpy(np.random.default_rng(args.seed * 100 + epoch).permutation(len(x_tr)))
         for s in range(steps):
             idx = order[s * args.batch + rank * part: s * args.batch + (rank + 1) * part]
+            c0 = time.perf_counter()
             opt.zero_grad()
             loss = F.cross_entropy(net(x_tr[idx]), y_tr[idx])
             loss.backward()
             opt.step()
+            if slow:  # a straggler: its step takes slowdown x as long
+                time.sleep((args.slowdown - 1) * (time.perf_counter() - c0))
             total += float(loss)
             if args.trace and rank == 0:
                 trace.append(torch.cat([q.detach().reshape(-1) for q in net.parameters()]).numpy().copy())
         epoch_seconds.append(time.perf_counter() - t0)
         losses.append(total / max(steps, 1))
+        elapsed.append(sum(epoch_seconds))  # training time so far, evaluations left out
+        with torch.no_grad():
+            accuracy_per_epoch.append(float((net(x_te).argmax(1) == y_te).float().mean()))
     opt.finish()
     if args.trace and rank == 0:
         np.save(args.trace, np.stack(trace))
@@ -88,6 +111,9 @@ def main():
     result = dict(rank=rank, workers=world, algorithm=opt.trainer.algorithm, model=args.model,
                   seed=args.seed, epochs=args.epochs, steps_per_epoch=steps, test_accuracy=acc,
                   losses=losses, seconds_per_epoch=float(np.mean(epoch_seconds)),
+                  accuracy_per_epoch=accuracy_per_epoch, elapsed_seconds=elapsed,
+                  straggler=args.straggler, slowdown=args.slowdown, warmup_steps=args.warmup_steps,
+                  decay=args.decay,
                   peers={str(k): dict(v, role=roles.get(k, "?")) for k, v in traffic["peers"].items()},
                   trainer=opt.trainer.stats())
     with open(args.json.replace("{rank}", str(rank)), "w") as f:
