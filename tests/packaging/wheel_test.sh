@@ -75,6 +75,8 @@ mapfile -t hide < <(printf '%s\n' "${hide[@]}" | sort -u)
 for must in libzmq libprotobuf libtbb libglog librocksdb libprometheus-cpp-core libmicrohttpd; do
   printf '%s\n' "${hide[@]}" | grep -q "/$must\." || {
     echo "wheel_test: the system has no $must to hide (is it bundled under another name?)" >&2
+    echo "  bundled: $(cd "$LIBS" && ls | tr '\n' ' ')" >&2
+    echo "  found to hide: ${hide[*]}" >&2
     exit 1
   }
 done
