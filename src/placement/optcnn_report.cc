@@ -60,7 +60,7 @@ std::string StrategyJson(const ParallelStrategy& s, bool with_layers) {
       ", \"compute_s\": " + JsonNumber(s.compute_s) + ", \"sync_s\": " + JsonNumber(s.sync_s) +
       ", \"transfer_s\": " + JsonNumber(s.transfer_s) +
       ", \"bytes_per_step\": " + JsonNumber(s.bytes_per_step) +
-      ", \"executable_by_layerps\": " + (s.executable ? "true" : "false");
+      ", \"executable_by_split_step\": " + (s.executable ? "true" : "false");
   if (!s.executable) j += ", \"not_executable_reason\": " + JsonString(s.not_executable_reason);
   if (with_layers) {
     j += ", \"layers\": [";
@@ -104,7 +104,7 @@ std::string FormatReport(const Report& rep) {
   out += "\n";
   std::snprintf(line, sizeof(line), "  %-8s %12s %12s %12s %12s %14s %10s %s\n", "strategy",
                 "step ms", "compute ms", "sync ms", "transfer ms", "MB per step", "speedup",
-                "LayerPS runs it");
+                "split step");
   out += line;
   std::vector<const ParallelStrategy*> all = {&rep.optcnn};
   for (const ParallelStrategy& b : rep.baselines) all.push_back(&b);
@@ -116,7 +116,9 @@ std::string FormatReport(const Report& rep) {
                   s->executable ? "yes" : "no");
     out += line;
   }
-  out += "  (speedup: the strategy's predicted step time over optcnn's)\n";
+  out += "  (speedup: the strategy's predicted step time over optcnn's; split step: the placement\n"
+         "  executor's split step runs it too; layerps.placement.LayerwiseTrainer runs any of them\n"
+         "  on a sequential model)\n";
   return out;
 }
 

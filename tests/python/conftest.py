@@ -139,7 +139,7 @@ TIERS = {
     "unit": {"test_bench_plot", "test_docs", "test_package", "test_profile", "test_results_pages"},
     "cluster": {"test_algorithms", "test_allreduce", "test_api", "test_horovod_api", "test_hybrid",
                 "test_join", "test_optimizers", "test_peer_placement", "test_sparse_bounds",
-                "test_split", "test_torch", "test_torch_optimizer", "test_wire_dtype", "test_recsys"},
+                "test_split", "test_layerwise", "test_torch", "test_torch_optimizer", "test_wire_dtype", "test_recsys"},
     "multiprocess": {"test_checkpoint", "test_examples", "test_failure", "test_getting_started",
                      "test_ddp", "test_elastic", "test_kubernetes", "test_launch", "test_launchers", "test_observability",
                      "test_replacement", "test_soak"},

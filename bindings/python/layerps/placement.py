@@ -11,6 +11,11 @@
   gradient of its activations. With the loss averaged over the global batch, a step is
   exactly a data-parallel SGD step on the global batch (tested).
 
+* :class:`LayerwiseTrainer` (``_layerwise.py``) executes any of OptCNN's layer-wise
+  strategies (``layerps-plan --strategy=optcnn --json``): every layer in its own sample,
+  channel, height and width split, the boxes between layers exchanged with ``alltoall``
+  and each weight shard all-reduced among its replicas.
+
 * :func:`plan`, :func:`probe` and :func:`runner` (layerps/autoplan.py): every strategy
   predicted for a model, the fastest chosen, and a trainer that runs it.
 
@@ -20,7 +25,8 @@ the same order.
 """
 
 from ._profile import profile
+from ._layerwise import LayerwiseTrainer
 from ._split import SplitTrainer, split_model, split_sequential
 from .autoplan import plan, probe, runner  # the automatic plan (layerps/autoplan.py)
 
-__all__ = ["profile", "split_sequential", "split_model", "SplitTrainer", "plan", "probe", "runner"]
+__all__ = ["profile", "split_sequential", "split_model", "SplitTrainer", "LayerwiseTrainer", "plan", "probe", "runner"]
