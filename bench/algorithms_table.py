@@ -177,8 +177,10 @@ def main():
     p.add_argument("--slowdown", type=float, default=2.0)
     p.add_argument("--warmup_steps", type=int, default=0)
     p.add_argument("--decay", default="none", choices=["none", "step", "exponential", "cosine"])
-    p.add_argument("--gamma", type=float, default=0.1)
-    p.add_argument("--decay_every", type=int, default=0)
+    p.add_argument("--gamma", type=float, default=0.1,
+                   help="decay factor: per --decay_every steps (step), per step (exponential)")
+    p.add_argument("--decay_every", type=int, default=0,
+                   help="steps between step decays; cosine: its period (0: the run's steps)")
     p.add_argument("--target", type=float, default=0.0,
                    help="test accuracy for the time-to-accuracy column (0: no column)")
     p.add_argument("--python", default=os.path.join(ROOT, ".venv", "bin", "python"))
@@ -188,6 +190,8 @@ def main():
     args = p.parse_args()
     if args.straggler >= args.workers or args.slowdown < 1:
         p.error("--straggler must name a worker rank (< --workers) or be -1, --slowdown >= 1")
+    if args.decay == "step" and args.decay_every < 1:
+        p.error("--decay step needs --decay_every >= 1")
     if args.trace_dir:
         args.trace_dir = os.path.abspath(args.trace_dir)
         os.makedirs(args.trace_dir, exist_ok=True)
@@ -199,7 +203,8 @@ def main():
         net = f"server host link {args.rate} (tc tbf)" if args.rate else "loopback"
         cond = (f"; worker {args.straggler} {args.slowdown:g}x slower" if args.straggler >= 0 else "") + \
             (f"; warm-up {args.warmup_steps} steps" if args.warmup_steps else "") + \
-            (f"; decay {args.decay} (gamma {args.gamma:g}, every {args.decay_every})" if args.decay != "none" else "")
+            (f"; decay {args.decay} (gamma {args.gamma:g}, every "
+             f"{args.decay_every or 'the run: all its steps'})" if args.decay != "none" else "")
         print(f"# {args.model}, W={args.workers}, {args.servers} servers, {args.epochs} epochs, global batch "
               f"{args.batch}, lr {args.lr}, momentum 0.9, seeds {seeds}, {net}{cond}", flush=True)
         print(f"{'algorithm':24} {'test accuracy':>17} {'s/epoch':>8} {'MB/worker/epoch':>16} "

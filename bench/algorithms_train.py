@@ -57,13 +57,17 @@ def main():
     p.add_argument("--slowdown", type=float, default=2.0, help="the straggler's factor (>= 1)")
     p.add_argument("--warmup_steps", type=int, default=0, help="linear learning-rate warm-up over this many steps")
     p.add_argument("--decay", default="none", choices=["none", "step", "exponential", "cosine"])
-    p.add_argument("--gamma", type=float, default=0.1, help="decay factor (step, exponential)")
-    p.add_argument("--decay_every", type=int, default=0, help="steps between step decays")
+    p.add_argument("--gamma", type=float, default=0.1,
+                   help="decay factor: per --decay_every steps (step), per step (exponential)")
+    p.add_argument("--decay_every", type=int, default=0,
+                   help="steps between step decays; cosine: its period (0: the run's steps)")
     p.add_argument("--trace", help="rank 0 writes its parameters after every step here (.npy, "
                    "steps x parameters, float32): bench/algorithms_divergence.py compares two")
     args = p.parse_args()
     if args.slowdown < 1:
         p.error("--slowdown must be >= 1")
+    if args.decay == "step" and args.decay_every < 1:
+        p.error("--decay step needs --decay_every >= 1")
 
     import layerps
     from layerps.torch import DistributedOptimizer
@@ -72,6 +76,8 @@ def main():
     w = layerps.init()
     rank, world = w.rank, w.num_workers
     net, (x_tr, y_tr, x_te, y_te) = load(args.model, args.seed, args.limit)
+    if args.decay == "cosine" and args.decay_every < 1:
+        args.decay_every = args.epochs * (len(x_tr) // args.batch)  # over the whole run
     opt = DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum),
                                net.named_parameters(), worker=w, algorithm=args.algorithm,
                                name=f"bench-{args.model}", seed=args.seed, timeout=600,
@@ -113,7 +119,7 @@ def main():
                   losses=losses, seconds_per_epoch=float(np.mean(epoch_seconds)),
                   accuracy_per_epoch=accuracy_per_epoch, elapsed_seconds=elapsed,
                   straggler=args.straggler, slowdown=args.slowdown, warmup_steps=args.warmup_steps,
-                  decay=args.decay,
+                  decay=args.decay, decay_every=args.decay_every,
                   peers={str(k): dict(v, role=roles.get(k, "?")) for k, v in traffic["peers"].items()},
                   trainer=opt.trainer.stats())
     with open(args.json.replace("{rank}", str(rank)), "w") as f:

@@ -50,7 +50,9 @@ DEFINE_string(cut, "",
               "searched");
 DEFINE_string(dedicated_servers, "",
               "park: comma-separated server ranks holding the suffix; default: the last one");
-DEFINE_int32(fc_nodes, 0, "stanza: number of FC nodes; 0: from the link-bottleneck rule");
+DEFINE_int32(fc_nodes, 0,
+             "stanza: number of FC nodes; 0: every count predicted (1..8, the powers of two "
+             "and min(workers, servers)) and the fastest that fits kept");
 DEFINE_double(min_cut_gain, 0.10,
               "park: a cut must predict a step this fraction shorter than no cut");
 DEFINE_bool(park_conv_suffix, false,

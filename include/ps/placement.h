@@ -58,8 +58,8 @@ struct LayerProfile {
   LayerKind kind = LayerKind::kOther;
   uint64_t param_bytes = 0;         // weights and biases (and batch-norm scale and shift)
   double flops_per_sample = 0;      // forward pass
-  // Forward + backward seconds per sample, measured on one thread whose float32 matrix
-  // products ran at ModelProfile::reference_flops (layerps.placement.profile with
+  // Forward + backward seconds per sample, measured with torch's current threads, whose
+  // float32 matrix products ran at ModelProfile::reference_flops with the same threads (layerps.placement.profile with
   // time_layers=True). 0: not measured; the cost model then uses flops_per_sample.
   double train_seconds_per_sample = 0;
   uint64_t activation_bytes = 0;    // output activation, per sample
@@ -278,8 +278,9 @@ struct PlanOptions {
   // park: server ranks that hold the suffix; empty: the last rank (the only one when
   // servers == 1).
   std::vector<int> dedicated_servers;
-  // stanza: the number of FC nodes; 0: the smallest that keeps an FC node's link from
-  // being the bottleneck (docs/placement.md).
+  // stanza: the number of FC nodes; 0: StanzaPlan takes the smallest that keeps an FC
+  // node's link from being the bottleneck (Stanza's rule), and ComparePlans (so
+  // layerps-plan) predicts every count and keeps the fastest that fits (docs/placement.md).
   int fc_nodes = 0;
   // balanced: the granularity of a table's ranges (Options::dense_chunk_elems x 4 bytes).
   uint64_t chunk_bytes = uint64_t{65536} * 4;

@@ -73,8 +73,8 @@ StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec
       // The comparison wants stanza's fastest step, and Stanza's rule for N_f weighs the
       // link against the conv compute only (not the FC compute the FC nodes share, nor
       // where their all-reduce runs): every N_f is predicted and the fastest kept.
-      // Counts 1..8, then the powers of two and the largest: a bounded number of plans
-      // even at 65,536 servers.
+      // Counts 1..8, then the powers of two and min(W, S): a bounded number of plans
+      // even at 65,536 servers. A plan that fits the servers' memory beats one that does not.
       const int rule = static_cast<int>(plan->roles.fc_nodes.size());
       const int limit = std::min(cluster.workers, cluster.servers);
       PlanOptions each = options;
@@ -82,7 +82,12 @@ StatusOr<Comparison> ComparePlans(const ModelProfile& profile, const ClusterSpec
         if (n == rule) continue;
         each.fc_nodes = n;
         StatusOr<Plan> other = s->make(profile, cluster, each);
-        if (other.ok() && other->prediction.step_s < plan->prediction.step_s) plan = std::move(other);
+        // Ranked as the comparison ranks plans: one that fits first, then the step.
+        if (!other.ok()) continue;
+        const bool fits = other->prediction.fits_memory, fit = plan->prediction.fits_memory;
+        if (fits != fit ? fits : other->prediction.step_s < plan->prediction.step_s) {
+          plan = std::move(other);
+        }
       }
       const int picked = static_cast<int>(plan->roles.fc_nodes.size());
       if (picked != rule) {

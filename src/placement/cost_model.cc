@@ -238,9 +238,19 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
   uint64_t loopback[kPhases] = {};
   auto worker = [&](int w) -> NodeLoad& { return pred.nodes[w]; };
   auto server = [&](int s) -> NodeLoad& { return pred.nodes[W + s]; };
+  // The shared links (ClusterSpec::worker_link_bps, server_link_bps; index 0 the workers',
+  // 1 the servers'): per phase, what the side's nodes send to and receive from the other
+  // side. Traffic between two nodes of one side (a workers' ring all-reduce, FC replicas'
+  // sync) stays behind the link and is not counted on it.
+  uint64_t link_in[2][kPhases] = {}, link_out[2][kPhases] = {};
   auto send = [&](int from, int to, Phase phase, uint64_t bytes) {  // node indices
     traffic[from].out[phase] += bytes;
     traffic[to].in[phase] += bytes;
+    const int fs = from >= W, ts = to >= W;
+    if (fs != ts) {
+      link_out[fs][phase] += bytes;
+      link_in[ts][phase] += bytes;
+    }
   };
   // Between two servers (or the suffix ranks on them): their NICs, or the shared loopback.
   const bool colocated = c.server_loopback_bps > 0;
@@ -280,11 +290,15 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
         for (int w = 0; w < W; ++w) {
           traffic[w].in[kPull] += touched(m);
           traffic[w].out[kPush] += touched(m);
+          link_in[0][kPull] += touched(m);
+          link_out[0][kPush] += touched(m);
         }
         for (size_t j = 0; j < p.servers.size(); ++j) {
           Traffic& t = traffic[W + p.servers[j]];
           t.out[kPull] += W * touched(p.server_bytes[j]);
           t.in[kPush] += W * touched(p.server_bytes[j]);
+          link_out[1][kPull] += W * touched(p.server_bytes[j]);
+          link_in[1][kPush] += W * touched(p.server_bytes[j]);
           server(p.servers[j]).memory_bytes += p.server_bytes[j];
         }
         worker_flops += flops;
@@ -371,9 +385,6 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
     phase_s[phase] = colocated ? static_cast<double>(loopback[phase]) * 8.0 / c.server_loopback_bps : 0;
     pred.loopback_s += phase_s[phase];
   }
-  // The shared links (ClusterSpec::worker_link_bps, server_link_bps): per phase, the
-  // bytes of all workers (servers) in each direction together.
-  uint64_t link_in[2][kPhases] = {}, link_out[2][kPhases] = {};
   for (size_t i = 0; i < pred.nodes.size(); ++i) {
     NodeLoad& node = pred.nodes[i];
     const Traffic& t = traffic[i];
@@ -381,8 +392,6 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
     for (int phase = 0; phase < kPhases; ++phase) {
       node.bytes_in += t.in[phase];
       node.bytes_out += t.out[phase];
-      link_in[node.is_server][phase] += t.in[phase];
-      link_out[node.is_server][phase] += t.out[phase];
       const double s = static_cast<double>(std::max(t.in[phase], t.out[phase])) * 8.0 / bw;
       node.nic_s += s;
       phase_s[phase] = std::max(phase_s[phase], s);

@@ -216,6 +216,50 @@ TEST(CostModelTest, SharedLinksAddTheirNodesBytes) {
   EXPECT_DOUBLE_EQ(shared->prediction.comm_s, 2 * 17.6);
 }
 
+// A shared link carries what crosses between the sides only: a workers' ring all-reduce
+// and the FC replicas' sync between two servers stay behind their links.
+TEST(CostModelTest, SharedLinksCarryOnlyTrafficBetweenTheSides) {
+  ClusterSpec c = Slow(4, 2);
+  StatusOr<Plan> own = AllReducePlan(Tiny(), c, Batch(10));
+  ASSERT_TRUE(own.ok()) << own.status();
+  c.worker_link_bps = 8000;  // as fast as one NIC: four NICs' ring traffic would take 4x
+  StatusOr<Plan> shared = AllReducePlan(Tiny(), c, Batch(10));
+  ASSERT_TRUE(shared.ok());
+  EXPECT_DOUBLE_EQ(shared->prediction.comm_s, own->prediction.comm_s);
+
+  PlanOptions two = Batch(10);
+  two.fc_nodes = 2;
+  c = Slow(2, 2);
+  StatusOr<Plan> nics = StanzaPlan(Tiny(), c, two);
+  ASSERT_TRUE(nics.ok()) << nics.status();
+  c.server_link_bps = 8000;
+  StatusOr<Plan> link = StanzaPlan(Tiny(), c, two);
+  ASSERT_TRUE(link.ok());
+  // Pull, push, forward and backward: each moves 400 B per server (the conv table's
+  // halves for two workers; two workers' activations), 800 B over the 1000 B/s link, 0.8 s
+  // where a NIC took 0.4. The replicas' 2000 B sync each way would add 2 s more on it.
+  EXPECT_NEAR(link->prediction.comm_s, nics->prediction.comm_s + 4 * 0.4, 1e-12);
+}
+
+// The search over N_f ranks plans as the comparison does: one that fits the servers'
+// memory beats a faster one that does not. One FC node (Stanza's rule here, and the
+// fastest) holds both workers' activations and exceeds the memory; two fit.
+TEST(CostModelTest, TheFcNodeSearchPrefersACountThatFits) {
+  ModelProfile m = Tiny();
+  m.layers[1].activation_bytes = 800;
+  ClusterSpec c = Slow(2, 2);
+  c.server_memory_bytes = 20000;
+  StatusOr<Plan> rule = StanzaPlan(m, c, Batch(10));
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  ASSERT_EQ(rule->roles.fc_nodes.size(), 1u);
+  EXPECT_FALSE(rule->prediction.fits_memory);
+  StatusOr<Comparison> cmp = ComparePlans(m, c, Batch(10), DefaultStrategies(), {"stanza"});
+  ASSERT_TRUE(cmp.ok()) << cmp.status();
+  const Plan& best = cmp->plans[cmp->chosen];
+  EXPECT_EQ(best.roles.fc_nodes.size(), 2u);
+  EXPECT_TRUE(best.prediction.fits_memory) << best.prediction.memory_note;
+}
+
 // The comparison predicts stanza at every N_f and keeps the fastest: with a heavy FC
 // suffix and the replicas' all-reduce on one host's loopback, two FC nodes halve the FC
 // compute, where Stanza's link rule (link vs conv compute) keeps one.

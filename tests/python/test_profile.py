@@ -199,11 +199,22 @@ def test_time_layers_times_every_layer_and_leaves_the_model_as_it_was(tmp_path):
                                            torch.nn.ReLU(inplace=True), torch.nn.Flatten(),
                                            torch.nn.Linear(8 * 14 * 14, 10)), 16),
         "resnet18": (torchvision.models.resnet18(weights=None, num_classes=10), 32),
+        # an in-place first layer: the caller's input must come back as it was
+        "inplace_first": (torch.nn.Sequential(torch.nn.ReLU(inplace=True), torch.nn.Conv2d(3, 4, 3),
+                                              torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 10)), 8),
     }
     for name, (net, side) in nets.items():
         net.train()
+        frozen = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)][:1]
+        for m in frozen:
+            m.eval()  # a frozen batch norm in a training model keeps its mode
+        modes = [m.training for m in net.modules()]
         before = {k: v.clone() for k, v in net.state_dict().items()}
-        prof = profile(net, torch.randn(4, 3, side, side), name=name, time_layers=True)
+        x = torch.randn(4, 3, side, side)
+        x0 = x.clone()
+        prof = profile(net, x, name=name, time_layers=True)
+        assert torch.equal(x, x0), name
+        assert [m.training for m in net.modules()] == modes, name
         assert prof["reference_flops"] > 0, name
         timed = [l for l in prof["layers"] if l["param_bytes"] > 0]
         assert timed and all(l["train_seconds_per_sample"] > 0 for l in timed), name

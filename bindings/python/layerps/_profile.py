@@ -51,8 +51,8 @@ def profile(model, example_input, name="model", *, time_layers=False, repeats=3)
 
     ``time_layers=True`` also times every layer: its forward and backward on the inputs it
     saw, with torch's current threads, the median of ``repeats`` runs after one warm-up,
-    divided by the batch (``train_seconds_per_sample``), and measures this thread's
-    float32 matrix-product FLOP/s once (``reference_flops``, :func:`probe`). The cost model
+    divided by the batch (``train_seconds_per_sample``), and measures the
+    float32 matrix-product FLOP/s once with the same threads (``reference_flops``, :func:`probe`). The cost model
     then uses those times, scaled by each node's FLOP/s, instead of FLOP counts: kernels
     run at very different rates per FLOP (a convolution through oneDNN can run tens of
     times faster per FLOP than a small-batch linear layer through a generic BLAS), which
@@ -72,6 +72,7 @@ def profile(model, example_input, name="model", *, time_layers=False, repeats=3)
         raise InvalidArgumentError("profile: example_input must be a tensor with a batch dimension")
     if not isinstance(model, torch.nn.Module):
         raise InvalidArgumentError(f"profile: expected a torch.nn.Module, got {type(model).__name__}")
+    example_input = example_input.detach().clone()  # an in-place first layer leaves the caller's as it is
     if not isinstance(model, torch.nn.Sequential):
         out = _traced_profile(model, example_input, name, time_layers, repeats)
         if time_layers:
@@ -125,7 +126,7 @@ def profile(model, example_input, name="model", *, time_layers=False, repeats=3)
         hooks.append(child.register_forward_hook(hook(child_name, child)))
         if time_layers:
             hooks.append(child.register_forward_hook(keep))
-    was_training = model.training
+    modes = _modes(model)
     if time_layers:
         model.eval()  # no batch-norm statistics updated by the extra runs
     try:
@@ -135,15 +136,25 @@ def profile(model, example_input, name="model", *, time_layers=False, repeats=3)
                 layer["train_seconds_per_sample"] = _time_call(
                     lambda *a, m=mod: m(*a), inp, {}, mod, example_input, repeats) / example_input.shape[0]
     finally:
-        model.train(was_training)
+        _restore_modes(modes)
     out = {"name": name, "input_bytes_per_sample": int(example_input[0].numel() * 4), "layers": layers}
     if time_layers:
         _add_reference_flops(out)
     return out
 
 
+def _modes(model):
+    """Every submodule's train/eval flag (a frozen batch norm in a training model, say)."""
+    return [(m, m.training) for m in model.modules()]
+
+
+def _restore_modes(modes):
+    for m, training in modes:
+        m.training = training
+
+
 def _add_reference_flops(prof):
-    """The FLOP/s of this thread's float32 matrix products (the probe the cluster's
+    """The FLOP/s of float32 matrix products with torch's current threads (the probe the cluster's
     worker_flops come from), so that the cost model can scale the measured times."""
     from .autoplan import probe
     prof["reference_flops"] = float(probe()["worker_flops"])
@@ -157,11 +168,14 @@ def _time_call(fn, args, kwargs, module, model_input, repeats):
     against those leaves and ``module``'s parameters, so no ``.grad`` is touched. 0 for an
     output without a gradient."""
     wrt = []
+    leaves = []  # the model input's detached views, copied for every run (an in-place layer)
 
     def leaf(a):
         if isinstance(a, torch.Tensor):
             t = a.detach()
-            if a is not model_input and t.is_floating_point():
+            if a is model_input:
+                leaves.append(t)
+            elif t.is_floating_point():
                 t = t.clone().requires_grad_(True)
                 wrt.append(t)
             return t
@@ -169,20 +183,25 @@ def _time_call(fn, args, kwargs, module, model_input, repeats):
             return type(a)(leaf(x) for x in a)
         return a
 
-    def fresh(a):  # a non-leaf copy of a leaf that needs a gradient
+    def fresh(a):  # a non-leaf copy of a leaf that needs a gradient (and of the model input)
         if isinstance(a, torch.Tensor):
-            return a.clone() if a.requires_grad else a
+            return a.clone() if a.requires_grad or id(a) in input_views else a
         if isinstance(a, (list, tuple)):
             return type(a)(fresh(x) for x in a)
         return a
 
     args = tuple(leaf(a) for a in args)
     kwargs = {k: leaf(v) for k, v in kwargs.items()}
+    input_views = {id(t) for t in leaves}
     if module is not None:
         wrt += [p for p in module.parameters() if p.requires_grad]
 
-    def once():
-        out = fn(*fresh(args), **{k: fresh(v) for k, v in kwargs.items()})
+    def copies():  # made before the clock starts: a copy is not the layer's time
+        return fresh(args), {k: fresh(v) for k, v in kwargs.items()}
+
+    def once(prepared):
+        a, kw = prepared
+        out = fn(*a, **kw)
         if isinstance(out, (tuple, list)):
             out = out[0]
         if not isinstance(out, torch.Tensor) or not out.requires_grad or not wrt:
@@ -191,12 +210,13 @@ def _time_call(fn, args, kwargs, module, model_input, repeats):
         return True
 
     with torch.enable_grad():
-        if not once():
+        if not once(copies()):
             return 0.0
         runs = []
         for _ in range(max(1, int(repeats))):
+            prepared = copies()
             t0 = time.perf_counter()
-            once()
+            once(prepared)
             runs.append(time.perf_counter() - t0)
     return statistics.median(runs)
 
@@ -283,7 +303,7 @@ def _traced_profile(model, example_input, name, time_layers=False, repeats=3):
     except Exception as e:  # noqa: BLE001 (torch raises many kinds)
         raise InvalidArgumentError(f"profile: torch.fx cannot trace {type(model).__name__} ({e}); give an "
                                    f"nn.Sequential of its layers instead") from e
-    was_training = model.training
+    modes = _modes(model)
     model.eval()
     try:
         with torch.no_grad():
@@ -292,7 +312,7 @@ def _traced_profile(model, example_input, name, time_layers=False, repeats=3):
         raise InvalidArgumentError(f"profile: running {type(model).__name__} on an input of shape "
                                    f"{tuple(example_input.shape)} failed: {e}") from e
     finally:
-        model.train(was_training)
+        _restore_modes(modes)
 
     def out_shape(node):
         meta = node.meta.get("tensor_meta")
@@ -400,7 +420,7 @@ def _time_traced_layers(gm, model, example_input, layers, by_name, source, repea
             seen.append((n, args, kwargs))
             return super().run_node(n)
 
-    was_training = model.training
+    modes = _modes(model) + _modes(gm)
     gm.eval()
     model.eval()
     try:
@@ -424,4 +444,4 @@ def _time_traced_layers(gm, model, example_input, layers, by_name, source, repea
             layers[by_name[lname]]["train_seconds_per_sample"] += _time_call(
                 fn, args, kwargs, module, example_input, repeats) / example_input.shape[0]
     finally:
-        model.train(was_training)
+        _restore_modes(modes)
