@@ -36,7 +36,8 @@ def main():
     p.add_argument("--batch", type=int, default=8, help="samples per worker per step")
     p.add_argument("--cores", type=int, default=os.cpu_count())
     p.add_argument("--server_loopback", default="",
-                   help="the server host's loopback rate for the FC nodes' all-reduce (tc's notation); "
+                   help="the server host's loopback rate for the FC nodes' all-reduce (layerps-plan's "
+                   "notation: 40Gbit, 4.5e10bit); "
                    "default: measured")
     p.add_argument("--role", default="", help=argparse.SUPPRESS)
     p.add_argument("--fc_nodes", type=int, default=0,
@@ -64,7 +65,7 @@ def main():
     with os.fdopen(fd, "w") as f:
         json.dump(prof, f)
     rows = []
-    asks = [("uniform", "uniform", []), ("park", "park", []), ("auto", "auto", [])]
+    asks = [("uniform", "uniform", []), ("park", "park", []), ("allreduce", "allreduce", []), ("auto", "auto", [])]
     cut = args.cut if args.cut is not None else {"vgg16": "classifier.0", "alexnet": "classifier.1"}.get(args.model)
     if cut:
         asks.insert(2, (f"park at {cut}", "park", [f"--cut={cut}"]))

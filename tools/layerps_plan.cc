@@ -29,12 +29,16 @@ DEFINE_string(server_bandwidth, "", "Servers' NIC bandwidth; default: --bandwidt
 DEFINE_string(worker_bandwidth, "", "Workers' NIC bandwidth; default: --bandwidth");
 DEFINE_string(server_loopback, "",
               "The servers and suffix ranks share one host whose loopback moves this much "
-              "(8Gbit...): their transfers among themselves cross no NIC; default: each "
-              "server has its own machine");
+              "(8Gbit...): their transfers among themselves cross no NIC (give --server_link "
+              "too when they also share that host's NIC); 0 or none: each server has its own "
+              "machine (the default)");
 DEFINE_string(worker_link, "",
               "The workers share one link of this bandwidth (one host's NIC, a rack's "
-              "uplink); default: none, each worker's NIC runs at --worker_bandwidth");
-DEFINE_string(server_link, "", "The servers share one link of this bandwidth; default: none");
+              "uplink), which carries their traffic with the servers (not among themselves); "
+              "0 or none: no shared link (the default)");
+DEFINE_string(server_link, "",
+              "The servers share one link of this bandwidth for their traffic with the "
+              "workers; 0 or none: no shared link (the default)");
 DEFINE_string(latency, "50us", "One-way message latency: 50us, 0.2ms, 1s...");
 DEFINE_string(worker_flops, "5T", "FLOP/s a worker sustains: 5T, 900G, 2.5e12...");
 DEFINE_string(server_flops, "5T", "FLOP/s a server sustains (park's PS worker, FC nodes)");
@@ -157,14 +161,18 @@ pl::ClusterSpec LoadCluster() {
     c.worker_bandwidth_bps =
         ParseOrBad(pl::ParseBandwidth(FLAGS_worker_bandwidth), "worker_bandwidth");
   }
+  // 0 or "none" turns a shared link or the loopback off (one a --cluster file set).
+  auto optional_bandwidth = [](const std::string& v, const char* flag) {
+    return v == "0" || v == "none" ? 0.0 : ParseOrBad(pl::ParseBandwidth(v), flag);
+  };
   if (!FLAGS_server_loopback.empty()) {
-    c.server_loopback_bps = ParseOrBad(pl::ParseBandwidth(FLAGS_server_loopback), "server_loopback");
+    c.server_loopback_bps = optional_bandwidth(FLAGS_server_loopback, "server_loopback");
   }
   if (!FLAGS_worker_link.empty()) {
-    c.worker_link_bps = ParseOrBad(pl::ParseBandwidth(FLAGS_worker_link), "worker_link");
+    c.worker_link_bps = optional_bandwidth(FLAGS_worker_link, "worker_link");
   }
   if (!FLAGS_server_link.empty()) {
-    c.server_link_bps = ParseOrBad(pl::ParseBandwidth(FLAGS_server_link), "server_link");
+    c.server_link_bps = optional_bandwidth(FLAGS_server_link, "server_link");
   }
   if (base || Given("latency"))
     c.latency_s = ParseOrBad(pl::ParseDuration(FLAGS_latency), "latency");

@@ -233,3 +233,28 @@ def test_time_layers_times_every_layer_and_leaves_the_model_as_it_was(tmp_path):
     plain = profile(nets["sequential"][0], torch.randn(4, 3, 16, 16))
     assert "reference_flops" not in plain
     assert all("train_seconds_per_sample" not in l for l in plain["layers"])
+
+
+def _plan_step(*flags):
+    p = subprocess.run([layerps.tool_path("layerps-plan"), "--model=alexnet", "--workers=4", "--servers=2",
+                        "--json", *flags], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    plan = json.loads(p.stdout)
+    if "plans" in plan:
+        plan = plan["plans"][plan["chosen"]] if isinstance(plan["chosen"], int) else \
+            next(q for q in plan["plans"] if q["strategy"] == plan["chosen"])
+    return plan["prediction"]["step_s"]
+
+
+def test_plan_shared_links_carry_cross_side_traffic_and_turn_off_with_0_or_none():
+    """--worker_link/--server_link/--server_loopback: 0 or none is off; a slow workers' link
+    slows the PS (its pushes and pulls cross it) but not the workers' ring all-reduce."""
+    for strategy in ("allreduce", "uniform"):
+        base = _plan_step(f"--strategy={strategy}")
+        assert _plan_step(f"--strategy={strategy}", "--worker_link=none", "--server_link=0",
+                          "--server_loopback=none") == base
+        slow = _plan_step(f"--strategy={strategy}", "--worker_link=100Mbit")
+        assert (slow == base) if strategy == "allreduce" else (slow > base), strategy
+    p = subprocess.run([layerps.tool_path("layerps-plan"), "--model=alexnet", "--worker_link=fast"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "worker_link" in p.stderr
