@@ -84,7 +84,8 @@ StatusOr<Plan> ExecutionPlan(const ModelProfile& model, const ClusterSpec& clust
   const std::string why = NotExecutableReason(strategy.layers, num_devices);
   if (!why.empty()) {
     return FailedPrecondition("optcnn strategy '" + strategy.name +
-                              "' is beyond what LayerPS executes: " + why);
+                              "' is beyond the split step's placement plans (layerps.placement."
+                              "LayerwiseTrainer runs it from the --json report): " + why);
   }
   const int first_fc = FirstFc(strategy.layers);
   bool all_data = true;

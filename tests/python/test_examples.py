@@ -185,7 +185,40 @@ def test_placement_cnn_runs_the_optcnn_strategies_layerps_executes(tmp_path):
     assert p.returncode == 0 and json.loads(data.read_text())["strategy"] == "uniform", p.stderr
     p = subprocess.run(plan_args + ["--optcnn_run=model", f"--write_plan={tmp_path / 'model.json'}"],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "beyond what LayerPS executes" in p.stderr and "conv1" in p.stderr, p.stderr
+    assert p.returncode == 2 and "beyond the split step" in p.stderr and "LayerwiseTrainer" in p.stderr \
+        and "conv1" in p.stderr, p.stderr
+
+
+def test_layerwise_cnn_runs_a_report_strategy_through_the_launcher(tmp_path):
+    """examples/python/layerwise_cnn.py as docs/optcnn.md runs it: the model's profile,
+    layerps-plan's optcnn report on 2 devices, the model-parallel strategy (every layer
+    split by channel, which the split step cannot run) on 2 workers and no servers, with
+    the same losses as one process."""
+    import layerps
+    script = str(EXAMPLES / "layerwise_cnn.py")
+    prof, report = tmp_path / "bigfc.json", tmp_path / "report.json"
+    p = subprocess.run([sys.executable, script, "--model", "bigfc", "--write_profile", str(prof)],
+                       capture_output=True, text=True, timeout=120, cwd=str(HERE))
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([layerps.tool_path("layerps-plan"), f"--model={prof}", "--workers=2", "--servers=1",
+                        "--batch=4", "--bandwidth=100Mbit", "--strategy=optcnn", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    report.write_text(p.stdout)
+    common = ["--model", "bigfc", "--batch", "8", "--steps", "3", "--lr", "0.05"]
+    local = subprocess.run([sys.executable, script, "--local", "--json", str(tmp_path / "local.json")] + common,
+                           capture_output=True, text=True, timeout=120, cwd=str(HERE))
+    assert local.returncode == 0, local.stderr
+    p = run_launched(["-s", "0", "-w", "2", "--quiet_daemons", "--timeout_s=200", "--", sys.executable, script,
+                      "--report", str(report), "--strategy", "model", "--json", str(tmp_path / "lw-{rank}.json")]
+                     + common)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ref = json.loads((tmp_path / "local.json").read_text())["losses"]
+    for r in range(2):
+        got = json.loads((tmp_path / f"lw-{r}.json").read_text())
+        assert got["configs"]["conv1"] == "n1c2h1w1", got["configs"]  # a channel-split convolution
+        # Its first step is untimed: its recorded losses are one process's from the second on.
+        assert got["losses"][:2] == pytest.approx(ref[1:], rel=1e-4), (got["losses"], ref)
 
 
 def test_hybrid_lm_modes_train_alike(tmp_path):
