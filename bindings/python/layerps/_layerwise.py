@@ -196,7 +196,7 @@ class LayerwiseTrainer:
             raise InvalidArgumentError(f"layerwise: the strategy names layer(s) {extra} that the model lacks")
         shapes = []
         with torch.no_grad():
-            x = example_input[:1]
+            x = example_input[:1].clone()  # an in-place first layer leaves the caller's as it is
             for name, mod in children:
                 y = mod(x)
                 shapes.append((tuple(x.shape), tuple(y.shape)))
@@ -361,13 +361,7 @@ class LayerwiseTrainer:
             parts = {d: tile[sl].reshape(-1) for d, (sl, _) in edge["send"].items()}
             got = self._alltoall(parts, f"layerwise.{name}.fwd")
             for s, (sl, shape) in edge["recv"].items():
-                chunk = got.get(s)
-                if chunk is None or chunk.numel() != int(np.prod(shape)):
-                    raise InvalidArgumentError(f"layerwise: layer {name}: device {s} sent "
-                                               f"{0 if chunk is None else chunk.numel()} elements, "
-                                               f"expected {int(np.prod(shape))} (do all devices run the "
-                                               "same strategy and batch?)")
-                box[sl] = chunk.view(shape)
+                box[sl] = self._chunk(got, s, shape, f"layer {name}: device {s}'s activations")
         return box
 
     def _backward_exchange(self, edge, grad_box, name):
@@ -384,13 +378,19 @@ class LayerwiseTrainer:
                 if grad_box is not None else {}
             got = self._alltoall(parts, f"layerwise.{name}.bwd")
             for d, (sl, shape) in edge["send"].items():
-                chunk = got.get(d)
-                if chunk is None or chunk.numel() != int(np.prod(shape)):
-                    raise InvalidArgumentError(f"layerwise: layer {name}: device {d} returned a gradient "
-                                               f"of {0 if chunk is None else chunk.numel()} elements, "
-                                               f"expected {int(np.prod(shape))}")
-                grad[sl] += chunk.view(shape)
+                grad[sl] += self._chunk(got, d, shape, f"layer {name}: device {d}'s gradients")
         return grad
+
+    @staticmethod
+    def _chunk(got, peer, shape, what):
+        """What `peer` sent, as a box of `shape`; a count that does not match is an error
+        (the devices disagree on the strategy or the batch), never a silent misfit."""
+        chunk = got.get(peer)
+        n = 0 if chunk is None else chunk.numel()
+        if n != int(np.prod(shape)):
+            raise InvalidArgumentError(f"layerwise: {what}: {n} elements, expected {int(np.prod(shape))} "
+                                       "(do all devices run the same strategy and batch?)")
+        return chunk.view(shape)
 
     # --- compute ---------------------------------------------------------------------------
     def _compute(self, layer, x, pads):
