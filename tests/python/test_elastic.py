@@ -33,6 +33,10 @@ import layerps.torch.elastic as elastic
 
 address, out, label, value, push_steps, steps = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 LR, WIDTH, TABLE = float(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
+# HOLD_FILE HOLD_STEP (optional): before step HOLD_STEP, wait (at most 120 s) until OUT/HOLD_FILE
+# exists, so that a worker started later joins while this one is still training, however
+# slowly the later one starts on a busy machine.
+hold_file, hold_step = (sys.argv[10], int(sys.argv[11])) if len(sys.argv) > 11 else ("", -1)
 
 
 def write(name, obj):
@@ -51,6 +55,7 @@ opt = torch.optim.SGD(model.parameters(), lr=LR)
 state = elastic.TorchState(model, opt, worker=w, step=0)
 acked, sizes, resets = 0, [], []
 state.register_reset_callbacks([lambda: resets.append(state.size)])
+write(label + ".registered", w.rank)  # this worker is in the job: the others see it at their next commit
 
 
 def data(step):
@@ -64,6 +69,10 @@ def train(state):
     global acked
     params = list(model.parameters())
     while state.step < steps:
+        if state.step == hold_step:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(os.path.join(out, hold_file)) and time.monotonic() < deadline:
+                time.sleep(0.05)
         x, y = data(state.step)
         opt.zero_grad()
         ((model(x) - y) ** 2).mean().backward()
@@ -217,15 +226,18 @@ def test_grow_to_three_lose_one_exact_sums_and_loss(tmp_path):
         # a and c push every step; b pushes in its first 5 steps only, so that its SIGKILL
         # comes after its last push was acknowledged (an unacknowledged push in flight may
         # or may not be applied: it would make the sum inexact by design, not by a bug).
-        a = python(tmp_path, "a", WORKER, address, out, "a", 1.0, 10 ** 6, *common)
-        b = python(tmp_path, "b", WORKER, address, out, "b", 2.0, 5, *common)
+        # a and b hold before step 8 until c is registered: c joins while they train, however
+        # long its start takes on a busy machine (they would otherwise finish first).
+        hold = ("c.registered", 8)
+        a = python(tmp_path, "a", WORKER, address, out, "a", 1.0, 10 ** 6, *common, *hold)
+        b = python(tmp_path, "b", WORKER, address, out, "b", 2.0, 5, *common, *hold)
         procs += [a, b]
         await_files("a and b at step 8", lambda: all((read(out / f"{x}.progress") or {}).get("step", 0) >= 8
                                                       for x in "ab"))
         c = python(tmp_path, "c", WORKER, address, out, "c", 4.0, 10 ** 6, *common)
         procs.append(c)
         await_files("every worker training among three",
-                    lambda: all((read(out / f"{x}.progress") or {}).get("size") == 3 for x in "abc"))
+                    lambda: all((read(out / f"{x}.progress") or {}).get("size") == 3 for x in "abc"), timeout=150)
         assert read(out / "c.progress")["rank"] == 2
         assert read(out / "b.acked") == 5
         b.send_signal(signal.SIGKILL)
