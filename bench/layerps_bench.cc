@@ -64,6 +64,9 @@ DEFINE_string(sizes, "4K,64K,256K,1M,4M,31M,32M,100003",
               "Dense: comma list of bytes per "
               "request (suffix K/M/G = 2^10/2^20/2^30; odd sizes are rounded up to whole floats)");
 DEFINE_string(inflight, "1,8,32", "Comma list of requests kept in flight per worker");
+DEFINE_bool(wait_one, true,
+            "With 1 in flight, wait for each dense request (and each sparse push or pull) "
+            "with Worker::Wait, as a training loop does, instead of a callback");
 DEFINE_string(topologies, "1x1",
               "Comma list of SERVERSxWORKERS for the local cluster (ignored "
               "with --join)");
@@ -818,14 +821,20 @@ class LayerPSRunner {
         cv.notify_one();
       };
       if (pushes) ++s->pushes;
+      // One in flight: the synchronous API (Worker::Wait on the ticket), unless --nowait_one.
+      const bool wait = FLAGS_wait_one && c_.inflight == 1;
+      const Worker::Callback cb = wait ? Worker::Callback() : Worker::Callback(done);
+      auto finish = [&](Ticket t) {
+        if (wait) done(s->w->Wait(t, std::chrono::seconds(120)));
+      };
       if (c_.mode == "dense") {
         float* out = pulls ? s->out[slot].data() : nullptr;
         if (c_.op == "push")
-          s->w->Push(s->tables[0], s->in.data(), elems_, done);
+          finish(s->w->Push(s->tables[0], s->in.data(), elems_, cb));
         else if (c_.op == "pull")
-          s->w->Pull(s->tables[0], out, elems_, done);
+          finish(s->w->Pull(s->tables[0], out, elems_, cb));
         else
-          s->w->PushPull(s->tables[0], s->in.data(), out, elems_, done);
+          finish(s->w->PushPull(s->tables[0], s->in.data(), out, elems_, cb));
       } else if (c_.mode == "sparse") {
         const uint64_t b = j % s->key_batches.size();
         slot_batch[slot] = b;
@@ -833,9 +842,9 @@ class LayerPSRunner {
         const size_t len = c_.keys * c_.dim;
         if (pushes) ++s->batch_uses[b];
         if (c_.op == "push")
-          s->w->PushSparse(s->tables[0], keys, c_.keys, s->in.data(), len, done);
+          finish(s->w->PushSparse(s->tables[0], keys, c_.keys, s->in.data(), len, cb));
         else if (c_.op == "pull")
-          s->w->PullSparse(s->tables[0], keys, c_.keys, s->out[slot].data(), len, done);
+          finish(s->w->PullSparse(s->tables[0], keys, c_.keys, s->out[slot].data(), len, cb));
         else {
           // No sparse push-pull call: push then pull, both in flight (one "request").
           auto both = std::make_shared<std::atomic<int>>(2);

@@ -247,6 +247,13 @@ struct WorkerFields {
   // 4 KiB..1 GiB, default 1 MiB (measured on a 2-core VM: bench/RESULTS.md, issue 14).
   // Env: LAYERPS_PART_BYTES.
   int64_t part_bytes = int64_t{1} << 20;
+  // Receiving in the waiting thread: a thread in Worker::Wait for a small request
+  // (at most 64 KiB of values over at most 4 servers) takes the worker's receive socket
+  // from its receive thread for up to this many microseconds and handles its reply
+  // itself, so that the reply does not cross threads (docs/architecture.md, "Receiving
+  // in the waiting thread"). 0: off (the receive thread hands every reply over).
+  // 0..1000000, default 2000. Env: LAYERPS_WAIT_RECEIVE_US.
+  int wait_receive_us = 2000;
 
   Status Validate() const;
 };

@@ -61,6 +61,9 @@ struct LAYERPS_EXPORT WorkerStats {
   uint64_t cache_misses = 0;
   // Request parts sent again to a dead server's replacement (replace_servers_ms).
   uint64_t resent = 0;
+  // Replies handled by the thread that waited for them (WorkerOptions::wait_receive_us),
+  // without crossing from the receive thread.
+  uint64_t replies_in_wait = 0;
 };
 
 class LAYERPS_EXPORT Worker {

@@ -81,6 +81,10 @@ DEFINE_int64(part_bytes, 0,
              "Workers: a dense request's share for one server above this many bytes goes as "
              "several messages in flight at once; 0 never splits, else 4 KiB..1 GiB. "
              "Default: $LAYERPS_PART_BYTES, else 1048576 (1 MiB)");
+DEFINE_int32(wait_receive_us, 0,
+             "Workers: a thread waiting for a small request takes the receive socket for up "
+             "to this many microseconds and handles its reply itself; 0 off, 0..1000000. "
+             "Default: $LAYERPS_WAIT_RECEIVE_US, else 2000");
 DEFINE_uint64(dense_chunk_elems, 0, "Scheduler: elements per dense chunk, 1..2^30. Default 65536");
 DEFINE_int32(io_threads, 0,
              "ZeroMQ I/O threads, 0 (one per stream, see --streams) or 1..64. "

@@ -216,6 +216,10 @@ const std::vector<Row>& Rows() {
                   "A dense request's share for one server above this many bytes goes as "
                   "several messages in flight at once (0: never split; 4 KiB..1 GiB)"),
              &Options::part_bytes, 0, int64_t{1} << 30),
+      IntRow(Info("wait_receive_us", "wait_receive_us", "LAYERPS_WAIT_RECEIVE_US", "w",
+                  "A thread waiting for a small request takes the receive socket for up to "
+                  "this many microseconds and handles its reply itself (0: off; 0..1000000)"),
+             &Options::wait_receive_us, 0, 1000000),
       IntRow(Info("dense_chunk_elems", "dense_chunk_elems", "LAYERPS_DENSE_CHUNK_ELEMS", "S",
                   "Elements per dense chunk (the unit tables are spread in), 1..2^30"),
              &Options::dense_chunk_elems, 1, int64_t{1} << 30),

@@ -164,6 +164,10 @@ Status WorkerFields::Validate() const {
   if (part_bytes != 0 && (part_bytes < (int64_t{4} << 10) || part_bytes > (int64_t{1} << 30))) {
     return InvalidArgument("part_bytes is outside 0 or [4096, 2^30]");
   }
+  if (wait_receive_us < 0 || wait_receive_us > 1000000) {
+    return InvalidArgument("wait_receive_us=" + std::to_string(wait_receive_us) +
+                           " is outside [0, 1000000]");
+  }
   return Status::OK();
 }
 

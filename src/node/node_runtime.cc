@@ -224,6 +224,14 @@ void NodeRuntime::Stop(bool send_leave) {
   }
   stopping_ = true;
   cv_.SignalAll();
+  {
+    // A waiting thread that holds the receive side gives it back within its budget
+    // (sooner: it is woken, and sees stopping_) before the transport closes.
+    transport_->WakeRecv();
+    MutexLock lock(&recv_mu_);
+    recv_cv_.SignalAll();
+    recv_cv_.Wait(&recv_mu_, [&]() REQUIRES(recv_mu_) { return !waiter_in_; });
+  }
   if (recv_thread_.joinable()) recv_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   transport_->Close();
@@ -345,56 +353,166 @@ Status NodeRuntime::Send(NodeId to, Message&& msg, int timeout_ms) {
   return sent;
 }
 
+namespace {
+// The node whose receive side this thread owns now (its receive thread, or a waiting
+// thread inside ReceiveWhile): ReceiveWhile from there would wait for itself.
+thread_local const NodeRuntime* t_receiving = nullptr;
+}  // namespace
+
 void NodeRuntime::ReceiveLoop() {
+  t_receiving = this;
   int64_t last_tick = SteadyMillis();
   while (!stopping_) {
     Message msg;
-    Status s = transport_->Recv(&msg, kRecvPollMs);
-    if (s.ok()) {
-      if (msg.header.msg_type() == MsgType::kControl) {
-        // Only the scheduler knows this node's secret, and only it sends from "s" + secret.
-        if (msg.identity != "s" + secret_) {
-          CountBadMessage();
-          LOG_EVERY_N(WARNING, 100) << "dropped a control message not from the scheduler";
-        } else {
-          last_scheduler_contact_ms_ = clock_->NowMs();
-          ++scheduler_messages_;
-          {
-            MutexLock lock(&mu_);
-            if (scheduler_lost_) cv_.SignalAll();  // AwaitScheduler: a scheduler speaks
-          }
-          Count(kSchedulerId, msg, /*sent=*/false);
-          // Some take long (a server writing its checkpoint, or restoring its tables
-          // from one): the scheduler's messages wait meanwhile, which is not silence.
-          handling_control_ = true;
-          HandleControl(std::move(msg));
-          last_scheduler_contact_ms_ = clock_->NowMs();
-          handling_control_ = false;
-          if (!early_.empty()) ReplayEarly();
+    Status s;
+    bool turn = false, handed_back = false;
+    {
+      MutexLock lock(&recv_mu_);
+      // A waiting thread owns the receive side, or is about to: step aside. While
+      // waiters come and go, this thread keeps away and looks again every grace period
+      // (kWaitReceiveGraceUs): it takes the socket back once none had it for that long,
+      // so that a caller's next small request takes it without waking this thread.
+      // Messages a waiter handed back come first (the waiter signals); after a whole
+      // poll period of waiting this thread takes the next turn (ticks, control messages
+      // and other handlers are not starved).
+      const auto grace = std::chrono::microseconds(kWaitReceiveGraceUs);
+      const auto starve_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(kRecvPollMs);
+      while (!stopping_) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!waiter_in_ && (!handed_back_.empty() || recv_starved_ ||
+                            (!waiter_wants_ && now - last_release_ >= grace))) {
+          turn = true;
+          break;
         }
-      } else if (!FromMember(msg)) {
-        if (!ParkEarly(&msg)) {
-          CountBadMessage();
-          LOG_EVERY_N(WARNING, 100)
-              << "dropped a data message from an unknown or dead sender (claims node "
-              << msg.header.sender << ")";
+        if (now >= starve_at) recv_starved_ = true;  // the next free moment is ours
+        recv_cv_.WaitUntil(&recv_mu_, recv_starved_ ? now + grace : std::min(now + grace, starve_at));
+      }
+      if (turn && !stopping_) {
+        recv_starved_ = false;
+        recv_thread_in_ = true;
+        if (!handed_back_.empty()) {
+          msg = std::move(handed_back_.front());
+          handed_back_.pop_front();
+          handed_back = true;
         }
+      }
+    }
+    if (stopping_) break;
+    if (turn) {
+      s = handed_back ? Status::OK() : transport_->Recv(&msg, kRecvPollMs);
+      HandleReceived(s, std::move(msg));
+      MutexLock lock(&recv_mu_);
+      recv_thread_in_ = false;
+      if (waiter_wants_) recv_cv_.SignalAll();
+    }
+    const int64_t now = SteadyMillis();
+    if (turn && now - last_tick >= kRecvPollMs) {
+      last_tick = now;
+      if (handlers_.on_tick) handlers_.on_tick();
+    }
+  }
+  MutexLock lock(&recv_mu_);
+  recv_thread_in_ = false;
+  recv_cv_.SignalAll();
+}
+
+void NodeRuntime::HandleReceived(const Status& s, Message&& msg) {
+  if (s.ok()) {
+    if (msg.header.msg_type() == MsgType::kControl) {
+      // Only the scheduler knows this node's secret, and only it sends from "s" + secret.
+      if (msg.identity != "s" + secret_) {
+        CountBadMessage();
+        LOG_EVERY_N(WARNING, 100) << "dropped a control message not from the scheduler";
       } else {
+        last_scheduler_contact_ms_ = clock_->NowMs();
+        ++scheduler_messages_;
+        {
+          MutexLock lock(&mu_);
+          if (scheduler_lost_) cv_.SignalAll();  // AwaitScheduler: a scheduler speaks
+        }
+        Count(kSchedulerId, msg, /*sent=*/false);
+        // Some take long (a server writing its checkpoint, or restoring its tables
+        // from one): the scheduler's messages wait meanwhile, which is not silence.
+        handling_control_ = true;
+        HandleControl(std::move(msg));
+        last_scheduler_contact_ms_ = clock_->NowMs();
+        handling_control_ = false;
+        if (!early_.empty()) ReplayEarly();
+      }
+    } else if (!FromMember(msg)) {
+      if (!ParkEarly(&msg)) {
+        CountBadMessage();
+        LOG_EVERY_N(WARNING, 100)
+            << "dropped a data message from an unknown or dead sender (claims node "
+            << msg.header.sender << ")";
+      }
+    } else {
+      Dispatch(std::move(msg));
+    }
+  } else if (s.code() == StatusCode::kProtocolError) {
+    CountBadMessage();
+    LOG_EVERY_N(WARNING, 100) << "dropped a malformed message: " << s.message();
+  } else if (s.code() != StatusCode::kTimeout) {
+    if (stopping_) return;
+    LOG_EVERY_N(WARNING, 100) << "receive failed: " << s;
+  }
+}
+
+bool NodeRuntime::ReceiveWhile(const std::function<bool(const Message&)>& mine,
+                               const std::function<bool()>& done,
+                               std::chrono::microseconds budget) {
+  if (!transport_->CanWakeRecv() || t_receiving != nullptr || stopping_ || !running_) return false;
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  {
+    MutexLock lock(&recv_mu_);
+    if (waiter_in_ || waiter_wants_ || recv_starved_ || !handed_back_.empty()) return false;
+    waiter_wants_ = true;
+    // Out of its poll, so that it hands the receive side over (it needs no wake when it
+    // keeps away already, in the grace after the last waiter).
+    if (recv_thread_in_) transport_->WakeRecv();
+    const bool got = recv_cv_.WaitUntil(&recv_mu_, deadline, [&]() REQUIRES(recv_mu_) {
+      return stopping_ || !recv_thread_in_;
+    });
+    waiter_wants_ = false;
+    if (!got || stopping_ || recv_starved_ || !handed_back_.empty()) {
+      recv_cv_.SignalAll();
+      return false;
+    }
+    waiter_in_ = true;
+  }
+  t_receiving = this;
+  bool finished = done();
+  while (!finished && !stopping_) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    Message msg;
+    const Status s = transport_->Recv(&msg, static_cast<int>((left.count() + 999) / 1000));
+    if (s.ok()) {
+      if (msg.header.msg_type() != MsgType::kControl && FromMember(msg) && mine(msg)) {
+        messages_in_wait_.fetch_add(1, std::memory_order_relaxed);
         Dispatch(std::move(msg));
+      } else {
+        MutexLock lock(&recv_mu_);
+        handed_back_.push_back(std::move(msg));  // the receive thread handles it next
+        break;
       }
     } else if (s.code() == StatusCode::kProtocolError) {
       CountBadMessage();
       LOG_EVERY_N(WARNING, 100) << "dropped a malformed message: " << s.message();
     } else if (s.code() != StatusCode::kTimeout) {
-      if (stopping_) break;
-      LOG_EVERY_N(WARNING, 100) << "receive failed: " << s;
+      break;
     }
-    const int64_t now = SteadyMillis();
-    if (now - last_tick >= kRecvPollMs) {
-      last_tick = now;
-      if (handlers_.on_tick) handlers_.on_tick();
-    }
+    finished = done();
   }
+  t_receiving = nullptr;
+  MutexLock lock(&recv_mu_);
+  waiter_in_ = false;
+  // The receive thread looks again within its grace period, unless it has a message to
+  // handle now (or Stop waits): a caller's next small request usually comes sooner.
+  last_release_ = std::chrono::steady_clock::now();
+  if (!handed_back_.empty() || stopping_) recv_cv_.SignalAll();
+  return finished;
 }
 
 void NodeRuntime::Dispatch(Message&& msg) {

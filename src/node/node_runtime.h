@@ -10,7 +10,9 @@
 // Threads: a receive thread (calls the handlers) and a heartbeat thread, both started
 // by Start() and joined by Stop(). Handlers run on the receive thread, one at a time,
 // except on_node_dead(kSchedulerId) (the scheduler is lost), which the heartbeat thread
-// calls: it may run concurrently with the others.
+// calls: it may run concurrently with the others; and except the data handlers of the
+// messages a waiting thread takes in ReceiveWhile, which run on that thread, still one
+// at a time with every other handler (the receive side has one owner at a time).
 #ifndef PS_NODE_NODE_RUNTIME_H_
 #define PS_NODE_NODE_RUNTIME_H_
 
@@ -91,6 +93,23 @@ class NodeRuntime {
   // (kUnavailable), Stop() (kAborted), or the timeout (kTimeout).
   Status WaitShutdown(std::chrono::milliseconds timeout);
 
+  // Receiving in the waiting thread (WorkerOptions::wait_receive_us): the calling thread
+  // takes the transport's receive side from the receive thread for at most `budget`, so
+  // that the reply it waits for is handled where it is awaited instead of waking it from
+  // the receive thread. It receives until `done()` holds and runs the data handler of
+  // each message for which `mine` holds (a message from a live member, not a control
+  // message); the first other message ends it and is handed back to the receive thread,
+  // which handles it before anything else, so messages keep their order. Returns whether
+  // `done()` held. False at once when the transport cannot wake its receiver, when
+  // another thread receives in its wait, when messages handed back are not handled yet,
+  // when the receive thread waited too long for its turn (ticks and control messages
+  // come first), on the receive thread itself, or once Stop began. Thread-safe.
+  bool ReceiveWhile(const std::function<bool(const Message&)>& mine,
+                    const std::function<bool()>& done, std::chrono::microseconds budget);
+  // Ends the current Recv of whoever holds the receive side (a waiting thread's request
+  // was completed by another thread). Thread-safe.
+  void WakeReceiver() { transport_->WakeRecv(); }
+
   // Sends to a member of the cluster (connecting on first use). Waits at most
   // `timeout_ms` (default: request_timeout_ms) when the peer's queue is full. A peer the
   // scheduler declared dead is never reconnected.
@@ -122,6 +141,8 @@ class NodeRuntime {
   bool running() const { return running_.load(); }
   const MemberOptions& options() const { return options_; }
   uint64_t bad_messages() const { return bad_messages_.load(); }
+  // Data messages handled by waiting threads (ReceiveWhile) since Start.
+  uint64_t messages_in_wait() const { return messages_in_wait_.load(); }
   // Bytes and messages per peer and per table since Start (see ps::TrafficStats).
   TrafficStats traffic() const;
   void CountBadMessage() { bad_messages_.fetch_add(1); }
@@ -136,6 +157,8 @@ class NodeRuntime {
   };
 
   void ReceiveLoop();
+  // What the receive thread does with one Recv's outcome (or a handed-back message).
+  void HandleReceived(const Status& s, Message&& msg);
   // Counts a message about to be sent to (or just received from) `peer`.
   void Count(NodeId peer, const Message& msg, bool sent);
   // A control message to the scheduler, counted.
@@ -184,6 +207,7 @@ class NodeRuntime {
   std::atomic<bool> running_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> bad_messages_{0};
+  std::atomic<uint64_t> messages_in_wait_{0};
   std::atomic<int64_t> last_scheduler_contact_ms_{0};
   // Control messages from the scheduler so far: AwaitScheduler ends when it grows (a
   // manual clock may not have moved since the wait began).
@@ -204,6 +228,22 @@ class NodeRuntime {
   std::set<NodeId> dead_ GUARDED_BY(mu_);  // declared dead, never reconnected
   std::map<uint32_t, uint64_t> barriers_passed_ GUARDED_BY(mu_);  // by ps::Group
   bool scheduler_lost_ GUARDED_BY(mu_) = false;  // AwaitScheduler runs
+  // Who owns the transport's receive side (ReceiveWhile): the receive thread, or one
+  // waiting thread at a time. Lock order: recv_mu_ before mu_.
+  Mutex recv_mu_;
+  CondVar recv_cv_;
+  bool recv_thread_in_ GUARDED_BY(recv_mu_) = false;  // receiving or handling
+  bool waiter_in_ GUARDED_BY(recv_mu_) = false;       // a waiting thread receives
+  bool waiter_wants_ GUARDED_BY(recv_mu_) = false;    // one waits for the receive thread
+  // The receive thread waited a whole poll period for its turn: waiters stay out until
+  // it had one.
+  bool recv_starved_ GUARDED_BY(recv_mu_) = false;
+  std::deque<Message> handed_back_ GUARDED_BY(recv_mu_);
+  // When a waiter last gave the receive side back: the receive thread takes it again
+  // only once none had it for kWaitReceiveGraceUs (a caller's next small request
+  // usually comes sooner, and takes it without a wake).
+  std::chrono::steady_clock::time_point last_release_ GUARDED_BY(recv_mu_);
+  static constexpr int kWaitReceiveGraceUs = 500;
   mutable Mutex traffic_mu_;
   TrafficStats traffic_ GUARDED_BY(traffic_mu_);
   // This node's secret with the scheduler (fixed by Start) and its data identity

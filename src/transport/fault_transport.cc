@@ -98,6 +98,8 @@ class FaultTransport final : public Transport {
   }
   bool IsConnected(NodeId peer) const override { return inner_->IsConnected(peer); }
   Status Recv(Message* msg, int timeout_ms) override { return inner_->Recv(msg, timeout_ms); }
+  bool CanWakeRecv() const override { return inner_->CanWakeRecv(); }
+  void WakeRecv() override { inner_->WakeRecv(); }
   void SetSharedMemoryPeers(std::vector<std::string> identities) override {
     inner_->SetSharedMemoryPeers(std::move(identities));
   }

@@ -20,6 +20,7 @@ struct InProcessNetwork::Endpoint {
   CondVar writable;
   std::deque<Message> queue GUARDED_BY(mu);
   bool closed GUARDED_BY(mu) = false;
+  bool woken GUARDED_BY(mu) = false;  // WakeRecv: the current or next Recv returns
 };
 
 Status InProcessNetwork::BindEndpoint(const std::string& name, std::shared_ptr<Endpoint> endpoint) {
@@ -144,15 +145,31 @@ class InProcessTransport final : public Transport {
     }
     MutexLock lock(&ep->mu);
     if (!ep->readable.WaitFor(&ep->mu, std::chrono::milliseconds(std::max(timeout_ms, 0)),
-                               [&]() REQUIRES(ep->mu) { return ep->closed || !ep->queue.empty(); })) {
+                               [&]() REQUIRES(ep->mu) {
+                                 return ep->closed || ep->woken || !ep->queue.empty();
+                               })) {
       return Timeout("no message");
     }
-    if (ep->queue.empty()) return Aborted("transport closed");
+    ep->woken = false;
+    if (ep->queue.empty()) return ep->closed ? Aborted("transport closed") : Timeout("woken");
     *msg = std::move(ep->queue.front());
     ep->queue.pop_front();
     ep->writable.Signal();
     if (msg->header.magic != kMagic) return ProtocolError("malformed header");
     return Status::OK();
+  }
+
+  bool CanWakeRecv() const override { return true; }
+  void WakeRecv() override {
+    std::shared_ptr<InProcessNetwork::Endpoint> ep;
+    {
+      MutexLock lock(&mu_);
+      ep = self_;
+    }
+    if (!ep) return;
+    MutexLock lock(&ep->mu);
+    ep->woken = true;
+    ep->readable.SignalAll();
   }
 
   void Close() override {

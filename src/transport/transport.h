@@ -43,9 +43,17 @@ class Transport {
   // is full. Thread-safe.
   virtual Status Send(NodeId peer, Message&& msg, int timeout_ms) = 0;
 
-  // Receives one message. kTimeout when none came in `timeout_ms`; kProtocolError for
-  // a malformed one (already consumed and dropped). Only one thread may call Recv.
+  // Receives one message. kTimeout when none came in `timeout_ms`, or when WakeRecv
+  // ended the wait; kProtocolError for a malformed one (already consumed and dropped).
+  // One thread at a time may call Recv (threads that take turns must hand the receive
+  // side over under a lock).
   virtual Status Recv(Message* msg, int timeout_ms) = 0;
+
+  // Whether WakeRecv works: the node runtime lets a waiting thread take the receive
+  // side (NodeRuntime::ReceiveWhile) only over transports that can wake a receiver.
+  virtual bool CanWakeRecv() const { return false; }
+  // Ends the Recv in progress at once (kTimeout), or else the next one. Thread-safe.
+  virtual void WakeRecv() {}
 
   // The routing identities (Message::identity) whose shared-memory manifests this
   // transport acts on: the members' data identities, which the node runtime sets from

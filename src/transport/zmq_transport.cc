@@ -34,6 +34,7 @@
 // a run back into one frame (a copy, small beside the encryption). Header and manifest
 // parts are always shorter than a chunk and go as they are.
 #include <glog/logging.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -177,7 +178,10 @@ class ZmqTransport final : public Transport {
       }
     }
   }
-  ~ZmqTransport() override { Close(); }
+  ~ZmqTransport() override {
+    Close();
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+  }
 
   StatusOr<std::string> Bind(const std::string& address,
                              const std::string& advertise_host) override {
@@ -355,9 +359,18 @@ class ZmqTransport final : public Transport {
 
   Status Recv(Message* msg, int timeout_ms) override {
     if (!router_ || closed_) return Aborted("transport closed");
-    zmq::pollitem_t item{static_cast<void*>(*router_), 0, ZMQ_POLLIN, 0};
+    // The second item is WakeRecv's eventfd (when there is one): it ends the wait.
+    zmq::pollitem_t items[2] = {{static_cast<void*>(*router_), 0, ZMQ_POLLIN, 0},
+                                {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+    const zmq::pollitem_t& item = items[0];
     try {
-      zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms));
+      zmq::poll(items, wake_fd_ >= 0 ? 2 : 1, std::chrono::milliseconds(timeout_ms));
+      if (items[1].revents & ZMQ_POLLIN) {
+        uint64_t count = 0;
+        if (::read(wake_fd_, &count, sizeof(count)) < 0) {
+          // EAGAIN: another Recv took the count first; nothing to undo.
+        }
+      }
       if (!(item.revents & ZMQ_POLLIN)) return Timeout("no message");
       TakenFromZmq();
       // Frame 0 is the sender's routing id (ROUTER adds it); then header and payload.
@@ -445,6 +458,15 @@ class ZmqTransport final : public Transport {
 
   void SetSharedMemoryPeers(std::vector<std::string> identities) override {
     shm_receiver_.SetPeers(std::move(identities));
+  }
+
+  bool CanWakeRecv() const override { return wake_fd_ >= 0; }
+  void WakeRecv() override {
+    if (wake_fd_ < 0) return;
+    const uint64_t one = 1;
+    if (::write(wake_fd_, &one, sizeof(one)) < 0) {
+      // EAGAIN: the counter is full of wake-ups not yet read, so the next poll returns.
+    }
   }
 
   void Close() override {
@@ -617,6 +639,8 @@ class ZmqTransport final : public Transport {
   bool chunked_ = false;  // set by Bind: router_ takes chunked framing (CURVE)
   std::string endpoint_;
   std::atomic<bool> closed_{false};
+  // WakeRecv's eventfd (nonblocking), polled beside the receive socket; -1 if none.
+  const int wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   mutable SharedMutex peers_mu_;
   std::unordered_map<NodeId, std::shared_ptr<Peer>> peers_ GUARDED_BY(peers_mu_);
   // Options::shared_memory: the same-host shared-memory path for ipc:// peers.

@@ -27,9 +27,15 @@ struct TrackerState {
   // Round trips by kind (KindIndex), and the timeline (std::atomic_load/store).
   metrics::Latency latency[5];
   std::shared_ptr<Timeline> timeline;
+  // Ends a waiting thread's receive (RequestTracker::SetWaitReceiver); set before Start.
+  std::function<void()> wake_receiver;
 };
 
 namespace {
+
+// The request whose replies this thread receives in its Wait (0: none): its own
+// completion needs no wake.
+thread_local Ticket t_receiving_for = 0;
 
 int64_t NowMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -79,6 +85,11 @@ void Finalize(const std::shared_ptr<Request>& req) {
     if (!cb) {
       req->done = true;
       req->cv.SignalAll();
+    }
+  }
+  if (req->waiter_receives.load(std::memory_order_acquire) && t_receiving_for != req->ticket) {
+    if (auto st = req->tracker.lock()) {
+      if (st->wake_receiver) st->wake_receiver();
     }
   }
   Record(req, status);
@@ -344,7 +355,38 @@ void RequestTracker::Cancel(Ticket ticket, const Status& why) {
   }
 }
 
+void RequestTracker::SetWaitReceiver(WaitReceiver receive, std::function<void()> wake) {
+  wait_receiver_ = std::move(receive);
+  state_->wake_receiver = std::move(wake);
+}
+
 Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout, bool* in_flight) {
+  // (A wait shorter than any receive budget just waits.)
+  if (wait_receiver_ && timeout >= std::chrono::milliseconds(10)) {
+    std::shared_ptr<Request> req = state_->table.Find(ticket);
+    bool has_callback = true;
+    if (req) {
+      MutexLock lock(&req->mu);
+      has_callback = static_cast<bool>(req->callback);
+    }
+    uint64_t floats = 0;
+    if (req && !has_callback && req->parts.size() <= kWaitReceiveParts) {
+      for (const Part& p : req->parts) {
+        const uint64_t width = p.dim != 0 ? p.dim : (req->sparse && req->dim != 0 ? req->dim : 1);
+        floats += p.count * width + (req->sparse ? p.count : 0);  // keys count too
+      }
+      if (floats <= kWaitReceiveFloats) {
+        req->waiter_receives.store(true, std::memory_order_release);
+        t_receiving_for = ticket;
+        wait_receiver_(ticket, [&req]() {
+          MutexLock lock(&req->mu);
+          return req->done;
+        });
+        t_receiving_for = 0;
+        req->waiter_receives.store(false, std::memory_order_release);
+      }
+    }
+  }
   return state_->table.Wait(ticket, timeout, in_flight);
 }
 

@@ -163,6 +163,9 @@ struct Request {
   // failed, but the transport still held frames that borrow the caller's buffer).
   bool connections_dropped GUARDED_BY(mu) = false;
   std::atomic<int> pending{0};
+  // Its waiter receives its replies itself (RequestTracker::SetWaitReceiver): a
+  // completion on another thread must wake that receive.
+  std::atomic<bool> waiter_receives{false};
 
   bool pulls() const { return type == MsgType::kPull || type == MsgType::kPushPull; }
 };
@@ -231,6 +234,16 @@ class RequestTracker {
   // itself failed with kTimeout sets it false: the two are told apart without reading
   // the message).
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout, bool* in_flight = nullptr);
+  // Receiving in the waiting thread (WorkerOptions::wait_receive_us): Wait first hands a
+  // small request (at most kWaitReceiveFloats values over at most kWaitReceiveParts
+  // parts) to `receive`, which may take the replies on the waiting thread
+  // (NodeRuntime::ReceiveWhile) until `done` holds; `wake` ends such a receive when the
+  // request completes on another thread (a borrowed frame let go late, an expiry). Set
+  // before Start; null: off.
+  using WaitReceiver = std::function<bool(Ticket, const std::function<bool()>& done)>;
+  void SetWaitReceiver(WaitReceiver receive, std::function<void()> wake);
+  static constexpr uint64_t kWaitReceiveFloats = 16384;  // 64 KiB of float32
+  static constexpr size_t kWaitReceiveParts = 4;
   // Waits until every push, pull, push-pull and assign registered before the call has
   // completed, waited for or not (their tickets stay valid for Wait, which reports each
   // one's status). Peer sends and receives are not waited for. kTimeout, saying how many
@@ -271,6 +284,7 @@ class RequestTracker {
  private:
   const MemberOptions options_;
   const SendFn send_;
+  WaitReceiver wait_receiver_;
   std::shared_ptr<TrackerState> state_;
   std::unique_ptr<TrackerStats> stats_;
   std::atomic<Ticket> next_ticket_{1};

@@ -85,6 +85,20 @@ class Worker::Impl {
       runtime_.reset();
       return s;
     }
+    if (options_.wait_receive_us > 0) {
+      // A small request's waiter may handle its own replies (NodeRuntime::ReceiveWhile).
+      NodeRuntime* rt_ptr = runtime_.get();
+      const auto budget = std::chrono::microseconds(options_.wait_receive_us);
+      tracker_.SetWaitReceiver(
+          [rt_ptr, budget](Ticket ticket, const std::function<bool()>& done) {
+            return rt_ptr->ReceiveWhile(
+                [ticket](const Message& m) {
+                  return m.header.msg_type() == MsgType::kReply && m.header.request_id == ticket;
+                },
+                done, budget);
+          },
+          [rt_ptr] { rt_ptr->WakeReceiver(); });
+    }
     tracker_.Start();
     started_ = true;
     ever_started_ = true;
@@ -252,6 +266,7 @@ class Worker::Impl {
     s.cache_hits = t.cache_hits.load();
     s.cache_misses = t.cache_misses.load();
     s.resent = t.resent.load();
+    s.replies_in_wait = ever_started_ ? runtime_->messages_in_wait() : 0;
     return s;
   }
 

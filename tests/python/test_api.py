@@ -362,7 +362,7 @@ def test_the_option_table_drives_the_environment_and_keywords(monkeypatch):
                "stall_warning_ms": ("1500", 1500), "metrics_port": ("9187", 9187),
                "metrics_host": ("0.0.0.0", "0.0.0.0"), "timeline": ("/tmp/t-%r.json", "/tmp/t-%r.json"),
                "connect_timeout_ms": ("1234", 1234), "request_timeout_ms": ("4321", 4321),
-               "dense_chunk_elems": ("1024", 1024), "part_bytes": ("65536", 65536), "io_threads": ("3", 3), "streams": ("2", 2),
+               "dense_chunk_elems": ("1024", 1024), "part_bytes": ("65536", 65536), "wait_receive_us": ("750", 750), "io_threads": ("3", 3), "streams": ("2", 2),
                "shared_memory": ("no", False), "tolerate_worker_loss": ("yes", True), "max_message_bytes": ("1048576", 1048576),
                "scheduler_max_message_bytes": ("65536", 65536)}
     table = layerps._core.option_table()

@@ -50,6 +50,7 @@ const std::map<std::string, std::string>& Samples() {
       {"request_timeout_ms", "4321"},
       {"dense_chunk_elems", "1024"},
       {"part_bytes", "65536"},
+      {"wait_receive_us", "750"},
       {"io_threads", "3"},
       {"streams", "2"},
       {"shared_memory", "false"},

@@ -103,6 +103,7 @@ void BindOptions(py::module_& m) {
       .def_readwrite("request_timeout_ms", &ps::Options::request_timeout_ms)
       .def_readwrite("dense_chunk_elems", &ps::Options::dense_chunk_elems)
       .def_readwrite("part_bytes", &ps::Options::part_bytes)
+      .def_readwrite("wait_receive_us", &ps::Options::wait_receive_us)
       .def_readwrite("io_threads", &ps::Options::io_threads)
       .def_readwrite("streams", &ps::Options::streams)
       .def_readwrite("max_message_bytes", &ps::Options::max_message_bytes)

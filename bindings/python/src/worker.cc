@@ -599,6 +599,7 @@ py::dict PyWorker::Stats() const {
   d["cache_hits"] = s.cache_hits;
   d["cache_misses"] = s.cache_misses;
   d["resent"] = s.resent;
+  d["replies_in_wait"] = s.replies_in_wait;
   return d;
 }
 
