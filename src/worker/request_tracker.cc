@@ -119,6 +119,22 @@ void ReleaseFromTransport(const std::shared_ptr<Request>& req) {
   Finalize(req);  // the tracker is gone or stopped: nobody else would
 }
 
+// The hold of the call that submitted the request (Submit, Expect). A request answered
+// before that call returned completes on the completion thread, so that its callback
+// never runs on the caller's thread (it may hold a lock the callback takes); only a
+// request that failed before anything was sent (`sent` false) completes in place, as
+// docs say (the caller learns of it before the call returns).
+void ReleaseHold(const std::shared_ptr<Request>& req, bool sent) {
+  if (req->pending.fetch_sub(1) != 1) return;
+  // The last unit: nobody else finalizes it, so its callback is read without the lock.
+  if (sent && req->callback) {
+    if (auto st = req->tracker.lock()) {
+      if (st->completions.Post([req] { Finalize(req); })) return;
+    }
+  }
+  Finalize(req);
+}
+
 // Claims part i with `status`; returns false if it was already claimed. A payload the
 // part kept (for a resend) is let go after the lock: it may hold the request's last
 // borrow, whose release completes the request.
@@ -242,6 +258,7 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
                               const FramesFn& frames_for) {
   req->pending = static_cast<int>(req->parts.size()) + 1 + (borrows ? 1 : 0);
   state_->table.Add(req);
+  bool sent_any = false, held_any = false;  // a part went out, or waits for a replacement
   {
     std::shared_ptr<const void> borrow;
     if (borrows)
@@ -281,12 +298,16 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
           req->parts[i].frames = m.frames;
           req->parts[i].routed = true;
         });
-        if (held) continue;
+        if (held) {
+          held_any = true;
+          continue;
+        }
         s = send_(p.server, std::move(m));
       } else {
         s = send_(p.server, std::move(m));  // refuses peers declared dead
       }
       if (s.ok()) {
+        sent_any = true;
         ++stats_->sent;
         stats_->bytes_out += bytes;
       } else if (Claim(req.get(), i, s.WithContext("send to node " + std::to_string(p.server)))) {
@@ -296,7 +317,7 @@ Ticket RequestTracker::Submit(const std::shared_ptr<Request>& req, uint64_t epoc
   }
   req->sent = std::chrono::steady_clock::now();
   const Ticket ticket = req->ticket;
-  Release(req);  // this call's hold
+  ReleaseHold(req, sent_any || held_any);
   return ticket;
 }
 
@@ -304,7 +325,7 @@ Ticket RequestTracker::Expect(const std::shared_ptr<Request>& req) {
   req->pending = static_cast<int>(req->parts.size()) + 1;
   state_->table.Add(req);
   const Ticket ticket = req->ticket;
-  Release(req);  // this call's hold
+  ReleaseHold(req, /*sent=*/true);  // deliveries may come before this returns
   return ticket;
 }
 
