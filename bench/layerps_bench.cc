@@ -34,6 +34,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 #include <zmq.hpp>
 
@@ -64,6 +65,10 @@ DEFINE_string(sizes, "4K,64K,256K,1M,4M,31M,32M,100003",
               "Dense: comma list of bytes per "
               "request (suffix K/M/G = 2^10/2^20/2^30; odd sizes are rounded up to whole floats)");
 DEFINE_string(inflight, "1,8,32", "Comma list of requests kept in flight per worker");
+DEFINE_bool(sorted_keys, false,
+            "Sparse: every key batch holds distinct keys in ascending order (drawn until "
+            "that many distinct, then sorted, once before timing), as ps-lite requires of "
+            "its callers; LayerPS then packs without a hash table");
 DEFINE_bool(wait_one, true,
             "With 1 in flight, wait for each dense request (and each sparse push or pull) "
             "with Worker::Wait, as a training loop does, instead of a callback");
@@ -579,6 +584,18 @@ std::vector<Key> MakeKeys(uint64_t n, uint64_t space, const std::string& dist, u
   return keys;
 }
 
+// --sorted_keys: `keys` made distinct (a repeated key is replaced by a fresh uniform one,
+// scattered as MakeKeys scatters) and sorted ascending.
+void SortDistinct(std::vector<Key>* keys, uint64_t space, uint64_t seed) {
+  std::mt19937_64 rng(seed * 7777 + 1);
+  std::unordered_set<Key> seen;
+  seen.reserve(keys->size() * 2);
+  for (Key& k : *keys) {
+    while (!seen.insert(k).second) k = (rng() % space) * 0x9E3779B97F4A7C15ull;
+  }
+  std::sort(keys->begin(), keys->end());
+}
+
 // Per-worker state of one case.
 struct WorkerCase {
   Worker* w = nullptr;
@@ -651,6 +668,7 @@ class LayerPSRunner {
         for (int b = 0; b < FLAGS_key_batches; ++b) {
           s.key_batches.push_back(MakeKeys(c_.keys, FLAGS_key_space, c_.dist,
                                            1000003ull * (s.rank + 1) + b + 7919ull * id_));
+          if (FLAGS_sorted_keys) SortDistinct(&s.key_batches.back(), FLAGS_key_space, b);
         }
         s.batch_uses.assign(FLAGS_key_batches, 0);
         if (pulls) s.out.assign(slots, std::vector<float>(c_.keys * c_.dim));

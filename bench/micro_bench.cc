@@ -219,14 +219,21 @@ void BM_CoalesceAndBucket(benchmark::State& state) {
 BENCHMARK(BM_CoalesceAndBucket)->Arg(1)->Arg(4);
 
 // What the worker's host path packs with (pack::HashCoalesceAndBucket: no sort), checked
-// once against the sorted CoalesceAndBucket.
+// once against the sorted CoalesceAndBucket. Second argument, the keys' order: 0 random
+// (a few repeats), 1 distinct and ascending (the path without a hash table), 2 ascending
+// with the last key repeating the first (the hash table, on sorted keys).
 void BM_HashCoalesceAndBucket(benchmark::State& state) {
-  const size_t n = 100000;
   const uint32_t dim = 16;
   const int servers = static_cast<int>(state.range(0));
   std::vector<uint64_t> begins;
   for (int i = 0; i < servers; ++i) begins.push_back(~uint64_t{0} / servers * i);
-  const auto keys = RandomKeys(n, 10000000, 4);
+  auto keys = RandomKeys(100000, 10000000, 4);
+  if (state.range(1) != 0) {
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    if (state.range(1) == 2) keys.back() = keys.front();
+  }
+  const size_t n = keys.size();
   const auto rows = Floats(n * dim);
   std::vector<Key> ok(n);
   std::vector<float> orows(n * dim);
@@ -260,7 +267,7 @@ void BM_HashCoalesceAndBucket(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * (8 + dim * 4));
 }
-BENCHMARK(BM_HashCoalesceAndBucket)->Arg(1)->Arg(4);
+BENCHMARK(BM_HashCoalesceAndBucket)->Args({1, 0})->Args({4, 0})->Args({1, 1})->Args({4, 1})->Args({1, 2})->Args({4, 2});
 
 // ---- Update rules on dense ranges -----------------------------------------------------------
 // bytes_per_second counts the gradient bytes (count * 4), the same bytes BM_Memcpy copies.

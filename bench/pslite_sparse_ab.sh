@@ -11,7 +11,9 @@
 # keys/s) and, at the end, the median over rounds of each and their ratio.
 # Usage: bash bench/pslite_sparse_ab.sh PSLITE_BENCH BUILD_DIR [ROUNDS=5] [OUT=bench/results/pslite-sparse]
 #   PSLITE_BENCH: the binary bench/pslite/build.sh printed; BUILD_DIR: LayerPS's build
-#   (bench/layerps-bench, tools/layerps-launch). Env: OP, KEYS, DIM, INFLIGHT.
+#   (bench/layerps-bench, tools/layerps-launch). Env: OP, KEYS, DIM, INFLIGHT; SORTED=1
+#   gives LayerPS the batches ps-lite gets (distinct keys, ascending: --sorted_keys);
+#   by default LayerPS's batches are in random order with their few repeats.
 set -uo pipefail
 if [ $# -lt 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
   sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
@@ -26,6 +28,7 @@ OP=${OP:-pull}
 KEYS=${KEYS:-100000}
 DIM=${DIM:-16}
 INFLIGHT=${INFLIGHT:-8}
+SORTED=${SORTED:-0}
 [ -x "$PSL" ] || { echo "pslite_sparse_ab.sh: $PSL is not an executable" >&2; exit 2; }
 for b in bench/layerps-bench tools/layerps-launch; do
   [ -x "$BUILD/$b" ] || { echo "pslite_sparse_ab.sh: no $BUILD/$b" >&2; exit 2; }
@@ -33,7 +36,7 @@ done
 mkdir -p "$OUT"
 export GLOG_minloglevel=1
 {
-  echo "pslite_sparse_ab.sh $* (OP=$OP KEYS=$KEYS DIM=$DIM INFLIGHT=$INFLIGHT)"
+  echo "pslite_sparse_ab.sh $* (OP=$OP KEYS=$KEYS DIM=$DIM INFLIGHT=$INFLIGHT SORTED=$SORTED)"
   echo "machine: $(hostname), $(nproc) cores, $(date -u +%FT%TZ)"
   echo "layerps commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo +changes)"
   echo "ps-lite commit: $(cat "$(dirname "$PSL")/PSLITE_COMMIT" 2>/dev/null || echo unknown)"
@@ -59,12 +62,13 @@ run_pslite() {
 }
 
 run_layerps() {
-  local log
+  local log extra=()
   log=$(mktemp)
+  [ "$SORTED" = 1 ] && extra=(--sorted_keys)
   timeout 300 "$BUILD/tools/layerps-launch" --num_servers=1 --num_workers=1 -- \
     "$BUILD/bench/layerps-bench" --join --modes=sparse --ops="$OP" --sparse_keys="$KEYS" \
     --dim="$DIM" --inflight="$INFLIGHT" --key_batches=4 --key_space=10000000 --repeats=5 \
-    --seconds=0.3 --nobaseline --dist=uniform >"$log" 2>&1
+    --seconds=0.3 --nobaseline --dist=uniform "${extra[@]}" >"$log" 2>&1
   local rc=$?
   cat "$log" >> "$OUT/runs.txt"
   # The case line (the worker's summary table): after "inflight=K" come bytes, GB/s med,

@@ -9,13 +9,13 @@
 // One binary for every role (DMLC_ROLE; ps-lite's environment, see its docs/env.md). The
 // server keeps rows of --dim floats in a hash map (created as zeros on first touch) and
 // sums pushed rows into them; the worker draws --key_batches batches of --keys uniform keys
-// from [0, --key_space) as layerps-bench does (ranks scattered over the 64-bit ids), sorted
-// and unique as ps-lite requires (done once, before timing: ps-lite leaves that to the
-// caller, while LayerPS coalesces every request itself), pushes each batch once, then keeps
-// --inflight requests in flight for --seconds per repeat, --repeats times. It prints one
-// line per repeat and a summary: keys/s counts --keys per request, as layerps-bench does
-// (the unique keys sent are about 0.5% fewer at 100k of 10M); one pulled row in 64 is
-// checked against the sum of what was pushed.
+// from [0, --key_space) as layerps-bench does (ranks scattered over the 64-bit ids), each
+// batch --keys distinct keys in ascending order as ps-lite requires (drawn and sorted once,
+// before timing: ps-lite leaves that to the caller; layerps-bench --sorted_keys gives
+// LayerPS the same batches), pushes each batch once, then keeps --inflight requests in
+// flight for --seconds per repeat, --repeats times. It prints one line per repeat and a
+// summary: keys/s counts --keys per request, as layerps-bench does; one pulled row in 64
+// is checked against the sum of what was pushed.
 //
 // Usage (normally through bench/pslite_sparse_ab.sh):
 //   DMLC_ROLE=scheduler|server|worker DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1
@@ -32,6 +32,7 @@
 #include <random>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ps/ps.h"
@@ -141,10 +142,14 @@ void RunWorker(const Flags& f) {
   for (int b = 0; b < f.key_batches; ++b) {
     // layerps-bench's uniform keys (MakeKeys): ranks scattered over the 64-bit ids.
     std::mt19937_64 rng(1000003ull + b);
-    std::vector<ps::Key> k(f.keys);
-    for (auto& x : k) x = (rng() % f.key_space) * 0x9E3779B97F4A7C15ull;
+    // --keys distinct keys (a repeat is drawn again), sorted.
+    std::vector<ps::Key> k;
+    std::unordered_set<ps::Key> seen;
+    while (k.size() < f.keys) {
+      const ps::Key x = (rng() % f.key_space) * 0x9E3779B97F4A7C15ull;
+      if (seen.insert(x).second) k.push_back(x);
+    }
     std::sort(k.begin(), k.end());
-    k.erase(std::unique(k.begin(), k.end()), k.end());
     batches[b].CopyFrom(k.data(), k.size());
     rows[b].resize(k.size() * f.dim);
     for (size_t i = 0; i < k.size(); ++i)

@@ -191,6 +191,41 @@ size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint3
   if (n == 0) return 0;
   const bool with_rows = rows != nullptr && out_rows != nullptr && dim > 0;
   thread_local HashScratch sc;
+  // The last bucket whose begin is <= h (BucketOf's rule): few servers, a short scan.
+  auto bucket_of = [&](uint64_t h) {
+    if (num_buckets <= 16) {
+      size_t b = num_buckets - 1;
+      while (b > 0 && h < bucket_begin[b]) --b;
+      return b;
+    }
+    return static_cast<size_t>(std::upper_bound(bucket_begin, bucket_begin + num_buckets, h) -
+                               bucket_begin) -
+           1;
+  };
+  // Keys in strictly increasing order (a caller that sorted and deduplicated them, as
+  // ps-lite requires of its callers) are all unique, in first-occurrence order: no hash
+  // table, one pass for the buckets and a counting sort for the places. The same result
+  // as below, bit for bit (a row is copied, never summed).
+  bool increasing = true;
+  for (size_t i = 1; i < n && increasing; ++i) increasing = keys[i - 1] < keys[i];
+  if (increasing) {
+    sc.bucket.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t b = bucket_of(MixKey(keys[i]));
+      sc.bucket[i] = static_cast<uint32_t>(b);
+      ++offsets[b + 1];
+    }
+    for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
+    sc.cursor.assign(offsets, offsets + num_buckets);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t d = sc.cursor[sc.bucket[i]]++;
+      out_keys[d] = keys[i];
+      if (with_rows) std::memcpy(out_rows + d * dim, rows + i * dim, dim * sizeof(float));
+      if (inverse != nullptr) inverse[i] = static_cast<uint32_t>(d);
+    }
+    if (n > kKeepScratchKeys) sc.Trim();
+    return n;
+  }
   size_t cap = 16;
   while (cap < 2 * n) cap <<= 1;  // load factor <= 1/2
   sc.slots.assign(cap, kEmpty);
@@ -212,15 +247,7 @@ size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint3
         const auto u = static_cast<uint32_t>(sc.uniq.size());
         sc.slots[j] = u;
         sc.uniq.push_back(k);
-        // The last bucket whose begin is <= h (BucketOf's rule): few servers, a short scan.
-        size_t b = num_buckets - 1;
-        if (num_buckets <= 16) {
-          while (b > 0 && h < bucket_begin[b]) --b;
-        } else {
-          b = static_cast<size_t>(
-                  std::upper_bound(bucket_begin, bucket_begin + num_buckets, h) - bucket_begin) -
-              1;
-        }
+        const size_t b = bucket_of(h);
         sc.bucket.push_back(static_cast<uint32_t>(b));
         ++offsets[b + 1];
         which[i] = u;

@@ -436,6 +436,51 @@ TEST_F(PackingTest, HashCoalesceAndBucketAgreesWithTheSortedOne) {
   }
 }
 
+// Keys a caller sorted and deduplicated take the path without a hash table: the same
+// result as the sorted reference, bit for bit (a key one place out of order, or repeated,
+// takes the hash table again, and still agrees).
+TEST_F(PackingTest, HashCoalesceAndBucketOfSortedUniqueKeysMatchesTheReference) {
+  for (size_t n : {size_t{1}, size_t{2}, size_t{1000}, size_t{100000}}) {
+    for (size_t nb : {size_t{1}, size_t{3}, size_t{40}}) {
+      for (int variant = 0; variant < 3; ++variant) {  // sorted, one swap, one repeat
+        SCOPED_TRACE("n=" + std::to_string(n) + " buckets=" + std::to_string(nb) +
+                     " variant=" + std::to_string(variant) + " " + SeedMsg());
+        auto keys = RandomKeys(n, uint64_t{1} << 40);
+        std::sort(keys.begin(), keys.end());
+        keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+        if (variant == 1 && keys.size() > 1) std::swap(keys[keys.size() / 2], keys[keys.size() / 2 - 1]);
+        if (variant == 2 && keys.size() > 1) keys[keys.size() - 1] = keys[0];
+        const size_t m = keys.size();
+        const uint32_t dim = 3;
+        const auto rows = RandomRows(m * dim);
+        const auto begin = RandomBuckets(nb);
+        std::vector<Key> sk(m), hk(m);
+        std::vector<float> sr(m * dim), hr(m * dim);
+        std::vector<uint32_t> sinv(m), hinv(m);
+        std::vector<size_t> soff(nb + 1), hoff(nb + 1);
+        Poison(hk);
+        Poison(hr);
+        Poison(hinv);
+        Poison(hoff);
+        const size_t m1 = CoalesceAndBucket(keys.data(), rows.data(), m, dim, begin.data(), nb,
+                                            sk.data(), sr.data(), sinv.data(), soff.data());
+        const size_t m2 = HashCoalesceAndBucket(keys.data(), rows.data(), m, dim, begin.data(), nb,
+                                                hk.data(), hr.data(), hinv.data(), hoff.data());
+        ASSERT_EQ(m1, m2);
+        ASSERT_EQ(soff, hoff);
+        for (size_t i = 0; i < m; ++i) ASSERT_EQ(hk[hinv[i]], keys[i]);
+        if (variant == 0) {
+          // Ascending input: first-occurrence order is ascending order, so every output
+          // equals the reference's exactly.
+          ASSERT_TRUE(std::equal(sk.begin(), sk.begin() + m1, hk.begin()));
+          ASSERT_EQ(0, std::memcmp(sr.data(), hr.data(), m1 * dim * sizeof(float)));
+          ASSERT_TRUE(std::equal(sinv.begin(), sinv.end(), hinv.begin()));
+        }
+      }
+    }
+  }
+}
+
 TEST_F(PackingTest, CoalesceAndBucketKeysOnly) {
   const auto keys = RandomKeys(3001, 100);
   const auto begin = RandomBuckets(3);
