@@ -365,7 +365,7 @@ void NodeRuntime::ReceiveLoop() {
   while (!stopping_) {
     Message msg;
     Status s;
-    bool turn = false, handed_back = false;
+    bool handed_back = false;
     {
       MutexLock lock(&recv_mu_);
       // A waiting thread owns the receive side, or is about to: step aside. While
@@ -381,13 +381,12 @@ void NodeRuntime::ReceiveLoop() {
         const auto now = std::chrono::steady_clock::now();
         if (!waiter_in_ && (!handed_back_.empty() || recv_starved_ ||
                             (!waiter_wants_ && now - last_release_ >= grace))) {
-          turn = true;
-          break;
+          break;  // this thread's turn
         }
         if (now >= starve_at) recv_starved_ = true;  // the next free moment is ours
         recv_cv_.WaitUntil(&recv_mu_, recv_starved_ ? now + grace : std::min(now + grace, starve_at));
       }
-      if (turn && !stopping_) {
+      if (!stopping_) {
         recv_starved_ = false;
         recv_thread_in_ = true;
         if (!handed_back_.empty()) {
@@ -398,15 +397,15 @@ void NodeRuntime::ReceiveLoop() {
       }
     }
     if (stopping_) break;
-    if (turn) {
-      s = handed_back ? Status::OK() : transport_->Recv(&msg, kRecvPollMs);
-      HandleReceived(s, std::move(msg));
+    s = handed_back ? Status::OK() : transport_->Recv(&msg, kRecvPollMs);
+    HandleReceived(s, std::move(msg));
+    {
       MutexLock lock(&recv_mu_);
       recv_thread_in_ = false;
       if (waiter_wants_) recv_cv_.SignalAll();
     }
     const int64_t now = SteadyMillis();
-    if (turn && now - last_tick >= kRecvPollMs) {
+    if (now - last_tick >= kRecvPollMs) {
       last_tick = now;
       if (handlers_.on_tick) handlers_.on_tick();
     }

@@ -40,8 +40,12 @@ std::vector<std::shared_ptr<Request>> RequestTable::Snapshot(
 }
 
 Status RequestTable::Wait(Ticket ticket, std::chrono::milliseconds timeout, bool* in_flight) {
+  return Wait(Find(ticket), ticket, timeout, in_flight);
+}
+
+Status RequestTable::Wait(const std::shared_ptr<Request>& req, Ticket ticket,
+                          std::chrono::milliseconds timeout, bool* in_flight) {
   if (in_flight != nullptr) *in_flight = false;
-  std::shared_ptr<Request> req = Find(ticket);
   if (!req) {
     return NotFound("unknown ticket " + std::to_string(ticket) +
                     " (already waited, or has a callback)");

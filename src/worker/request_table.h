@@ -39,6 +39,9 @@ class RequestTable {
   // failed with kTimeout sets it false). kNotFound for a ticket not in the table (waited
   // for already, or one with a callback).
   Status Wait(Ticket ticket, std::chrono::milliseconds timeout, bool* in_flight = nullptr);
+  // The same for `req`, found in the table by the caller (null: kNotFound for `ticket`).
+  Status Wait(const std::shared_ptr<Request>& req, Ticket ticket, std::chrono::milliseconds timeout,
+              bool* in_flight = nullptr);
   // Waits until every push, pull, push-pull and assign in the table now has completed
   // (they stay in the table for Wait); kTimeout saying how many are left otherwise.
   Status Flush(std::chrono::milliseconds timeout) const;

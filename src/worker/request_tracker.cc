@@ -382,9 +382,9 @@ void RequestTracker::SetWaitReceiver(WaitReceiver receive, std::function<void()>
 }
 
 Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout, bool* in_flight) {
+  std::shared_ptr<Request> req = state_->table.Find(ticket);
   // (A wait shorter than any receive budget just waits.)
   if (wait_receiver_ && timeout >= std::chrono::milliseconds(10)) {
-    std::shared_ptr<Request> req = state_->table.Find(ticket);
     bool has_callback = true;
     if (req) {
       MutexLock lock(&req->mu);
@@ -408,7 +408,7 @@ Status RequestTracker::Wait(Ticket ticket, std::chrono::milliseconds timeout, bo
       }
     }
   }
-  return state_->table.Wait(ticket, timeout, in_flight);
+  return state_->table.Wait(req, ticket, timeout, in_flight);
 }
 
 Status RequestTracker::Flush(std::chrono::milliseconds timeout) {
