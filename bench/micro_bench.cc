@@ -221,7 +221,8 @@ BENCHMARK(BM_CoalesceAndBucket)->Arg(1)->Arg(4);
 // What the worker's host path packs with (pack::HashCoalesceAndBucket: no sort), checked
 // once against the sorted CoalesceAndBucket. Second argument, the keys' order: 0 random
 // (a few repeats), 1 distinct and ascending (the path without a hash table), 2 ascending
-// with the last key repeating the first (the hash table, on sorted keys).
+// with the last key repeating the first (the hash table, on sorted keys). Third argument:
+// 0 a pull (keys only, the inverse kept), 1 a push (rows of 16 floats summed).
 void BM_HashCoalesceAndBucket(benchmark::State& state) {
   const uint32_t dim = 16;
   const int servers = static_cast<int>(state.range(0));
@@ -258,16 +259,18 @@ void BM_HashCoalesceAndBucket(benchmark::State& state) {
     }
     if (!same) state.SkipWithError("HashCoalesceAndBucket disagrees with CoalesceAndBucket");
   }
+  const bool push = state.range(2) != 0;
   for (auto _ : state) {
-    size_t m = pack::HashCoalesceAndBucket(keys.data(), rows.data(), n, dim, begins.data(),
-                                           begins.size(), ok.data(), orows.data(), inv.data(),
-                                           offsets.data());
+    size_t m = pack::HashCoalesceAndBucket(
+        keys.data(), push ? rows.data() : nullptr, n, push ? dim : 0, begins.data(),
+        begins.size(), ok.data(), push ? orows.data() : nullptr, push ? nullptr : inv.data(),
+        offsets.data());
     benchmark::DoNotOptimize(m);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n);
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * (8 + dim * 4));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * (push ? 8 + dim * 4 : 8));
 }
-BENCHMARK(BM_HashCoalesceAndBucket)->Args({1, 0})->Args({4, 0})->Args({1, 1})->Args({4, 1})->Args({1, 2})->Args({4, 2});
+BENCHMARK(BM_HashCoalesceAndBucket)->ArgsProduct({{1, 4}, {0, 1, 2}, {0, 1}});
 
 // ---- Update rules on dense ranges -----------------------------------------------------------
 // bytes_per_second counts the gradient bytes (count * 4), the same bytes BM_Memcpy copies.
@@ -349,6 +352,39 @@ void BM_SparseAssign(benchmark::State& s) {
   SparseRule(s, UpdateRule::kSum, ApplyOp::kAssign, false);
 }
 void BM_SparseRead(benchmark::State& s) { SparseRule(s, UpdateRule::kSum, ApplyOp::kRule, true); }
+
+// What a server does for a pull of layerps-bench's sparse case: 100k unique keys x 16 in
+// random order (a worker sends them in first-occurrence order) from a table that holds
+// four such batches (400k rows).
+void BM_SparseReadShuffled(benchmark::State& state) {
+  const uint32_t dim = 16;
+  Store store(kSelf);
+  TableInfo t;
+  t.id = 2;
+  t.spec = TableSpec::Sparse("bench-sparse", dim, UpdateRule::kSum);
+  t.ranges.push_back(KeyRange{0, 0, kSelf});
+  if (!store.Install(t).ok()) state.SkipWithError("install");
+  std::vector<Key> keys;
+  for (uint64_t b = 0; b < 4; ++b) {
+    auto batch = RandomKeys(100000, 10000000, 11 + b);
+    std::sort(batch.begin(), batch.end());
+    batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+    const auto rows = Floats(batch.size() * dim, 0.01f);
+    store.ApplySparse(t.id, batch.data(), batch.size(), dim, rows.data(), ApplyOp::kAssign);
+    if (b == 0) keys = batch;
+  }
+  std::shuffle(keys.begin(), keys.end(), std::mt19937_64(7));
+  const size_t m = keys.size();
+  std::vector<float> out(m * dim);
+  for (auto _ : state) {
+    Status s = store.ReadSparse(t.id, keys.data(), m, dim, out.data());
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * m);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * m * dim * 4);
+}
+BENCHMARK(BM_SparseReadShuffled)->UseRealTime();
 BENCHMARK(BM_SparseSum)->Arg(10000000)->UseRealTime();
 BENCHMARK(BM_SparseSgd)->Arg(10000000)->UseRealTime();
 BENCHMARK(BM_SparseAssign)->Arg(10000000)->UseRealTime();

@@ -13,10 +13,12 @@
 #   PSLITE_BENCH: the binary bench/pslite/build.sh printed; BUILD_DIR: LayerPS's build
 #   (bench/layerps-bench, tools/layerps-launch). Env: OP, KEYS, DIM, INFLIGHT; SORTED=1
 #   gives LayerPS the batches ps-lite gets (distinct keys, ascending: --sorted_keys);
-#   by default LayerPS's batches are in random order with their few repeats.
+#   by default LayerPS's batches are in random order with their few repeats. BASE=DIR adds
+#   a second LayerPS build (an older commit's) as a third side, "layerps-base", in every
+#   round: old and new compared within one run.
 set -uo pipefail
 if [ $# -lt 2 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -lt 2 ] && [ "${1:-}" != --help ] && [ "${1:-}" != -h ] && exit 2
   exit 0
 fi
@@ -29,9 +31,12 @@ KEYS=${KEYS:-100000}
 DIM=${DIM:-16}
 INFLIGHT=${INFLIGHT:-8}
 SORTED=${SORTED:-0}
+BASE=${BASE:-}
 [ -x "$PSL" ] || { echo "pslite_sparse_ab.sh: $PSL is not an executable" >&2; exit 2; }
-for b in bench/layerps-bench tools/layerps-launch; do
-  [ -x "$BUILD/$b" ] || { echo "pslite_sparse_ab.sh: no $BUILD/$b" >&2; exit 2; }
+for d in "$BUILD" ${BASE:+"$BASE"}; do
+  for b in bench/layerps-bench tools/layerps-launch; do
+    [ -x "$d/$b" ] || { echo "pslite_sparse_ab.sh: no $d/$b" >&2; exit 2; }
+  done
 done
 mkdir -p "$OUT"
 export GLOG_minloglevel=1
@@ -40,6 +45,7 @@ export GLOG_minloglevel=1
   echo "machine: $(hostname), $(nproc) cores, $(date -u +%FT%TZ)"
   echo "layerps commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo +changes)"
   echo "ps-lite commit: $(cat "$(dirname "$PSL")/PSLITE_COMMIT" 2>/dev/null || echo unknown)"
+  [ -n "$BASE" ] && echo "layerps-base: $BASE ($(git -C "$BASE" rev-parse --short HEAD 2>/dev/null || echo unknown))"
 } | tee "$OUT/summary.txt" > "$OUT/runs.txt"
 common=(--keys="$KEYS" --dim="$DIM" --inflight="$INFLIGHT" --key_batches=4 --key_space=10000000
         --repeats=5 --seconds=0.3)
@@ -61,12 +67,13 @@ run_pslite() {
   rm -f "$log"
 }
 
+# run_layerps [BUILD_DIR LABEL]: the build under test, or another one (BASE).
 run_layerps() {
-  local log extra=()
+  local build=${1:-$BUILD} label=${2:-layerps} log extra=()
   log=$(mktemp)
   [ "$SORTED" = 1 ] && extra=(--sorted_keys)
-  timeout 300 "$BUILD/tools/layerps-launch" --num_servers=1 --num_workers=1 -- \
-    "$BUILD/bench/layerps-bench" --join --modes=sparse --ops="$OP" --sparse_keys="$KEYS" \
+  timeout 300 "$build/tools/layerps-launch" --num_servers=1 --num_workers=1 -- \
+    "$build/bench/layerps-bench" --join --modes=sparse --ops="$OP" --sparse_keys="$KEYS" \
     --dim="$DIM" --inflight="$INFLIGHT" --key_batches=4 --key_space=10000000 --repeats=5 \
     --seconds=0.3 --nobaseline --dist=uniform "${extra[@]}" >"$log" 2>&1
   local rc=$?
@@ -76,26 +83,55 @@ run_layerps() {
   local line med
   line=$(grep -E "layerps .*sparse $OP .*inflight=$INFLIGHT " "$log" | grep -v "eta" | tail -1)
   med=$(echo "$line" | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^inflight=/) {print $(i + 6); exit}}')
-  echo "layerps rc=$rc median ${med:-?} keys/s | $line" | tee -a "$OUT/runs.txt" >> "$OUT/summary.txt"
+  echo "$label rc=$rc median ${med:-?} keys/s | $line" | tee -a "$OUT/runs.txt" >> "$OUT/summary.txt"
   rm -f "$log"
 }
 
 for r in $(seq "$ROUNDS"); do
   echo "== round $r ($(date -u +%H:%M:%S))" | tee -a "$OUT/runs.txt" >> "$OUT/summary.txt"
-  if [ $((r % 2)) = 1 ]; then run_pslite; run_layerps; else run_layerps; run_pslite; fi
+  if [ -z "$BASE" ]; then
+    if [ $((r % 2)) = 1 ]; then run_pslite; run_layerps; else run_layerps; run_pslite; fi
+  else  # three sides: each goes first, second and third in turn
+    case $((r % 3)) in
+      1) run_pslite; run_layerps; run_layerps "$BASE" layerps-base ;;
+      2) run_layerps; run_layerps "$BASE" layerps-base; run_pslite ;;
+      0) run_layerps "$BASE" layerps-base; run_pslite; run_layerps ;;
+    esac
+  fi
 done
 python3 - "$OUT/summary.txt" <<'EOF' | tee -a "$OUT/summary.txt"
 import re, statistics, sys
-ps, lp = [], []
+# Per round: each side's median keys/s; then the medians over rounds and each round's
+# ratio to ps-lite (a ratio is only taken inside one round).
+rounds, cur = [], None
+unit = {"M": 1e6, "K": 1e3, "": 1}
 for line in open(sys.argv[1]):
+    if line.startswith("== round"):
+        cur = {}
+        rounds.append(cur)
+        continue
     m = re.match(r"pslite rc=0 median ([0-9.]+)M", line)
-    if m: ps.append(float(m.group(1)) * 1e6)
-    m = re.match(r"layerps rc=0 median ([0-9.]+)([MK]?) ", line)
-    if m: lp.append(float(m.group(1)) * {"M": 1e6, "K": 1e3, "": 1}[m.group(2)])
-if ps and lp:
-    print(f"medians over rounds: ps-lite {statistics.median(ps)/1e6:.2f}M keys/s ({len(ps)} runs), "
-          f"LayerPS {statistics.median(lp)/1e6:.2f}M keys/s ({len(lp)} runs), "
-          f"LayerPS / ps-lite {statistics.median(lp)/statistics.median(ps):.2f}")
-else:
+    if m and cur is not None: cur["ps-lite"] = float(m.group(1)) * 1e6
+    m = re.match(r"(layerps|layerps-base) rc=0 median ([0-9.]+)([MK]?) ", line)
+    if m and cur is not None: cur[m.group(1)] = float(m.group(2)) * unit[m.group(3)]
+sides = [s for s in ("ps-lite", "layerps", "layerps-base") if any(s in r for r in rounds)]
+if "ps-lite" not in sides or "layerps" not in sides:
     print("medians over rounds: a side has no successful run")
+    sys.exit(0)
+parts = []
+for s in sides:
+    v = [r[s] for r in rounds if s in r]
+    parts.append(f"{s} {statistics.median(v)/1e6:.2f}M keys/s ({len(v)} runs)")
+print("medians over rounds: " + ", ".join(parts))
+for s in sides[1:]:
+    ratios = [r[s] / r["ps-lite"] for r in rounds if s in r and "ps-lite" in r]
+    if ratios:
+        print(f"{s} / ps-lite per round: " + " ".join(f"{x:.2f}" for x in ratios) +
+              f"; median {statistics.median(ratios):.2f}")
+if "layerps-base" in sides:
+    ratios = [r["layerps"] / r["layerps-base"] for r in rounds
+              if "layerps" in r and "layerps-base" in r]
+    if ratios:
+        print("layerps / layerps-base per round: " + " ".join(f"{x:.2f}" for x in ratios) +
+              f"; median {statistics.median(ratios):.2f}")
 EOF

@@ -336,6 +336,7 @@ Status Store::ForEachRow(Table& t, const Key* keys, size_t n, uint32_t dim, Fn f
     st.mu.AssertHeld();  // ForEachStripe holds it
     std::vector<uint32_t>& rid = Scratch().rows;
     rid.resize(count);
+    for (size_t j = 0; j < std::min(count, kPrefetchSlots); ++j) st.index.Prefetch(h[pos[j]]);
     for (size_t j = 0; j < count; ++j) {
       if (j + kPrefetchSlots < count) st.index.Prefetch(h[pos[j + kPrefetchSlots]]);
       rid[j] = FindOrCreate(t, st, keys[pos[j]], h[pos[j]]);
@@ -384,6 +385,8 @@ Status Store::ReadSparse(TableId table, const Key* keys, size_t n, uint32_t dim,
   return ForEachRow(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, const uint32_t* rid, size_t count) {
         st.mu.AssertHeld();  // ForEachStripe holds it
+        for (size_t j = 0; j < std::min(count, kPrefetchRows); ++j)
+          __builtin_prefetch(RowPtr(st, rid[j], t));
         for (size_t j = 0; j < count; ++j) {
           if (j + kPrefetchRows < count) __builtin_prefetch(RowPtr(st, rid[j + kPrefetchRows], t));
           std::memcpy(out + size_t{pos[j]} * dim, RowPtr(st, rid[j], t), dim * sizeof(float));

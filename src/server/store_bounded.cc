@@ -117,6 +117,7 @@ Status Store::ApplyBounded(Table& t, const Key* keys, size_t n, uint32_t dim, co
           xs.clear();
           gs.clear();
         };
+        for (size_t j = 0; j < std::min(count, kPrefetchSlots); ++j) st.index.Prefetch(h[pos[j]]);
         for (size_t j = 0; j < count; ++j) {
           if (j + kPrefetchSlots < count) st.index.Prefetch(h[pos[j + kPrefetchSlots]]);
           const uint32_t row = TouchBounded(t, st, keys[pos[j]], h[pos[j]], step, flush);
@@ -137,6 +138,7 @@ Status Store::ReadBounded(Table& t, const Key* keys, size_t n, uint32_t dim, flo
   Status done = ForEachBoundedStripe(
       t, keys, n, dim, [&](Stripe& st, const uint32_t* pos, size_t count, const uint64_t* h) {
         st.mu.AssertHeld();  // ForEachStripe holds it
+        for (size_t j = 0; j < std::min(count, kPrefetchSlots); ++j) st.index.Prefetch(h[pos[j]]);
         for (size_t j = 0; j < count; ++j) {
           if (j + kPrefetchSlots < count) st.index.Prefetch(h[pos[j + kPrefetchSlots]]);
           const Key key = keys[pos[j]];

@@ -20,9 +20,12 @@ namespace store_internal {
 
 // Below this many keys a request's stripes run on the calling thread.
 constexpr size_t kSparseParallelKeys = 4096;
-// How far ahead the sparse loops prefetch index slots and rows.
-constexpr size_t kPrefetchSlots = 16;
-constexpr size_t kPrefetchRows = 16;
+// How far ahead the sparse loops prefetch index slots and rows (each loop also prefetches
+// its first ones before it starts, so that a stripe's few keys are prefetched too).
+// 32 rather than 16: a pull of 100k keys in random order from 400k rows reads in about
+// two thirds of the time on one core (BM_SparseReadShuffled).
+constexpr size_t kPrefetchSlots = 32;
+constexpr size_t kPrefetchRows = 32;
 
 // Per-thread scratch for the sparse paths (no allocation per request once warm).
 struct SparseScratch {

@@ -170,7 +170,10 @@ namespace {
 // drops them after a request larger than kKeepScratchKeys keys.
 constexpr size_t kKeepScratchKeys = size_t{1} << 21;
 struct HashScratch {
-  std::vector<uint32_t> slots;   // open addressing: index into uniq, or kEmpty
+  // Open addressing, linear probing: a slot is (tag << 32) | unique index, or kEmptySlot.
+  // The tag (the hash's top 32 bits) settles almost every probe of an occupied slot
+  // without reading the unique key it points at (a second random access).
+  std::vector<uint64_t> slots;
   std::vector<Key> uniq;         // unique keys, in first-occurrence order
   std::vector<uint32_t> bucket;  // per unique key: its bucket
   std::vector<uint32_t> dest;    // per unique key: its position in out_keys
@@ -180,7 +183,11 @@ struct HashScratch {
     if (slots.capacity() > 2 * kKeepScratchKeys) *this = HashScratch();
   }
 };
-constexpr uint32_t kEmpty = 0xFFFFFFFFu;
+// No real slot equals it: a unique index is below 2^32 - 1 (n < 2^32).
+constexpr uint64_t kEmptySlot = ~uint64_t{0};
+// How many keys ahead pass 1 prefetches its home slot (the table is larger than L2 from
+// about 30k keys, and a key is new in almost every probe of a pull's batch).
+constexpr size_t kHashPrefetch = 16;
 
 }  // namespace
 
@@ -191,11 +198,13 @@ size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint3
   if (n == 0) return 0;
   const bool with_rows = rows != nullptr && out_rows != nullptr && dim > 0;
   thread_local HashScratch sc;
-  // The last bucket whose begin is <= h (BucketOf's rule): few servers, a short scan.
+  // The last bucket whose begin is <= h (BucketOf's rule). Few servers: count the begins
+  // at or below h without a branch (a key's bucket is random: a scan's exit branch would
+  // be mispredicted about once a key).
   auto bucket_of = [&](uint64_t h) {
     if (num_buckets <= 16) {
-      size_t b = num_buckets - 1;
-      while (b > 0 && h < bucket_begin[b]) --b;
+      size_t b = 0;
+      for (size_t j = 1; j < num_buckets; ++j) b += static_cast<size_t>(h >= bucket_begin[j]);
       return b;
     }
     return static_cast<size_t>(std::upper_bound(bucket_begin, bucket_begin + num_buckets, h) -
@@ -228,47 +237,80 @@ size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint3
   }
   size_t cap = 16;
   while (cap < 2 * n) cap <<= 1;  // load factor <= 1/2
-  sc.slots.assign(cap, kEmpty);
-  sc.uniq.clear();
-  sc.bucket.clear();
+  const size_t mask = cap - 1;
+  // The low bits of the hash also pick the bucket: the home slot uses others.
+  auto home = [mask](uint64_t h) { return static_cast<size_t>(h >> 7) & mask; };
+  sc.slots.assign(cap, kEmptySlot);
+  uint64_t* slots = sc.slots.data();
+  // With one bucket every unique key's place is its index: keys go straight to out_keys.
+  const bool one_bucket = num_buckets == 1;
+  sc.uniq.resize(one_bucket ? 0 : n);
+  Key* uniq = one_bucket ? out_keys : sc.uniq.data();
+  if (!one_bucket) sc.bucket.resize(n);
+  uint32_t* bucket = sc.bucket.data();
   uint32_t* which = inverse;
   if (which == nullptr) {
     sc.which.resize(n);
     which = sc.which.data();
   }
   // Pass 1: every key's unique index; a new key's bucket is found once.
+  uint32_t m32 = 0;
   for (size_t i = 0; i < n; ++i) {
+    if (i + kHashPrefetch < n) __builtin_prefetch(slots + home(MixKey(keys[i + kHashPrefetch])));
     const Key k = keys[i];
     const uint64_t h = MixKey(k);
-    size_t j = (h >> 7) & (cap - 1);  // the low bits also pick the bucket: use others
+    const uint64_t tag = h >> 32;
+    size_t j = home(h);
     for (;;) {
-      const uint32_t t = sc.slots[j];
-      if (t == kEmpty) {
-        const auto u = static_cast<uint32_t>(sc.uniq.size());
-        sc.slots[j] = u;
-        sc.uniq.push_back(k);
-        const size_t b = bucket_of(h);
-        sc.bucket.push_back(static_cast<uint32_t>(b));
-        ++offsets[b + 1];
+      const uint64_t s = slots[j];
+      if (s == kEmptySlot) {
+        const uint32_t u = m32++;
+        slots[j] = (tag << 32) | u;
+        uniq[u] = k;
+        if (!one_bucket) {
+          const size_t b = bucket_of(h);
+          bucket[u] = static_cast<uint32_t>(b);
+          ++offsets[b + 1];
+        }
         which[i] = u;
         break;
       }
-      if (sc.uniq[t] == k) {
-        which[i] = t;
+      if ((s >> 32) == tag && uniq[static_cast<uint32_t>(s)] == k) {
+        which[i] = static_cast<uint32_t>(s);
         break;
       }
-      j = (j + 1) & (cap - 1);
+      j = (j + 1) & mask;
     }
   }
-  const size_t m = sc.uniq.size();
+  const size_t m = m32;
+  if (one_bucket) {
+    // out_keys holds the unique keys in place and which[i] is already the place of key i.
+    offsets[1] = m;
+    if (with_rows) {
+      uint32_t next_new = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t u = which[i];
+        float* dst = out_rows + size_t{u} * dim;
+        const float* src = rows + i * dim;
+        if (u == next_new) {
+          std::memcpy(dst, src, dim * sizeof(float));
+          ++next_new;
+        } else {
+          for (uint32_t c = 0; c < dim; ++c) dst[c] += src[c];
+        }
+      }
+    }
+    if (n > kKeepScratchKeys) sc.Trim();
+    return m;
+  }
   for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
   // Destinations: a stable counting sort of the unique keys by bucket.
   sc.cursor.assign(offsets, offsets + num_buckets);
   sc.dest.resize(m);
   for (size_t u = 0; u < m; ++u) {
-    const size_t d = sc.cursor[sc.bucket[u]]++;
+    const size_t d = sc.cursor[bucket[u]]++;
     sc.dest[u] = static_cast<uint32_t>(d);
-    out_keys[d] = sc.uniq[u];
+    out_keys[d] = uniq[u];
   }
   // Pass 2: rows summed in input order. Unique indices were handed out in order of first
   // occurrence, so a key is new exactly when its index is the next one not seen yet.
@@ -282,7 +324,7 @@ size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint3
       if (u == next_new) {
         std::memcpy(dst, src, dim * sizeof(float));
       } else {
-        for (uint32_t k = 0; k < dim; ++k) dst[k] += src[k];
+        for (uint32_t c = 0; c < dim; ++c) dst[c] += src[c];
       }
     }
     if (u == next_new) ++next_new;

@@ -274,14 +274,8 @@ Ticket PsRequests::Sparse(MsgType type, TableId table, const Key* keys, size_t n
   }
   SparseBatch batch = PrepareSparse(type, *t, keys, num_keys, rows);
   if (pushes) ++tracker_->stats().copies;
-  std::function<Status(Request&)> finish;
-  if (type == MsgType::kPull) {
-    finish = [](Request& r) {
-      pack::ScatterRows(r.inverse.data(), r.inverse.size(), r.staging.data(), r.dim, r.out);
-      return Status::OK();
-    };
-  }
-  return SendSparse(type, map, *t, std::move(batch), out, std::move(finish), std::move(cb));
+  // A pull's rows go to `out` as each server's reply arrives (SendSparse): no finish.
+  return SendSparse(type, map, *t, std::move(batch), out, nullptr, std::move(cb));
 }
 
 std::shared_ptr<RowCache> PsRequests::CacheFor(const TableInfo& t) {
@@ -416,22 +410,73 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
   req->sparse = true;
   req->dim = dim;
   req->out = out;
+  // A pull with its inverse on the host and nothing else to finish keeps its replies and
+  // scatters from them into `out` (no staging buffer, no copy of the unique rows).
+  const bool scatter = type == MsgType::kPull && !batch.inverse.empty() && !batch.staging && !finish;
+  if (scatter) finish = &PsRequests::ScatterReplies;
   req->finish = std::move(finish);
   if (req->pulls()) {
     req->inverse = std::move(batch.inverse);
     if (batch.staging) {
       req->staging.Adopt(std::move(batch.staging), batch.offsets.back() * size_t{dim});
-    } else {
+    } else if (!scatter) {
       req->staging.Reset(sparse_pool_, batch.offsets.back() * size_t{dim});
     }
   }
-  AddSparseParts(&req->parts, t, batch, pushes, req->pulls() ? req->staging.data() : nullptr,
-                 TakeClock(t, type));
+  AddSparseParts(&req->parts, t, batch, pushes,
+                 req->pulls() && !scatter ? req->staging.data() : nullptr, TakeClock(t, type));
+  if (scatter) {
+    for (Part& p : req->parts) {
+      p.keep_reply = true;
+      p.value_count = p.count * dim;
+    }
+  }
   // The batch owns its buffers (no borrowed caller memory): nothing to wait for after send.
   return tracker_->Submit(req, map->epoch, /*borrows=*/false,
                           [&](size_t i, const std::shared_ptr<const void>&) {
                             return SparsePartFrames(req->parts[i], t, batch, pushes);
                           });
+}
+
+Status PsRequests::ScatterReplies(Request& r) {
+  std::vector<Part>& parts = r.parts;
+  const size_t np = parts.size();
+  const uint32_t dim = r.dim;
+  // The parts cover the unique keys in order (AddSparseParts): the part of unique key u
+  // is the last whose offset is <= u. Counted without a branch for a few parts (a random
+  // key's part would mispredict a branch), by binary search beyond.
+  std::vector<uint64_t> first(np);
+  std::vector<const uint8_t*> rows(np);
+  std::vector<size_t> row_bytes(np);
+  for (size_t k = 0; k < np; ++k) {
+    first[k] = parts[k].offset;
+    rows[k] = parts[k].reply.data();
+    row_bytes[k] = size_t{dim} * pack::WireBytes(static_cast<pack::WireType>(parts[k].wire));
+  }
+  const uint8_t wire = np > 0 ? parts[0].wire : 0;  // one table: every part has its type
+  auto part_of = [&](uint32_t u) -> size_t {
+    if (np <= 16) {
+      size_t k = 0;
+      for (size_t j = 1; j < np; ++j) k += static_cast<size_t>(u >= first[j]);
+      return k;
+    }
+    return static_cast<size_t>(std::upper_bound(first.begin(), first.end(), u) - first.begin()) - 1;
+  };
+  const uint32_t* inverse = r.inverse.data();
+  const size_t n = r.inverse.size();
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = inverse[i];
+    const size_t k = part_of(u);
+    const uint8_t* src = rows[k] + (u - first[k]) * row_bytes[k];
+    float* dst = r.out + i * dim;
+    if (wire != 0) {
+      pack::FromWire(src, dim, static_cast<pack::WireType>(wire), dst);
+    } else {
+      std::memcpy(dst, src, size_t{dim} * sizeof(float));
+    }
+  }
+  for (Part& p : parts) p.reply = Frame();  // the transport's buffers go back now
+  return Status::OK();
 }
 
 std::vector<Frame> PsRequests::SparsePartFrames(const Part& p, const TableInfo& t,

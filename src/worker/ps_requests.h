@@ -118,6 +118,9 @@ class PsRequests {
   Ticket SendSparse(MsgType type, const std::shared_ptr<const ClusterMap>& map, const TableInfo& t,
                     SparseBatch batch, float* out, std::function<Status(Request&)> finish,
                     Callback cb);
+  // A host sparse pull's `finish`: every caller position's row, from the reply of the
+  // part that carries its unique key (Part::keep_reply), to r.out through r.inverse.
+  static Status ScatterReplies(Request& r);
   // The frames of single-table sparse part p of `batch`: its keys, and a push's rows (in
   // the table's wire type), lent from the batch.
   static std::vector<Frame> SparsePartFrames(const Part& p, const TableInfo& t,

@@ -460,9 +460,12 @@ void RequestTracker::OnReply(Message&& msg) {
   if (!Claim(req.get(), index, status)) return;
   if (status.ok() && req->pulls()) {
     // The part is claimed: only this thread touches its destination now.
-    const Part& p = req->parts[index];
+    Part& p = req->parts[index];
     const Frame& f = msg.frames[0];
-    if (p.wire != 0) {  // narrowed on the wire: widen into the destination
+    stats_->bytes_in += f.size();
+    if (p.keep_reply) {
+      p.reply = std::move(msg.frames[0]);
+    } else if (p.wire != 0) {  // narrowed on the wire: widen into the destination
       pack::FromWire(f.data(), p.value_count, static_cast<pack::WireType>(p.wire), p.dst);
     } else if (p.pieces.empty()) {
       std::memcpy(p.dst, f.data(), f.size());
@@ -473,7 +476,6 @@ void RequestTracker::OnReply(Message&& msg) {
         src += piece.second * sizeof(float);
       }
     }
-    stats_->bytes_in += f.size();
   }
   Release(req);
 }

@@ -77,6 +77,11 @@ struct Part {
   // collective: one pass over memory instead of a copy and a sum).
   bool accumulate = false;
   std::vector<std::pair<float*, uint64_t>> pieces;
+  // A single-table sparse pull whose rows go straight from the replies to the caller:
+  // the reply's frame is kept here (its value_count floats checked) instead of being
+  // copied to dst, for the request's `finish` to scatter (PsRequests::ScatterReplies).
+  bool keep_reply = false;
+  Frame reply;
   // Peer tensors: the element type the message carries (header.dim, a DataType value;
   // 0 = float32), checked on delivery (a receive) and written to the header (a send).
   uint8_t dtype = 0;
@@ -137,8 +142,9 @@ struct Request {
   Worker::Callback callback;
   std::weak_ptr<TrackerState> tracker;
 
-  // Dense pulls write here (indexed by element). Sparse pulls stage unique rows here
-  // and scatter them into `out` through `inverse` when the last part arrives.
+  // Dense pulls write here (indexed by element). Sparse pulls either keep each part's
+  // reply (Part::keep_reply) or stage the unique rows here; `finish` then moves the rows
+  // to `out` through `inverse`.
   float* out = nullptr;
   PooledFloats staging;
   std::vector<uint32_t> inverse;
@@ -155,7 +161,8 @@ struct Request {
   CondVar cv;
   // Fixed once the request is tracked; only each part's `claimed`, `routed`, `server`
   // and `frames` change after that, read and written under `mu` (not annotated: a member
-  // of Part cannot name its request's mutex).
+  // of Part cannot name its request's mutex), and its `reply`, written once by the thread
+  // that claimed the part and read by `finish`, as the pulled values are.
   std::vector<Part> parts;
   Status status GUARDED_BY(mu);  // the first error
   bool done GUARDED_BY(mu) = false;  // completed, and its callback (if any) returned

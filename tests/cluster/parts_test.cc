@@ -6,7 +6,9 @@
 // request (naming the part), and the parts of concurrent requests never mix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -261,6 +263,51 @@ TEST(PartsTest, SparseValuesAroundTheThresholdAndMessageCounts) {
     ASSERT_TRUE(w.Wait(w.PullSparse(*t, keys.data(), n, out.data(), out.size()), kWait).ok());
     for (uint64_t i = 0; i < n; ++i) {
       ASSERT_EQ(out[i * kDim + 1], G(i % cs.unique + 1)) << "key " << i;
+    }
+  }
+  c.Finish();
+}
+
+// A sparse pull writes every caller row from the reply of the part that carries its key
+// (PsRequests::ScatterReplies): three servers, each share split into several parts, keys
+// in random order with repeats, and a narrowed table; every row exact.
+TEST(PartsTest, SparsePullOfShuffledRepeatedKeysOverSplitSharesIsExact) {
+  LocalCluster c(3, 1, "tcp", PartOptions());
+  ASSERT_TRUE(c.Start().ok());
+  Worker& w = c.worker(0);
+  constexpr uint32_t kDim = 8;
+  const uint64_t unique = 20000;  // about 6700 keys a server: 3 parts each in fp32
+  int k = 0;
+  for (WireDType wire : {WireDType::kFloat32, WireDType::kBFloat16}) {
+    SCOPED_TRACE("wire " + std::to_string(static_cast<int>(wire)));
+    TableSpec spec = TableSpec::Sparse("shuffled" + std::to_string(k++), kDim);
+    spec.wire_dtype = wire;
+    auto t = w.DeclareTable(spec);
+    ASSERT_TRUE(t.ok()) << t.status();
+    // Row of key id u: G(u + d), which bfloat16 holds exactly (integers below 256).
+    std::vector<Key> ukeys(unique);
+    std::vector<float> urows(unique * kDim);
+    for (uint64_t u = 0; u < unique; ++u) {
+      ukeys[u] = u * 104729 + 11;
+      for (uint32_t d = 0; d < kDim; ++d) urows[u * kDim + d] = G(u + d);
+    }
+    ASSERT_TRUE(
+        w.Wait(w.AssignSparse(*t, ukeys.data(), unique, urows.data(), urows.size()), kWait).ok());
+    // A pull of every key once plus a quarter of them again, shuffled.
+    std::vector<uint64_t> ids(unique + unique / 4);
+    for (uint64_t i = 0; i < ids.size(); ++i) ids[i] = i % unique;
+    std::shuffle(ids.begin(), ids.end(), std::mt19937_64(3 + k));
+    std::vector<Key> keys(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) keys[i] = ukeys[ids[i]];
+    std::vector<float> out(ids.size() * kDim, -1000.0f);
+    const uint64_t before = Sent(w);
+    ASSERT_TRUE(w.Wait(w.PullSparse(*t, keys.data(), keys.size(), out.data(), out.size()), kWait)
+                    .ok());
+    EXPECT_GE(Sent(w) - before, 6u);  // more parts than servers: the shares were split
+    for (size_t i = 0; i < ids.size(); ++i) {
+      for (uint32_t d = 0; d < kDim; ++d) {
+        ASSERT_EQ(out[i * kDim + d], G(ids[i] + d)) << "position " << i << " column " << d;
+      }
     }
   }
   c.Finish();
