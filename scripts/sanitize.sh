@@ -23,14 +23,14 @@ ASAN_BINARIES=(unit_test packing_test placement_test optcnn_test cluster_test sh
                placement_cluster_test device_test observability_test join_test
                checkpoint_test cache_test replacement_test store_cold_test streams_test
                curve_test parts_test wire_dtype_test ps_algorithms_test peer_algorithms_test
-               wait_receive_test
+               wait_receive_test pull_dedup_test
                collectives_test sparse_exchange_test recovery_test)
 # The in-process network's tests, and those over ZeroMQ's tcp, ipc (with shared memory)
 # and inproc transports, CURVE and streams included: libzmq is not instrumented, and the
 # transport marks its hand-offs for TSan (common/tsan.h; tests/sanitizers/tsan.supp).
 TSAN_BINARIES=(unit_test fault_test worker_loss_test replacement_test recovery_test cluster_test
                shm_test streams_test curve_test collectives_test sparse_exchange_test
-               apply_lanes_test wait_receive_test)
+               apply_lanes_test wait_receive_test pull_dedup_test)
 
 launcher=()
 if command -v ccache >/dev/null; then

@@ -169,6 +169,21 @@ namespace {
 // page-faulting fresh tables for every request costs as much as the packing. A thread
 // drops them after a request larger than kKeepScratchKeys keys.
 constexpr size_t kKeepScratchKeys = size_t{1} << 21;
+
+// The last bucket whose begin is <= h (BucketOf's rule). Few servers: count the begins at
+// or below h without a branch (a key's bucket is random: a scan's exit branch would be
+// mispredicted about once a key); many: binary search.
+inline size_t BucketOfHash(uint64_t h, const uint64_t* bucket_begin, size_t num_buckets) {
+  if (num_buckets <= 16) {
+    size_t b = 0;
+    for (size_t j = 1; j < num_buckets; ++j) b += static_cast<size_t>(h >= bucket_begin[j]);
+    return b;
+  }
+  return static_cast<size_t>(std::upper_bound(bucket_begin, bucket_begin + num_buckets, h) -
+                             bucket_begin) -
+         1;
+}
+
 struct HashScratch {
   // Open addressing, linear probing: a slot is (tag << 32) | unique index, or kEmptySlot.
   // The tag (the hash's top 32 bits) settles almost every probe of an occupied slot
@@ -198,41 +213,16 @@ size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint3
   if (n == 0) return 0;
   const bool with_rows = rows != nullptr && out_rows != nullptr && dim > 0;
   thread_local HashScratch sc;
-  // The last bucket whose begin is <= h (BucketOf's rule). Few servers: count the begins
-  // at or below h without a branch (a key's bucket is random: a scan's exit branch would
-  // be mispredicted about once a key).
-  auto bucket_of = [&](uint64_t h) {
-    if (num_buckets <= 16) {
-      size_t b = 0;
-      for (size_t j = 1; j < num_buckets; ++j) b += static_cast<size_t>(h >= bucket_begin[j]);
-      return b;
-    }
-    return static_cast<size_t>(std::upper_bound(bucket_begin, bucket_begin + num_buckets, h) -
-                               bucket_begin) -
-           1;
-  };
+  auto bucket_of = [&](uint64_t h) { return BucketOfHash(h, bucket_begin, num_buckets); };
   // Keys in strictly increasing order (a caller that sorted and deduplicated them, as
   // ps-lite requires of its callers) are all unique, in first-occurrence order: no hash
-  // table, one pass for the buckets and a counting sort for the places. The same result
-  // as below, bit for bit (a row is copied, never summed).
+  // table, only the buckets. The same result as below, bit for bit (a row is copied,
+  // never summed).
   bool increasing = true;
   for (size_t i = 1; i < n && increasing; ++i) increasing = keys[i - 1] < keys[i];
   if (increasing) {
-    sc.bucket.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const size_t b = bucket_of(MixKey(keys[i]));
-      sc.bucket[i] = static_cast<uint32_t>(b);
-      ++offsets[b + 1];
-    }
-    for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
-    sc.cursor.assign(offsets, offsets + num_buckets);
-    for (size_t i = 0; i < n; ++i) {
-      const size_t d = sc.cursor[sc.bucket[i]]++;
-      out_keys[d] = keys[i];
-      if (with_rows) std::memcpy(out_rows + d * dim, rows + i * dim, dim * sizeof(float));
-      if (inverse != nullptr) inverse[i] = static_cast<uint32_t>(d);
-    }
-    if (n > kKeepScratchKeys) sc.Trim();
+    BucketWithInverse(keys, with_rows ? rows : nullptr, n, with_rows ? dim : 0, bucket_begin,
+                      num_buckets, out_keys, with_rows ? out_rows : nullptr, inverse, offsets);
     return n;
   }
   size_t cap = 16;
@@ -332,6 +322,39 @@ size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint3
   }
   if (n > kKeepScratchKeys) sc.Trim();
   return m;
+}
+
+void BucketWithInverse(const Key* keys, const float* rows, size_t n, uint32_t dim,
+                       const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
+                       float* out_rows, uint32_t* inverse, size_t* offsets) {
+  std::fill(offsets, offsets + num_buckets + 1, size_t{0});
+  if (n == 0) return;
+  const bool with_rows = rows != nullptr && out_rows != nullptr && dim > 0;
+  if (num_buckets == 1) {  // every key in place
+    offsets[1] = n;
+    std::memcpy(out_keys, keys, n * sizeof(Key));
+    if (with_rows) std::memcpy(out_rows, rows, n * size_t{dim} * sizeof(float));
+    if (inverse != nullptr) {
+      for (size_t i = 0; i < n; ++i) inverse[i] = static_cast<uint32_t>(i);
+    }
+    return;
+  }
+  thread_local std::vector<uint32_t> bucket;
+  bucket.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t b = BucketOfHash(MixKey(keys[i]), bucket_begin, num_buckets);
+    bucket[i] = static_cast<uint32_t>(b);
+    ++offsets[b + 1];
+  }
+  for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
+  std::vector<size_t> cursor(offsets, offsets + num_buckets);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t d = cursor[bucket[i]]++;
+    out_keys[d] = keys[i];
+    if (with_rows) std::memcpy(out_rows + d * dim, rows + i * dim, dim * sizeof(float));
+    if (inverse != nullptr) inverse[i] = static_cast<uint32_t>(d);
+  }
+  if (n > kKeepScratchKeys) std::vector<uint32_t>().swap(bucket);
 }
 
 void ScatterRows(const uint32_t* inverse, size_t n, const float* uniq_rows, uint32_t dim,

@@ -71,6 +71,15 @@ size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint3
                              const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
                              float* out_rows, uint32_t* inverse, size_t* offsets);
 
+// Bucketing without coalescing, for keys taken as they are (distinct or not): splits
+// keys[n] (and rows[n x dim], if given) into num_buckets segments by Bucket's rule,
+// keeping the input order inside each bucket, and writes inverse[i], the place of key i
+// in out_keys. Writes offsets[0..num_buckets]. rows/out_rows may be null (keys only);
+// inverse may be null. Capacities: out_keys n, out_rows n*dim, inverse n.
+void BucketWithInverse(const Key* keys, const float* rows, size_t n, uint32_t dim,
+                       const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys,
+                       float* out_rows, uint32_t* inverse, size_t* offsets);
+
 // Pull-side scatter: out[i*dim..] = uniq_rows[inverse[i]*dim..] for i < n. Repeated keys
 // each get their row, in the original order.
 void ScatterRows(const uint32_t* inverse, size_t n, const float* uniq_rows, uint32_t dim,

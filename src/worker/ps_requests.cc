@@ -272,10 +272,68 @@ Ticket PsRequests::Sparse(MsgType type, TableId table, const Key* keys, size_t n
     if (type == MsgType::kAssign) cache->Drop(keys, num_keys);
     if (type == MsgType::kPull) return CachedPull(map, *t, keys, num_keys, out, cache, std::move(cb));
   }
-  SparseBatch batch = PrepareSparse(type, *t, keys, num_keys, rows);
+  SparseBatch batch;
+  if (type == MsgType::kPull && !PullDedups(*t, num_keys)) {
+    batch = PreparePullAsIs(*t, keys, num_keys);
+  } else {
+    batch = PrepareSparse(type, *t, keys, num_keys, rows);
+    if (type == MsgType::kPull) PullDeduplicated(*t, num_keys, batch.offsets.back());
+  }
   if (pushes) ++tracker_->stats().copies;
   // A pull's rows go to `out` as each server's reply arrives (SendSparse): no finish.
   return SendSparse(type, map, *t, std::move(batch), out, nullptr, std::move(cb));
+}
+
+// Pull deduplication. Sending a key once per request saves a row on the wire per repeat
+// but costs the worker a hash table over every key and a scatter of the rows; when a
+// table's pulls hardly repeat keys, sending them as they are is cheaper for both ends (a
+// server reads a repeated row twice, under one stripe lock, so both copies agree). Every
+// kDedupEvery-th pull of a table (and its first) deduplicates and measures: at most
+// kAsIsRepeats of its keys repeated, the next kDedupEvery - 1 go as they are. Tables
+// whose rows count their reads (bounded: admission, eviction scores, expiry) always
+// deduplicate, as do requests below kDedupMeasureKeys keys (cheap either way).
+namespace {
+constexpr uint32_t kDedupEvery = 16;
+constexpr double kAsIsRepeats = 0.02;
+constexpr size_t kDedupMeasureKeys = 256;
+bool CountsReads(const TableSpec& s) {
+  return s.capacity != 0 || s.capacity_bytes != 0 || s.eviction != Eviction::kNone ||
+         s.expiry_steps != 0 || s.expiry_seconds != 0;
+}
+}  // namespace
+
+bool PsRequests::PullDedups(const TableInfo& t, size_t num_keys) {
+  if (num_keys < kDedupMeasureKeys || CountsReads(t.spec)) return true;
+  MutexLock lock(&dedup_mu_);
+  auto it = pulls_as_is_.find(t.id);
+  if (it == pulls_as_is_.end() || it->second == 0) return true;
+  --it->second;
+  return false;
+}
+
+void PsRequests::PullDeduplicated(const TableInfo& t, size_t num_keys, size_t unique) {
+  if (num_keys < kDedupMeasureKeys || CountsReads(t.spec)) return;
+  const bool rare = static_cast<double>(num_keys - unique) <= kAsIsRepeats * num_keys;
+  MutexLock lock(&dedup_mu_);
+  pulls_as_is_[t.id] = rare ? kDedupEvery - 1 : 0;
+}
+
+SparseBatch PsRequests::PreparePullAsIs(const TableInfo& t, const Key* keys,
+                                        size_t num_keys) const {
+  std::vector<uint64_t> begins;
+  for (const KeyRange& r : t.ranges) begins.push_back(r.begin);
+  SparseBatch batch;
+  batch.offsets.assign(begins.size() + 1, 0);
+  std::shared_ptr<uint8_t> kbuf = sparse_pool_.Get(std::max<size_t>(num_keys, 1) * sizeof(Key));
+  Key* bkeys = reinterpret_cast<Key*>(kbuf.get());
+  batch.in_caller_order = begins.size() == 1;
+  if (!batch.in_caller_order) batch.inverse.resize(num_keys);
+  pack::BucketWithInverse(keys, nullptr, num_keys, 0, begins.data(), begins.size(), bkeys, nullptr,
+                          batch.in_caller_order ? nullptr : batch.inverse.data(),
+                          batch.offsets.data());
+  batch.keys = bkeys;
+  batch.owner = std::move(kbuf);
+  return batch;
 }
 
 std::shared_ptr<RowCache> PsRequests::CacheFor(const TableInfo& t) {
@@ -415,16 +473,19 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
   const bool scatter = type == MsgType::kPull && !batch.inverse.empty() && !batch.staging && !finish;
   if (scatter) finish = &PsRequests::ScatterReplies;
   req->finish = std::move(finish);
+  // Keys in the caller's order: every part's rows go straight to their place in `out`.
+  const bool direct = type == MsgType::kPull && batch.in_caller_order && !batch.staging && !finish;
   if (req->pulls()) {
     req->inverse = std::move(batch.inverse);
     if (batch.staging) {
       req->staging.Adopt(std::move(batch.staging), batch.offsets.back() * size_t{dim});
-    } else if (!scatter) {
+    } else if (!scatter && !direct) {
       req->staging.Reset(sparse_pool_, batch.offsets.back() * size_t{dim});
     }
   }
-  AddSparseParts(&req->parts, t, batch, pushes,
-                 req->pulls() && !scatter ? req->staging.data() : nullptr, TakeClock(t, type));
+  float* dst = nullptr;
+  if (req->pulls()) dst = direct ? out : scatter ? nullptr : req->staging.data();
+  AddSparseParts(&req->parts, t, batch, pushes, dst, TakeClock(t, type));
   if (scatter) {
     for (Part& p : req->parts) {
       p.keep_reply = true;

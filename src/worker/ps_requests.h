@@ -48,6 +48,9 @@ struct SparseBatch {
   std::shared_ptr<const void> owner;  // keeps keys and rows alive while frames are in flight
   std::vector<size_t> offsets;        // one more than the table's ranges; range b is [b, b+1)
   std::vector<uint32_t> inverse;      // pulls: caller position -> position in keys
+  // Pulls: keys[i] is the caller's key i (sent as they came, one range): the reply rows
+  // land in the caller's `out` at once, and `inverse` is empty.
+  bool in_caller_order = false;
   // Pulls: where the unique rows land, at least m x dim floats (null: a buffer of the
   // worker's pool; the device path gives pinned memory, which goes up to the GPU as it is).
   std::shared_ptr<uint8_t> staging;
@@ -114,6 +117,13 @@ class PsRequests {
   // Host path: coalesces (pushes) or deduplicates (pulls) and groups keys by server.
   SparseBatch PrepareSparse(MsgType type, const TableInfo& t, const Key* keys, size_t num_keys,
                             const float* rows) const;
+  // Host path of a pull whose keys are sent as they are, repeats included: grouped by
+  // server only (pack::BucketWithInverse), or, over one range, in the caller's order.
+  SparseBatch PreparePullAsIs(const TableInfo& t, const Key* keys, size_t num_keys) const;
+  // Whether this pull of table t deduplicates its keys (PullDedupPolicy), and what a
+  // deduplicated one found (num_keys keys, unique of them distinct).
+  bool PullDedups(const TableInfo& t, size_t num_keys);
+  void PullDeduplicated(const TableInfo& t, size_t num_keys, size_t unique);
   // Sends a prepared batch; `finish` runs when every part succeeded (pulls).
   Ticket SendSparse(MsgType type, const std::shared_ptr<const ClusterMap>& map, const TableInfo& t,
                     SparseBatch batch, float* out, std::function<Status(Request&)> finish,
@@ -176,6 +186,9 @@ class PsRequests {
   std::unordered_map<TableId, uint32_t> clocks_ GUARDED_BY(clock_mu_);
   Mutex cache_mu_;
   std::unordered_map<TableId, std::shared_ptr<RowCache>> caches_ GUARDED_BY(cache_mu_);
+  // Per table: how many more pulls send their keys as they are (PullDedups).
+  Mutex dedup_mu_;
+  std::unordered_map<TableId, uint32_t> pulls_as_is_ GUARDED_BY(dedup_mu_);
 };
 
 }  // namespace ps
