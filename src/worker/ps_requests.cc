@@ -280,30 +280,38 @@ Ticket PsRequests::Sparse(MsgType type, TableId table, const Key* keys, size_t n
     if (type == MsgType::kPull) PullDeduplicated(*t, num_keys, batch.offsets.back());
   }
   if (pushes) ++tracker_->stats().copies;
-  // A pull's rows go to `out` as each server's reply arrives (SendSparse): no finish.
+  // SendSparse picks how a pull's rows reach `out`.
   return SendSparse(type, map, *t, std::move(batch), out, nullptr, std::move(cb));
 }
 
 // Pull deduplication. Sending a key once per request saves a row on the wire per repeat
 // but costs the worker a hash table over every key and a scatter of the rows; when a
-// table's pulls hardly repeat keys, sending them as they are is cheaper for both ends (a
-// server reads a repeated row twice, under one stripe lock, so both copies agree). Every
-// kDedupEvery-th pull of a table (and its first) deduplicates and measures: at most
-// kAsIsRepeats of its keys repeated, the next kDedupEvery - 1 go as they are. Tables
-// whose rows count their reads (bounded: admission, eviction scores, expiry) always
-// deduplicate, as do requests below kDedupMeasureKeys keys (cheap either way).
+// table's pulls hardly repeat keys, sending them as they are is cheaper for both ends.
+// Every kDedupEvery-th pull of a table (and its first) deduplicates and measures: at most
+// kAsIsRepeats of its keys repeated, the next kDedupEvery - 1 go as they are (a wrong
+// guess costs at most those pulls' extra rows). Only async tables with parts
+// (part_bytes > 0) go as they are: a server's share then travels in parts of at most
+// part_bytes however many repeats a request has, as a deduplicated one would (a bsp/ssp
+// share is one message, which repeats could push past max_message_bytes). Tables whose
+// rows count their reads (bounded: eviction scores, expiry) always deduplicate, as do
+// requests below kDedupMeasureKeys keys (cheap either way).
 namespace {
 constexpr uint32_t kDedupEvery = 16;
 constexpr double kAsIsRepeats = 0.02;
 constexpr size_t kDedupMeasureKeys = 256;
-bool CountsReads(const TableSpec& s) {
-  return s.capacity != 0 || s.capacity_bytes != 0 || s.eviction != Eviction::kNone ||
-         s.expiry_steps != 0 || s.expiry_seconds != 0;
+bool AlwaysDedups(const TableSpec& s, uint64_t part_bytes) {
+  return s.sync != SyncMode::kAsync || part_bytes == 0 || s.capacity != 0 ||
+         s.capacity_bytes != 0 || s.eviction != Eviction::kNone || s.expiry_steps != 0 ||
+         s.expiry_seconds != 0;
 }
+// A host pull keeps its replies (Part::keep_reply) up to this many bytes of rows; a larger
+// one copies each reply into a buffer of unique rows as it arrives instead, so that it
+// never holds much of a same-host peer's shared-memory ring (128 MiB).
+constexpr size_t kKeepRepliesBytes = size_t{32} << 20;
 }  // namespace
 
 bool PsRequests::PullDedups(const TableInfo& t, size_t num_keys) {
-  if (num_keys < kDedupMeasureKeys || CountsReads(t.spec)) return true;
+  if (num_keys < kDedupMeasureKeys || AlwaysDedups(t.spec, part_bytes_)) return true;
   MutexLock lock(&dedup_mu_);
   auto it = pulls_as_is_.find(t.id);
   if (it == pulls_as_is_.end() || it->second == 0) return true;
@@ -312,7 +320,7 @@ bool PsRequests::PullDedups(const TableInfo& t, size_t num_keys) {
 }
 
 void PsRequests::PullDeduplicated(const TableInfo& t, size_t num_keys, size_t unique) {
-  if (num_keys < kDedupMeasureKeys || CountsReads(t.spec)) return;
+  if (num_keys < kDedupMeasureKeys || AlwaysDedups(t.spec, part_bytes_)) return;
   const bool rare = static_cast<double>(num_keys - unique) <= kAsIsRepeats * num_keys;
   MutexLock lock(&dedup_mu_);
   pulls_as_is_[t.id] = rare ? kDedupEvery - 1 : 0;
@@ -468,13 +476,26 @@ Ticket PsRequests::SendSparse(MsgType type, const std::shared_ptr<const ClusterM
   req->sparse = true;
   req->dim = dim;
   req->out = out;
-  // A pull with its inverse on the host and nothing else to finish keeps its replies and
-  // scatters from them into `out` (no staging buffer, no copy of the unique rows).
-  const bool scatter = type == MsgType::kPull && !batch.inverse.empty() && !batch.staging && !finish;
-  if (scatter) finish = &PsRequests::ScatterReplies;
+  // How a host pull (no staging given, nothing else to finish) brings its rows to `out`:
+  // - keys in the caller's order: every part's rows go straight to their place (direct);
+  // - up to kKeepRepliesBytes of rows: each reply is kept, and `finish` copies every
+  //   caller position's row from it (scatter: no buffer of unique rows, no copy into it);
+  // - larger: each reply is copied into a buffer of unique rows as it arrives, and
+  //   `finish` scatters from there.
+  const bool host_pull = type == MsgType::kPull && !batch.staging && !finish;
+  const bool direct = host_pull && batch.in_caller_order;
+  const bool by_inverse = host_pull && !direct && !batch.inverse.empty();
+  const bool scatter =
+      by_inverse && batch.offsets.back() * size_t{dim} * sizeof(float) <= kKeepRepliesBytes;
+  if (scatter) {
+    finish = &PsRequests::ScatterReplies;
+  } else if (by_inverse) {
+    finish = [](Request& r) {
+      pack::ScatterRows(r.inverse.data(), r.inverse.size(), r.staging.data(), r.dim, r.out);
+      return Status::OK();
+    };
+  }
   req->finish = std::move(finish);
-  // Keys in the caller's order: every part's rows go straight to their place in `out`.
-  const bool direct = type == MsgType::kPull && batch.in_caller_order && !batch.staging && !finish;
   if (req->pulls()) {
     req->inverse = std::move(batch.inverse);
     if (batch.staging) {
@@ -536,8 +557,7 @@ Status PsRequests::ScatterReplies(Request& r) {
       std::memcpy(dst, src, size_t{dim} * sizeof(float));
     }
   }
-  for (Part& p : parts) p.reply = Frame();  // the transport's buffers go back now
-  return Status::OK();
+  return Status::OK();  // Finalize lets the replies go
 }
 
 std::vector<Frame> PsRequests::SparsePartFrames(const Part& p, const TableInfo& t,

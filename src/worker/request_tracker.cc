@@ -80,6 +80,9 @@ void Finalize(const std::shared_ptr<Request>& req) {
     MutexLock lock(&req->mu);
     if (req->status.ok() && req->finish) req->status = req->finish(*req);
     req->finish = nullptr;
+    // Kept replies (Part::keep_reply) go back to the transport now, the request failed or
+    // not: they may be blocks of a same-host peer's shared-memory ring.
+    for (Part& p : req->parts) p.reply = Frame();
     status = req->status;
     cb = std::move(req->callback);
     if (!cb) {

@@ -276,7 +276,7 @@ TEST(PartsTest, SparsePullOfShuffledRepeatedKeysOverSplitSharesIsExact) {
   ASSERT_TRUE(c.Start().ok());
   Worker& w = c.worker(0);
   constexpr uint32_t kDim = 8;
-  const uint64_t unique = 20000;  // about 6700 keys a server: 3 parts each in fp32
+  const uint64_t unique = 20000;  // about 6700 keys a server: 5 parts each in fp32
   int k = 0;
   for (WireDType wire : {WireDType::kFloat32, WireDType::kBFloat16}) {
     SCOPED_TRACE("wire " + std::to_string(static_cast<int>(wire)));

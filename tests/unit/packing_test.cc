@@ -441,6 +441,46 @@ TEST_F(PackingTest, HashCoalesceAndBucketAgreesWithTheSortedOne) {
 // Keys a caller sorted and deduplicated take the path without a hash table: the same
 // result as the sorted reference, bit for bit (a key one place out of order, or repeated,
 // takes the hash table again, and still agrees).
+// Bucketing without coalescing (a pull sent as it is): every key kept, repeats included,
+// each in its bucket in input order, its row beside it, and the inverse its place.
+TEST_F(PackingTest, BucketWithInverseKeepsEveryKeyInItsBucketInOrder) {
+  for (size_t nb : {size_t{1}, size_t{3}, size_t{16}, size_t{40}}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{5000}}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " buckets=" + std::to_string(nb) + " " + SeedMsg());
+      const auto keys = RandomKeys(n, 300);  // many repeats
+      const uint32_t dim = 3;
+      const auto rows = RandomRows(n * dim);
+      const auto begin = RandomBuckets(nb);
+      std::vector<Key> ok(n);
+      std::vector<float> orows(n * dim);
+      std::vector<uint32_t> inv(n);
+      std::vector<size_t> off(nb + 1, 99);
+      BucketWithInverse(keys.data(), rows.data(), n, dim, begin.data(), nb, ok.data(),
+                        orows.data(), inv.data(), off.data());
+      ASSERT_EQ(off[0], 0u);
+      ASSERT_EQ(off[nb], n);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_LT(inv[i], n);
+        ASSERT_EQ(ok[inv[i]], keys[i]);
+        ASSERT_EQ(0, std::memcmp(&orows[size_t{inv[i]} * dim], &rows[i * dim], dim * sizeof(float)));
+        const size_t b = LinearBucket(keys[i], begin);
+        ASSERT_GE(inv[i], off[b]);
+        ASSERT_LT(inv[i], off[b + 1]);
+        if (i > 0 && LinearBucket(keys[i - 1], begin) == b) {
+          ASSERT_LT(inv[i - 1], inv[i]);  // input order inside a bucket
+        }
+      }
+      // Keys only, no inverse: the same keys and offsets.
+      std::vector<Key> ok2(n);
+      std::vector<size_t> off2(nb + 1, 99);
+      BucketWithInverse(keys.data(), nullptr, n, 0, begin.data(), nb, ok2.data(), nullptr, nullptr,
+                        off2.data());
+      ASSERT_EQ(off2, off);
+      ASSERT_EQ(ok2, ok);
+    }
+  }
+}
+
 TEST_F(PackingTest, HashCoalesceAndBucketOfSortedUniqueKeysMatchesTheReference) {
   for (size_t n : {size_t{1}, size_t{2}, size_t{1000}, size_t{100000}}) {
     for (size_t nb : {size_t{1}, size_t{3}, size_t{40}}) {
