@@ -15,6 +15,14 @@ training seconds (the slowest worker's) until the workers' mean test accuracy, m
 after every epoch, first reaches it; the table gives its mean over the runs that reached
 it and how many did.
 
+--eval_every_s E measures the accuracy instead after every E seconds of each worker's
+training time, and time-to-accuracy becomes the first such moment at which the workers'
+mean accuracy reaches --target. --time_budget_s S then trains the asynchronous
+algorithms (asp, easgd, gosgd, adpsgd) for S seconds of training time each instead of
+--epochs, so that fast workers make more steps than a straggler (the synchronous ones
+still train for --epochs: their workers must make the same steps). MB per epoch counts
+the epochs each worker made.
+
 --rate puts the scheduler and the servers on one host and the workers on another
 (network namespaces joined by a veth pair, both ends shaped with tc tbf to RATE): the
 server host's link is the bottleneck, as in a PS cluster whose servers share one NIC.
@@ -112,7 +120,10 @@ def run_one(hosts, args, algorithm, seed, work):
                                  "--json", out, "--straggler", str(args.straggler),
                                  "--slowdown", str(args.slowdown), "--warmup_steps", str(args.warmup_steps),
                                  "--decay", args.decay, "--gamma", str(args.gamma),
-                                 "--decay_every", str(args.decay_every)]
+                                 "--decay_every", str(args.decay_every),
+                                 "--eval_every_s", str(args.eval_every_s)]
+        if args.time_budget_s > 0 and asynchronous(algorithm):
+            cmd += ["--time_budget_s", str(args.time_budget_s)]
         if args.trace_dir:
             cmd += ["--trace", os.path.join(args.trace_dir, f"{algorithm}-seed{seed}.npy")]
         workers.append(spawn(cmd, f"worker{r}.log", env))
@@ -130,17 +141,27 @@ def run_one(hosts, args, algorithm, seed, work):
         tail = subprocess.run(f"tail -n 5 {work}/*.log", shell=True, capture_output=True, text=True).stdout
         raise SystemExit(f"{algorithm} seed {seed} failed:\n{tail}")
     results = [json.load(open(out.replace("{rank}", str(r)))) for r in range(args.workers)]
-    epochs = args.epochs
-    per_worker = [sum(v["bytes_sent"] + v["bytes_received"] for v in r["peers"].values()) / epochs for r in results]
+    # Epochs each worker made (fractional under a time budget).
+    made = [max(r["steps_done"] / r["steps_per_epoch"], 1e-9) for r in results]
+    per_worker = [sum(v["bytes_sent"] + v["bytes_received"] for v in r["peers"].values()) / e
+                  for r, e in zip(results, made)]
     servers = {}
-    for r in results:
+    for r, e in zip(results, made):
         for pid, v in r["peers"].items():
             if v["role"] == "server":
-                servers[pid] = servers.get(pid, 0) + (v["bytes_sent"] + v["bytes_received"]) / epochs
-    # Time to the target: the first epoch after which the workers' mean accuracy reaches it,
-    # at the slowest worker's training seconds by then.
+                servers[pid] = servers.get(pid, 0) + (v["bytes_sent"] + v["bytes_received"]) / e
+    epochs = min(len(r["accuracy_per_epoch"]) for r in results)  # completed by every worker
     to_target = None
-    if args.target > 0:
+    if args.target > 0 and args.eval_every_s > 0:
+        # The first checkpoint (every worker at the same training seconds) at which the
+        # workers' mean accuracy reaches the target.
+        for k in range(min(len(r["checkpoints"]) for r in results)):
+            if statistics.mean(r["checkpoints"][k][1] for r in results) >= args.target:
+                to_target = results[0]["checkpoints"][k][0]
+                break
+    elif args.target > 0:
+        # The first epoch after which the workers' mean accuracy reaches it, at the slowest
+        # worker's training seconds by then.
         for e in range(epochs):
             if statistics.mean(r["accuracy_per_epoch"][e] for r in results) >= args.target:
                 to_target = max(r["elapsed_seconds"][e] for r in results)
@@ -148,12 +169,18 @@ def run_one(hosts, args, algorithm, seed, work):
     return dict(accuracy=statistics.mean(r["test_accuracy"] for r in results),
                 accuracy_per_epoch=[statistics.mean(r["accuracy_per_epoch"][e] for r in results)
                                     for e in range(epochs)],
+                checkpoints=[r["checkpoints"] for r in results],
+                steps_done=[r["steps_done"] for r in results],
                 seconds_to_target=to_target,
                 accuracy_min=min(r["test_accuracy"] for r in results),
                 seconds_per_epoch=max(r["seconds_per_epoch"] for r in results),
                 mb_per_worker=statistics.mean(per_worker) / 1e6,
                 mb_busiest_server=(max(servers.values()) if servers else 0.0) / 1e6,
                 final_loss=statistics.mean(r["losses"][-1] for r in results))
+
+
+def asynchronous(algorithm):
+    return algorithm.split("(")[0].strip().lower() in ("asp", "easgd", "gosgd", "adpsgd")
 
 
 def mean_sd(xs):
@@ -183,6 +210,10 @@ def main():
                    help="steps between step decays; cosine: its period (0: the run's steps)")
     p.add_argument("--target", type=float, default=0.0,
                    help="test accuracy for the time-to-accuracy column (0: no column)")
+    p.add_argument("--eval_every_s", type=float, default=0.0,
+                   help="accuracy after every this many seconds of each worker's training time")
+    p.add_argument("--time_budget_s", type=float, default=0.0,
+                   help="the asynchronous algorithms train this many seconds each instead of --epochs")
     p.add_argument("--python", default=os.path.join(ROOT, ".venv", "bin", "python"))
     p.add_argument("--json", help="write every run's figures here")
     p.add_argument("--trace_dir", help="rank 0 of each run writes its parameters after every step to "
@@ -204,7 +235,9 @@ def main():
         cond = (f"; worker {args.straggler} {args.slowdown:g}x slower" if args.straggler >= 0 else "") + \
             (f"; warm-up {args.warmup_steps} steps" if args.warmup_steps else "") + \
             (f"; decay {args.decay} (gamma {args.gamma:g}, every "
-             f"{args.decay_every or 'the run: all its steps'})" if args.decay != "none" else "")
+             f"{args.decay_every or 'the run: all its steps'})" if args.decay != "none" else "") + \
+            (f"; asynchronous algorithms train {args.time_budget_s:g} s each" if args.time_budget_s > 0 else "") + \
+            (f"; accuracy every {args.eval_every_s:g} s of training" if args.eval_every_s > 0 else "")
         print(f"# {args.model}, W={args.workers}, {args.servers} servers, {args.epochs} epochs, global batch "
               f"{args.batch}, lr {args.lr}, momentum 0.9, seeds {seeds}, {net}{cond}", flush=True)
         print(f"{'algorithm':24} {'test accuracy':>17} {'s/epoch':>8} {'MB/worker/epoch':>16} "
