@@ -93,10 +93,7 @@ size_t UniqueKeys(const Key* keys, size_t n, Key* out_keys, uint32_t* inverse) {
 }
 
 size_t BucketOf(Key key, const uint64_t* bucket_begin, size_t num_buckets) {
-  const uint64_t h = MixKey(key);
-  // The last bucket whose begin is <= h.
-  const uint64_t* it = std::upper_bound(bucket_begin, bucket_begin + num_buckets, h);
-  return static_cast<size_t>(it - bucket_begin) - 1;
+  return LastAtOrBelow(bucket_begin, num_buckets, MixKey(key));  // the last begin <= h
 }
 
 void Bucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
@@ -170,20 +167,6 @@ namespace {
 // drops them after a request larger than kKeepScratchKeys keys.
 constexpr size_t kKeepScratchKeys = size_t{1} << 21;
 
-// The last bucket whose begin is <= h (BucketOf's rule). Few servers: count the begins at
-// or below h without a branch (a key's bucket is random: a scan's exit branch would be
-// mispredicted about once a key); many: binary search.
-inline size_t BucketOfHash(uint64_t h, const uint64_t* bucket_begin, size_t num_buckets) {
-  if (num_buckets <= 16) {
-    size_t b = 0;
-    for (size_t j = 1; j < num_buckets; ++j) b += static_cast<size_t>(h >= bucket_begin[j]);
-    return b;
-  }
-  return static_cast<size_t>(std::upper_bound(bucket_begin, bucket_begin + num_buckets, h) -
-                             bucket_begin) -
-         1;
-}
-
 struct HashScratch {
   // Open addressing, linear probing: a slot is (tag << 32) | unique index, or kEmptySlot.
   // The tag (the hash's top 32 bits) settles almost every probe of an occupied slot
@@ -213,7 +196,7 @@ size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint3
   if (n == 0) return 0;
   const bool with_rows = rows != nullptr && out_rows != nullptr && dim > 0;
   thread_local HashScratch sc;
-  auto bucket_of = [&](uint64_t h) { return BucketOfHash(h, bucket_begin, num_buckets); };
+  auto bucket_of = [&](uint64_t h) { return LastAtOrBelow(bucket_begin, num_buckets, h); };
   // Keys in strictly increasing order (a caller that sorted and deduplicated them, as
   // ps-lite requires of its callers) are all unique, in first-occurrence order: no hash
   // table, only the buckets. The same result as below, bit for bit (a row is copied,
@@ -342,7 +325,7 @@ void BucketWithInverse(const Key* keys, const float* rows, size_t n, uint32_t di
   thread_local std::vector<uint32_t> bucket;
   bucket.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const size_t b = BucketOfHash(MixKey(keys[i]), bucket_begin, num_buckets);
+    const size_t b = LastAtOrBelow(bucket_begin, num_buckets, MixKey(keys[i]));
     bucket[i] = static_cast<uint32_t>(b);
     ++offsets[b + 1];
   }

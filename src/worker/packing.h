@@ -49,6 +49,28 @@ void Bucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
 // The bucket of one key under the same rule as Bucket.
 size_t BucketOf(Key key, const uint64_t* bucket_begin, size_t num_buckets);
 
+// The index of the last of begins[0..n) that is <= v (begins ascending, begins[0] <= v):
+// a key's bucket (v its MixKey), or the part that holds a unique key. For n <= 16 the
+// begins at or below v are counted without a branch (for random values a scan's exit
+// branch is mispredicted about once a value); beyond, a binary search.
+inline size_t LastAtOrBelow(const uint64_t* begins, size_t n, uint64_t v) {
+  if (n <= 16) {
+    size_t k = 0;
+    for (size_t j = 1; j < n; ++j) k += static_cast<size_t>(v >= begins[j]);
+    return k;
+  }
+  size_t lo = 0, hi = n;  // begins[lo] <= v < begins[hi] (begins[n] as infinity)
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (begins[mid] <= v) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 // Coalesce followed by Bucket, in one call and without the intermediate copy: the m
 // unique keys are split into num_buckets segments (rule of Bucket), each segment sorted
 // by key, with the summed rows beside them. Writes offsets[0..num_buckets]

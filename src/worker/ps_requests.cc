@@ -525,8 +525,7 @@ Status PsRequests::ScatterReplies(Request& r) {
   const size_t np = parts.size();
   const uint32_t dim = r.dim;
   // The parts cover the unique keys in order (AddSparseParts): the part of unique key u
-  // is the last whose offset is <= u. Counted without a branch for a few parts (a random
-  // key's part would mispredict a branch), by binary search beyond.
+  // is the last whose offset is <= u.
   std::vector<uint64_t> first(np);
   std::vector<const uint8_t*> rows(np);
   std::vector<size_t> row_bytes(np);
@@ -536,19 +535,11 @@ Status PsRequests::ScatterReplies(Request& r) {
     row_bytes[k] = size_t{dim} * pack::WireBytes(static_cast<pack::WireType>(parts[k].wire));
   }
   const uint8_t wire = np > 0 ? parts[0].wire : 0;  // one table: every part has its type
-  auto part_of = [&](uint32_t u) -> size_t {
-    if (np <= 16) {
-      size_t k = 0;
-      for (size_t j = 1; j < np; ++j) k += static_cast<size_t>(u >= first[j]);
-      return k;
-    }
-    return static_cast<size_t>(std::upper_bound(first.begin(), first.end(), u) - first.begin()) - 1;
-  };
   const uint32_t* inverse = r.inverse.data();
   const size_t n = r.inverse.size();
   for (size_t i = 0; i < n; ++i) {
     const uint32_t u = inverse[i];
-    const size_t k = part_of(u);
+    const size_t k = pack::LastAtOrBelow(first.data(), np, u);
     const uint8_t* src = rows[k] + (u - first[k]) * row_bytes[k];
     float* dst = r.out + i * dim;
     if (wire != 0) {
