@@ -522,6 +522,7 @@ def run(docs, backend, secrets=None, timeout=180, keep_logs=None):
                 # would hold a probe for its whole timeoutSeconds): stricter, never looser.
                 if backend.probe(p, ready, 0.25):
                     p.ready_s = time.monotonic() - p.started
+                    continue  # the liveness probe at once: a short job may end the pod soon
             elif live and "httpGet" in live and p.live_ok is None:
                 p.live_ok = backend.probe(p, live)
             else:

@@ -77,8 +77,11 @@ def check_job(pods, launcher, workers):
     for name, p in pods.items():
         assert p["exit_codes"] == [0], report
         if p["kind"] in ("Deployment", "StatefulSet"):
-            # The readiness probe (/metrics) passed while it ran, then the liveness probe.
-            assert p["ready_s"] is not None and p["live_ok"], report
+            # The readiness probe (/metrics) passed while it ran. The liveness probe (the same
+            # /metrics) follows at once and must not fail; but the job can end, and the
+            # scheduler and servers with it, before it runs (None): whether it ran is a race
+            # between two timers, not a verdict.
+            assert p["ready_s"] is not None and p["live_ok"] is not False, report
     lines = sorted(line for p in pods.values() for line in p["log"].splitlines() if line.startswith("LAYERPS-POD"))
     assert len(lines) == len(workers), report
     for rank, (line, pod) in enumerate(zip(lines, workers)):
