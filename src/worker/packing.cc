@@ -99,21 +99,8 @@ size_t BucketOf(Key key, const uint64_t* bucket_begin, size_t num_buckets) {
 void Bucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
             const uint64_t* bucket_begin, size_t num_buckets, Key* out_keys, float* out_rows,
             size_t* offsets) {
-  std::vector<uint32_t> bucket(n);
-  std::fill(offsets, offsets + num_buckets + 1, size_t{0});
-  for (size_t i = 0; i < n; ++i) {
-    bucket[i] = static_cast<uint32_t>(BucketOf(keys[i], bucket_begin, num_buckets));
-    ++offsets[bucket[i] + 1];
-  }
-  for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
-  std::vector<size_t> cursor(offsets, offsets + num_buckets);
-  for (size_t i = 0; i < n; ++i) {
-    const size_t dst = cursor[bucket[i]]++;
-    out_keys[dst] = keys[i];
-    if (rows && out_rows && dim > 0) {
-      std::memcpy(out_rows + dst * dim, rows + i * dim, dim * sizeof(float));
-    }
-  }
+  BucketWithInverse(keys, rows, n, dim, bucket_begin, num_buckets, out_keys, out_rows, nullptr,
+                    offsets);
 }
 
 size_t CoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint32_t dim,
@@ -256,41 +243,33 @@ size_t HashCoalesceAndBucket(const Key* keys, const float* rows, size_t n, uint3
     }
   }
   const size_t m = m32;
+  // Destinations. One bucket: out_keys holds the unique keys in place, and a unique key's
+  // place is its index (which[i] is already the place of key i). Several: a stable
+  // counting sort of the unique keys by bucket.
+  const uint32_t* dest = nullptr;
   if (one_bucket) {
-    // out_keys holds the unique keys in place and which[i] is already the place of key i.
     offsets[1] = m;
-    if (with_rows) {
-      uint32_t next_new = 0;
-      for (size_t i = 0; i < n; ++i) {
-        const uint32_t u = which[i];
-        float* dst = out_rows + size_t{u} * dim;
-        const float* src = rows + i * dim;
-        if (u == next_new) {
-          std::memcpy(dst, src, dim * sizeof(float));
-          ++next_new;
-        } else {
-          for (uint32_t c = 0; c < dim; ++c) dst[c] += src[c];
-        }
-      }
+    if (!with_rows) {  // nothing left to place
+      if (n > kKeepScratchKeys) sc.Trim();
+      return m;
     }
-    if (n > kKeepScratchKeys) sc.Trim();
-    return m;
-  }
-  for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
-  // Destinations: a stable counting sort of the unique keys by bucket.
-  sc.cursor.assign(offsets, offsets + num_buckets);
-  sc.dest.resize(m);
-  for (size_t u = 0; u < m; ++u) {
-    const size_t d = sc.cursor[bucket[u]]++;
-    sc.dest[u] = static_cast<uint32_t>(d);
-    out_keys[d] = uniq[u];
+  } else {
+    for (size_t b = 0; b < num_buckets; ++b) offsets[b + 1] += offsets[b];
+    sc.cursor.assign(offsets, offsets + num_buckets);
+    sc.dest.resize(m);
+    for (size_t u = 0; u < m; ++u) {
+      const size_t d = sc.cursor[bucket[u]]++;
+      sc.dest[u] = static_cast<uint32_t>(d);
+      out_keys[d] = uniq[u];
+    }
+    dest = sc.dest.data();
   }
   // Pass 2: rows summed in input order. Unique indices were handed out in order of first
   // occurrence, so a key is new exactly when its index is the next one not seen yet.
   uint32_t next_new = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t u = which[i];
-    const uint32_t d = sc.dest[u];
+    const uint32_t d = dest != nullptr ? dest[u] : u;
     if (with_rows) {
       float* dst = out_rows + size_t{d} * dim;
       const float* src = rows + i * dim;
