@@ -22,8 +22,9 @@ namespace store_internal {
 constexpr size_t kSparseParallelKeys = 4096;
 // How far ahead the sparse loops prefetch index slots and rows (each loop also prefetches
 // its first ones before it starts, so that a stripe's few keys are prefetched too).
-// 32 rather than 16: a pull of 100k keys in random order from 400k rows reads in about
-// two thirds of the time on one core (BM_SparseReadShuffled).
+// 32 rather than 16: a read of 100k keys in random order from 400k rows
+// (BM_SparseReadShuffled, one core) was faster in three of four alternating rounds,
+// 0.76-0.85x the time (bench/results/sparse-pull-2026-12-02/microbench-read-one-core.txt).
 constexpr size_t kPrefetchSlots = 32;
 constexpr size_t kPrefetchRows = 32;
 
