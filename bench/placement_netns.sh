@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Step time of the big-FC-head CNN under uniform, park and stanza on a limited link.
+# Step time of the big-FC-head CNN under uniform, park and stanza (and allreduce) on a
+# limited link.
 #
 # Two hosts made of network namespaces joined by a veth pair whose both ends are shaped
 # with tc tbf to RATE (the server host's link, both directions):
 #   server host (10.233.0.1): layerps-scheduler, 2 layerps-server, and for park/stanza the
 #                             suffix rank (the PS worker / FC node, beside the servers)
-#   worker host (10.233.0.2): the W conv workers (uniform: the W data-parallel workers)
+#   worker host (10.233.0.2): the W conv workers (uniform, allreduce: the W data-parallel
+#                             workers; allreduce's ring stays on this host)
 # Each strategy trains examples/python/placement_cnn.py for one epoch of STEPS global
 # batches and reports seconds per step (the first step, which includes setting up, is left
 # out by the example's per-epoch timer only when STEPS > 1; see the printed lines).
 #
 # Usage (root): bench/placement_netns.sh [RATE=100mbit] [W=4] [BATCH=32] [STEPS=4] [MODEL=bigfc]
 #   MODEL: bigfc, or torchvision's vgg16, alexnet or resnet18 (placement_cnn.py --model);
-#   STRATEGIES="uniform park" (environment) runs only those (default: uniform park stanza).
+#   STRATEGIES="uniform park" (environment) runs only those (default: uniform park stanza;
+#   allreduce is run only when named).
 #   FC_NODES=N (environment, N > 1): stanza with N FC nodes (replicas), from the plan
 #   layerps-plan --strategy=stanza --fc_nodes=N writes for the model at this batch; the
 #   scheduler and the workers read that plan (its cut and roles).
@@ -75,7 +78,7 @@ fi
 
 run() {  # run STRATEGY: prints the suffix rank's or rank 0's epoch line
   local strategy=$1 ranks=$workers suffixes=0
-  [ "$strategy" != uniform ] && suffixes=1
+  case $strategy in uniform|allreduce) ;; *) suffixes=1 ;; esac
   [ "$strategy" = stanza ] && suffixes=$fc_nodes
   ranks=$((workers + suffixes))
   local plan=()
@@ -116,7 +119,7 @@ run() {  # run STRATEGY: prints the suffix rank's or rank 0's epoch line
     exit 1
   fi
   local report=0
-  [ "$strategy" != uniform ] && report=$((ranks - 1))  # the last suffix rank reports the loss
+  case $strategy in uniform|allreduce) ;; *) report=$((ranks - 1)) ;; esac  # the last suffix rank reports the loss
   "$py" - "$work" "$strategy" "$steps" "$report" "$workers" <<'EOF'
 import json, statistics, sys
 work, strategy, steps, report, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
@@ -128,10 +131,11 @@ later = r.get("step_seconds", [])[1:]  # the first step also sets up
 mb = sum(json.load(open(f"{work}/{strategy}-{k}.json"))["ps_payload_bytes_per_step"]
          + json.load(open(f"{work}/{strategy}-{k}.json"))["peer_payload_bytes_per_step"]
          for k in range(workers)) / 1e6
-print(f"{strategy:8} {h['seconds']:8.2f} s for {steps} steps = {h['seconds'] / steps:7.3f} s/step"
+print(f"{strategy:9} {h['seconds']:8.2f} s for {steps} steps = {h['seconds'] / steps:7.3f} s/step"
       + (f"; after the first: median {statistics.median(later):.3f} s/step"
          f" [{min(later):.3f}, {max(later):.3f}]" if later else "")
-      + f"; workers' payload {mb:.1f} MB/step" + (f"  loss {h['loss']:.4f}" if "loss" in h else ""))
+      + (f"; workers' ring payload {mb:.1f} MB/step (on the worker host)" if strategy == "allreduce"
+         else f"; workers' payload {mb:.1f} MB/step") + (f"  loss {h['loss']:.4f}" if "loss" in h else ""))
 EOF
 }
 

@@ -95,7 +95,7 @@ def main():
     print("|---|---|---|---|---|")
     for asked, strategy, cut, step, mb in rows:
         print(f"| {asked} | {strategy} | {cut} | {step:.3f} | {mb:.1f} |")
-    executed = [r for r in rows if r[0] == "uniform" or r[0].startswith("park at") or r[0].startswith("stanza")]
+    executed = [r for r in rows if r[0] in ("uniform", "allreduce") or r[0].startswith("park at") or r[0].startswith("stanza")]
     best = min(executed, key=lambda r: r[3])
     print(f"fastest predicted of the rows bench/placement_netns.sh runs: {best[0]} ({best[3]:.3f} s/step)")
 

@@ -5,12 +5,15 @@ one flag.
     python -m layerps.launch -s 2 -w 3 -- python examples/python/placement_cnn.py --strategy=park
     python -m layerps.launch -s 2 -w 3 -- python examples/python/placement_cnn.py --strategy=stanza
     python -m layerps.launch -s 2 -w 2 -- python examples/python/placement_cnn.py --strategy=uniform
+    python -m layerps.launch -s 2 -w 2 -- python examples/python/placement_cnn.py --strategy=allreduce
     python examples/python/placement_cnn.py --local          # the same training in one process
 
 (`python` is the venv's: `source .venv/bin/activate` first, or write `.venv/bin/python`.)
 
 - uniform: every worker trains the whole model; all of its 5.3 M parameters go through the
   parameter servers every step (data parallelism, server-side SGD).
+- allreduce: data parallelism without the servers: the workers' gradients are averaged by
+  the ring all-reduce and each worker steps its own SGD (the cost model's 'allreduce').
 - park: the last worker rank is the PS worker that runs the FC head (it belongs beside the
   dedicated server, the last server rank); the others are conv workers whose two conv
   layers' tables are pinned to the other servers. Only conv parameters and activations
@@ -132,18 +135,24 @@ def train_local(args, data):
 
 
 def train_uniform(args, data, w):
+    """Data parallelism: 'uniform' through the servers (every parameter on every server,
+    the servers' SGD), 'allreduce' among the workers (the ring all-reduce of the gradients,
+    each worker's own SGD step; the servers carry nothing)."""
     import layerps.torch as lt
     x_tr, y_tr, x_te, y_te = data
     model = make_model(args)
+    mode = "server" if args.strategy == "uniform" else "allreduce"
     opt = lt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr), model.named_parameters(),
-                                  worker=w, mode="server", name="placement_cnn")
+                                  worker=w, mode=mode, name="placement_cnn")
     n, r = w.num_workers, w.rank
     if args.batch % n:
         raise SystemExit(f"--batch={args.batch} must be a multiple of the {n} workers")
     per = args.batch // n
     if r == 0:
-        print(f"strategy uniform: each of the {n} workers trains the whole model on {per} samples a step; "
-              f"its {sum(q.numel() for q in model.parameters()):,} parameters through all {w.num_servers} servers",
+        where = (f"through all {w.num_servers} servers" if mode == "server"
+                 else f"all-reduced among the {n} workers")
+        print(f"strategy {args.strategy}: each of the {n} workers trains the whole model on {per} samples a "
+              f"step; its {sum(q.numel() for q in model.parameters()):,} parameters' gradients {where}",
               flush=True)
     history, steps = [], 0
     step_ends = [time.time()]  # when training starts, then when each step ends
@@ -167,7 +176,7 @@ def train_uniform(args, data, w):
         if r == 0:
             print(f"epoch {epoch}: test accuracy {history[-1]['accuracy']:.4f}  ({history[-1]['seconds']:.2f} s)",
                   flush=True)
-    return dict(strategy="uniform", history=history, steps=steps, step_ends=step_ends), start, trained
+    return dict(strategy=args.strategy, history=history, steps=steps, step_ends=step_ends), start, trained
 
 
 def train_split(args, data, w):
@@ -247,7 +256,9 @@ def train_split(args, data, w):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--strategy", default="park", choices=["uniform", "park", "stanza"])
+    p.add_argument("--strategy", default="park", choices=["uniform", "allreduce", "park", "stanza"],
+                   help="uniform: data parallel through the servers; allreduce: data parallel by the "
+                   "workers' ring all-reduce; park, stanza: the split step (default: park)")
     p.add_argument("--local", action="store_true", help="train in this process, without a cluster")
     p.add_argument("--model", default="bigfc", choices=sorted(CUTS),
                    help="the big-FC-head CNN (default), or torchvision's vgg16, alexnet or resnet18 (3-channel "
@@ -295,7 +306,7 @@ def main():
         # `traffic`: counted at the end of the last epoch's steps, before its evaluation (a
         # channel-parallel suffix gathers its weights to evaluate; with several epochs the
         # earlier epochs' gathers are counted too).
-        result, start, traffic = (train_uniform if args.strategy == "uniform" else train_split)(args, data, w)
+        result, start, traffic = (train_uniform if args.strategy in ("uniform", "allreduce") else train_split)(args, data, w)
         steps = max(result["steps"], 1)
         workers = {n.id for n in w.nodes() if n.role == layerps._core.Role.WORKER}
 
@@ -331,9 +342,9 @@ def main():
                       remote_bytes_per_step=remote / steps, step_seconds=durations,
                       peer_payload_bytes_per_step=peer / steps, all_bytes_per_step=total / steps)
         print(f"[rank {w.rank}] per step: {ps / steps / 1e6:.3f} MB of table payload to/from the servers, "
-              f"{peer / steps / 1e6:.3f} MB of activations to/from workers, {total / steps / 1e6:.3f} MB in all "
+              f"{peer / steps / 1e6:.3f} MB to/from other workers (activations, or the all-reduce), {total / steps / 1e6:.3f} MB in all "
               "(with headers and control)", flush=True)
-        writer = (w.rank == 0) if args.strategy == "uniform" else (w.rank == w.num_workers - 1)
+        writer = (w.rank == 0) if args.strategy in ("uniform", "allreduce") else (w.rank == w.num_workers - 1)
         if args.json and "{rank}" in args.json:
             writer = True
         layerps.shutdown()

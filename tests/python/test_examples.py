@@ -69,9 +69,10 @@ def test_dlrm_example_trains_under_the_launcher_with_fused_requests(tmp_path):
 
 
 def test_placement_cnn_park_stanza_and_uniform_train_as_one_process(tmp_path):
-    """The big-FC-head CNN: park and stanza (the split step) and uniform (data parallel
-    through the servers) compute the same SGD steps as one process, and the bytes the
-    workers count per step are what the placement formulas of docs/placement.md say."""
+    """The big-FC-head CNN: park and stanza (the split step), uniform (data parallel
+    through the servers) and allreduce (data parallel by the workers' ring) compute the
+    same SGD steps as one process, and the bytes the workers count per step are what the
+    placement formulas of docs/placement.md say."""
     script = str(EXAMPLES / "placement_cnn.py")
     batch = 32
     common = ["--epochs", "1", "--batch", str(batch), "--limit", "192", "--lr", "0.1", "--seed", "1"]
@@ -80,7 +81,7 @@ def test_placement_cnn_park_stanza_and_uniform_train_as_one_process(tmp_path):
     assert local.returncode == 0, local.stdout + local.stderr
     one = json.loads((tmp_path / "local.json").read_text())["history"][0]
     runs = {}
-    for strategy, workers in (("park", 3), ("stanza", 3), ("uniform", 2)):
+    for strategy, workers in (("park", 3), ("stanza", 3), ("uniform", 2), ("allreduce", 2)):
         out = str(tmp_path / (strategy + "-{rank}.json"))
         p = run_launched(["-s", "2", "-w", str(workers), "--quiet_daemons", "--timeout_s=300", "--",
                           sys.executable, script, "--strategy", strategy, "--json", out] + common)
@@ -90,7 +91,8 @@ def test_placement_cnn_park_stanza_and_uniform_train_as_one_process(tmp_path):
         h = runs[strategy][-1]["history"][0]  # the suffix rank evaluates the whole model
         assert abs(h["loss"] - one["loss"]) <= 1e-4 * abs(one["loss"]), (strategy, h, one)
         assert abs(h["accuracy"] - one["accuracy"]) <= 1e-3, (strategy, h, one)
-    assert abs(runs["uniform"][0]["history"][0]["accuracy"] - one["accuracy"]) <= 1e-3
+    for strategy in ("uniform", "allreduce"):
+        assert abs(runs[strategy][0]["history"][0]["accuracy"] - one["accuracy"]) <= 1e-3, strategy
     # Bytes per step, payload counted by the two workers that hold the data (W = 2): uniform
     # moves every parameter twice per worker; the split step the conv parameters twice and
     # the activations (and their gradients) of b = 16 samples, plus the 16 labels.
@@ -99,6 +101,10 @@ def test_placement_cnn_park_stanza_and_uniform_train_as_one_process(tmp_path):
     act = (batch // 2) * 4096 * 4
     uniform = sum(r["ps_payload_bytes_per_step"] for r in runs["uniform"])
     assert abs(uniform - 2 * 2 * params) <= 0.02 * uniform
+    # The ring of 2 workers: each sends and receives every gradient once, nothing to servers.
+    for r in runs["allreduce"]:
+        assert r["ps_payload_bytes_per_step"] == 0
+        assert abs(r["peer_payload_bytes_per_step"] - 2 * params) <= 0.02 * 2 * params, r
     for strategy in ("park", "stanza"):
         conv = runs[strategy][:2]
         counted = sum(r["ps_payload_bytes_per_step"] + r["peer_payload_bytes_per_step"] for r in conv)
