@@ -13,6 +13,8 @@
 #   VARIANTS="allreduce stanza2 uniform" (environment) runs those, in that order, instead
 #   of the default "uniform park stanza stanza2"; allreduce is data parallelism by the
 #   workers' ring all-reduce (placement_cnn.py --strategy=allreduce).
+#   UNIFORM_STEPS=N (environment) runs uniform for N global batches instead of STEPS (at
+#   100 Mbit/s its step is link-bound and takes minutes; the header records it).
 #   e.g. bench/placement_interleaved.sh 1gbit alexnet 21 3 bench/results/placement-interleaved-DATE
 # W = 4 workers x batch 8, 2 servers, as in bench/PLACEMENT.md.
 set -euo pipefail
@@ -26,7 +28,7 @@ mkdir -p "$out"
 log=$out/$model-$rate.txt
 {
   echo "# $(nproc)-core machine, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git -C "$here" rev-parse --short HEAD)"
-  echo "# ${VARIANTS:+VARIANTS=\"$VARIANTS\" }bench/placement_interleaved.sh $rate $model $steps $repeats"
+  echo "# ${VARIANTS:+VARIANTS=\"$VARIANTS\" }${UNIFORM_STEPS:+UNIFORM_STEPS=$UNIFORM_STEPS }bench/placement_interleaved.sh $rate $model $steps $repeats"
 } > "$log"
 for rep in $(seq "$repeats"); do
   for variant in ${VARIANTS:-uniform park stanza stanza2}; do
@@ -34,6 +36,7 @@ for rep in $(seq "$repeats"); do
     case $variant in
       stanza2) FC_NODES=2 STRATEGIES=stanza bash "$here/bench/placement_netns.sh" "$rate" 4 8 "$steps" "$model" \
                  | sed 's/^stanza  /stanza2 /' >> "$log" ;;
+      uniform) STRATEGIES=uniform bash "$here/bench/placement_netns.sh" "$rate" 4 8 "${UNIFORM_STEPS:-$steps}" "$model" >> "$log" ;;
       *) STRATEGIES=$variant bash "$here/bench/placement_netns.sh" "$rate" 4 8 "$steps" "$model" >> "$log" ;;
     esac
   done

@@ -12,8 +12,9 @@ one flag.
 
 - uniform: every worker trains the whole model; all of its 5.3 M parameters go through the
   parameter servers every step (data parallelism, server-side SGD).
-- allreduce: data parallelism without the servers: the workers' gradients are averaged by
-  the ring all-reduce and each worker steps its own SGD (the cost model's 'allreduce').
+- allreduce: data parallelism without the servers: each gradient is averaged by the ring
+  all-reduce as backward produces it (DistributedOptimizer's mode 'horovod', as auto's
+  runner trains the cost model's 'allreduce') and each worker steps its own SGD.
 - park: the last worker rank is the PS worker that runs the FC head (it belongs beside the
   dedicated server, the last server rank); the others are conv workers whose two conv
   layers' tables are pinned to the other servers. Only conv parameters and activations
@@ -136,12 +137,14 @@ def train_local(args, data):
 
 def train_uniform(args, data, w):
     """Data parallelism: 'uniform' through the servers (every parameter on every server,
-    the servers' SGD), 'allreduce' among the workers (the ring all-reduce of the gradients,
-    each worker's own SGD step; the servers carry nothing)."""
+    the servers' SGD), 'allreduce' among the workers (each gradient averaged by the ring
+    all-reduce from its hook during backward, as `layerps.autoplan`'s runner does for the
+    allreduce strategy: DistributedOptimizer's mode 'horovod'; each worker's own SGD step,
+    the servers carry nothing)."""
     import layerps.torch as lt
     x_tr, y_tr, x_te, y_te = data
     model = make_model(args)
-    mode = "server" if args.strategy == "uniform" else "allreduce"
+    mode = "server" if args.strategy == "uniform" else "horovod"
     opt = lt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr), model.named_parameters(),
                                   worker=w, mode=mode, name="placement_cnn")
     n, r = w.num_workers, w.rank
