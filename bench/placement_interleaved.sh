@@ -3,7 +3,8 @@
 # stanza with one FC node and stanza with two run one after the other on the same shaped
 # link (bench/placement_netns.sh, STEPS global batches each, the first left out of the
 # median), then the predictions once (bench/placement_predict.py --fc_nodes 2: the layer
-# times, FLOP/s and loopback rate it measured are in its output). The summary gives each
+# times, FLOP/s and loopback rate it measured are in its output and, to predict again
+# later, in OUT/MODEL-RATE-profile.json). The summary gives each
 # strategy's median over the repeats' medians and their spread, park's and stanza's
 # speed-up over uniform (medians), each strategy's measured / predicted step, and whether
 # the fastest predicted of the four is the fastest measured or within 5% of it, and the
@@ -43,46 +44,6 @@ for rep in $(seq "$repeats"); do
 done
 echo "## prediction" >> "$log"
 "$here/.venv/bin/python" "$here/bench/placement_predict.py" --model "$model" --rate "$rate" \
-  --workers 4 --batch 8 --fc_nodes 2 >> "$log" 2>&1 || echo "(prediction failed)" >> "$log"
-python3 - "$log" <<'PY' | tee -a "$log"
-import collections, re, statistics, sys
-runs = collections.defaultdict(list)
-predicted = {}  # the prediction table's rows for the strategies run here
-auto_step = None  # auto's predicted step (its pick is the row with that prediction)
-for line in open(sys.argv[1]):
-    m = re.match(r"(uniform|allreduce|park|stanza2|stanza)\s+.*median ([0-9.]+) s/step", line)
-    if m:
-        runs[m.group(1)].append(float(m.group(2)))
-    m = re.match(r"\| auto \| .* \| ([0-9.]+) \| [0-9.]+ \|$", line)
-    if m:
-        auto_step = float(m.group(1))
-    m = re.match(r"\| (uniform|allreduce|park at \S+|stanza, 1 FC node\(s\)|stanza, 2 FC node\(s\)) \| .* \| ([0-9.]+) \| [0-9.]+ \|$", line)
-    if m:
-        key = {"stanza, 1 FC node(s)": "stanza", "stanza, 2 FC node(s)": "stanza2"}.get(
-            m.group(1), "park" if m.group(1).startswith("park at") else m.group(1))
-        predicted[key] = float(m.group(2))
-print("# summary: median of the repeats' medians [min, max], s/step; speed-up = uniform / strategy")
-u = statistics.median(runs["uniform"]) if runs["uniform"] else None
-for k in ("uniform", "allreduce", "park", "stanza", "stanza2"):
-    v = runs.get(k)
-    if not v:
-        continue
-    med = statistics.median(v)
-    sp = f"  {u / med:.2f}x uniform" if u else ""
-    pr = f"  predicted {predicted[k]:.3f}, measured/predicted {med / predicted[k]:.2f}" if k in predicted else ""
-    print(f"{k:9} {med:8.3f} [{min(v):.3f}, {max(v):.3f}] over {len(v)} repeats{sp}{pr}")
-both = [k for k in runs if k in predicted]
-if both:
-    fast_m = min(both, key=lambda k: statistics.median(runs[k]))
-    fast_p = min(both, key=lambda k: predicted[k])
-    gap = statistics.median(runs[fast_p]) / statistics.median(runs[fast_m])
-    print(f"fastest measured: {fast_m}; fastest predicted: {fast_p}, {gap:.2f}x the fastest measured step "
-          f"({'within' if gap <= 1.05 else 'NOT within'} 5%)")
-    picked = [k for k in both if auto_step is not None and abs(predicted[k] - auto_step) < 5e-4]
-    if picked:
-        gap = statistics.median(runs[picked[0]]) / statistics.median(runs[fast_m])
-        print(f"auto picks {picked[0]} (predicted {auto_step:.3f}), {gap:.2f}x the fastest measured step "
-              f"({'within' if gap <= 1.05 else 'NOT within'} 5%)")
-    elif auto_step is not None:
-        print(f"auto's pick (predicted {auto_step:.3f}) was not run here")
-PY
+  --workers 4 --batch 8 --fc_nodes 2 --save_profile "$out/$model-$rate-profile.json" >> "$log" 2>&1 \
+  || echo "(prediction failed)" >> "$log"
+python3 "$here/bench/placement_summary.py" "$log" | tee -a "$log"

@@ -10,12 +10,18 @@ on another, joined by one link of RATE each way: every node's NIC is given RATE,
 each side's nodes share one link of RATE (--worker_link, --server_link), so in each
 phase of a step (pull, activations, their gradients, all-reduce, push) a side's bytes add
 up on it. The suffix ranks' all-reduce stays on the server host: --server_loopback, the
-rate of a 2-rank Worker.allreduce over TCP on 127.0.0.1, measured here (or given).
+rate of a 2-rank Worker.allreduce over TCP on 127.0.0.1, measured here (or given); the
+workers' ring all-reduce (allreduce) stays on the worker host: --worker_loopback, by
+default the same rate (both hosts are this machine).
 Compute: the W workers run their layers at the same time, so each gets cores / W of the
 profiling thread's FLOP/s; a suffix rank runs while the workers wait for it, on one
 thread (the profiling thread's FLOP/s).
 
   .venv/bin/python bench/placement_predict.py --model vgg16 --rate 1gbit --workers 4 --batch 8
+
+--save_profile FILE keeps what was measured (the timed profile and the loopback rate);
+--profile FILE predicts from such a file without measuring again (another model version,
+other flags), so a prediction can be recomputed for a run long after it.
 """
 import argparse
 import json
@@ -34,11 +40,18 @@ def main():
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--servers", type=int, default=2)
     p.add_argument("--batch", type=int, default=8, help="samples per worker per step")
-    p.add_argument("--cores", type=int, default=os.cpu_count())
+    p.add_argument("--cores", type=int, default=0, help="cores the workers share (default: this machine's, "
+                   "or the --profile file's)")
     p.add_argument("--server_loopback", default="",
                    help="the server host's loopback rate for the FC nodes' all-reduce (layerps-plan's "
                    "notation: 40Gbit, 4.5e10bit); "
                    "default: measured")
+    p.add_argument("--worker_loopback", default="",
+                   help="the worker host's loopback rate for the workers' ring all-reduce (the same "
+                   "notation; none: the ring crosses the workers' NICs, as the model had it before "
+                   "2026-12-02's night); default: --server_loopback's")
+    p.add_argument("--save_profile", help="write the measured profile and loopback rate here (JSON)")
+    p.add_argument("--profile", help="predict from this --save_profile file instead of measuring")
     p.add_argument("--role", default="", help=argparse.SUPPRESS)
     p.add_argument("--fc_nodes", type=int, default=0,
                    help="also predict stanza with this many FC nodes (bench/placement_netns.sh FC_NODES)")
@@ -53,11 +66,26 @@ def main():
     import layerps
     from layerps.placement import profile
 
-    loopback = args.server_loopback or loopback_rate()
-    torch.set_num_threads(1)
     size = args.size or (64 if args.model == "alexnet" else 32)
-    model = getattr(torchvision.models, args.model)(weights=None, num_classes=10)
-    prof = profile(model, torch.randn(args.batch, 3, size, size), name=args.model, time_layers=True)
+    if args.profile:
+        with open(args.profile) as f:
+            saved = json.load(f)
+        if (saved["model"], saved["size"], saved["batch"]) != (args.model, size, args.batch):
+            raise SystemExit(f"placement_predict: {args.profile} is {saved['model']} at {saved['size']}, batch "
+                             f"{saved['batch']}; asked {args.model} at {size}, batch {args.batch}")
+        prof, loopback = saved["profile"], args.server_loopback or saved["loopback"]
+        args.cores = args.cores or saved["cores"]
+    else:
+        loopback = args.server_loopback or loopback_rate()
+        torch.set_num_threads(1)
+        model = getattr(torchvision.models, args.model)(weights=None, num_classes=10)
+        prof = profile(model, torch.randn(args.batch, 3, size, size), name=args.model, time_layers=True)
+    if args.save_profile:
+        with open(args.save_profile, "w") as f:
+            json.dump(dict(model=args.model, size=size, batch=args.batch, loopback=loopback,
+                           cores=args.cores or os.cpu_count(), profile=prof), f)
+    args.cores = args.cores or os.cpu_count()
+    worker_loopback = args.worker_loopback or loopback
     one = prof["reference_flops"]  # the thread that timed the layers, as every rank runs
     rate = float(args.rate.lower().replace("gbit", "e9").replace("mbit", "e6"))
     flops = one * min(1.0, args.cores / args.workers)
@@ -77,7 +105,8 @@ def main():
                               f"--bandwidth={rate:.6g}bit", f"--worker_link={rate:.6g}bit",
                               f"--server_link={rate:.6g}bit", f"--server_loopback={loopback}",
                               f"--worker_flops={flops:.4g}",
-                              f"--server_flops={one:.4g}", "--latency=100us", "--json"] + extra,
+                              f"--server_flops={one:.4g}", f"--worker_loopback={worker_loopback}",
+                              "--latency=100us", "--json"] + extra,
                              capture_output=True, text=True)
         if out.returncode != 0:
             raise SystemExit(f"placement_predict: layerps-plan ({asked}) failed: {out.stderr.strip()}")
@@ -90,7 +119,8 @@ def main():
     os.unlink(path)
     print(f"{args.model} at {size}x{size}, W={args.workers} x batch {args.batch}, S={args.servers}, link {args.rate}; "
           f"measured layer times; {flops / 1e9:.2f} GFLOP/s per worker, {one / 1e9:.2f} for a suffix rank "
-          f"({args.cores} cores); server loopback {loopback}")
+          f"({args.cores} cores); server loopback {loopback}, worker loopback {worker_loopback}"
+          + (f" (profile from {args.profile})" if args.profile else ""))
     print("| asked | strategy | cut | predicted s/step | workers' MB/step |")
     print("|---|---|---|---|---|")
     for asked, strategy, cut, step, mb in rows:

@@ -32,6 +32,10 @@ DEFINE_string(server_loopback, "",
               "(8Gbit...): their transfers among themselves cross no NIC (give --server_link "
               "too when they also share that host's NIC); 0 or none: each server has its own "
               "machine (the default)");
+DEFINE_string(worker_loopback, "",
+              "The workers share one host whose loopback moves this much (8Gbit...): their "
+              "ring all-reduce crosses no NIC (give --worker_link too when they also share "
+              "that host's NIC); 0 or none: each worker has its own machine (the default)");
 DEFINE_string(worker_link, "",
               "The workers share one link of this bandwidth (one host's NIC, a rack's "
               "uplink), which carries their traffic with the servers (not among themselves); "
@@ -167,6 +171,9 @@ pl::ClusterSpec LoadCluster() {
   };
   if (!FLAGS_server_loopback.empty()) {
     c.server_loopback_bps = optional_bandwidth(FLAGS_server_loopback, "server_loopback");
+  }
+  if (!FLAGS_worker_loopback.empty()) {
+    c.worker_loopback_bps = optional_bandwidth(FLAGS_worker_loopback, "worker_loopback");
   }
   if (!FLAGS_worker_link.empty()) {
     c.worker_link_bps = optional_bandwidth(FLAGS_worker_link, "worker_link");
@@ -447,6 +454,10 @@ int main(int argc, char** argv) {
   if (cluster.server_loopback_bps > 0) {
     std::printf("The servers and suffix ranks share one host: %s Gbit/s among them (loopback)\n",
                 Fixed(cluster.server_loopback_bps / 1e9, 3).c_str());
+  }
+  if (cluster.worker_loopback_bps > 0) {
+    std::printf("The workers share one host: %s Gbit/s among them (loopback)\n",
+                Fixed(cluster.worker_loopback_bps / 1e9, 3).c_str());
   }
   if (model.reference_flops > 0) {
     std::printf("Compute: the profile's measured layer times (forward + backward, on a thread "

@@ -158,6 +158,10 @@ struct ClusterSpec {
   // crosses no NIC: it goes through that host's loopback, at this many bits per second
   // for all of them together.
   double server_loopback_bps = 0;
+  // 0: every worker has a machine (and NIC) of its own. > 0: the workers share one host,
+  // so what they send each other (the ring all-reduce of `allreduce` layers) crosses no
+  // NIC but that host's loopback, at this many bits per second for all of them together.
+  double worker_loopback_bps = 0;
   // 0: every worker's (server's) NIC reaches the others at its full bandwidth. > 0: the
   // workers (servers) reach the network through one link of this many bits per second
   // that they share (one host's NIC, a rack's uplink): in each phase of a step their
@@ -166,7 +170,7 @@ struct ClusterSpec {
   double server_link_bps = 0;
 
   // Counts >= 1 (and <= 65536), bandwidths and compute rates finite and > 0, latency
-  // finite and >= 0, server_loopback_bps and the shared links finite and >= 0, memories
+  // finite and >= 0, the loopbacks and the shared links finite and >= 0, memories
   // > 0. The message names the first bad field.
   Status Validate() const;
 };
@@ -242,6 +246,10 @@ struct PlanPrediction {
   // loopback (ClusterSpec::server_loopback_bps > 0), and the time that takes.
   uint64_t loopback_bytes = 0;
   double loopback_s = 0;
+  // The same for the workers' host (ClusterSpec::worker_loopback_bps > 0): the bytes of
+  // the workers' ring all-reduce, and the time that takes.
+  uint64_t worker_loopback_bytes = 0;
+  double worker_loopback_s = 0;
   double latency_s = 0;         // sequential message rounds x their latency
   double step_s = 0;            // worker_compute_s + server_compute_s + comm_s + latency_s
   uint64_t max_worker_memory = 0;

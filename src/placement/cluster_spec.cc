@@ -176,6 +176,7 @@ Status ClusterSpec::Validate() const {
   if (!positive(worker_flops)) return InvalidArgument("cluster: worker_flops must be > 0");
   if (!positive(server_flops)) return InvalidArgument("cluster: server_flops must be > 0");
   for (auto [name, v] : {std::pair<const char*, double>{"server_loopback_bps", server_loopback_bps},
+                         {"worker_loopback_bps", worker_loopback_bps},
                          {"worker_link_bps", worker_link_bps},
                          {"server_link_bps", server_link_bps}}) {
     if (!std::isfinite(v) || v < 0) {

@@ -228,7 +228,7 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
   // (the mode-"server"/"ps" optimizers and the split step: pull, forward, activations to
   // the suffix, their gradients back, backward, all-reduce, push, each waited for): the
   // bytes of a phase are counted apart, and its time is its slowest NIC (or the servers'
-  // loopback). A NIC is full duplex, so within a phase its longer direction counts.
+  // or the workers' loopback, or a shared link). A NIC is full duplex, so within a phase its longer direction counts.
   enum Phase { kPull = 0, kForward, kBackward, kSync, kPush, kPhases };
   struct Traffic {
     uint64_t in[kPhases] = {};
@@ -259,6 +259,16 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
       loopback[phase] += bytes;
     } else {
       send(W + from, W + to, phase, bytes);
+    }
+  };
+  // Between two workers (their ring all-reduce): their NICs, or their host's loopback.
+  const bool workers_colocated = c.worker_loopback_bps > 0;
+  uint64_t worker_loopback[kPhases] = {};
+  auto worker_to_worker = [&](int from, int to, Phase phase, uint64_t bytes) {
+    if (workers_colocated) {
+      worker_loopback[phase] += bytes;
+    } else {
+      send(from, to, phase, bytes);
     }
   };
 
@@ -307,7 +317,9 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
       case TrainMode::kAllReduce:
         // Ring all-reduce: reduce-scatter then all-gather, (W-1)/W of m each, each way.
         any_allreduce |= m > 0 && W > 1;
-        for (int w = 0; w < W && W > 1; ++w) send(w, (w + 1) % W, kSync, 2 * (W - 1) * m / W);
+        for (int w = 0; w < W && W > 1; ++w) {
+          worker_to_worker(w, (w + 1) % W, kSync, 2 * (W - 1) * m / W);
+        }
         worker_flops += flops;
         worker_mem += 2 * m + b * l.activation_bytes;
         break;
@@ -384,6 +396,12 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
     pred.loopback_bytes += loopback[phase];
     phase_s[phase] = colocated ? static_cast<double>(loopback[phase]) * 8.0 / c.server_loopback_bps : 0;
     pred.loopback_s += phase_s[phase];
+    pred.worker_loopback_bytes += worker_loopback[phase];
+    if (workers_colocated) {
+      const double s = static_cast<double>(worker_loopback[phase]) * 8.0 / c.worker_loopback_bps;
+      pred.worker_loopback_s += s;
+      phase_s[phase] = std::max(phase_s[phase], s);
+    }
   }
   for (size_t i = 0; i < pred.nodes.size(); ++i) {
     NodeLoad& node = pred.nodes[i];

@@ -283,6 +283,7 @@ json ClusterToJsonValue(const ClusterSpec& c) {
           {"server_memory_bytes", c.server_memory_bytes},
           {"worker_memory_bytes", c.worker_memory_bytes}};
   if (c.server_loopback_bps > 0) j["server_loopback_bps"] = c.server_loopback_bps;
+  if (c.worker_loopback_bps > 0) j["worker_loopback_bps"] = c.worker_loopback_bps;
   if (c.worker_link_bps > 0) j["worker_link_bps"] = c.worker_link_bps;
   if (c.server_link_bps > 0) j["server_link_bps"] = c.server_link_bps;
   return j;
@@ -295,7 +296,7 @@ Status ClusterFromJsonValue(const json& j, const std::string& where, ClusterSpec
       r.OnlyKeys({"format", "version", "servers", "workers", "bandwidth", "server_bandwidth_bps",
                   "worker_bandwidth_bps", "latency_s", "worker_flops", "server_flops",
                   "server_memory_bytes", "worker_memory_bytes", "server_loopback_bps",
-                  "worker_link_bps", "server_link_bps"}));
+                  "worker_loopback_bps", "worker_link_bps", "server_link_bps"}));
   PS_RETURN_IF_ERROR(CheckFormat(r, "layerps.cluster"));
   int64_t v = c->servers;
   PS_RETURN_IF_ERROR(r.Int("servers", false, 1, 65536, &v));
@@ -312,6 +313,7 @@ Status ClusterFromJsonValue(const json& j, const std::string& where, ClusterSpec
   PS_RETURN_IF_ERROR(r.Quantity("server_bandwidth_bps", bw, &c->server_bandwidth_bps));
   PS_RETURN_IF_ERROR(r.Quantity("worker_bandwidth_bps", bw, &c->worker_bandwidth_bps));
   PS_RETURN_IF_ERROR(r.Quantity("server_loopback_bps", bw, &c->server_loopback_bps));
+  PS_RETURN_IF_ERROR(r.Quantity("worker_loopback_bps", bw, &c->worker_loopback_bps));
   PS_RETURN_IF_ERROR(r.Quantity("worker_link_bps", bw, &c->worker_link_bps));
   PS_RETURN_IF_ERROR(r.Quantity("server_link_bps", bw, &c->server_link_bps));
   PS_RETURN_IF_ERROR(r.Quantity(
@@ -360,6 +362,8 @@ json PredictionToJson(const PlanPrediction& p) {
           {"comm_s", p.comm_s},
           {"loopback_bytes", p.loopback_bytes},
           {"loopback_s", p.loopback_s},
+          {"worker_loopback_bytes", p.worker_loopback_bytes},
+          {"worker_loopback_s", p.worker_loopback_s},
           {"latency_s", p.latency_s},
           {"step_s", p.step_s},
           {"max_worker_memory", p.max_worker_memory},
@@ -374,7 +378,7 @@ Status PredictionFromJson(const json& j, PlanPrediction* p) {
   PS_RETURN_IF_ERROR(
       r.OnlyKeys({"nodes", "busiest", "busiest_nic_bytes", "worker_bytes", "network_bytes",
                   "worker_compute_s", "server_compute_s", "comm_s", "loopback_bytes",
-                  "loopback_s", "latency_s", "step_s",
+                  "loopback_s", "worker_loopback_bytes", "worker_loopback_s", "latency_s", "step_s",
                   "max_worker_memory", "max_server_memory", "fits_memory", "memory_note"}));
   if (r.Has("nodes")) {
     if (!r.At("nodes").is_array()) return r.Error("nodes", "must be an array");
@@ -413,6 +417,8 @@ Status PredictionFromJson(const json& j, PlanPrediction* p) {
   PS_RETURN_IF_ERROR(r.Double("comm_s", false, &p->comm_s));
   PS_RETURN_IF_ERROR(r.Uint("loopback_bytes", false, &p->loopback_bytes));
   PS_RETURN_IF_ERROR(r.Double("loopback_s", false, &p->loopback_s));
+  PS_RETURN_IF_ERROR(r.Uint("worker_loopback_bytes", false, &p->worker_loopback_bytes));
+  PS_RETURN_IF_ERROR(r.Double("worker_loopback_s", false, &p->worker_loopback_s));
   PS_RETURN_IF_ERROR(r.Double("latency_s", false, &p->latency_s));
   PS_RETURN_IF_ERROR(r.Double("step_s", false, &p->step_s));
   PS_RETURN_IF_ERROR(r.Uint("max_worker_memory", false, &p->max_worker_memory));

@@ -149,6 +149,7 @@ TEST(ClusterJsonTest, RoundTripAndUnits) {
   c.server_memory_bytes = 1ull << 36;
   c.worker_memory_bytes = 1ull << 33;
   c.server_loopback_bps = 6e9;
+  c.worker_loopback_bps = 9e9;
   c.worker_link_bps = 1e9;
   c.server_link_bps = 2e9;
   StatusOr<ClusterSpec> back = ClusterSpecFromJson(ClusterSpecToJson(c));
@@ -156,6 +157,7 @@ TEST(ClusterJsonTest, RoundTripAndUnits) {
   EXPECT_EQ(ClusterSpecToJson(*back), ClusterSpecToJson(c));
   EXPECT_EQ(back->latency_s, 2e-4);
   EXPECT_EQ(back->server_loopback_bps, 6e9);
+  EXPECT_EQ(back->worker_loopback_bps, 9e9);
   EXPECT_EQ(back->worker_link_bps, 1e9);
   EXPECT_EQ(back->server_link_bps, 2e9);
 
@@ -176,6 +178,9 @@ TEST(ClusterJsonTest, RoundTripAndUnits) {
   ExpectBad(ClusterSpecFromJson(R"({"server_loopback_bps": -5})").status(),
             {"server_loopback_bps"});
   EXPECT_EQ(ClusterSpecFromJson(R"({"server_loopback_bps": "8Gbit"})")->server_loopback_bps, 8e9);
+  ExpectBad(ClusterSpecFromJson(R"({"worker_loopback_bps": "-1Gbit"})").status(),
+            {"worker_loopback_bps"});
+  EXPECT_EQ(ClusterSpecFromJson(R"({"worker_loopback_bps": "30Gbit"})")->worker_loopback_bps, 30e9);
   ExpectBad(ClusterSpecFromJson(R"({"nodes": 3})").status(), {"nodes", "unknown key"});
   ExpectBad(ClusterSpecFromJson("servers: 2").status(), {"bad JSON"});
 }
@@ -355,6 +360,7 @@ TEST(ClusterSpecTest, Validate) {
   bad([](ClusterSpec& c) { c.server_flops = INFINITY; }, "server_flops");
   bad([](ClusterSpec& c) { c.server_memory_bytes = 0; }, "server_memory_bytes");
   bad([](ClusterSpec& c) { c.server_loopback_bps = -1; }, "server_loopback_bps");
+  bad([](ClusterSpec& c) { c.worker_loopback_bps = std::nan(""); }, "worker_loopback_bps");
   bad([](ClusterSpec& c) { c.worker_link_bps = INFINITY; }, "worker_link_bps");
   bad([](ClusterSpec& c) { c.server_link_bps = -3; }, "server_link_bps");
 }

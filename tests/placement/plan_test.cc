@@ -241,6 +241,37 @@ TEST(CostModelTest, SharedLinksCarryOnlyTrafficBetweenTheSides) {
   EXPECT_NEAR(link->prediction.comm_s, nics->prediction.comm_s + 4 * 0.4, 1e-12);
 }
 
+// Workers on one host: their ring all-reduce crosses no NIC but the host's loopback. Tiny
+// (4400 B) over 4 workers: each sends 2 x 3/4 x 4400 = 6600 B to the next; on NICs of
+// 1000 B/s that is 6.6 s, on a loopback of 10,000 B/s for all four (26,400 B) 2.64 s.
+TEST(CostModelTest, WorkersOnOneHostRingThroughItsLoopback) {
+  ClusterSpec c = Slow(4, 2);
+  StatusOr<Plan> apart = AllReducePlan(Tiny(), c, Batch(10));
+  ASSERT_TRUE(apart.ok()) << apart.status();
+  EXPECT_EQ(apart->prediction.nodes[0].bytes_out, 6600u);
+  EXPECT_EQ(apart->prediction.worker_loopback_bytes, 0u);
+  EXPECT_DOUBLE_EQ(apart->prediction.comm_s, 6.6);
+  c.worker_loopback_bps = 8e4;
+  StatusOr<Plan> together = AllReducePlan(Tiny(), c, Batch(10));
+  ASSERT_TRUE(together.ok()) << together.status();
+  const PlanPrediction& t = together->prediction;
+  EXPECT_EQ(t.nodes[0].bytes_out, 0u);
+  EXPECT_EQ(t.worker_loopback_bytes, 4u * 6600);
+  EXPECT_DOUBLE_EQ(t.worker_loopback_s, 2.64);
+  EXPECT_DOUBLE_EQ(t.comm_s, 2.64);
+  EXPECT_DOUBLE_EQ(t.step_s - t.comm_s, apart->prediction.step_s - apart->prediction.comm_s);
+  // Through JSON and back, the loopback's figures stay.
+  StatusOr<Plan> back = PlanFromJson(PlanToJson(*together));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->prediction.worker_loopback_bytes, t.worker_loopback_bytes);
+  EXPECT_EQ(back->cluster.worker_loopback_bps, 8e4);
+  // Uniform has no traffic among workers: the loopback changes nothing.
+  StatusOr<Plan> u1 = UniformPlan(Tiny(), Slow(4, 2), Batch(10));
+  StatusOr<Plan> u2 = UniformPlan(Tiny(), c, Batch(10));
+  ASSERT_TRUE(u1.ok() && u2.ok());
+  EXPECT_DOUBLE_EQ(u1->prediction.step_s, u2->prediction.step_s);
+}
+
 // The search over N_f ranks plans as the comparison does: one that fits the servers'
 // memory beats a faster one that does not. One FC node (Stanza's rule here, and the
 // fastest) holds both workers' activations and exceeds the memory; two fit.

@@ -136,7 +136,7 @@ def worker():
 # its module's tier, and `slow` on top for the modules and tests listed. Run one tier with
 # `scripts/test-python.sh -m unit` (the fast tier) or `-m "not slow"`.
 TIERS = {
-    "unit": {"test_bench_plot", "test_docs", "test_package", "test_profile", "test_results_pages"},
+    "unit": {"test_bench_plot", "test_bench_summaries", "test_docs", "test_package", "test_profile", "test_results_pages"},
     "cluster": {"test_algorithms", "test_allreduce", "test_api", "test_horovod_api", "test_hybrid",
                 "test_join", "test_optimizers", "test_peer_placement", "test_sparse_bounds",
                 "test_split", "test_layerwise", "test_torch", "test_torch_optimizer", "test_wire_dtype", "test_recsys"},

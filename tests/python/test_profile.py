@@ -258,3 +258,17 @@ def test_plan_shared_links_carry_cross_side_traffic_and_turn_off_with_0_or_none(
     p = subprocess.run([layerps.tool_path("layerps-plan"), "--model=alexnet", "--worker_link=fast"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "worker_link" in p.stderr
+
+
+def test_plan_worker_loopback_carries_the_workers_ring_instead_of_their_nics():
+    """--worker_loopback: the workers' ring all-reduce crosses their host's loopback, not
+    their NICs (slow NICs no longer slow it); 0 or none is off; a PS strategy is unchanged."""
+    slow_nics = ("--bandwidth=100Mbit",)
+    nics = _plan_step("--strategy=allreduce", *slow_nics)
+    assert _plan_step("--strategy=allreduce", *slow_nics, "--worker_loopback=none") == nics
+    assert _plan_step("--strategy=allreduce", *slow_nics, "--worker_loopback=40Gbit") < nics / 10
+    assert _plan_step("--strategy=uniform", *slow_nics, "--worker_loopback=40Gbit") == \
+        _plan_step("--strategy=uniform", *slow_nics)
+    p = subprocess.run([layerps.tool_path("layerps-plan"), "--model=alexnet", "--worker_loopback=-1Gbit"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "worker_loopback" in p.stderr
