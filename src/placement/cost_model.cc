@@ -228,7 +228,8 @@ Status PredictPlan(const ModelProfile& profile, const PlanOptions& options, Plan
   // (the mode-"server"/"ps" optimizers and the split step: pull, forward, activations to
   // the suffix, their gradients back, backward, all-reduce, push, each waited for): the
   // bytes of a phase are counted apart, and its time is its slowest NIC (or the servers'
-  // or the workers' loopback, or a shared link). A NIC is full duplex, so within a phase its longer direction counts.
+  // or the workers' loopback, or a shared link). A NIC is full duplex, so within a phase
+  // its longer direction counts.
   enum Phase { kPull = 0, kForward, kBackward, kSync, kPush, kPhases };
   struct Traffic {
     uint64_t in[kPhases] = {};
