@@ -39,7 +39,7 @@ star_up lpsH 10.234.0 "$machines" "$rate" || exit 1
 common=(--token=bench --heartbeat_interval_ms=500 --heartbeat_timeout_ms=30000)
 
 run() {  # run MODE: prints the step time
-  local mode=$1
+  local mode=$1 began=$SECONDS
   rm -f "$work/addr"
   ip netns exec "lpsH0_$tag" "$bin/layerps-scheduler" --scheduler=tcp://0.0.0.0:0 --advertise_host=10.234.0.1 \
     --num_servers="$machines" --num_workers="$machines" --address_file="$work/addr" --run_timeout_s=3600 \
@@ -75,8 +75,12 @@ work, mode, m = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rs = [json.load(open(f"{work}/{mode}-{r}.json")) for r in range(m)]
 t = max(r["seconds_per_step_with_barrier"] for r in rs)
 print(f"{mode:9} {t * 1e3:9.1f} ms/step  (rank 0 without the final barrier {rs[0]['seconds_per_step'] * 1e3:.1f} ms;"
-      f" {rs[0]['measured_steps']} steps timed; eval loss {rs[0]['eval_loss']:.4f})", flush=True)
+      f" {rs[0]['measured_steps']} steps timed; eval loss {rs[0]['eval_loss']:.4f};"
+      f" peak RSS of a worker {max(r['max_rss_mb'] for r in rs):.0f} MB)", flush=True)
+print(f"          (start-up on rank 0: DistributedOptimizer {rs[0]['construct_seconds']:.1f} s, the first step"
+      f" {rs[0]['step_seconds'][0]:.1f} s)", flush=True)
 EOF
+  echo "          (the whole run, start-up included: $((SECONDS - began)) s)"
 }
 
 echo "hybrid_lm, M=$machines machines (1 worker + 1 server each), link $rate (tbf, both directions), $steps steps, extra: ${extra[*]:-none}"

@@ -24,6 +24,7 @@ step times and the bytes this worker moved per step with each peer.
 
 import argparse
 import json
+import resource
 import time
 
 import numpy as np
@@ -57,16 +58,36 @@ class ZipfText:
         return torch.from_numpy(words[:, :-1]), torch.from_numpy(targets)
 
 
+def tie_or_init(model, tie, g):
+    """The two embeddings' start: their own values, or one table for both (--tie: the
+    output embedding is the input one, as in tied-embedding language models)."""
+    with torch.no_grad():
+        if tie:
+            model.out.weight = model.inp.weight
+            model.inp.weight.uniform_(-0.1, 0.1, generator=g)
+        else:
+            model.inp.weight.uniform_(-0.5, 0.5, generator=g)
+            model.out.weight.uniform_(-0.1, 0.1, generator=g)
+
+
+def output_embedding(inp, tie):
+    """nn.Embedding for the output side; tied, it shares the input's storage until
+    tie_or_init makes the two one Parameter (no second table allocated)."""
+    vocab, dim = inp.weight.shape
+    if tie:
+        return nn.Embedding(vocab, dim, sparse=True, _weight=inp.weight.detach())
+    return nn.Embedding(vocab, dim, sparse=True)
+
+
 class CBOW(nn.Module):
-    def __init__(self, vocab, dim, hidden, seed):
+    def __init__(self, vocab, dim, hidden, seed, tie=False):
         super().__init__()
         self.inp = nn.EmbeddingBag(vocab, dim, mode="mean", sparse=True)
         self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), nn.Linear(hidden, dim))
-        self.out = nn.Embedding(vocab, dim, sparse=True)
+        self.out = output_embedding(self.inp, tie)
         g = torch.Generator().manual_seed(seed)
+        tie_or_init(self, tie, g)
         with torch.no_grad():
-            self.inp.weight.uniform_(-0.5, 0.5, generator=g)
-            self.out.weight.uniform_(-0.1, 0.1, generator=g)
             for p in self.mlp.parameters():
                 p.uniform_(-1.0 / p.shape[-1] ** 0.5, 1.0 / p.shape[-1] ** 0.5, generator=g)
 
@@ -82,16 +103,15 @@ class LstmLM(nn.Module):
     (nn.Embedding, sparse) in order through an LSTM; its last state, projected to the
     embedding width, is scored against the output embeddings (sparse) as CBOW's is."""
 
-    def __init__(self, vocab, dim, hidden, seed):
+    def __init__(self, vocab, dim, hidden, seed, tie=False):
         super().__init__()
         self.inp = nn.Embedding(vocab, dim, sparse=True)
         self.lstm = nn.LSTM(dim, hidden, batch_first=True)
         self.proj = nn.Linear(hidden, dim)
-        self.out = nn.Embedding(vocab, dim, sparse=True)
+        self.out = output_embedding(self.inp, tie)
         g = torch.Generator().manual_seed(seed)
+        tie_or_init(self, tie, g)
         with torch.no_grad():
-            self.inp.weight.uniform_(-0.5, 0.5, generator=g)
-            self.out.weight.uniform_(-0.1, 0.1, generator=g)
             for p in self.dense_parameters():
                 p.uniform_(-1.0 / hidden ** 0.5, 1.0 / hidden ** 0.5, generator=g)
 
@@ -115,7 +135,8 @@ MODELS = {"cbow": CBOW, "lstm": LstmLM}
 
 
 def make_optimizer(model, args):
-    groups = [{"params": [model.inp.weight, model.out.weight], "lr": args.embedding_lr},
+    embeddings = [model.inp.weight] + ([] if model.out.weight is model.inp.weight else [model.out.weight])
+    groups = [{"params": embeddings, "lr": args.embedding_lr},
               {"params": model.dense_parameters(), "lr": args.lr}]
     if args.optimizer == "adagrad":
         return torch.optim.Adagrad(groups, lr=args.lr, eps=1e-10)
@@ -140,6 +161,8 @@ def main():
                    "(--hidden is the MLP's or the LSTM's width)")
     p.add_argument("--vocab", type=int, default=20000)
     p.add_argument("--dim", type=int, default=32)
+    p.add_argument("--tie", action="store_true",
+                   help="one embedding table for the context and the scored words (half the memory)")
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--context", type=int, default=4)
     p.add_argument("--negatives", type=int, default=8)
@@ -162,11 +185,13 @@ def main():
 
     torch.set_num_threads(1)
     text = ZipfText(args.vocab, args.zipf, args.seed)
-    model = MODELS[args.model](args.vocab, args.dim, args.hidden, args.seed)  # every worker the same start
+    model = MODELS[args.model](args.vocab, args.dim, args.hidden, args.seed, args.tie)  # every worker the same start
     opt = make_optimizer(model, args)
     result = {"mode": "local" if args.local else args.mode, "model": args.model, "vocab": args.vocab,
               "dim": args.dim, "dense_params": sum(p.numel() for p in model.dense_parameters()),
-              "sparse_params": {"inp.weight": model.inp.weight.numel(), "out.weight": model.out.weight.numel()}}
+              "sparse_params": {n: model.inp.weight.numel() for n in (["inp.weight"] if args.tie else
+                                                                        ["inp.weight", "out.weight"])},
+              "tie": args.tie}
     worker = None
     rank, nworkers = 0, 1
     if not args.local:
@@ -183,11 +208,13 @@ def main():
             hosts = [r // int(args.hosts) for r in range(nworkers)]
         mode, routes = args.mode, None
         if args.mode == "allgather":
-            mode, routes = "allreduce", {"inp.weight": "allgather", "out.weight": "allgather"}
+            mode, routes = "allreduce", {n: "allgather" for n in result["sparse_params"]}
         partitions = None if args.partitions in (None, "auto") else int(args.partitions)
+        t_construct = time.perf_counter()
         opt = lt.DistributedOptimizer(opt, model.named_parameters(), worker=worker, mode=mode, routes=routes,
                                       hosts=hosts, partitions=partitions, host_pulls=args.host_pulls,
                                       name=f"hybrid_lm/{args.mode}")
+        result["construct_seconds"] = time.perf_counter() - t_construct  # the start's broadcast
     share = args.batch // nworkers
 
     def train_step(step):
@@ -258,7 +285,8 @@ def main():
     result.update(losses=losses, eval_loss=eval_loss, seconds_per_step=elapsed / max(1, measured),
                   step_seconds=times, alpha={"inp.weight": a[0] / args.vocab, "out.weight": a[1] / args.vocab},
                   rows_per_step={"inp.weight": a[0], "out.weight": a[1]}, measured_steps=measured,
-                  batch=args.batch, steps=args.steps, seed=args.seed, optimizer=args.optimizer)
+                  batch=args.batch, steps=args.steps, seed=args.seed, optimizer=args.optimizer,
+                  max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(f"{result['mode']} rank {rank}: loss {np.mean(losses[:5]):.4f} -> {np.mean(losses[-5:]):.4f}, eval "
           f"{eval_loss:.4f}, {result['seconds_per_step'] * 1e3:.1f} ms/step, alpha in {result['alpha']['inp.weight']:.4f} "
           f"out {result['alpha']['out.weight']:.4f}", flush=True)

@@ -250,6 +250,27 @@ def test_hybrid_lm_modes_train_alike(tmp_path):
         assert r["routes"]["mlp.0.weight"] == want[1]
 
 
+def test_hybrid_lm_tied_embedding_takes_one_process_steps_in_hybrid_and_allgather(tmp_path):
+    """--tie: one table looked up by both embedding modules, one parameter with one sparse
+    gradient (both lookups' rows): held by the servers in the hybrid, all-gathered in the
+    all-gather route, and both runs take one process's steps."""
+    script = str(EXAMPLES / "hybrid_lm.py")
+    common = ["--tie", "--steps", "20", "--vocab", "4000", "--dim", "16", "--hidden", "32", "--batch", "64"]
+    local = subprocess.run([sys.executable, script, "--local", "--json", str(tmp_path / "local.json")] + common,
+                           capture_output=True, text=True, timeout=300, cwd=str(HERE))
+    assert local.returncode == 0, local.stdout + local.stderr
+    ref = json.loads((tmp_path / "local.json").read_text())
+    assert ref["sparse_params"] == {"inp.weight": 4000 * 16} and ref["tie"]
+    for mode, route in (("hybrid", "ps"), ("allgather", "allgather")):
+        p = run_launched(["-s", "2", "-w", "2", "--quiet_daemons", "--timeout_s=300", "--",
+                          sys.executable, script, "--mode", mode, "--json", str(tmp_path / f"{mode}.json")] + common)
+        assert p.returncode == 0, p.stdout + p.stderr
+        r = json.loads((tmp_path / f"{mode}.json").read_text())
+        assert "out.weight" not in r["routes"] and r["routes"]["inp.weight"] == route, r["routes"]
+        assert abs(r["eval_loss"] - ref["eval_loss"]) < 1e-4, (mode, r["eval_loss"], ref["eval_loss"])
+        assert r["eval_loss"] < ref["losses"][0] - 0.05
+
+
 def test_hybrid_lm_lstm_hybrid_equals_one_process(tmp_path):
     """The recurrent variant: the LSTM's weights go through the all-reduce, the embeddings
     through the servers, and the run takes one process's steps."""

@@ -105,6 +105,44 @@ def test_broadcast_parameters_copies_root_integer_buffers_too(cluster):
     assert int(a["1.num_batches_tracked"]) == 11
 
 
+def test_broadcast_parameters_stages_at_most_a_bucket(cluster, monkeypatch):
+    """A large contiguous tensor is broadcast in place in bucket-sized slices, small ones
+    packed into buckets, a non-contiguous one packed: root's values everywhere, in the
+    callers' own storage, with no unit above the bucket. A large tensor already equal on
+    every worker is not sent."""
+    monkeypatch.setattr(lt.ops, "BROADCAST_BUCKET_BYTES", 64)  # 16 float32s
+    sizes = []
+    real = lt.ops._C.broadcast
+
+    def counting(x, *args, **kwargs):
+        sizes.append(x.numel() * x.element_size())
+        return real(x, *args, **kwargs)
+
+    monkeypatch.setattr(lt.ops._C, "broadcast", counting)
+
+    def work(w):
+        g = torch.Generator().manual_seed(w.rank)
+        ts = {"big": torch.randn(7, 5, generator=g),  # 140 bytes: slices of 64, 64, 12
+              "t": torch.randn(6, 4, generator=g).t(),  # non-contiguous 96 bytes: packed
+              "s1": torch.randn(3, generator=g), "s2": torch.randn(2, 2, generator=g),
+              "e": torch.zeros(0), "i": torch.arange(5) * (w.rank + 1),
+              "same": torch.arange(40, dtype=torch.float32)}  # 160 bytes, equal everywhere
+        ptrs = {k: t.data_ptr() for k, t in ts.items()}
+        lt.broadcast_parameters(ts, 1, worker=w, name="bucketed")
+        assert all(t.data_ptr() == ptrs[k] for k, t in ts.items())
+        return ts
+
+    a, b = run_parallel(work, [(w,) for w in cluster.workers])
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert torch.equal(a["i"], torch.arange(5) * 2)
+    g = torch.Generator().manual_seed(1)
+    assert torch.equal(a["big"], torch.randn(7, 5, generator=g))
+    assert max(sizes) <= 96 and 12 in sizes  # the non-contiguous one alone; the big one's tail
+    # Per worker: big's 3 slices, t, s1 + s2, i; nothing for "same".
+    assert len(sizes) == 2 * 6, sizes
+
+
 def test_optimizer_argument_errors(worker):
     p = torch.nn.Parameter(torch.zeros(3))
     with pytest.raises(layerps.InvalidArgumentError, match="mode"):

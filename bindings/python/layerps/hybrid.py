@@ -397,8 +397,10 @@ class Hybrid:
             P = check_partitions(self._partitions_given.get(sp.name, w.num_servers), sp.rows,
                                  what=f"partitions of '{sp.name}'")
             sp.tables, sp.partitions = sp.declare(P), P
-            if w.rank == 0:  # every worker holds rank 0's values (broadcast at construction)
-                sp.assign_all(sp.tables, lambda k, p=sp.param: p.detach()[k], (0, 1))
+            # Every worker holds rank 0's values (broadcast at construction, not yet
+            # stepped): each writes its share of the rows, so a large table's start goes
+            # up through every worker's link at once (the barrier below waits for all).
+            sp.assign_all(sp.tables, lambda k, p=sp.param: p.detach()[k], (w.rank, w.num_workers))
             sp.ready = True
             sp.tracked.sparse = sp
         for i, t in list(self._tracked.items()):  # only server-held rows need the hook

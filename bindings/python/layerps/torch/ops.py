@@ -8,6 +8,7 @@ order, with tensors of the same shapes. No state lives here: init() starts the p
 default worker, which layerps.cluster holds.
 """
 
+import hashlib
 import io
 import pickle
 import threading
@@ -333,12 +334,66 @@ def _flat_size(tensors):
     return int(sum(t.numel() for t in tensors))
 
 
+# The most one broadcast of broadcast_parameters stages: small tensors are packed into
+# buckets of at most this many bytes, a larger contiguous tensor is broadcast in place in
+# slices of this size. A model's broadcast so costs at most this much extra memory, not
+# a copy of the model (an 800k x 512 embedding is 1.6 GB, on every worker of a host).
+BROADCAST_BUCKET_BYTES = 64 << 20
+
+
+def _equal_everywhere(tensors, w, process_set, timeout):
+    """The ids of those ``tensors`` (host, contiguous) whose bytes are already the same on
+    every member: a 16-byte digest of each, compared in one all-reduce (the maximum of
+    the digests and of their negations: equal everywhere iff max(d) == -max(-d)).
+    Workers that seeded their models alike then skip the broadcast of large tables."""
+    if not tensors:
+        return set()
+    digests = []
+    for t in tensors:
+        raw = t.detach().reshape(-1).view(torch.uint8).numpy()
+        digests.append(np.frombuffer(hashlib.blake2b(raw, digest_size=16).digest(), dtype=np.int32))
+    d = np.concatenate(digests).astype(np.int64)
+    both = np.concatenate([d, -d])
+    _C.allreduce(both, op=_C.Max, process_set=process_set, timeout=timeout, worker=w)
+    n = d.size
+    same = (both[:n] == -both[n:]).reshape(len(tensors), -1).all(axis=1)
+    return {id(t) for t, s in zip(tensors, same) if s}
+
+
+def _broadcast_buckets(tensors, bucket_bytes):
+    """Splits one type's tensors into broadcast units, in order: ('slice', view) for a
+    slice of a large contiguous tensor (broadcast in place), ('pack', [tensors]) for
+    small tensors packed into one buffer of at most ``bucket_bytes``."""
+    units, pack, packed = [], [], 0
+    for t in tensors:
+        n = t.numel()
+        if n == 0:
+            continue
+        nbytes = n * t.element_size()
+        if t.is_contiguous() and nbytes >= bucket_bytes:
+            flat = t.detach().view(-1)
+            step = max(1, bucket_bytes // t.element_size())
+            units.extend(("slice", flat[s:s + step]) for s in range(0, n, step))
+            continue
+        if pack and packed + nbytes > bucket_bytes:
+            units.append(("pack", pack))
+            pack, packed = [], 0
+        pack.append(t)
+        packed += nbytes
+    if pack:
+        units.append(("pack", pack))
+    return units
+
+
 def broadcast_parameters(params, root_rank=0, process_set=global_process_set, *, worker=None, name=None,
                          timeout=None):
     """Horovod's broadcast_parameters: overwrites every worker's tensors (in place) with
     root_rank's. Collective. ``params``: ``model.named_parameters()``,
     ``model.state_dict()``, a dict or a list of tensors; every tensor is sent (integer
-    buffers such as BatchNorm's counters too), those of one type packed in one broadcast."""
+    buffers such as BatchNorm's counters too). Small tensors of one type travel packed
+    together, a large contiguous one in place in slices: at most
+    ``BROADCAST_BUCKET_BYTES`` are staged at a time. A large host tensor whose bytes are
+    already equal on every member (compared by digest) is not sent at all."""
     if isinstance(root_rank, _cluster.Worker):
         raise InvalidArgumentError("broadcast_parameters(params, root_rank, process_set): the second argument "
                                    "is the root rank (Horovod's order); pass the worker as worker=")
@@ -346,26 +401,36 @@ def broadcast_parameters(params, root_rank=0, process_set=global_process_set, *,
     items = _named_tensors(params, "broadcast_parameters")
     if not 0 <= int(root_rank) < w.num_workers:
         raise InvalidArgumentError(f"root_rank {root_rank} is not a worker rank (0..{w.num_workers - 1})")
-    by_type = {}  # one broadcast per type and device (a GPU's tensors packed on that GPU)
+    large = [t for _, t in items if not t.is_cuda and t.is_contiguous()
+             and t.numel() * t.element_size() >= BROADCAST_BUCKET_BYTES]
+    already = _equal_everywhere(large, w, process_set, timeout)
+    by_type = {}  # broadcasts per type and device (a GPU's tensors packed on that GPU)
     for _, t in items:
-        by_type.setdefault((t.dtype, t.device), []).append(t)
+        if id(t) not in already:
+            by_type.setdefault((t.dtype, t.device), []).append(t)
+    unit = 0
     for dtype, device in sorted(by_type, key=str):
-        tensors = by_type[(dtype, device)]
-        flat = torch.empty(_flat_size(tensors), dtype=dtype, device=device)
-        if flat.numel() == 0:
-            continue
-        off = 0
-        for t in tensors:
-            n = t.numel()
-            flat[off:off + n].copy_(t.detach().reshape(-1))
-            off += n
-        _C.broadcast(flat, int(root_rank), process_set=process_set, name=name, timeout=timeout, worker=w)
-        with torch.no_grad():
+        for kind, what in _broadcast_buckets(by_type[(dtype, device)], BROADCAST_BUCKET_BYTES):
+            unit_name = None if name is None else f"{name}.{unit}"
+            unit += 1
+            if kind == "slice":
+                _C.broadcast(what, int(root_rank), process_set=process_set, name=unit_name, timeout=timeout,
+                             worker=w)
+                continue
+            flat = torch.empty(_flat_size(what), dtype=dtype, device=device)
             off = 0
-            for t in tensors:
+            for t in what:
                 n = t.numel()
-                t.copy_(flat[off:off + n].view_as(t))
+                flat[off:off + n].copy_(t.detach().reshape(-1))
                 off += n
+            _C.broadcast(flat, int(root_rank), process_set=process_set, name=unit_name, timeout=timeout,
+                         worker=w)
+            with torch.no_grad():
+                off = 0
+                for t in what:
+                    n = t.numel()
+                    t.copy_(flat[off:off + n].view_as(t))
+                    off += n
 
 
 def broadcast_optimizer_state(optimizer, root_rank=0, process_set=global_process_set, *, worker=None,
