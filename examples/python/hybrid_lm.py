@@ -7,9 +7,10 @@ The model (CBOW with negative sampling, plus a dense MLP): the mean of the conte
 input embeddings (nn.EmbeddingBag, sparse) goes through an MLP (dense) and is scored by
 dot product against the output embedding (nn.Embedding, sparse) of the next word and of
 K sampled words; --model lstm reads the context in order through an LSTM instead of the
-mean and the MLP (a recurrent dense part, --hidden wide). The text: word ids drawn from a
-Zipf law over the vocabulary, and with probability 0.6 the next word is a fixed successor
-of the previous one (learnable).
+mean and the MLP (a recurrent dense part, --hidden wide). --tie makes the two embeddings
+one table (half the memory: Parallax's 800k x 512 vocabulary on 8 workers of one host,
+bench/HYBRID.md). The text: word ids drawn from a Zipf law over the vocabulary, and with
+probability 0.6 the next word is a fixed successor of the previous one (learnable).
 Every step draws one global batch from (seed, step); worker r trains on its share, so the
 loss does not depend on the mode or on the number of workers.
 
