@@ -59,25 +59,24 @@ class ZipfText:
         return torch.from_numpy(words[:, :-1]), torch.from_numpy(targets)
 
 
-def tie_or_init(model, tie, g):
-    """The two embeddings' start: their own values, or one table for both (--tie: the
-    output embedding is the input one, as in tied-embedding language models)."""
+def output_embedding(inp, tie):
+    """nn.Embedding for the output side; tied (--tie), its weight is the input's own
+    Parameter (one table, one sparse gradient with both lookups' rows)."""
+    vocab, dim = inp.weight.shape
+    if not tie:
+        return nn.Embedding(vocab, dim, sparse=True)
+    out = nn.Embedding(vocab, dim, sparse=True, _weight=inp.weight.detach())  # no second table
+    out.weight = inp.weight
+    return out
+
+
+def init_embeddings(model, g):
     with torch.no_grad():
-        if tie:
-            model.out.weight = model.inp.weight
+        if model.out.weight is model.inp.weight:
             model.inp.weight.uniform_(-0.1, 0.1, generator=g)
         else:
             model.inp.weight.uniform_(-0.5, 0.5, generator=g)
             model.out.weight.uniform_(-0.1, 0.1, generator=g)
-
-
-def output_embedding(inp, tie):
-    """nn.Embedding for the output side; tied, it shares the input's storage until
-    tie_or_init makes the two one Parameter (no second table allocated)."""
-    vocab, dim = inp.weight.shape
-    if tie:
-        return nn.Embedding(vocab, dim, sparse=True, _weight=inp.weight.detach())
-    return nn.Embedding(vocab, dim, sparse=True)
 
 
 class CBOW(nn.Module):
@@ -87,7 +86,7 @@ class CBOW(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), nn.Linear(hidden, dim))
         self.out = output_embedding(self.inp, tie)
         g = torch.Generator().manual_seed(seed)
-        tie_or_init(self, tie, g)
+        init_embeddings(self, g)
         with torch.no_grad():
             for p in self.mlp.parameters():
                 p.uniform_(-1.0 / p.shape[-1] ** 0.5, 1.0 / p.shape[-1] ** 0.5, generator=g)
@@ -111,7 +110,7 @@ class LstmLM(nn.Module):
         self.proj = nn.Linear(hidden, dim)
         self.out = output_embedding(self.inp, tie)
         g = torch.Generator().manual_seed(seed)
-        tie_or_init(self, tie, g)
+        init_embeddings(self, g)
         with torch.no_grad():
             for p in self.dense_parameters():
                 p.uniform_(-1.0 / hidden ** 0.5, 1.0 / hidden ** 0.5, generator=g)
